@@ -1,0 +1,256 @@
+/**
+ * @file rove.h
+ * @brief librove: CPU attention with rotary position embeddings and RoVE.
+ *
+ * RoVE (Rotary Value Embeddings) applies RoPE to queries and keys, rotates each value
+ * by its key's position before aggregation, and rotates the output back by the query's
+ * position, so that  y_i = sum_j a_ij R_{p_j - P_i} v_j.
+ *
+ * Conventions used throughout this header:
+ * - Every fallible call returns a ::rove_status; outputs come last and are left
+ *   untouched when a call fails.
+ * - The library never aborts, exits or prints, except that ROVE_VERBOSE=1 in the
+ *   environment logs the ISA choice of each new plan to stderr.
+ * - Tensors are dense fp32 in row-major order; "token stride" is the number of floats
+ *   between consecutive tokens (0 = dense).
+ * - Thread safety: functions without shared mutable state (all of them, unless a
+ *   function says otherwise) may be called concurrently. A ::rove_plan is immutable
+ *   after creation and may be used by many threads at once.
+ */
+#ifndef ROVE_H
+#define ROVE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(ROVE_BUILDING_LIBRARY) && (defined(__GNUC__) || defined(__clang__))
+#define ROVE_API __attribute__((visibility("default")))
+#else
+#define ROVE_API
+#endif
+
+/** @name Version */
+/**@{*/
+#define ROVE_VERSION_MAJOR 0
+#define ROVE_VERSION_MINOR 1
+#define ROVE_VERSION_PATCH 0
+/** Encoded as major*10000 + minor*100 + patch. */
+#define ROVE_VERSION (ROVE_VERSION_MAJOR * 10000 + ROVE_VERSION_MINOR * 100 + ROVE_VERSION_PATCH)
+/**@}*/
+
+/** Largest head_dim a plan accepts (larger -> ::ROVE_ERR_UNSUPPORTED). */
+#define ROVE_MAX_HEAD_DIM 1024
+
+/** Result of every fallible call. */
+typedef enum rove_status {
+  ROVE_OK = 0,                /**< success */
+  ROVE_ERR_INVALID_ARGUMENT,  /**< NULL pointer, bad size, bad enum, NaN parameter, overlap */
+  ROVE_ERR_UNSUPPORTED,       /**< valid request this CPU or build cannot serve */
+  ROVE_ERR_OUT_OF_MEMORY,     /**< an allocation failed; nothing was written */
+  ROVE_ERR_SIZE_OVERFLOW,     /**< an element or byte count does not fit int64/size_t */
+  ROVE_ERR_INTERNAL           /**< a bug in librove: please report it */
+} rove_status;
+
+/** Static English text for @p s; unknown values give "unknown rove_status". Never NULL. */
+ROVE_API const char *rove_status_string(rove_status s);
+/** The library's version as "MAJOR.MINOR.PATCH" (of the loaded .so, not of this header). */
+ROVE_API const char *rove_version_string(void);
+
+/* ------------------------------------------------------------------------------------ */
+/** @name Instruction sets and CPU features */
+/**@{*/
+
+/** Kernel families. AUTO picks the best one the CPU and build offer. */
+typedef enum rove_isa {
+  ROVE_ISA_AUTO = 0,
+  ROVE_ISA_SCALAR,
+  ROVE_ISA_AVX2,    /**< x86-64 with AVX2 + FMA and OS support of the ymm state */
+  ROVE_ISA_AVX512,  /**< x86-64 with AVX-512 F, DQ, VL, BW and OS support of the zmm state */
+  ROVE_ISA_NEON     /**< aarch64 (baseline) */
+} rove_isa;
+
+/** CPU feature bits reported by rove_cpu_features(). */
+enum {
+  ROVE_CPU_AVX2 = 1u << 0,       /**< AVX2 (with OS ymm support) */
+  ROVE_CPU_FMA = 1u << 1,
+  ROVE_CPU_AVX512F = 1u << 2,    /**< with OS zmm support */
+  ROVE_CPU_AVX512DQ = 1u << 3,
+  ROVE_CPU_AVX512VL = 1u << 4,
+  ROVE_CPU_AVX512BW = 1u << 5,
+  ROVE_CPU_AVX512BF16 = 1u << 6,
+  ROVE_CPU_NEON = 1u << 8,
+  ROVE_CPU_FP16 = 1u << 9,       /**< aarch64 half-precision arithmetic */
+  ROVE_CPU_BF16 = 1u << 10,      /**< aarch64 BF16 */
+  ROVE_CPU_SVE = 1u << 11
+};
+
+/** Features of the running CPU (detected once; usable by the OS). */
+ROVE_API uint32_t rove_cpu_features(void);
+/** Whether this build of librove contains kernels for @p isa and the CPU can run them
+ *  (ignores the ROVE_ISA cap). ROVE_ISA_AUTO and ROVE_ISA_SCALAR always give 1. */
+ROVE_API int rove_isa_available(rove_isa isa);
+/** Best ISA this CPU and build offer, after the ROVE_ISA environment cap
+ *  (ROVE_ISA=scalar|avx2|avx512|neon). Never returns ROVE_ISA_AUTO. */
+ROVE_API rove_isa rove_best_isa(void);
+/** "auto", "scalar", "avx2", "avx512", "neon", or "unknown". Never NULL. */
+ROVE_API const char *rove_isa_name(rove_isa isa);
+/** Number of threads a plan with n_threads = 0 uses (the OpenMP default; 1 without OpenMP). */
+ROVE_API int32_t rove_default_threads(void);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------ */
+/** @name Rotary frequencies */
+/**@{*/
+
+/** Which dims form a rotation pair k (k = 0 .. rotary_dim/2 - 1). */
+typedef enum rove_pairing {
+  ROVE_PAIRING_HALF = 0,     /**< (x[k], x[k + r/2]): GPT-NeoX, HF rotate_half */
+  ROVE_PAIRING_INTERLEAVED   /**< (x[2k], x[2k+1]): GPT-J, Meta, DeepSeek */
+} rove_pairing;
+
+/** Context-extension scalings, as in HuggingFace transformers. */
+typedef enum rove_scaling {
+  ROVE_SCALING_NONE = 0,
+  ROVE_SCALING_LINEAR,  /**< w_k / factor (position interpolation) */
+  ROVE_SCALING_NTK,     /**< theta' = theta * factor^(r/(r-2)) (static NTK-aware) */
+  ROVE_SCALING_YARN,    /**< YaRN ramp between interpolation and extrapolation */
+  ROVE_SCALING_LLAMA3   /**< Llama 3.1 wavelength bands */
+} rove_scaling;
+
+/** RoPE parameters. Fill with rove_rope_config_init(), then change what differs. */
+typedef struct rove_rope_config {
+  int32_t rotary_dim;            /**< r: even, 2..head_dim; 0 = head_dim */
+  rove_pairing pairing;          /**< HALF */
+  double theta;                  /**< base, finite and > 1; 10000 */
+  rove_scaling scaling;          /**< NONE */
+  double factor;                 /**< s, finite and > 0 (ignored by NONE); 1 */
+  int32_t original_max_position; /**< L0, > 0 for YARN and LLAMA3; 0 */
+  double beta_fast, beta_slow;   /**< YaRN, finite and > 0; 32, 1 */
+  double attention_factor;       /**< YaRN m; 0 = derive (0.1 ln s + 1, or 1 if s <= 1) */
+  int32_t truncate;              /**< YaRN: floor/ceil the correction range; 1 */
+  double low_freq_factor;        /**< LLAMA3; 1 */
+  double high_freq_factor;       /**< LLAMA3, != low_freq_factor; 4 */
+  const double *freq_factors;    /**< NULL or r/2 finite divisors > 0 (LongRoPE); borrowed
+                                      until rove_plan_create / rove_rope_inv_freq returns */
+} rove_rope_config;
+
+/** Fill @p c with the defaults above (no-op when @p c is NULL). */
+ROVE_API void rove_rope_config_init(rove_rope_config *c);
+
+/**
+ * Inverse frequencies w_k (k = 0 .. r/2-1) and the attention factor m of @p c for a head
+ * of @p head_dim, evaluated in double exactly as DESIGN.md §1 defines them.
+ * @param inv_freq          out: r/2 doubles (r = rotary_dim, or head_dim when 0)
+ * @param attention_factor  out, may be NULL: m (1 unless YARN)
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT for NULL @p c or @p inv_freq, a bad head_dim
+ *         or rotary_dim, a non-finite or out-of-range parameter, an unknown scaling or
+ *         pairing; ROVE_ERR_UNSUPPORTED when head_dim > ROVE_MAX_HEAD_DIM.
+ */
+ROVE_API rove_status rove_rope_inv_freq(const rove_rope_config *c, int32_t head_dim,
+                                        double *inv_freq, double *attention_factor);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------ */
+/** @name Attention plans */
+/**@{*/
+
+/** Rotation flags: which of the four rotations attention applies. */
+enum { ROVE_ROTATE_Q = 1u, ROVE_ROTATE_K = 2u, ROVE_ROTATE_V = 4u, ROVE_ROTATE_O = 8u };
+#define ROVE_ROTATE_ROPE (ROVE_ROTATE_Q | ROVE_ROTATE_K)
+#define ROVE_ROTATE_ROVE (ROVE_ROTATE_ROPE | ROVE_ROTATE_V | ROVE_ROTATE_O)
+
+/** Attention parameters. Fill with rove_attention_config_init(). */
+typedef struct rove_attention_config {
+  int32_t n_heads;     /**< query heads, > 0 */
+  int32_t n_kv_heads;  /**< key/value heads, > 0, divides n_heads (GQA/MQA) */
+  int32_t head_dim;    /**< even, 2..ROVE_MAX_HEAD_DIM */
+  uint32_t rotate;     /**< ROVE_ROTATE_* bits; ROVE_ROTATE_ROVE */
+  int32_t causal;      /**< 0 or 1; 1 */
+  int32_t window;      /**< >= 0; key j visible iff P_i - p_j < window (|.| if non-causal); 0 = none */
+  float scale;         /**< logit scale, finite; 1/sqrt(head_dim); 0 also means that */
+  float softcap;       /**< >= 0 and finite; logits become c*tanh(s/c); 0 = none */
+  rove_rope_config rope;
+  rove_isa isa;        /**< AUTO; an ISA the CPU or build lacks -> ROVE_ERR_UNSUPPORTED */
+  int32_t n_threads;   /**< >= 0; 0 = rove_default_threads() */
+} rove_attention_config;
+
+/** Defaults for the given shape (no-op when @p c is NULL). Sizes are validated later. */
+ROVE_API void rove_attention_config_init(rove_attention_config *c, int32_t n_heads,
+                                         int32_t n_kv_heads, int32_t head_dim);
+
+/** An immutable, validated attention configuration with its frequencies and kernels. */
+typedef struct rove_plan rove_plan;
+
+/**
+ * Validate @p c and build a plan. The plan copies everything it needs from @p c
+ * (including freq_factors).
+ * @return ROVE_OK and *out set; ROVE_ERR_INVALID_ARGUMENT (NULL, bad size, ratio, flag,
+ *         scale, softcap, window, rope parameter); ROVE_ERR_UNSUPPORTED (head_dim too
+ *         large, or the requested ISA is not available here); ROVE_ERR_OUT_OF_MEMORY.
+ *         On failure *out is left untouched.
+ */
+ROVE_API rove_status rove_plan_create(const rove_attention_config *c, rove_plan **out);
+/** Free a plan (NULL-safe). Not concurrently with other uses of the same plan. */
+ROVE_API void rove_plan_destroy(rove_plan *p);
+/** The ISA the plan's kernels use (never AUTO); ROVE_ISA_AUTO for a NULL plan. */
+ROVE_API rove_isa rove_plan_isa(const rove_plan *p);
+/** Threads the plan runs on (n_threads resolved); 0 for a NULL plan. */
+ROVE_API int32_t rove_plan_threads(const rove_plan *p);
+/** Copy of the validated config (rotary_dim, scale resolved; rope.freq_factors points
+ *  into the plan). Returns ROVE_ERR_INVALID_ARGUMENT for NULL arguments. */
+ROVE_API rove_status rove_plan_config(const rove_plan *p, rove_attention_config *out);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------ */
+/** @name Attention forward */
+/**@{*/
+
+/** Tensors of one attention call. Zero-initialise, then set what you use. */
+typedef struct rove_attention_args {
+  int32_t batch, q_len, kv_len;  /**< all > 0 */
+  const float *q;        /**< [batch][q_len][n_heads][head_dim]     */
+  const float *k, *v;    /**< [batch][kv_len][n_kv_heads][head_dim] */
+  float *out;            /**< [batch][q_len][n_heads][head_dim]     */
+  /** Floats between consecutive tokens (token t of batch b is row b*len + t);
+   *  0 = dense (n_heads*head_dim for q/out, n_kv_heads*head_dim for k/v); otherwise at
+   *  least the dense width. Lets q/k/v be views into one fused QKV projection. */
+  int64_t q_stride, k_stride, v_stride, out_stride;
+  const int32_t *q_pos;  /**< [batch][q_len] or NULL: P_i = kv_len - q_len + i */
+  const int32_t *kv_pos; /**< [batch][kv_len] or NULL: p_j = j. Any int32, any order. */
+  float *lse;            /**< NULL or [batch][n_heads][q_len]: ln sum_j exp(s_ij), -inf if
+                              no key is visible */
+} rove_attention_args;
+
+/**
+ * out = attention(q, k, v) with the rotations selected by the plan (DESIGN.md §1).
+ * A query with no visible key gets output 0 and LSE -inf. @p a->out and @p a->lse must
+ * not overlap any input (checked). Bitwise identical results for any thread count.
+ * Safe to call concurrently with the same plan and distinct outputs.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/args/tensor, size <= 0, stride
+ *         below the dense width, overlapping output); ROVE_ERR_SIZE_OVERFLOW (an element
+ *         count does not fit int64, checked before anything is read);
+ *         ROVE_ERR_OUT_OF_MEMORY (workspace). Outputs are untouched on failure.
+ */
+ROVE_API rove_status rove_attention_forward(const rove_plan *p, const rove_attention_args *a);
+
+/**
+ * Rotate x ([n_tokens][n_heads][head_dim], token stride in floats, 0 = dense) in place by
+ * R_pos (inverse = 0) or R_pos^{-1} (inverse = 1), using the plan's head_dim, rotary_dim,
+ * pairing and frequencies. A pure rotation: the YaRN attention factor is not applied.
+ * @param pos  [n_tokens] positions, or NULL for 0 .. n_tokens-1
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan or x, n_tokens or n_heads <= 0,
+ *         stride below n_heads*head_dim, inverse not 0/1); ROVE_ERR_SIZE_OVERFLOW;
+ *         ROVE_ERR_OUT_OF_MEMORY. x is untouched on failure.
+ */
+ROVE_API rove_status rove_rotate(const rove_plan *p, float *x, int32_t n_tokens,
+                                 int32_t n_heads, int64_t token_stride, const int32_t *pos,
+                                 int32_t inverse);
+/**@}*/
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ROVE_H */

@@ -1,0 +1,69 @@
+/* Internal: the state of one rove_attention_forward call (see attention.c). */
+#ifndef ROVE_ATTENTION_INTERNAL_H
+#define ROVE_ATTENTION_INTERNAL_H
+
+#include "plan.h"
+
+#define ROVE_PACK_TILES 4   /* key tiles per pack task */
+#define ROVE_TABLE_ROWS 256 /* table rows per table task */
+/* Split-KV: when there are fewer than ROVE_SPLIT_TASKS query tiles in a call (decode),
+ * the keys of each are split into up to that many / tiles parts of >= ROVE_SPLIT_MIN_TILES
+ * key tiles each, merged exactly by their LSE. The split depends only on the shapes,
+ * never on the thread count. */
+#define ROVE_SPLIT_TASKS 64
+#define ROVE_SPLIT_MIN_TILES 4
+
+typedef struct rove_fwd {
+  const rove_plan *p;
+  const rove_attention_args *a;
+  int32_t batch;
+  int64_t q_len, kv_len;
+  int64_t qs, ks, vs, os;          /* token strides, resolved */
+  int64_t n_qt, n_kt, kv_pad;      /* query tiles, key tiles, kv_len rounded up to tiles */
+  int64_t n_kchunks;               /* pack tasks per (batch, kv head) */
+  /* Positions: row b starts at pos + b * bstride (bstride 0: shared default positions). */
+  const int32_t *qpos, *kpos;
+  int64_t qpos_bstride, kpos_bstride;
+  /* cos/sin tables, [rows][half]; the batch stride is 0 when positions are shared. */
+  float *kcos, *ksin, *qcos, *qsin;
+  int64_t ktab_bstride, qtab_bstride;  /* floats */
+  int64_t k_tab_batches, q_tab_batches; /* 0 when a table is not needed or is a view */
+  int64_t n_ktab_tasks, n_tables;
+  /* Workspace. */
+  float *kpack, *vpack;            /* [batch*Hkv][kv_pad*d] each */
+  int32_t *kmin, *kmax;            /* [batch][n_kt] position range of each key tile */
+  float *scratch;                  /* n_threads * scratch_floats */
+  int64_t scratch_floats;
+  int64_t n_splits;                /* key splits per query tile (1 = no split) */
+  float *partial;                  /* split-KV: [qtask][split] of (o [tq][d], m [tq], l [tq]) */
+  int64_t partial_floats;
+  void *blocks[8];                 /* every allocation, freed by rove_fwd_release */
+  int n_blocks;
+} rove_fwd;
+
+/* Validate p and a, compute sizes (checked), allocate the workspace. On failure nothing
+ * is allocated and no output was touched. */
+rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a);
+void rove_fwd_release(rove_fwd *f);
+/* Table task t in [0, n_tables): fills a chunk of the key or query cos/sin table. */
+void rove_fwd_table_task(int64_t t, int tid, void *vctx);
+
+static inline rove_rot rove_fwd_rot(const rove_fwd *f, const float *c, const float *s,
+                                    int64_t off, int on) {
+  rove_rot r = {NULL, NULL, f->p->half, (int32_t)f->p->cfg.rope.pairing};
+  if (on) {
+    r.cos = c + off;
+    r.sin = s + off;
+  }
+  return r;
+}
+/* Rotation of key rows j0.. of batch b (on = whether this rotation is enabled). */
+static inline rove_rot rove_fwd_krot(const rove_fwd *f, int64_t b, int64_t j0, int on) {
+  return rove_fwd_rot(f, f->kcos, f->ksin, b * f->ktab_bstride + j0 * f->p->half, on);
+}
+/* Rotation of query rows i0.. of batch b. */
+static inline rove_rot rove_fwd_qrot(const rove_fwd *f, int64_t b, int64_t i0, int on) {
+  return rove_fwd_rot(f, f->qcos, f->qsin, b * f->qtab_bstride + i0 * f->p->half, on);
+}
+
+#endif

@@ -1,0 +1,167 @@
+/* rove_attention_forward's validation, sizes and workspace (see attention.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_internal.h"
+
+/* Resolve a token stride (0 = dense width) and the element extent of rows tokens. */
+static rove_status tensor_extent(int64_t stride, int64_t width, int64_t rows, int64_t *resolved,
+                                 int64_t *extent) {
+  if (stride == 0) stride = width;
+  if (stride < width) return ROVE_ERR_INVALID_ARGUMENT;
+  int64_t e;
+  if (!rove_mul_i64(rows - 1, stride, &e) || !rove_add_i64(e, width, &e) ||
+      e > INT64_MAX / (int64_t)sizeof(float))
+    return ROVE_ERR_SIZE_OVERFLOW;
+  *resolved = stride;
+  *extent = e;
+  return ROVE_OK;
+}
+
+/* Strides, extents and the no-overlap rule for the output tensors. */
+static rove_status check_tensors(rove_fwd *f, const rove_attention_args *a) {
+  const rove_attention_config *c = &f->p->cfg;
+  const int64_t wq = (int64_t)c->n_heads * c->head_dim, wkv = (int64_t)c->n_kv_heads * c->head_dim;
+  int64_t qrows, krows, eq, ek, ev, eo, el;
+  if (!rove_mul_i64(a->batch, a->q_len, &qrows) || !rove_mul_i64(a->batch, a->kv_len, &krows))
+    return ROVE_ERR_SIZE_OVERFLOW;
+  rove_status st = tensor_extent(a->q_stride, wq, qrows, &f->qs, &eq);
+  if (st == ROVE_OK) st = tensor_extent(a->k_stride, wkv, krows, &f->ks, &ek);
+  if (st == ROVE_OK) st = tensor_extent(a->v_stride, wkv, krows, &f->vs, &ev);
+  if (st == ROVE_OK) st = tensor_extent(a->out_stride, wq, qrows, &f->os, &eo);
+  if (st != ROVE_OK) return st;
+  if (!rove_mul_i64(qrows, c->n_heads, &el) || el > INT64_MAX / (int64_t)sizeof(float))
+    return ROVE_ERR_SIZE_OVERFLOW;
+  const size_t fs = sizeof(float);
+  size_t bo = (size_t)eo * fs, bl = (size_t)el * fs;
+  if (rove_overlap(a->out, bo, a->q, (size_t)eq * fs) || rove_overlap(a->out, bo, a->k, (size_t)ek * fs) ||
+      rove_overlap(a->out, bo, a->v, (size_t)ev * fs))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  if (a->lse && (rove_overlap(a->lse, bl, a->q, (size_t)eq * fs) ||
+                 rove_overlap(a->lse, bl, a->k, (size_t)ek * fs) ||
+                 rove_overlap(a->lse, bl, a->v, (size_t)ev * fs) || rove_overlap(a->lse, bl, a->out, bo)))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  return ROVE_OK;
+}
+
+/* Which tables exist and how big they are; returns the table float count or -1. */
+static int64_t plan_tables(rove_fwd *f, const rove_attention_args *a) {
+  const uint32_t rot = f->p->cfg.rotate;
+  const int64_t half = f->p->half;
+  const int need_k = (rot & (ROVE_ROTATE_K | ROVE_ROTATE_V)) != 0;
+  const int need_q = (rot & (ROVE_ROTATE_Q | ROVE_ROTATE_O)) != 0;
+  f->k_tab_batches = need_k ? (a->kv_pos ? a->batch : 1) : 0;
+  f->ktab_bstride = a->kv_pos ? f->kv_len * half : 0;
+  const int q_is_view = need_q && need_k && !a->q_pos && !a->kv_pos && f->q_len <= f->kv_len;
+  f->q_tab_batches = (need_q && !q_is_view) ? (a->q_pos ? a->batch : 1) : 0;
+  f->qtab_bstride = a->q_pos ? f->q_len * half : 0;
+  int64_t krows, qrows, total;
+  if (!rove_mul_i64(f->k_tab_batches, f->kv_len, &krows) ||
+      !rove_mul_i64(f->q_tab_batches, f->q_len, &qrows) || !rove_add_i64(krows, qrows, &total) ||
+      !rove_mul_i64(total, 2 * half, &total))
+    return -1;
+  f->n_ktab_tasks = (krows + ROVE_TABLE_ROWS - 1) / ROVE_TABLE_ROWS;
+  f->n_tables = f->n_ktab_tasks + (qrows + ROVE_TABLE_ROWS - 1) / ROVE_TABLE_ROWS;
+  return total;
+}
+
+static void *take(rove_fwd *f, int64_t count, size_t elem) {
+  if (count <= 0) return NULL;
+  void *b = rove_alloc((size_t)count * elem);
+  if (b) f->blocks[f->n_blocks++] = b;
+  return b;
+}
+
+/* Sizes of the workspace blocks, all checked; then allocate them. */
+static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a) {
+  const rove_plan *p = f->p;
+  const int64_t d = p->cfg.head_dim, tq = p->kern->tile_q, tk = p->kern->tile_kv, half = p->half;
+  f->n_qt = (f->q_len + tq - 1) / tq;
+  f->n_kt = (f->kv_len + tk - 1) / tk;
+  f->kv_pad = f->n_kt * tk;
+  f->n_kchunks = (f->n_kt + ROVE_PACK_TILES - 1) / ROVE_PACK_TILES;
+  f->scratch_floats = (2 * tq * d + 2 * tq + tq * tk + 15) / 16 * 16;
+  f->partial_floats = (tq * d + 2 * tq + 15) / 16 * 16;
+  const int64_t qtasks = (int64_t)a->batch * p->cfg.n_heads * f->n_qt; /* <= lse count */
+  f->n_splits = 1;
+  if (qtasks < ROVE_SPLIT_TASKS) {
+    f->n_splits = ROVE_SPLIT_TASKS / qtasks;
+    if (f->n_splits > f->n_kt / ROVE_SPLIT_MIN_TILES) f->n_splits = f->n_kt / ROVE_SPLIT_MIN_TILES;
+    if (f->n_splits < 1) f->n_splits = 1;
+  }
+  const int64_t part = f->n_splits > 1 ? qtasks * f->n_splits * f->partial_floats : 0;
+  int64_t bh, kp, vp, km, sc, tab = plan_tables(f, a), pos = 2 * (f->q_len + f->kv_len);
+  if (tab < 0 || !rove_mul_i64(a->batch, p->cfg.n_kv_heads, &bh) ||
+      !rove_mul_i64(bh, f->kv_pad * d, &kp) || !rove_mul_i64(bh, f->kv_pad * d, &vp) ||
+      !rove_mul_i64(a->batch, 2 * f->n_kt, &km) || !rove_mul_i64(p->cfg.n_threads, f->scratch_floats, &sc) ||
+      kp > INT64_MAX / 8 || vp > INT64_MAX / 8 || tab > INT64_MAX / 8)
+    return ROVE_ERR_SIZE_OVERFLOW;
+  f->kpack = take(f, kp, sizeof(float));
+  f->vpack = take(f, vp, sizeof(float));
+  f->kmin = take(f, km, sizeof(int32_t));
+  f->scratch = take(f, sc, sizeof(float));
+  int32_t *defpos = take(f, pos, sizeof(int32_t));
+  float *tables = tab > 0 ? take(f, tab, sizeof(float)) : NULL;
+  f->partial = part > 0 ? take(f, part, sizeof(float)) : NULL;
+  if (!f->kpack || !f->vpack || !f->kmin || !f->scratch || !defpos || (tab > 0 && !tables) ||
+      (part > 0 && !f->partial)) {
+    rove_fwd_release(f);
+    return ROVE_ERR_OUT_OF_MEMORY;
+  }
+  f->kmax = f->kmin + a->batch * f->n_kt;
+  /* Default positions: P_i = kv_len - q_len + i, p_j = j. */
+  for (int64_t i = 0; i < f->q_len; i++) defpos[i] = (int32_t)(f->kv_len - f->q_len + i);
+  for (int64_t j = 0; j < f->kv_len; j++) defpos[f->q_len + j] = (int32_t)j;
+  f->qpos = a->q_pos ? a->q_pos : defpos;
+  f->kpos = a->kv_pos ? a->kv_pos : defpos + f->q_len;
+  f->qpos_bstride = a->q_pos ? f->q_len : 0;
+  f->kpos_bstride = a->kv_pos ? f->kv_len : 0;
+  const int64_t kfloats = f->k_tab_batches * f->kv_len * half;
+  f->kcos = tables;
+  f->ksin = tables ? tables + kfloats : NULL;
+  if (f->q_tab_batches) {
+    f->qcos = tables + 2 * kfloats;
+    f->qsin = f->qcos + f->q_tab_batches * f->q_len * half;
+  } else if (f->kcos) { /* view: default query positions are the last q_len key positions */
+    f->qcos = f->kcos + (f->kv_len - f->q_len) * half;
+    f->qsin = f->ksin + (f->kv_len - f->q_len) * half;
+  }
+  return ROVE_OK;
+}
+
+rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a) {
+  memset(f, 0, sizeof *f);
+  if (!p || !a || !a->q || !a->k || !a->v || !a->out) return ROVE_ERR_INVALID_ARGUMENT;
+  if (a->batch <= 0 || a->q_len <= 0 || a->kv_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
+  f->p = p;
+  f->a = a;
+  f->batch = a->batch;
+  f->q_len = a->q_len;
+  f->kv_len = a->kv_len;
+  rove_status st = check_tensors(f, a);
+  if (st != ROVE_OK) return st;
+  return alloc_workspace(f, a);
+}
+
+void rove_fwd_release(rove_fwd *f) {
+  for (int i = 0; i < f->n_blocks; i++) rove_free(f->blocks[i]);
+  f->n_blocks = 0;
+}
+
+void rove_fwd_table_task(int64_t t, int tid, void *vctx) {
+  (void)tid;
+  rove_fwd *f = vctx;
+  const int32_t half = f->p->half;
+  const int is_k = t < f->n_ktab_tasks;
+  const int64_t r0 = (is_k ? t : t - f->n_ktab_tasks) * ROVE_TABLE_ROWS;
+  const int64_t rows = is_k ? f->k_tab_batches * f->kv_len : f->q_tab_batches * f->q_len;
+  const int64_t n = rows - r0 < ROVE_TABLE_ROWS ? rows - r0 : ROVE_TABLE_ROWS;
+  if (is_k) {
+    const int32_t *pos = f->a->kv_pos ? f->a->kv_pos + r0 : NULL;
+    rove_rope_table(f->kcos + r0 * half, f->ksin + r0 * half, f->p->inv_freq, half, pos, r0, n);
+  } else {
+    const int32_t *pos = f->a->q_pos ? f->a->q_pos + r0 : NULL;
+    rove_rope_table(f->qcos + r0 * half, f->qsin + r0 * half, f->p->inv_freq, half, pos,
+                    f->kv_len - f->q_len + r0, n);
+  }
+}

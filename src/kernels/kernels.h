@@ -1,0 +1,111 @@
+/* The kernel table: what every ISA provides to the attention driver.
+ *
+ * The driver (src/attention.c) works per (batch, kv head) and per (batch, head, query
+ * tile); the kernels see one head at a time:
+ *
+ *   (1) rotate / pack_k : rotate-and-pack rows of Q (scale and m folded in), K and V.
+ *   (2) attn_tile       : S = Q K^T on one tile, mask, online softmax update, O += P V.
+ *   (3) finish          : O / l, inverse rotation by the query position, store, LSE.
+ *
+ * Memory layouts (floats, row-major):
+ *   packed Q   [nq][d]                      (driver scratch, one query tile)
+ *   packed V   [kv_pad][d]                  (rotated V of one (batch, kv head); kv_pad =
+ *                                           kv_len rounded up to tile_kv, rows past
+ *                                           kv_len are zero, so a tile may read whole
+ *                                           tile_kv rows of V)
+ *   packed K   ceil(kv_len/tile_kv) tiles of tile_kv*d floats each; the layout inside a
+ *              tile is private to the ISA (scalar: [tile_kv][d] rows). Rows past kv_len
+ *              are zero. Tile t starts at t*tile_kv*d.
+ *   O acc      [tile_q][d], row max m[tile_q], row sum l[tile_q]
+ *   cos / sin  [n][r/2] per token row, float (angles formed in double, see rope_table.c)
+ */
+#ifndef ROVE_KERNELS_H
+#define ROVE_KERNELS_H
+
+#include <stdint.h>
+
+#include "rove.h"
+
+/* Rotation of n token rows: row i uses cos[i*half + k], sin[i*half + k]. */
+typedef struct rove_rot {
+  const float *cos, *sin; /* NULL: no rotation (every dim is multiplied by pass_mul) */
+  int32_t half;           /* r/2 */
+  int32_t pairing;        /* rove_pairing */
+} rove_rot;
+
+/* dst_i = rot_mul * R_i^{+-1} src_i on the r rotated dims, pass_mul * src_i on dims r..d-1
+ * (when rot->cos is NULL every dim gets pass_mul). dst == src is allowed (in place). */
+typedef void (*rove_rotate_fn)(float *dst, int64_t dst_stride, const float *src,
+                               int64_t src_stride, int64_t n, int32_t d, const rove_rot *rot,
+                               float rot_mul, float pass_mul, int inverse);
+
+/* Rotate K rows like rove_rotate_fn (inverse 0, pass_mul 1) into the packed-K layout,
+ * zero-filling rows n .. round_up(n, tile_kv)-1. */
+typedef void (*rove_pack_k_fn)(float *dst, const float *src, int64_t src_stride, int64_t n,
+                               int32_t d, const rove_rot *rot, float rot_mul);
+
+/* One flash tile: nq packed query rows against nk keys starting at a packed K tile. */
+typedef struct rove_tile_args {
+  const float *q;       /* [nq][d] (tile_q rows are allocated; rows past nq are garbage) */
+  const float *k;       /* packed K tile (tile_kv rows, zero past nk) */
+  const float *v;       /* [nk][d] rotated V rows of this tile (tile_kv rows readable, zero past nk) */
+  int32_t nq, nk, d;
+  /* Positions of the nq queries / nk keys; when mask == 0 every pair is visible and the
+   * kernel may ignore them. */
+  const int32_t *q_pos, *k_pos;
+  int32_t mask, causal, window;
+  float softcap;        /* 0 = none */
+  float *o, *m, *l;     /* accumulators: [nq][d], [nq], [nq] (m starts at -inf, l at 0;
+                           tile_q rows allocated) */
+  float *scratch;       /* tile_q * tile_kv floats */
+} rove_tile_args;
+typedef void (*rove_attn_tile_fn)(const rove_tile_args *t);
+
+/* out_i = R_i^{-1} (o_i / l_i) (rotation only if rot->cos), lse_i = m_i + ln l_i;
+ * a row with l_i == 0 gets 0 and -inf. lse may be NULL (contiguous over i otherwise). */
+typedef void (*rove_finish_fn)(float *out, int64_t out_stride, float *lse, const float *o,
+                               const float *m, const float *l, int32_t nq, int32_t d,
+                               const rove_rot *rot);
+
+typedef struct rove_kernels {
+  rove_isa isa;
+  int32_t tile_q, tile_kv;
+  rove_rotate_fn rotate;
+  rove_pack_k_fn pack_k;
+  rove_attn_tile_fn attn_tile;
+  rove_finish_fn finish;
+} rove_kernels;
+
+/* Kernels are named rove_<op>_f32__<isa>. */
+void rove_rotate_f32__scalar(float *dst, int64_t dst_stride, const float *src,
+                             int64_t src_stride, int64_t n, int32_t d, const rove_rot *rot,
+                             float rot_mul, float pass_mul, int inverse);
+void rove_pack_k_f32__scalar(float *dst, const float *src, int64_t src_stride, int64_t n,
+                             int32_t d, const rove_rot *rot, float rot_mul);
+void rove_attn_tile_f32__scalar(const rove_tile_args *t);
+void rove_finish_f32__scalar(float *out, int64_t out_stride, float *lse, const float *o,
+                             const float *m, const float *l, int32_t nq, int32_t d,
+                             const rove_rot *rot);
+
+/* Vectorised exp of each SIMD ISA, exposed for the accuracy test: dst[i] = exp(src[i]),
+ * exp(-inf) = 0, results for src < -87.3 flush to 0 (or are denormal-accurate). */
+void rove_exp_f32__avx2(float *dst, const float *src, int64_t n);
+void rove_exp_f32__avx512(float *dst, const float *src, int64_t n);
+void rove_exp_f32__neon(float *dst, const float *src, int64_t n);
+
+/* Per-ISA tables (only those compiled in exist). */
+extern const rove_kernels rove_kernels_scalar;
+#if defined(ROVE_HAVE_AVX2)
+extern const rove_kernels rove_kernels_avx2;
+#endif
+#if defined(ROVE_HAVE_AVX512)
+extern const rove_kernels rove_kernels_avx512;
+#endif
+#if defined(ROVE_HAVE_NEON)
+extern const rove_kernels rove_kernels_neon;
+#endif
+
+/* The table for an available ISA, or NULL (dispatch.c). */
+const rove_kernels *rove_kernels_for(rove_isa isa);
+
+#endif

@@ -1,0 +1,12 @@
+/* The scalar kernel table: every slot is the portable reference. */
+#include "../kernels.h"
+
+const rove_kernels rove_kernels_scalar = {
+    .isa = ROVE_ISA_SCALAR,
+    .tile_q = 32,
+    .tile_kv = 64,
+    .rotate = rove_rotate_f32__scalar,
+    .pack_k = rove_pack_k_f32__scalar,
+    .attn_tile = rove_attn_tile_f32__scalar,
+    .finish = rove_finish_f32__scalar,
+};

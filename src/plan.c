@@ -1,0 +1,107 @@
+/* Attention config defaults, validation, and the immutable plan. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+int32_t rove_default_threads(void) {
+#ifdef _OPENMP
+  int n = omp_get_max_threads();
+  return n > 0 ? n : 1;
+#else
+  return 1;
+#endif
+}
+
+void rove_attention_config_init(rove_attention_config *c, int32_t n_heads, int32_t n_kv_heads,
+                                int32_t head_dim) {
+  if (!c) return;
+  memset(c, 0, sizeof *c);
+  c->n_heads = n_heads;
+  c->n_kv_heads = n_kv_heads;
+  c->head_dim = head_dim;
+  c->rotate = ROVE_ROTATE_ROVE;
+  c->causal = 1;
+  c->window = 0;
+  c->scale = head_dim > 0 ? (float)(1.0 / sqrt((double)head_dim)) : 0.0f;
+  c->softcap = 0.0f;
+  rove_rope_config_init(&c->rope);
+  c->isa = ROVE_ISA_AUTO;
+  c->n_threads = 0;
+}
+
+/* Everything but the rope part and the ISA. */
+static rove_status validate_attention(const rove_attention_config *c) {
+  if (c->n_heads <= 0 || c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0)
+    return ROVE_ERR_INVALID_ARGUMENT;
+  if (c->rotate & ~(uint32_t)ROVE_ROTATE_ROVE) return ROVE_ERR_INVALID_ARGUMENT;
+  if (c->causal != 0 && c->causal != 1) return ROVE_ERR_INVALID_ARGUMENT;
+  if (c->window < 0 || c->n_threads < 0) return ROVE_ERR_INVALID_ARGUMENT;
+  if (!isfinite(c->scale)) return ROVE_ERR_INVALID_ARGUMENT;
+  if (!isfinite(c->softcap) || c->softcap < 0.0f) return ROVE_ERR_INVALID_ARGUMENT;
+  int64_t width;  /* floats of one token row of q: must fit comfortably */
+  if (!rove_mul_i64(c->n_heads, c->head_dim, &width)) return ROVE_ERR_SIZE_OVERFLOW;
+  return ROVE_OK;
+}
+
+rove_status rove_plan_create(const rove_attention_config *c, rove_plan **out) {
+  if (!c || !out) return ROVE_ERR_INVALID_ARGUMENT;
+  int32_t r = 0;
+  rove_status st = rove_rope_validate(&c->rope, c->head_dim, &r);
+  if (st == ROVE_OK) st = validate_attention(c);
+  rove_isa isa = ROVE_ISA_SCALAR;
+  if (st == ROVE_OK) st = rove_select_isa(c->isa, &isa);
+  if (st != ROVE_OK) return st;
+
+  rove_plan *p = calloc(1, sizeof *p);
+  if (!p) return ROVE_ERR_OUT_OF_MEMORY;
+  p->cfg = *c;
+  p->half = r / 2;
+  p->cfg.rope.rotary_dim = r;
+  p->inv_freq = malloc((size_t)p->half * sizeof(double));
+  if (c->rope.freq_factors) p->freq_factors = malloc((size_t)p->half * sizeof(double));
+  if (!p->inv_freq || (c->rope.freq_factors && !p->freq_factors)) {
+    rove_plan_destroy(p);
+    return ROVE_ERR_OUT_OF_MEMORY;
+  }
+  if (p->freq_factors)
+    memcpy(p->freq_factors, c->rope.freq_factors, (size_t)p->half * sizeof(double));
+  p->cfg.rope.freq_factors = p->freq_factors;
+  st = rove_rope_inv_freq(&p->cfg.rope, c->head_dim, p->inv_freq, &p->attn_factor);
+  if (st != ROVE_OK) {
+    rove_plan_destroy(p);
+    return st;
+  }
+  if (p->cfg.scale == 0.0f) p->cfg.scale = (float)(1.0 / sqrt((double)c->head_dim));
+  if (p->cfg.n_threads == 0) p->cfg.n_threads = rove_default_threads();
+  p->cfg.isa = isa;
+  p->kern = rove_kernels_for(isa);
+  if (!p->kern) {
+    rove_plan_destroy(p);
+    return ROVE_ERR_INTERNAL;
+  }
+  *out = p;
+  return ROVE_OK;
+}
+
+void rove_plan_destroy(rove_plan *p) {
+  if (!p) return;
+  free(p->inv_freq);
+  free(p->freq_factors);
+  free(p);
+}
+
+rove_isa rove_plan_isa(const rove_plan *p) { return p ? p->cfg.isa : ROVE_ISA_AUTO; }
+
+int32_t rove_plan_threads(const rove_plan *p) { return p ? p->cfg.n_threads : 0; }
+
+rove_status rove_plan_config(const rove_plan *p, rove_attention_config *out) {
+  if (!p || !out) return ROVE_ERR_INVALID_ARGUMENT;
+  *out = p->cfg;
+  return ROVE_OK;
+}

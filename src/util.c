@@ -1,0 +1,39 @@
+/* Checked integer arithmetic, aligned allocation, overlap test, the OpenMP loop. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "plan.h"
+
+int rove_mul_i64(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+int rove_add_i64(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
+
+void *rove_alloc(size_t bytes) {
+  if (bytes == 0 || bytes > (size_t)INT64_MAX - 64) return NULL;
+  size_t rounded = (bytes + 63) & ~(size_t)63;
+  return aligned_alloc(64, rounded);
+}
+
+void rove_free(void *p) { free(p); }
+
+int rove_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
+  uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+  return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+}
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+void rove_parallel_for(int32_t n_threads, int64_t n, void (*body)(int64_t i, int tid, void *ctx),
+                       void *ctx) {
+#ifdef _OPENMP
+  if (n_threads > 1 && n > 1) {
+#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; i++) body(i, omp_get_thread_num(), ctx);
+    return;
+  }
+#else
+  (void)n_threads;
+#endif
+  for (int64_t i = 0; i < n; i++) body(i, 0, ctx);
+}
