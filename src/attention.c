@@ -1,16 +1,19 @@
-/* The attention driver: validation, workspace, and the two parallel phases.
+/* The attention driver: the parallel phases of rove_attention_forward.
  *
  * Phase 0 (tables): cos/sin [rows][r/2] for the key positions and the query positions
  *   (the query table is a view into the key table for default positions, q_len <= kv_len).
  * Phase 1 (pack, parallel over batch x kv head x chunks of key tiles): K rotated (times the
  *   YaRN factor m) into the ISA's packed-K layout, V rotated into [kv_pad][d] (zero rows
- *   past kv_len). Each KV head
- *   is rotated once, however many query heads read it (GQA).
+ *   past kv_len). Each KV head is rotated once, however many query heads read it (GQA).
  * Phase 2 (attend, parallel over batch x heads x query tiles, the heaviest causal tiles
  *   first): pack the query tile (rotated, times m * scale), run the flash tile over every
  *   key tile that is not fully masked (mask only on tiles that need it), then finish.
- * Every task writes a disjoint part of the output and its arithmetic does not depend on
- * which thread runs it, so results are bitwise identical for any thread count.
+ *   With few query tiles (decode) the keys of each tile are split and phase 3 merges the
+ *   parts exactly by their LSE; with a single query tile per head, phases 1-2 are replaced
+ *   by streaming tasks that rotate each K/V tile into L1 right before use
+ *   (attention_decode.c), so K and V are read once.
+ * Every task writes a disjoint part of the output, and the task split depends only on the
+ * shapes, so results are bitwise identical for any thread count.
  * Workspace: O((q_len + kv_len) * d) per call, plus O(tile_q * (d + tile_kv)) per thread. */
 #include <math.h>
 #include <stdint.h>
@@ -18,30 +21,7 @@
 
 #include "attention_internal.h"
 
-/* Tile-pair visibility from the position ranges: 0 none, 1 all, 2 mixed (needs a mask). */
-static int classify(int64_t qmin, int64_t qmax, int64_t kmin, int64_t kmax, int32_t causal,
-                    int32_t window) {
-  const int64_t dmin = qmin - kmax, dmax = qmax - kmin;  /* range of P_i - p_j */
-  if (causal) {
-    if (dmax < 0 || (window > 0 && dmin >= window)) return 0;
-    return (dmin >= 0 && (window == 0 || dmax < window)) ? 1 : 2;
-  }
-  if (window == 0) return 1;
-  if (dmin >= window || dmax <= -(int64_t)window) return 0;
-  return (dmin > -(int64_t)window && dmax < window) ? 1 : 2;
-}
-
-static void pos_range(const int32_t *pos, int32_t n, int32_t *lo, int32_t *hi) {
-  int32_t a = pos[0], b = pos[0];
-  for (int32_t i = 1; i < n; i++) {
-    a = pos[i] < a ? pos[i] : a;
-    b = pos[i] > b ? pos[i] : b;
-  }
-  *lo = a;
-  *hi = b;
-}
-
-/* Phase 0 + 1 task: rows [t0*tile, ...) of one (batch, kv head). */
+/* Phase 1 task: up to ROVE_PACK_TILES key tiles of one (batch, kv head). */
 static void pack_task(int64_t task, int tid, void *vctx) {
   (void)tid;
   rove_fwd *f = vctx;
@@ -62,65 +42,64 @@ static void pack_task(int64_t task, int tid, void *vctx) {
   if (j0 + nj == f->kv_len && f->kv_pad > f->kv_len) /* zero the padding rows of V */
     memset(vdst + nj * d, 0, sizeof(float) * (size_t)((f->kv_pad - f->kv_len) * d));
   for (int64_t t = 0; t < (nj + tk - 1) / tk; t++) {
-    int32_t nk = (int32_t)(nj - t * tk < tk ? nj - t * tk : tk);
-    int64_t kt = (j0 / tk) + t;
-    pos_range(f->kpos + b * f->kpos_bstride + j0 + t * tk, nk, &f->kmin[b * f->n_kt + kt],
-              &f->kmax[b * f->n_kt + kt]);
+    int64_t kt = j0 / tk + t, nk = nj - t * tk < tk ? nj - t * tk : tk;
+    rove_pos_range(f->kpos + b * f->kpos_bstride + kt * tk, nk, &f->kmin[b * f->n_kt + kt],
+                   &f->kmax[b * f->n_kt + kt]);
   }
 }
 
-/* One query tile: which (batch, head, tile) a q-task index names (heavy causal tiles first). */
-typedef struct {
-  int64_t b, h, kvbh, i0, row0;
-  int32_t nq;
-} qtile;
-
-static qtile qtile_of(const rove_fwd *f, int64_t qtask) {
+rove_qtile rove_fwd_qtile(const rove_fwd *f, int64_t qtask) {
   const rove_plan *p = f->p;
   const int64_t H = p->cfg.n_heads, bh = qtask % (f->batch * H);
   const int64_t qt = f->n_qt - 1 - qtask / (f->batch * H);
-  qtile q = {.b = bh / H, .h = bh % H, .i0 = qt * p->kern->tile_q};
+  rove_qtile q = {.b = bh / H, .h = bh % H, .i0 = qt * p->kern->tile_q};
   q.kvbh = q.b * p->cfg.n_kv_heads + q.h / (H / p->cfg.n_kv_heads);
   q.row0 = q.b * f->q_len + q.i0;
   q.nq = (int32_t)(f->q_len - q.i0 < p->kern->tile_q ? f->q_len - q.i0 : p->kern->tile_q);
   return q;
 }
 
-/* o, m, l of query tile q over key tiles [kt0, kt1); qbuf and s are scratch. */
-static void attend_range(const rove_fwd *f, const qtile *q, int64_t kt0, int64_t kt1, float *qbuf,
-                         float *s, float *o, float *m, float *l) {
+void rove_fwd_begin(const rove_fwd *f, const rove_qtile *q, float *qbuf, float *o, float *m,
+                    float *l) {
   const rove_plan *p = f->p;
-  const rove_kernels *kn = p->kern;
-  const int32_t d = p->cfg.head_dim, tk = kn->tile_kv;
+  const int32_t d = p->cfg.head_dim;
   const float scale = p->cfg.scale;
   rove_rot rq = rove_fwd_qrot(f, q->b, q->i0, p->cfg.rotate & ROVE_ROTATE_Q);
-  kn->rotate(qbuf, d, f->a->q + q->row0 * f->qs + q->h * d, f->qs, q->nq, d, &rq,
-             scale * (float)p->attn_factor, scale, 0);
+  p->kern->rotate(qbuf, d, f->a->q + q->row0 * f->qs + q->h * d, f->qs, q->nq, d, &rq,
+                  scale * (float)p->attn_factor, scale, 0);
   memset(o, 0, sizeof(float) * (size_t)q->nq * (size_t)d);
   for (int32_t i = 0; i < q->nq; i++) {
     m[i] = -INFINITY;
     l[i] = 0.0f;
   }
+}
+
+/* o, m, l of query tile q over the pre-packed key tiles [kt0, kt1). */
+static void attend_range(const rove_fwd *f, const rove_qtile *q, int64_t kt0, int64_t kt1,
+                         float *qbuf, float *s, float *o, float *m, float *l) {
+  const rove_plan *p = f->p;
+  const int32_t d = p->cfg.head_dim, tk = p->kern->tile_kv;
+  rove_fwd_begin(f, q, qbuf, o, m, l);
   const int32_t *qpos = f->qpos + q->b * f->qpos_bstride + q->i0;
   int32_t qmin, qmax;
-  pos_range(qpos, q->nq, &qmin, &qmax);
+  rove_pos_range(qpos, q->nq, &qmin, &qmax);
   rove_tile_args t = {.q = qbuf, .d = d, .q_pos = qpos, .nq = q->nq, .causal = p->cfg.causal,
                       .window = p->cfg.window, .softcap = p->cfg.softcap, .o = o, .m = m,
                       .l = l, .scratch = s};
   const int32_t *kmin = f->kmin + q->b * f->n_kt, *kmax = f->kmax + q->b * f->n_kt;
   for (int64_t kt = kt0; kt < kt1; kt++) {
-    int c = classify(qmin, qmax, kmin[kt], kmax[kt], p->cfg.causal, p->cfg.window);
+    int c = rove_classify(qmin, qmax, kmin[kt], kmax[kt], p->cfg.causal, p->cfg.window);
     if (c == 0) continue;
     t.k = f->kpack + q->kvbh * f->kv_pad * d + kt * tk * d;
     t.v = f->vpack + q->kvbh * f->kv_pad * d + kt * tk * d;
     t.nk = (int32_t)(f->kv_len - kt * tk < tk ? f->kv_len - kt * tk : tk);
     t.k_pos = f->kpos + q->b * f->kpos_bstride + kt * tk;
     t.mask = c == 2;
-    kn->attn_tile(&t);
+    p->kern->attn_tile(&t);
   }
 }
 
-static void finish_tile(const rove_fwd *f, const qtile *q, const float *o, const float *m,
+static void finish_tile(const rove_fwd *f, const rove_qtile *q, const float *o, const float *m,
                         const float *l) {
   const rove_plan *p = f->p;
   const int32_t d = p->cfg.head_dim;
@@ -134,7 +113,7 @@ static void finish_tile(const rove_fwd *f, const qtile *q, const float *o, const
 static void attend_task(int64_t task, int tid, void *vctx) {
   rove_fwd *f = vctx;
   const int64_t d = f->p->cfg.head_dim, tq = f->p->kern->tile_q;
-  const qtile q = qtile_of(f, task / f->n_splits);
+  const rove_qtile q = rove_fwd_qtile(f, task / f->n_splits);
   const int64_t split = task % f->n_splits;
   const int64_t kt0 = f->n_kt * split / f->n_splits, kt1 = f->n_kt * (split + 1) / f->n_splits;
   float *ws = f->scratch + (int64_t)tid * f->scratch_floats;
@@ -145,24 +124,21 @@ static void attend_task(int64_t task, int tid, void *vctx) {
   if (f->n_splits == 1) finish_tile(f, &q, o, m, l);
 }
 
-/* Phase 3 task (split-KV only): merge the partial results of one query tile exactly,
- *   M = max_s m_s,  l = sum_s exp(m_s - M) l_s,  o = sum_s exp(m_s - M) o_s,
- * in split order (so the result does not depend on the thread count), then finish. */
-static void merge_task(int64_t qtask, int tid, void *vctx) {
+/* Merge in split order (independent of the thread count):
+ *   M = max_s m_s,  l = sum_s exp(m_s - M) l_s,  o = sum_s exp(m_s - M) o_s. */
+void rove_fwd_merge_task(int64_t qtask, int tid, void *vctx) {
   rove_fwd *f = vctx;
   const int64_t d = f->p->cfg.head_dim, tq = f->p->kern->tile_q;
-  const qtile q = qtile_of(f, qtask);
+  const rove_qtile q = rove_fwd_qtile(f, qtask);
+  const float *part = f->partial + qtask * f->n_splits * f->partial_floats;
   float *o = f->scratch + (int64_t)tid * f->scratch_floats, *m = o + tq * d, *l = m + tq;
   for (int32_t i = 0; i < q.nq; i++) {
     float mx = -INFINITY, sum = 0.0f;
-    for (int64_t sp = 0; sp < f->n_splits; sp++) {
-      const float *ps = f->partial + (qtask * f->n_splits + sp) * f->partial_floats;
-      mx = fmaxf(mx, ps[tq * d + i]);
-    }
+    for (int64_t sp = 0; sp < f->n_splits; sp++) mx = fmaxf(mx, part[sp * f->partial_floats + tq * d + i]);
     float *oi = o + i * d;
     memset(oi, 0, sizeof(float) * (size_t)d);
     for (int64_t sp = 0; mx > -INFINITY && sp < f->n_splits; sp++) {
-      const float *ps = f->partial + (qtask * f->n_splits + sp) * f->partial_floats;
+      const float *ps = part + sp * f->partial_floats;
       if (ps[tq * d + i] == -INFINITY) continue;
       const float w = expf(ps[tq * d + i] - mx);
       sum += w * ps[tq * d + tq + i];
@@ -181,9 +157,13 @@ rove_status rove_attention_forward(const rove_plan *p, const rove_attention_args
   const int32_t nt = p->cfg.n_threads;
   const int64_t qtasks = (int64_t)f.batch * p->cfg.n_heads * f.n_qt;
   rove_parallel_for(nt, f.n_tables, rove_fwd_table_task, &f);
-  rove_parallel_for(nt, (int64_t)f.batch * p->cfg.n_kv_heads * f.n_kchunks, pack_task, &f);
-  rove_parallel_for(nt, qtasks * f.n_splits, attend_task, &f);
-  if (f.n_splits > 1) rove_parallel_for(nt, qtasks, merge_task, &f);
+  if (f.streaming) {
+    rove_parallel_for(nt, (int64_t)f.batch * p->cfg.n_kv_heads * f.n_splits, rove_fwd_stream_task, &f);
+  } else {
+    rove_parallel_for(nt, (int64_t)f.batch * p->cfg.n_kv_heads * f.n_kchunks, pack_task, &f);
+    rove_parallel_for(nt, qtasks * f.n_splits, attend_task, &f);
+  }
+  if (f.streaming || f.n_splits > 1) rove_parallel_for(nt, qtasks, rove_fwd_merge_task, &f);
   rove_fwd_release(&f);
   return ROVE_OK;
 }

@@ -35,11 +35,49 @@ typedef struct rove_fwd {
   float *scratch;                  /* n_threads * scratch_floats */
   int64_t scratch_floats;
   int64_t n_splits;                /* key splits per query tile (1 = no split) */
+  int streaming;                   /* decode: pack K/V tiles on the fly (attention_decode.c) */
   float *partial;                  /* split-KV: [qtask][split] of (o [tq][d], m [tq], l [tq]) */
   int64_t partial_floats;
   void *blocks[8];                 /* every allocation, freed by rove_fwd_release */
   int n_blocks;
 } rove_fwd;
+
+/* Tile-pair visibility from the position ranges (DESIGN.md §1 visibility over every pair):
+ * 0 none visible (skip the tile), 1 all visible (no mask), 2 mixed (mask per element). */
+static inline int rove_classify(int64_t qmin, int64_t qmax, int64_t kmin, int64_t kmax,
+                                int32_t causal, int32_t window) {
+  const int64_t dmin = qmin - kmax, dmax = qmax - kmin; /* range of P_i - p_j */
+  if (causal) {
+    if (dmax < 0 || (window > 0 && dmin >= window)) return 0;
+    return (dmin >= 0 && (window == 0 || dmax < window)) ? 1 : 2;
+  }
+  if (window == 0) return 1;
+  if (dmin >= window || dmax <= -(int64_t)window) return 0;
+  return (dmin > -(int64_t)window && dmax < window) ? 1 : 2;
+}
+
+static inline void rove_pos_range(const int32_t *pos, int64_t n, int32_t *lo, int32_t *hi) {
+  int32_t a = pos[0], b = pos[0];
+  for (int64_t i = 1; i < n; i++) {
+    a = pos[i] < a ? pos[i] : a;
+    b = pos[i] > b ? pos[i] : b;
+  }
+  *lo = a;
+  *hi = b;
+}
+
+/* One query tile of one (batch, head); q-task index -> tile, the heavy causal tiles first. */
+typedef struct rove_qtile {
+  int64_t b, h, kvbh, i0, row0;
+  int32_t nq;
+} rove_qtile;
+rove_qtile rove_fwd_qtile(const rove_fwd *f, int64_t qtask);
+/* Pack the rotated, scaled query rows of q into qbuf; o = 0, m = -inf, l = 0. */
+void rove_fwd_begin(const rove_fwd *f, const rove_qtile *q, float *qbuf, float *o, float *m, float *l);
+/* Phase 3 (split-KV): merge the partial (o, m, l) of q-task t exactly, then finish it. */
+void rove_fwd_merge_task(int64_t t, int tid, void *vctx);
+/* Streaming decode (attention_decode.c): one (batch, kv head, key split) task. */
+void rove_fwd_stream_task(int64_t t, int tid, void *vctx);
 
 /* Validate p and a, compute sizes (checked), allocate the workspace. On failure nothing
  * is allocated and no output was touched. */

@@ -72,43 +72,59 @@ static void *take(rove_fwd *f, int64_t count, size_t elem) {
   return b;
 }
 
-/* Sizes of the workspace blocks, all checked; then allocate them. */
-static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a) {
+/* Tiles, the decode schedule (streaming, key splits) and the per-thread scratch size.
+ * Everything here depends on the shapes only, never on the thread count. */
+static void choose_schedule(rove_fwd *f) {
   const rove_plan *p = f->p;
-  const int64_t d = p->cfg.head_dim, tq = p->kern->tile_q, tk = p->kern->tile_kv, half = p->half;
+  const int64_t d = p->cfg.head_dim, tq = p->kern->tile_q, tk = p->kern->tile_kv;
+  const int64_t group = p->cfg.n_heads / p->cfg.n_kv_heads;
   f->n_qt = (f->q_len + tq - 1) / tq;
   f->n_kt = (f->kv_len + tk - 1) / tk;
   f->kv_pad = f->n_kt * tk;
   f->n_kchunks = (f->n_kt + ROVE_PACK_TILES - 1) / ROVE_PACK_TILES;
-  f->scratch_floats = (2 * tq * d + 2 * tq + tq * tk + 15) / 16 * 16;
-  f->partial_floats = (tq * d + 2 * tq + 15) / 16 * 16;
-  const int64_t qtasks = (int64_t)a->batch * p->cfg.n_heads * f->n_qt; /* <= lse count */
+  f->streaming = f->n_qt == 1;
+  /* Independent work items before splitting keys; all <= batch * n_heads * q_len. */
+  const int64_t items = (int64_t)f->batch * (f->streaming ? p->cfg.n_kv_heads : p->cfg.n_heads * f->n_qt);
   f->n_splits = 1;
-  if (qtasks < ROVE_SPLIT_TASKS) {
-    f->n_splits = ROVE_SPLIT_TASKS / qtasks;
+  if (items < ROVE_SPLIT_TASKS) {
+    f->n_splits = ROVE_SPLIT_TASKS / items;
     if (f->n_splits > f->n_kt / ROVE_SPLIT_MIN_TILES) f->n_splits = f->n_kt / ROVE_SPLIT_MIN_TILES;
     if (f->n_splits < 1) f->n_splits = 1;
   }
-  const int64_t part = f->n_splits > 1 ? qtasks * f->n_splits * f->partial_floats : 0;
-  int64_t bh, kp, vp, km, sc, tab = plan_tables(f, a), pos = 2 * (f->q_len + f->kv_len);
+  f->partial_floats = (tq * d + 2 * tq + 15) / 16 * 16;
+  /* qbuf, s, o, m, l (attend) | group qbufs, s, K and V tiles (stream) | o, m, l (merge) */
+  const int64_t attend = 2 * tq * d + 2 * tq + tq * tk, stream = group * tq * d + tq * tk + 2 * tk * d;
+  f->scratch_floats = ((f->streaming ? stream : attend) + 15) / 16 * 16;
+  if (f->scratch_floats < f->partial_floats) f->scratch_floats = f->partial_floats;
+}
+
+/* Sizes of the workspace blocks, all checked; then allocate them. */
+static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a) {
+  const rove_plan *p = f->p;
+  const int64_t d = p->cfg.head_dim, half = p->half;
+  choose_schedule(f);
+  const int64_t qtasks = (int64_t)a->batch * p->cfg.n_heads * f->n_qt;
+  const int packed = !f->streaming, merged = f->streaming || f->n_splits > 1;
+  int64_t bh, kp = 0, km = 0, sc, part = 0, tab = plan_tables(f, a), pos = 2 * (f->q_len + f->kv_len);
   if (tab < 0 || !rove_mul_i64(a->batch, p->cfg.n_kv_heads, &bh) ||
-      !rove_mul_i64(bh, f->kv_pad * d, &kp) || !rove_mul_i64(bh, f->kv_pad * d, &vp) ||
-      !rove_mul_i64(a->batch, 2 * f->n_kt, &km) || !rove_mul_i64(p->cfg.n_threads, f->scratch_floats, &sc) ||
-      kp > INT64_MAX / 8 || vp > INT64_MAX / 8 || tab > INT64_MAX / 8)
+      (packed && (!rove_mul_i64(bh, f->kv_pad * d, &kp) || !rove_mul_i64(a->batch, 2 * f->n_kt, &km))) ||
+      (merged && !rove_mul_i64(qtasks * f->n_splits, f->partial_floats, &part)) ||
+      !rove_mul_i64(p->cfg.n_threads, f->scratch_floats, &sc) || kp > INT64_MAX / 8 ||
+      tab > INT64_MAX / 8 || part > INT64_MAX / 8)
     return ROVE_ERR_SIZE_OVERFLOW;
   f->kpack = take(f, kp, sizeof(float));
-  f->vpack = take(f, vp, sizeof(float));
+  f->vpack = take(f, kp, sizeof(float));
   f->kmin = take(f, km, sizeof(int32_t));
   f->scratch = take(f, sc, sizeof(float));
   int32_t *defpos = take(f, pos, sizeof(int32_t));
-  float *tables = tab > 0 ? take(f, tab, sizeof(float)) : NULL;
-  f->partial = part > 0 ? take(f, part, sizeof(float)) : NULL;
-  if (!f->kpack || !f->vpack || !f->kmin || !f->scratch || !defpos || (tab > 0 && !tables) ||
-      (part > 0 && !f->partial)) {
+  float *tables = take(f, tab, sizeof(float));
+  f->partial = take(f, part, sizeof(float));
+  if ((packed && (!f->kpack || !f->vpack || !f->kmin)) || !f->scratch || !defpos ||
+      (tab > 0 && !tables) || (merged && !f->partial)) {
     rove_fwd_release(f);
     return ROVE_ERR_OUT_OF_MEMORY;
   }
-  f->kmax = f->kmin + a->batch * f->n_kt;
+  if (packed) f->kmax = f->kmin + a->batch * f->n_kt;
   /* Default positions: P_i = kv_len - q_len + i, p_j = j. */
   for (int64_t i = 0; i < f->q_len; i++) defpos[i] = (int32_t)(f->kv_len - f->q_len + i);
   for (int64_t j = 0; j < f->kv_len; j++) defpos[f->q_len + j] = (int32_t)j;
