@@ -1,0 +1,155 @@
+/* Command-line parsing and the usage text of the `rove` tool. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+void cli_print_usage(FILE *f) {
+  fprintf(f,
+          "usage: rove <command> [options]\n"
+          "\n"
+          "librove %s: CPU attention with rotary position embeddings and RoVE.\n"
+          "\n"
+          "commands:\n"
+          "  info                 version, CPU features, ISAs, chosen ISA, default threads\n"
+          "  demo [options]       GPT-2-small attention (12 heads x 64, n = 1024, causal)\n"
+          "                       with RoVE and with plain RoPE: checked against a double\n"
+          "                       precision oracle, timed, compared\n"
+          "      --n N            sequence length (default 1024)\n"
+          "      --heads H        attention heads (default 12)\n"
+          "      --dim D          head dim, even (default 64)\n"
+          "      --threads T      threads, 0 = library default (default 0)\n"
+          "      --isa NAME       auto|scalar|avx2|avx512|neon (default auto)\n"
+          "      --seed S         random seed (default 42)\n"
+          "      --runs R         timed runs, the median is reported (default 5)\n"
+          "  check [options]      compare the library with the oracle over a sweep of\n"
+          "                       shapes and options, for every ISA available\n"
+          "      --isa NAME       only this ISA (auto = the best one)\n"
+          "      --quick          a smaller sweep\n"
+          "      --threads T      threads, 0 = library default (default 0)\n"
+          "  help                 this text (also -h, --help)\n"
+          "  version              the version of librove (also --version)\n"
+          "\n"
+          "Exit status: 0 success, 1 a check failed or librove returned an error,\n"
+          "2 bad command line. ROVE_ISA=scalar|avx2|avx512|neon caps the automatic ISA\n"
+          "choice; ROVE_VERBOSE=1 makes librove log each plan's ISA.\n",
+          rove_version_string());
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "rove%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nTry 'rove help' for usage.\n");
+  return CLI_EXIT_USAGE;
+}
+
+int cli_isa_from_name(const char *s, rove_isa *out) {
+  static const rove_isa all[] = {ROVE_ISA_AUTO, ROVE_ISA_SCALAR, ROVE_ISA_AVX2,
+                                 ROVE_ISA_AVX512, ROVE_ISA_NEON};
+  char low[16];
+  size_t n = strlen(s);
+  if (n == 0 || n >= sizeof low) return -1;
+  for (size_t i = 0; i <= n; i++)
+    low[i] = (char)((s[i] >= 'A' && s[i] <= 'Z') ? s[i] - 'A' + 'a' : s[i]);
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    if (strcmp(low, rove_isa_name(all[i])) == 0) {
+      *out = all[i];
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* Decimal integer (optional sign) filling the whole string. */
+static int parse_i64(const char *s, int64_t *out) {
+  char *end = NULL;
+  if (!*s || isspace((unsigned char)*s)) return -1;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (*end != '\0') return -1;
+  if (errno == ERANGE) return -2; /* a number, but far out of any range */
+  *out = (int64_t)v;
+  return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+  char *end = NULL;
+  if (!*s || *s == '-' || *s == '+' || isspace((unsigned char)*s)) return -1;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (*end != '\0') return -1;
+  if (errno == ERANGE) return -2;
+  *out = (uint64_t)v;
+  return 0;
+}
+
+/* Store the value of one option; returns 0 or CLI_EXIT_USAGE (message printed). */
+static int set_value(const char *cmd, const cli_opt *o, const char *val) {
+  int64_t v;
+  int rc;
+  switch (o->kind) {
+    case CLI_OPT_I32:
+      rc = parse_i64(val, &v);
+      if (rc == -1) return cli_usage_error(cmd, "%s expects an integer, got '%s'", o->name, val);
+      if (rc != 0 || v < o->lo || v > o->hi)
+        return cli_usage_error(cmd, "%s %s is out of range [%" PRId64 ", %" PRId64 "]",
+                               o->name, val, o->lo, o->hi);
+      *(int32_t *)o->dst = (int32_t)v;
+      return 0;
+    case CLI_OPT_U64:
+      rc = parse_u64(val, (uint64_t *)o->dst);
+      if (rc == -2) return cli_usage_error(cmd, "%s %s is out of range", o->name, val);
+      if (rc != 0)
+        return cli_usage_error(cmd, "%s expects a non-negative integer, got '%s'", o->name,
+                               val);
+      return 0;
+    case CLI_OPT_ISA:
+      if (cli_isa_from_name(val, (rove_isa *)o->dst) != 0)
+        return cli_usage_error(cmd, "unknown ISA '%s' (expected auto, scalar, avx2, avx512 "
+                               "or neon)", val);
+      return 0;
+    case CLI_OPT_FLAG:
+      break;
+  }
+  return cli_usage_error(cmd, "%s takes no value", o->name);
+}
+
+static const cli_opt *find_opt(const cli_opt *opts, size_t n, const char *arg, size_t len) {
+  for (size_t i = 0; i < n; i++)
+    if (strlen(opts[i].name) == len && strncmp(opts[i].name, arg, len) == 0) return &opts[i];
+  return NULL;
+}
+
+int cli_parse_opts(const char *cmd, int argc, char **argv, const cli_opt *opts, size_t n_opts) {
+  for (int i = 0; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+      cli_print_usage(stdout);
+      return 1;
+    }
+    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    const cli_opt *o = find_opt(opts, n_opts, arg, len);
+    if (!o) {
+      if (strncmp(arg, "-", 1) == 0) return cli_usage_error(cmd, "unknown option '%s'", arg);
+      return cli_usage_error(cmd, "unexpected argument '%s'", arg);
+    }
+    if (o->kind == CLI_OPT_FLAG) {
+      if (eq) return cli_usage_error(cmd, "%s takes no value", o->name);
+      *(int *)o->dst = 1;
+      continue;
+    }
+    const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+    if (!val) return cli_usage_error(cmd, "%s needs a value", o->name);
+    int rc = set_value(cmd, o, val);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}

@@ -1,0 +1,72 @@
+/* `rove info`: what this librove and this CPU offer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "common.h"
+
+static const struct {
+  uint32_t bit;
+  const char *name;
+} feature_names[] = {
+    {ROVE_CPU_AVX2, "avx2"},         {ROVE_CPU_FMA, "fma"},
+    {ROVE_CPU_AVX512F, "avx512f"},   {ROVE_CPU_AVX512DQ, "avx512dq"},
+    {ROVE_CPU_AVX512VL, "avx512vl"}, {ROVE_CPU_AVX512BW, "avx512bw"},
+    {ROVE_CPU_AVX512BF16, "avx512bf16"}, {ROVE_CPU_NEON, "neon"},
+    {ROVE_CPU_FP16, "fp16"},         {ROVE_CPU_BF16, "bf16"},
+    {ROVE_CPU_SVE, "sve"},
+};
+
+static const rove_isa all_isas[] = {ROVE_ISA_SCALAR, ROVE_ISA_AVX2, ROVE_ISA_AVX512,
+                                    ROVE_ISA_NEON};
+
+static void print_features(void) {
+  const uint32_t f = rove_cpu_features();
+  int any = 0;
+  printf("CPU features:    ");
+  for (size_t i = 0; i < sizeof feature_names / sizeof feature_names[0]; i++) {
+    if (f & feature_names[i].bit) {
+      printf("%s%s", any ? " " : "", feature_names[i].name);
+      any = 1;
+    }
+  }
+  printf("%s (0x%08x)\n", any ? "" : "(none of interest)", (unsigned)f);
+}
+
+static void print_isas(void) {
+  int any_missing = 0;
+  printf("ISAs available:  ");
+  for (size_t i = 0; i < sizeof all_isas / sizeof all_isas[0]; i++)
+    if (rove_isa_available(all_isas[i])) printf("%s ", rove_isa_name(all_isas[i]));
+  for (size_t i = 0; i < sizeof all_isas / sizeof all_isas[0]; i++) {
+    if (rove_isa_available(all_isas[i])) continue;
+    printf("%s%s", any_missing ? ", " : "(not available: ", rove_isa_name(all_isas[i]));
+    any_missing = 1;
+  }
+  printf("%s\n", any_missing ? ")" : "");
+}
+
+int cmd_info(int argc, char **argv) {
+  int rc = cli_parse_opts("info", argc, argv, NULL, 0);
+  if (rc != 0) return rc == 1 ? CLI_EXIT_OK : rc;
+  printf("librove %s (rove tool built against headers %d.%d.%d)\n", rove_version_string(),
+         ROVE_VERSION_MAJOR, ROVE_VERSION_MINOR, ROVE_VERSION_PATCH);
+  print_features();
+  print_isas();
+  const char *cap = getenv("ROVE_ISA");
+  printf("chosen ISA:      %s", rove_isa_name(rove_best_isa()));
+  if (cap && *cap) {
+    int known = 0; /* librove matches the lower-case names exactly */
+    for (size_t i = 0; i < sizeof all_isas / sizeof all_isas[0]; i++)
+      known |= strcmp(cap, rove_isa_name(all_isas[i])) == 0;
+    if (known)
+      printf(" (capped by ROVE_ISA=%s)", cap);
+    else
+      printf(" (ROVE_ISA=%s is not an ISA name and is ignored)", cap);
+  }
+  printf("\ndefault threads: %d", (int)rove_default_threads());
+  const char *omp = getenv("OMP_NUM_THREADS");
+  if (omp && *omp) printf(" (OMP_NUM_THREADS=%s)", omp);
+  printf("\n");
+  return CLI_EXIT_OK;
+}

@@ -1,0 +1,81 @@
+/* Shared helpers of the `rove` command-line tool: argument parsing, usage text, timing,
+ * seeded random data, and the comparison of library outputs with the oracle. */
+#ifndef ROVE_CLI_COMMON_H
+#define ROVE_CLI_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rove.h"
+
+/* Exit codes: 0 success, 1 a check failed or a library call returned an error,
+ * 2 bad command line. */
+enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
+
+/* fp32 outputs must be within this of the oracle, relative to the output's max magnitude
+ * (DESIGN.md §4). */
+#define CLI_TOLERANCE 2e-5
+
+/* ---- command line ------------------------------------------------------------------- */
+
+void cli_print_usage(FILE *f);
+/* Print "rove <cmd>: <message>" and a usage hint on stderr; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* One option of a subcommand. A FLAG takes no value; the others take one, given either
+ * as the next argument or after '=' (--n 256, --n=256). */
+typedef enum { CLI_OPT_FLAG, CLI_OPT_I32, CLI_OPT_U64, CLI_OPT_ISA } cli_opt_kind;
+typedef struct cli_opt {
+  const char *name;   /* "--n" */
+  cli_opt_kind kind;
+  void *dst;          /* int*, int32_t*, uint64_t* or rove_isa* */
+  int64_t lo, hi;     /* inclusive range for I32 */
+} cli_opt;
+
+/* Parse argv[0..argc-1] (the arguments after the subcommand) against @p opts.
+ * Returns 0, 1 if help was requested (usage printed), or CLI_EXIT_USAGE after printing
+ * an error for an unknown option, a missing, non-numeric or out-of-range value. */
+int cli_parse_opts(const char *cmd, int argc, char **argv, const cli_opt *opts, size_t n_opts);
+
+/* "auto", "scalar", "avx2", "avx512", "neon" (any case). Returns 0, or -1 if unknown. */
+int cli_isa_from_name(const char *s, rove_isa *out);
+
+/* ---- timing and statistics ------------------------------------------------------------ */
+
+double cli_now_ms(void);                 /* CLOCK_MONOTONIC, milliseconds */
+double cli_median(const double *v, int n); /* n >= 1; v is not modified */
+
+/* ---- seeded data ---------------------------------------------------------------------- */
+
+typedef struct cli_rng {
+  uint64_t s;
+} cli_rng;
+void cli_rng_seed(cli_rng *r, uint64_t seed);
+uint64_t cli_rng_next(cli_rng *r);
+/* n floats uniform in [-1, 1]. */
+void cli_fill_uniform(cli_rng *r, float *x, int64_t n);
+/* Uniform integer in [lo, hi]. */
+int32_t cli_rng_int(cli_rng *r, int32_t lo, int32_t hi);
+
+/* ---- the oracle ----------------------------------------------------------------------- */
+
+/* Oracle output of config @p c on the tensors of @p a (dense ref[rows][n_heads*d], and
+ * ref_lse[batch][n_heads][q_len] when not NULL), with the frequencies and attention
+ * factor taken from rove_rope_inv_freq. Prints the reason and returns -1 on failure. */
+int cli_oracle(const rove_attention_config *c, const rove_attention_args *a, double *ref,
+               double *ref_lse);
+
+/* max |out - ref| / max |ref| over rows x width (out has token stride out_stride, ref is
+ * dense). Absolute when ref is all zero. NaN or a non-finite output gives +inf. */
+double cli_max_rel_err(const float *out, int64_t out_stride, const double *ref, int64_t rows,
+                       int64_t width);
+
+/* max |lse - ref| / max(1, |ref|); -inf must match -inf exactly (else +inf). */
+double cli_lse_err(const float *lse, const double *ref, int64_t n);
+
+#endif

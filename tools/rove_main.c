@@ -1,0 +1,29 @@
+/* `rove`: the command-line tool installed with librove (info, demo, check). */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "common.h"
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    cli_print_usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
+    if (argc > 2) return cli_usage_error("help", "unexpected argument '%s'", argv[2]);
+    cli_print_usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+    if (argc > 2) return cli_usage_error("version", "unexpected argument '%s'", argv[2]);
+    printf("rove (librove) %s\n", rove_version_string());
+    return CLI_EXIT_OK;
+  }
+  if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
+  if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 2, argv + 2);
+  if (strcmp(cmd, "check") == 0) return cmd_check(argc - 2, argv + 2);
+  if (cmd[0] == '-') return cli_usage_error(NULL, "unknown option '%s'", cmd);
+  return cli_usage_error(NULL, "unknown command '%s'", cmd);
+}
