@@ -18,6 +18,10 @@
  *              are zero. Tile t starts at t*tile_kv*d.
  *   O acc      [tile_q][d], row max m[tile_q], row sum l[tile_q]
  *   cos / sin  [n][r/2] per token row, float (angles formed in double, see rope_table.c)
+ *
+ * Alignment: buffers the driver owns (packed Q/K/V, o/m/l, scratch) start on 64-byte
+ * boundaries when tile_q and tile_kv are multiples of 16. User tensors (rotate's src and
+ * dst rows, finish's out, lse) and the cos/sin rows have no alignment guarantee.
  */
 #ifndef ROVE_KERNELS_H
 #define ROVE_KERNELS_H

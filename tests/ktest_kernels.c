@@ -1,0 +1,764 @@
+/* Kernel-table conformance: every SIMD table (AVX2, AVX-512, NEON) against the scalar one,
+ * slot by slot, over the sweeps of DESIGN.md §4. The packed-K layout is private to each ISA,
+ * so pack_k + attn_tile + finish are compared through a small driver-like attention run with
+ * each table's own tile sizes. Every buffer a kernel touches is guarded: canaries around it
+ * (under ASan, every other buffer ends where its allocation ends instead, so that reads past
+ * it are seen), sentinels in the gaps of strided rows, NaN in rows the contract calls garbage.
+ * An ISA this CPU/build lacks is reported as skipped; with none at all the run exits 77.
+ * ROVE_KTEST_SELF=1 adds scalar-vs-scalar (harness sanity). */
+#define _POSIX_C_SOURCE 200112L
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+/* testutil.h first: cmocka needs its standard headers before it */
+#include "kernels/kernels.h"
+#include "kernels/mask.h"
+
+#define ROT_TOL 1e-6 /* rotate / pack: relative to the case's max |expected| */
+#define FIN_TOL 2e-6 /* finish output */
+#define OUT_TOL 2e-5 /* attention output (relative to max |out|) and LSE (x max(1,|lse|)) */
+#define EXP_TOL 4e-7 /* vectorised exp, relative, where exp(x) >= FLT_MIN */
+
+/* ---- failure reporting ---------------------------------------------------------------- */
+
+static int n_fail;
+static char ctx[320];
+static double worst, worst_lse; /* largest relative error seen by the current test */
+
+static void setctx(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ctx, sizeof ctx, fmt, ap);
+  va_end(ap);
+}
+
+static void kfail(const char *fmt, ...) {
+  static int all = -1; /* ROVE_KTEST_VERBOSE=1 prints every failure, else the first 15 */
+  if (all < 0) all = getenv("ROVE_KTEST_VERBOSE") && strcmp(getenv("ROVE_KTEST_VERBOSE"), "1") == 0;
+  if (n_fail++ >= 15 && !all) return;
+  va_list ap;
+  va_start(ap, fmt);
+  printf("  FAIL [%s] ", ctx);
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+}
+
+/* ---- guarded buffers ------------------------------------------------------------------ */
+
+#define GUARD 32                            /* floats: 128 bytes, keeps 64-byte alignment */
+static const uint32_t canary = 0x7FC0B0B0u; /* NaN patterns nobody computes */
+static const uint32_t sentinel = 0x7FA5A5A5u;
+
+typedef struct {
+  float *p, *base;
+  int64_t n, pre, post;
+} gbuf;
+
+#if defined(__SANITIZE_ADDRESS__)
+#define KTEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KTEST_ASAN 1
+#endif
+#endif
+
+/* n floats at (64-byte boundary + mis floats), canaries before; after them too when
+ * `post` (always without ASan), else the data ends exactly where the allocation ends so
+ * that ASan sees any access past it. */
+static float *gb_alloc(gbuf *g, int64_t n, int mis, int post) {
+#if !defined(KTEST_ASAN)
+  post = 1;
+#endif
+  g->pre = GUARD + mis;
+  g->post = post ? GUARD : 0;
+  g->n = n;
+  void *b = NULL;
+  assert_int_equal(posix_memalign(&b, 64, (size_t)(g->pre + n + g->post) * sizeof(float)), 0);
+  g->base = b;
+  for (int64_t i = 0; i < g->pre + n + g->post; i++) memcpy(g->base + i, &canary, 4);
+  g->p = g->base + g->pre;
+  return g->p;
+}
+
+static void gb_fill_bits(float *x, int64_t n, uint32_t bits) {
+  for (int64_t i = 0; i < n; i++) memcpy(x + i, &bits, 4);
+}
+
+static int is_bits(const float *x, uint32_t bits) { /* by address: NaN bits stay as they are */
+  uint32_t u;
+  memcpy(&u, x, 4);
+  return u == bits;
+}
+
+static void gb_check(const gbuf *g, const char *what) {
+  for (int64_t i = 0; i < g->pre; i++)
+    if (!is_bits(g->base + i, canary)) {
+      kfail("%s: written %lld floats before the buffer", what, (long long)(g->pre - i));
+      break;
+    }
+  for (int64_t i = g->pre + g->n; i < g->pre + g->n + g->post; i++)
+    if (!is_bits(g->base + i, canary)) {
+      kfail("%s: written %lld floats past the end", what, (long long)(i - g->pre - g->n + 1));
+      break;
+    }
+}
+
+static void gb_free(gbuf *g) {
+  free(g->base);
+  g->base = g->p = NULL;
+}
+
+/* n strided rows of d floats: the gaps hold the sentinel. */
+static int64_t rows_len(int64_t n, int64_t stride, int32_t d) {
+  return n > 0 ? (n - 1) * stride + d : 0;
+}
+
+static float *rows_alloc(gbuf *g, int64_t n, int64_t stride, int32_t d, int mis, int post) {
+  float *p = gb_alloc(g, rows_len(n, stride, d), mis, post);
+  gb_fill_bits(p, g->n, sentinel);
+  return p;
+}
+
+static void rows_fill(rove_rng *r, float *x, int64_t n, int64_t stride, int32_t d, float amp) {
+  for (int64_t i = 0; i < n; i++) rove_rng_fill(r, x + i * stride, d, -amp, amp);
+}
+
+static void gaps_check(const float *x, int64_t n, int64_t stride, int32_t d, const char *what) {
+  for (int64_t i = 0; i + 1 < n; i++)
+    for (int64_t c = d; c < stride; c++)
+      if (!is_bits(x + i * stride + c, sentinel)) {
+        kfail("%s: gap after row %lld written at column %lld", what, (long long)i, (long long)c);
+        return;
+      }
+}
+
+/* got vs want over n rows of d: max |diff| <= tol * max |want|; NaN anywhere fails. */
+static double rows_cmp(const float *got, int64_t gs, const float *want, int64_t ws, int64_t n,
+                       int32_t d, double tol, const char *what) {
+  double mx = 1e-30, err = 0;
+  int64_t bi = -1, bc = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int32_t c = 0; c < d; c++) mx = fmax(mx, fabs((double)want[i * ws + c]));
+  for (int64_t i = 0; i < n; i++)
+    for (int32_t c = 0; c < d; c++) {
+      const double g = got[i * gs + c], w = want[i * ws + c];
+      const double e = isnan(g) || isnan(w) ? INFINITY : fabs(g - w);
+      if (e > err || bi < 0) err = e, bi = i, bc = c;
+    }
+  worst = fmax(worst, err / mx);
+  if (err > tol * mx)
+    kfail("%s: rel err %.3g > %.1g at row %lld col %lld: got %.9g want %.9g (max|want| %.4g)", what,
+          err / mx, tol, (long long)bi, (long long)bc, got[bi * gs + bc], want[bi * ws + bc], mx);
+  return err / mx;
+}
+
+/* LSE within OUT_TOL * max(1, |want|). */
+static void lse_cmp(float got, float want, int32_t row) {
+  const double e = fabs((double)got - (double)want) / fmax(1.0, fabs((double)want));
+  worst_lse = fmax(worst_lse, isnan(e) ? INFINITY : e);
+  if (!(e <= OUT_TOL)) kfail("lse row %d: got %.9g want %.9g", row, got, want);
+}
+
+/* ---- rotation tables, built in double like the library -------------------------------- */
+
+static void rope_tables(float *c, float *s, const int32_t *pos, int64_t n, int32_t half) {
+  const double two_pi = 6.283185307179586476925286766559;
+  for (int64_t i = 0; i < n; i++)
+    for (int32_t k = 0; k < half; k++) {
+      const double t = fmod((double)pos[i] * pow(10000.0, -(double)k / half), two_pi);
+      c[i * half + k] = (float)cos(t);
+      s[i * half + k] = (float)sin(t);
+    }
+}
+
+typedef struct {
+  int32_t *pos;
+  float *c, *s;
+  int32_t half;
+} table;
+
+static void table_make(table *t, const int32_t *pos, int64_t n, int32_t half) {
+  t->half = half;
+  t->pos = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+  t->c = malloc(sizeof(float) * (size_t)(n * half + 1));
+  t->s = malloc(sizeof(float) * (size_t)(n * half + 1));
+  assert_true(t->pos && t->c && t->s);
+  memcpy(t->pos, pos, sizeof(int32_t) * (size_t)n);
+  rope_tables(t->c, t->s, pos, n, half);
+}
+
+static void table_free(table *t) {
+  free(t->pos);
+  free(t->c);
+  free(t->s);
+}
+
+/* rot of rows [row0, ...) of a table; on == 0: no rotation. */
+static rove_rot rot_at(const table *t, int64_t row0, int on, int32_t pairing) {
+  rove_rot r = {NULL, NULL, t->half, pairing};
+  if (on) r.cos = t->c + row0 * t->half, r.sin = t->s + row0 * t->half;
+  return r;
+}
+
+/* ---- ISA plumbing --------------------------------------------------------------------- */
+
+typedef struct {
+  rove_isa isa;
+  int self; /* scalar vs scalar */
+} isa_arg;
+
+static const char *arg_name(const isa_arg *a) {
+  return a->self ? "scalar(self)" : rove_isa_name(a->isa);
+}
+
+/* The table under test, or skip() (reported as skipped, never passed). */
+static const rove_kernels *table_or_skip(void **state, const char *what) {
+  const isa_arg *a = *state;
+  n_fail = 0;
+  worst = worst_lse = 0;
+  setctx("%s %s", arg_name(a), what);
+  if (rove_kernels_for(a->isa) == NULL) {
+    printf("  SKIPPED %s %s: ISA not compiled into this build\n", arg_name(a), what);
+    skip();
+  }
+  if (!rove_isa_available(a->isa)) {
+    printf("  SKIPPED %s %s: this CPU (or OS) cannot run it\n", arg_name(a), what);
+    skip();
+  }
+  return rove_kernels_for(a->isa);
+}
+
+static const rove_kernels *const ref = &rove_kernels_scalar;
+
+static void test_table(void **state) {
+  const rove_kernels *kn = table_or_skip(state, "table");
+  const isa_arg *a = *state;
+  assert_int_equal(kn->isa, a->isa);
+  assert_true(kn->tile_q > 0 && kn->tile_q <= 1024 && kn->tile_kv > 0 && kn->tile_kv <= 1024);
+  assert_non_null(kn->rotate);
+  assert_non_null(kn->pack_k);
+  assert_non_null(kn->attn_tile);
+  assert_non_null(kn->finish);
+  printf("  %s: tile_q %d tile_kv %d; own slots:%s%s%s%s\n", arg_name(a), kn->tile_q, kn->tile_kv,
+         kn->rotate != ref->rotate ? " rotate" : "", kn->pack_k != ref->pack_k ? " pack_k" : "",
+         kn->attn_tile != ref->attn_tile ? " attn_tile" : "",
+         kn->finish != ref->finish ? " finish" : "");
+}
+
+/* ---- rotate --------------------------------------------------------------------------- */
+
+typedef struct {
+  int32_t d, r, pairing, inverse, nullrot, n;
+  int64_t ss, ds;
+  int inplace, mis_s, mis_d, post;
+  int32_t pos0;
+  float rot_mul, pass_mul;
+} rcase;
+
+static void rotate_case(const rove_kernels *kn, rove_rng *rng, const rcase *c) {
+  setctx("%s rotate d=%d r=%d %s inv=%d %s n=%d ss=%lld ds=%lld%s mis=%d/%d pos0=%d mul=%g/%g",
+         rove_isa_name(kn->isa), c->d, c->r, c->pairing ? "interleaved" : "half", c->inverse,
+         c->nullrot ? "cos=NULL" : "rot", c->n, (long long)c->ss, (long long)c->ds,
+         c->inplace ? " in-place" : "", c->mis_s, c->mis_d, c->pos0, c->rot_mul, c->pass_mul);
+  const int32_t half = c->r / 2, n = c->n, d = c->d;
+  int32_t pos[17];
+  for (int32_t i = 0; i < n; i++) pos[i] = c->pos0 + i * (1 + (int32_t)(rove_rng_u64(rng) % 3));
+  table t;
+  table_make(&t, pos, n, half);
+  rove_rot rot = rot_at(&t, 0, !c->nullrot, c->pairing);
+  gbuf s_ref, s_isa, d_ref, d_isa;
+  float *sr = rows_alloc(&s_ref, n, c->ss, d, 0, 1);
+  float *si = rows_alloc(&s_isa, n, c->ss, d, c->mis_s, c->post || c->inplace);
+  rows_fill(rng, sr, n, c->ss, d, 2.0f);
+  memcpy(si, sr, sizeof(float) * (size_t)s_ref.n);
+  if (c->inplace) {
+    ref->rotate(sr, c->ss, sr, c->ss, n, d, &rot, c->rot_mul, c->pass_mul, c->inverse);
+    kn->rotate(si, c->ss, si, c->ss, n, d, &rot, c->rot_mul, c->pass_mul, c->inverse);
+    rows_cmp(si, c->ss, sr, c->ss, n, d, ROT_TOL, "in place");
+    gaps_check(si, n, c->ss, d, "in place");
+  } else {
+    float *dr = rows_alloc(&d_ref, n, c->ds, d, 0, 1);
+    float *di = rows_alloc(&d_isa, n, c->ds, d, c->mis_d, c->post);
+    ref->rotate(dr, c->ds, sr, c->ss, n, d, &rot, c->rot_mul, c->pass_mul, c->inverse);
+    kn->rotate(di, c->ds, si, c->ss, n, d, &rot, c->rot_mul, c->pass_mul, c->inverse);
+    rows_cmp(di, c->ds, dr, c->ds, n, d, ROT_TOL, "dst");
+    gaps_check(di, n, c->ds, d, "dst");
+    if (memcmp(si, sr, sizeof(float) * (size_t)s_ref.n) != 0) kfail("src was modified");
+    gb_check(&d_isa, "dst");
+    gb_free(&d_ref);
+    gb_free(&d_isa);
+  }
+  gb_check(&s_isa, c->inplace ? "dst=src" : "src");
+  gb_free(&s_ref);
+  gb_free(&s_isa);
+  table_free(&t);
+}
+
+static const int32_t rot_dims[] = {2, 4, 8, 16, 30, 32, 64, 80, 96, 128, 130, 256};
+static const int32_t positions[] = {0, (1 << 20) - 7, (1 << 20) + 3, -5, -(1 << 20) - 1, -123457};
+
+static void test_rotate(void **state) {
+  const rove_kernels *kn = table_or_skip(state, "rotate");
+  rove_rng rng;
+  rove_rng_seed(&rng, 101);
+  static const int32_t ns[] = {1, 3, 17};
+  static const float muls[][2] = {
+      {1.0f, 1.0f}, {0.125f, 0.125f}, {1.7f, 0.9f}, {0.08838835f, 0.0625f}};
+  int64_t count = 0;
+  for (size_t di = 0; di < sizeof rot_dims / sizeof *rot_dims; di++) {
+    const int32_t d = rot_dims[di];
+    /* r = d, r = 2, r about 3d/4 and r = d - 2 (even); half odd or even */
+    int32_t rs[4] = {d, 2, (3 * d / 4) & ~1, d - 2}, nr = 0;
+    for (int i = 0; i < 4; i++) {
+      int dup = rs[i] < 2;
+      for (int j = 0; j < nr; j++) dup |= rs[j] == rs[i];
+      if (!dup) rs[nr++] = rs[i];
+    }
+    for (int32_t ri = 0; ri < nr; ri++)
+      for (int32_t pairing = 0; pairing < 2; pairing++)
+        for (int32_t inverse = 0; inverse < 2; inverse++)
+          for (size_t ni = 0; ni < 3; ni++, count++) {
+            const uint64_t h = rove_rng_u64(&rng); /* independent bit fields per case */
+            rcase c = {.d = d, .r = rs[ri], .pairing = pairing, .inverse = inverse, .n = ns[ni]};
+            c.nullrot = h % 7 == 0;
+            c.inplace = (h >> 3) % 3 == 0;
+            c.ss = d + ((h >> 5) % 2 ? 0 : 1 + (int64_t)((h >> 6) % 9));
+            c.ds = c.inplace ? c.ss : d + ((h >> 10) % 2 ? 0 : 1 + (int64_t)((h >> 11) % 7));
+            c.mis_s = (int)((h >> 14) % 16);
+            c.mis_d = (h >> 18) % 4 == 0 ? 0 : (int)((h >> 20) % 16);
+            c.post = (int)((h >> 24) % 2);
+            c.pos0 = positions[(h >> 25) % (sizeof positions / sizeof *positions)];
+            c.rot_mul = muls[(h >> 28) % 4][0];
+            c.pass_mul = muls[(h >> 28) % 4][1];
+            rotate_case(kn, &rng, &c);
+          }
+  }
+  printf("  %s rotate: %lld cases, %d failures; max rel err %.3g\n", rove_isa_name(kn->isa),
+         (long long)count, n_fail, worst);
+  assert_int_equal(n_fail, 0);
+}
+
+/* ---- pack_k + attn_tile (+ rotate of Q/V and finish): a small attention -------------- */
+
+typedef struct {
+  int32_t nq, kv, d, pairing;
+  table qt, kt; /* query / key positions and their rotation tables */
+  int rot_qk, rot_v, rot_o;
+  const float *q, *k, *v; /* raw rows at strides qs, ks, vs */
+  int64_t qs, ks, vs, os;
+  int masked, causal, always_mask, chunk, want_lse, post;
+  int32_t window;
+  float softcap, q_rot_mul, q_pass_mul, k_mul;
+} tprob;
+
+/* Whether (query tile, key tile) has none (0), all (1) or some (2) pairs visible. */
+static int tile_class(const tprob *P, int64_t i0, int32_t nq, int64_t j0, int32_t nk) {
+  int any = 0, all = 1;
+  for (int32_t i = 0; i < nq; i++)
+    for (int32_t j = 0; j < nk; j++) {
+      const int v = rove_visible(P->qt.pos[i0 + i], P->kt.pos[j0 + j], P->causal, P->window);
+      any |= v;
+      all &= v;
+    }
+  return all ? 1 : any ? 2 : 0;
+}
+
+/* What the driver does for one head with table kn: pack K (in chunks of whole tiles),
+ * rotate V, then per query tile: rotate Q, attn_tile over the key tiles, finish. */
+static void run_attention(const rove_kernels *kn, const tprob *P, float *out, float *lse) {
+  const int32_t d = P->d, tq = kn->tile_q, tk = kn->tile_kv;
+  const int64_t kv_pad = (P->kv + tk - 1) / tk * tk;
+  gbuf kb, vb, qb, ob, mb, lb, sb;
+  float *kp = gb_alloc(&kb, kv_pad * d, 0, P->post), *vp = gb_alloc(&vb, kv_pad * d, 0, P->post);
+  gb_fill_bits(kp, kb.n, 0x7FC00001u); /* NaN: pack_k must zero the padding itself */
+  gb_fill_bits(vp, vb.n, 0x7FC00002u);
+  for (int64_t j0 = 0; j0 < P->kv; j0 += (int64_t)P->chunk * tk) {
+    const int64_t nj = P->kv - j0 < (int64_t)P->chunk * tk ? P->kv - j0 : (int64_t)P->chunk * tk;
+    rove_rot rk = rot_at(&P->kt, j0, P->rot_qk, P->pairing);
+    rove_rot rv = rot_at(&P->kt, j0, P->rot_v, P->pairing);
+    kn->pack_k(kp + j0 * d, P->k + j0 * P->ks, P->ks, nj, d, &rk, P->k_mul);
+    kn->rotate(vp + j0 * d, d, P->v + j0 * P->vs, P->vs, nj, d, &rv, 1.0f, 1.0f, 0);
+  }
+  memset(vp + (int64_t)P->kv * d, 0, sizeof(float) * (size_t)((kv_pad - P->kv) * d));
+  float *q = gb_alloc(&qb, (int64_t)tq * d, 0, P->post), *o = gb_alloc(&ob, (int64_t)tq * d, 0, 1);
+  float *m = gb_alloc(&mb, tq, 0, 1), *l = gb_alloc(&lb, tq, 0, 1);
+  float *s = gb_alloc(&sb, (int64_t)tq * tk, 0, 1);
+  for (int64_t i0 = 0; i0 < P->nq; i0 += tq) {
+    const int32_t nq = (int32_t)(P->nq - i0 < tq ? P->nq - i0 : tq);
+    gb_fill_bits(q, qb.n, 0x7FC00003u); /* rows past nq are garbage */
+    gb_fill_bits(o, ob.n, 0x7FC00004u);
+    gb_fill_bits(m, tq, 0x7FC00005u);
+    gb_fill_bits(l, tq, 0x7FC00006u);
+    gb_fill_bits(s, sb.n, 0x7FC00007u);
+    rove_rot rq = rot_at(&P->qt, i0, P->rot_qk, P->pairing);
+    kn->rotate(q, d, P->q + i0 * P->qs, P->qs, nq, d, &rq, P->q_rot_mul, P->q_pass_mul, 0);
+    memset(o, 0, sizeof(float) * (size_t)nq * (size_t)d);
+    for (int32_t i = 0; i < nq; i++) m[i] = -INFINITY, l[i] = 0.0f;
+    rove_tile_args t = {.q = q, .nq = nq, .d = d, .q_pos = P->qt.pos + i0, .o = o, .m = m};
+    t.causal = P->causal, t.window = P->window, t.softcap = P->softcap, t.l = l, t.scratch = s;
+    for (int64_t j0 = 0; j0 < P->kv; j0 += tk) {
+      t.nk = (int32_t)(P->kv - j0 < tk ? P->kv - j0 : tk);
+      const int c = P->masked ? tile_class(P, i0, nq, j0, t.nk) : 1;
+      if (c == 0 && !P->always_mask) continue;
+      t.mask = P->always_mask || c == 2;
+      t.k = kp + j0 * d;
+      t.v = vp + j0 * d;
+      t.k_pos = P->kt.pos + j0;
+      kn->attn_tile(&t);
+    }
+    rove_rot ro = rot_at(&P->qt, i0, P->rot_o, P->pairing);
+    kn->finish(out + i0 * P->os, P->os, lse ? lse + i0 : NULL, o, m, l, nq, d, &ro);
+  }
+  gb_check(&kb, "packed K");
+  gb_check(&vb, "packed V");
+  gb_check(&qb, "packed Q");
+  gb_check(&ob, "o acc");
+  gb_check(&mb, "m acc");
+  gb_check(&lb, "l acc");
+  gb_check(&sb, "scratch");
+  gb_free(&kb), gb_free(&vb), gb_free(&qb), gb_free(&ob), gb_free(&mb), gb_free(&lb), gb_free(&sb);
+}
+
+enum { N_MODES = 8 };
+static const char *const mode_names[N_MODES] = {
+    "full", "full+softcap", "causal(bottom-right)", "causal+window+softcap", "window(2-sided)",
+    "causal(top-left)", "causal random pos", "int32 extremes"};
+static const int32_t bases[] = {0, (1 << 20) - 37, -(1 << 20) + 5, -3000, 1 << 20};
+
+/* Positions and mask for mode `mode` (qpos [nq], kpos [kv]). */
+static void make_positions(tprob *P, rove_rng *g, int mode, int32_t B, int32_t *qp, int32_t *kp) {
+  const int32_t nq = P->nq, kv = P->kv;
+  P->masked = mode >= 2;
+  P->causal = mode == 2 || mode == 3 || mode == 5 || mode == 6;
+  P->window = 0;
+  P->softcap = mode == 1 ? 20.0f : mode == 3 ? 30.0f : 0.0f;
+  for (int32_t j = 0; j < kv; j++) kp[j] = B + j;
+  for (int32_t i = 0; i < nq; i++) qp[i] = B + kv - nq + i; /* bottom-right: kv < nq masks rows */
+  const uint64_t r = rove_rng_u64(g);
+  switch (mode) {
+    case 3: P->window = 1 + (int32_t)(r % 40); break;
+    case 4:
+      P->window = 1 + (int32_t)(r % 24);
+      for (int32_t i = 0; i < nq; i++)
+        qp[i] = i % 5 == 4 ? B - 100000 : B + (int32_t)(rove_rng_u64(g) % (uint64_t)kv);
+      break;
+    case 5:
+      for (int32_t i = 0; i < nq; i++) qp[i] = B + i;
+      break;
+    case 6:
+      P->window = r % 2 ? 0 : 3 + (int32_t)(r % 50);
+      for (int32_t j = 0; j < kv; j++) kp[j] = B + (int32_t)(rove_rng_u64(g) % (uint64_t)(2 * kv));
+      for (int32_t i = 0; i < nq; i++)
+        qp[i] = B - 5 + (int32_t)(rove_rng_u64(g) % (uint64_t)(2 * kv + 10));
+      break;
+    case 7: /* int64 differences: a wrapped int32 subtraction shows here */
+      P->causal = (int)(r % 2);
+      P->window = 64;
+      for (int32_t j = 0; j < kv; j++)
+        kp[j] = rove_rng_u64(g) % 2 ? INT32_MAX - (int32_t)(rove_rng_u64(g) % 100)
+                                    : INT32_MIN + (int32_t)(rove_rng_u64(g) % 100);
+      for (int32_t i = 0; i < nq; i++)
+        qp[i] = i % 2 ? INT32_MAX - (int32_t)(rove_rng_u64(g) % 100)
+                      : INT32_MIN + (int32_t)(rove_rng_u64(g) % 100);
+      break;
+    default: break;
+  }
+}
+
+static float lse_lo, lse_hi; /* range of the finite LSEs (>= the largest logit of a row) */
+
+/* One problem through the table under test and the scalar one. */
+static void tile_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq, int32_t kv,
+                      int64_t idx) {
+  /* mode, pairing and base in turn; everything else from independent random bits */
+  const int mode = (int)(idx % N_MODES);
+  const int32_t B = bases[(idx / (2 * N_MODES)) % (sizeof bases / sizeof *bases)];
+  const uint64_t h = rove_rng_u64(g);
+  tprob P = {.nq = nq, .kv = kv, .d = d, .pairing = (int32_t)((idx / N_MODES) % 2)};
+  const int32_t r = h % 3 == 0 && d > 2 ? (d / 2) & ~1 : d; /* partial rotary dim */
+  int32_t *qp = malloc(sizeof(int32_t) * (size_t)nq), *kp = malloc(sizeof(int32_t) * (size_t)kv);
+  make_positions(&P, g, mode, B, qp, kp);
+  table_make(&P.qt, qp, nq, r / 2);
+  table_make(&P.kt, kp, kv, r / 2);
+  P.always_mask = P.masked && (h >> 2) % 2;
+  P.rot_qk = (h >> 3) % 5 != 0, P.rot_v = (h >> 6) % 4 != 0, P.rot_o = (h >> 8) % 4 != 0;
+  P.chunk = 1 + (int)((h >> 10) % 3);
+  P.want_lse = (h >> 12) % 4 != 0;
+  P.post = (int)((h >> 14) % 2);
+  P.q_rot_mul = 0.8f, P.q_pass_mul = 0.7f, P.k_mul = 1.1f;
+  P.qs = 2 * d, P.ks = d + 3, P.vs = d + (int64_t)((h >> 15) % 2);
+  P.os = d + ((h >> 16) % 3 ? 0 : 5);
+  /* amplitudes: logits of std ~12 (spanning about +-30); half the problems ramp the keys
+   * up so that the running max keeps moving and the rescaling is exercised */
+  const float amp = sqrtf(50.0f / sqrtf((float)d));
+  const int ramp = (int)((h >> 18) % 2);
+  gbuf qg, kg, vg;
+  float *q = rows_alloc(&qg, nq, P.qs, d, 1, 0), *k = rows_alloc(&kg, kv, P.ks, d, 2, 0);
+  float *v = rows_alloc(&vg, kv, P.vs, d, 3, 0);
+  for (int32_t i = 0; i < nq; i++)
+    rows_fill(g, q + i * P.qs, 1, P.qs, d, amp * rove_rng_uniform(g, 0.5f, 1.5f));
+  for (int32_t j = 0; j < kv; j++)
+    rows_fill(g, k + j * P.ks, 1, P.ks, d,
+              amp * (ramp ? 0.2f + 1.6f * (float)j / (float)kv : rove_rng_uniform(g, 0.3f, 1.3f)));
+  rows_fill(g, v, kv, P.vs, d, 3.0f);
+  P.q = q, P.k = k, P.v = v;
+  setctx(
+      "%s attention d=%d r=%d %s nq=%d kv=%d mode=%s base=%d window=%d softcap=%g%s rot "
+      "qk/v/o=%d/%d/%d chunk=%d",
+      rove_isa_name(kn->isa), d, r, P.pairing ? "interleaved" : "half", nq, kv, mode_names[mode], B,
+      P.window, P.softcap, P.always_mask ? " mask-all-tiles" : "", P.rot_qk, P.rot_v, P.rot_o,
+      P.chunk);
+  gbuf o_ref, o_isa, l_ref, l_isa;
+  float *out_r = rows_alloc(&o_ref, nq, P.os, d, 0, 1),
+        *out_i = rows_alloc(&o_isa, nq, P.os, d, 5, P.post);
+  float *lse_r = gb_alloc(&l_ref, nq, 0, 1), *lse_i = gb_alloc(&l_isa, nq, 7, P.post);
+  run_attention(ref, &P, out_r, P.want_lse ? lse_r : NULL);
+  run_attention(kn, &P, out_i, P.want_lse ? lse_i : NULL);
+  rows_cmp(out_i, P.os, out_r, P.os, nq, d, OUT_TOL, "out");
+  gaps_check(out_i, nq, P.os, d, "out");
+  gb_check(&o_isa, "out");
+  gb_check(&l_isa, "lse");
+  for (int32_t i = 0; i < nq; i++) {
+    int vis = !P.masked;
+    for (int32_t j = 0; j < kv && !vis; j++) vis = rove_visible(qp[i], kp[j], P.causal, P.window);
+    if (!vis) { /* fully masked row: exactly 0 and -inf, from both tables */
+      for (int32_t c = 0; c < d; c++)
+        if (out_i[i * P.os + c] != 0.0f || out_r[i * P.os + c] != 0.0f)
+          kfail("fully masked row %d col %d: got %g, scalar %g, want 0", i, c, out_i[i * P.os + c],
+                out_r[i * P.os + c]);
+      if (P.want_lse && (lse_i[i] != -INFINITY || lse_r[i] != -INFINITY))
+        kfail("fully masked row %d: lse %g, scalar %g, want -inf", i, lse_i[i], lse_r[i]);
+    } else if (P.want_lse) {
+      lse_cmp(lse_i[i], lse_r[i], i);
+      lse_lo = fminf(lse_lo, lse_r[i]), lse_hi = fmaxf(lse_hi, lse_r[i]);
+    }
+  }
+  gb_free(&o_ref), gb_free(&o_isa), gb_free(&l_ref), gb_free(&l_isa);
+  gb_free(&qg), gb_free(&kg), gb_free(&vg);
+  table_free(&P.qt), table_free(&P.kt);
+  free(qp), free(kp);
+}
+
+static void test_attention(void **state) {
+  const rove_kernels *kn = table_or_skip(state, "pack_k+attn_tile");
+  rove_rng g;
+  rove_rng_seed(&g, 202);
+  lse_lo = INFINITY, lse_hi = -INFINITY;
+  static const int32_t ds[] = {2, 32, 64, 80, 96, 128, 256};
+  static const int32_t kvs[] = {1, 7, 15, 16, 17, 63, 64, 65, 200};
+  const int32_t nqs[] = {1, 7, 8, 9, 15, 16, 17, kn->tile_q, kn->tile_q + 1};
+  int64_t idx = 0; /* consecutive problems cycle through the masks, bases and layouts */
+  for (int rep = 0; rep < 3; rep++)
+    for (size_t a = 0; a < sizeof ds / sizeof *ds; a++)
+      for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++)
+        for (size_t c = 0; c < sizeof kvs / sizeof *kvs; c++)
+          tile_case(kn, &g, ds[a], nqs[b], kvs[c], idx++);
+  printf(
+      "  %s attention: %lld problems, %d failures; max rel err out %.3g, lse %.3g; "
+      "LSE range [%.1f, %.1f]\n",
+      rove_isa_name(kn->isa), (long long)idx, n_fail, worst, worst_lse, lse_lo, lse_hi);
+  assert_int_equal(n_fail, 0);
+}
+
+/* ---- finish --------------------------------------------------------------------------- */
+
+static void finish_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq, int64_t idx) {
+  const uint64_t h = rove_rng_u64(g); /* independent bit fields */
+  const int32_t pairing = (int32_t)(idx % 2), r = h % 3 == 0 && d > 2 ? (3 * d / 4) & ~1 : d;
+  const int rot = (h >> 2) % 4 != 0, want_lse = (idx / 2) % 2, post = (int)((h >> 4) % 2);
+  const int64_t os = (h >> 5) % 3 == 0 ? d : d + 1 + (int64_t)((h >> 7) % 7);
+  const int mis_o = (int)((h >> 10) % 16), mis_l = (int)((h >> 14) % 5);
+  setctx("%s finish d=%d r=%d %s nq=%d rot=%d lse=%d os=%lld", rove_isa_name(kn->isa), d, r,
+         pairing ? "interleaved" : "half", nq, rot, want_lse, (long long)os);
+  int32_t pos[40];
+  for (int32_t i = 0; i < nq; i++) pos[i] = positions[(h >> 17) % 6] + 2 * i;
+  table t;
+  table_make(&t, pos, nq, r / 2);
+  gbuf og, mg, lg, outr, outi, lser, lsei;
+  float *o = gb_alloc(&og, (int64_t)nq * d, 1, 0), *m = gb_alloc(&mg, nq, 2, 0),
+        *l = gb_alloc(&lg, nq, 3, 0);
+  for (int32_t i = 0; i < nq; i++) {
+    const int empty = i % 4 == 3 || (nq == 1 && (h >> 20) % 3 == 0); /* l == 0 */
+    m[i] = empty ? -INFINITY : rove_rng_uniform(g, -30.0f, 30.0f);
+    l[i] = empty ? 0.0f : rove_rng_uniform(g, 1.0f, 500.0f);
+    rove_rng_fill(g, o + (int64_t)i * d, d, -3.0f * l[i], 3.0f * l[i]);
+  }
+  float *yr = rows_alloc(&outr, nq, os, d, 0, 1), *yi = rows_alloc(&outi, nq, os, d, mis_o, post);
+  float *lr = gb_alloc(&lser, nq, 0, 1), *li = gb_alloc(&lsei, nq, mis_l, post);
+  rove_rot ro = rot_at(&t, 0, rot, pairing);
+  ref->finish(yr, os, want_lse ? lr : NULL, o, m, l, nq, d, &ro);
+  kn->finish(yi, os, want_lse ? li : NULL, o, m, l, nq, d, &ro);
+  rows_cmp(yi, os, yr, os, nq, d, FIN_TOL, "out");
+  gaps_check(yi, nq, os, d, "out");
+  for (int32_t i = 0; i < nq; i++) {
+    if (l[i] == 0.0f) {
+      for (int32_t c = 0; c < d; c++)
+        if (yi[i * os + c] != 0.0f)
+          kfail("row %d has l = 0: out[%d] = %g, want 0", i, c, yi[i * os + c]);
+      if (want_lse && li[i] != -INFINITY) kfail("row %d has l = 0: lse %g, want -inf", i, li[i]);
+    } else if (want_lse) {
+      lse_cmp(li[i], lr[i], i);
+    }
+  }
+  if (!want_lse)
+    for (int32_t i = 0; i < nq; i++)
+      if (!is_bits(li + i, canary)) kfail("lse == NULL but lse buffer written");
+  gb_check(&outi, "out");
+  gb_check(&lsei, "lse");
+  gb_free(&og), gb_free(&mg), gb_free(&lg), gb_free(&outr), gb_free(&outi), gb_free(&lser),
+      gb_free(&lsei);
+  table_free(&t);
+}
+
+static void test_finish(void **state) {
+  const rove_kernels *kn = table_or_skip(state, "finish");
+  rove_rng g;
+  rove_rng_seed(&g, 303);
+  static const int32_t nqs[] = {1, 3, 7, 8, 9, 16, 17, 33};
+  int64_t idx = 0;
+  for (size_t a = 0; a < sizeof rot_dims / sizeof *rot_dims; a++)
+    for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++)
+      for (int rep = 0; rep < 4; rep++) finish_case(kn, &g, rot_dims[a], nqs[b], idx++);
+  printf("  %s finish: %lld cases, %d failures; max rel err out %.3g, lse %.3g\n",
+         rove_isa_name(kn->isa), (long long)idx, n_fail, worst, worst_lse);
+  assert_int_equal(n_fail, 0);
+}
+
+/* ---- vectorised exp ------------------------------------------------------------------- */
+
+typedef void (*exp_fn)(float *, const float *, int64_t);
+
+static exp_fn exp_for(rove_isa isa) {
+  switch (isa) {
+#if defined(ROVE_HAVE_AVX2)
+    case ROVE_ISA_AVX2: return rove_exp_f32__avx2;
+#endif
+#if defined(ROVE_HAVE_AVX512)
+    case ROVE_ISA_AVX512: return rove_exp_f32__avx512;
+#endif
+#if defined(ROVE_HAVE_NEON)
+    case ROVE_ISA_NEON: return rove_exp_f32__neon;
+#endif
+    default: return NULL;
+  }
+}
+
+typedef struct {
+  double max_rel, at, max_tiny, flush_rel;
+  int64_t n;
+} exp_stats;
+
+/* Checks y = exp(x) against double: relative EXP_TOL where exp(x) >= FLT_MIN and x >= -87.3;
+ * below -87.3 kernels.h allows flushing to 0, so there 0 <= y <= 1e-37 (or accurate). */
+static void exp_check(const float *x, const float *y, int64_t n, exp_stats *st) {
+  for (int64_t i = 0; i < n; i++, st->n++) {
+    const double e = exp((double)x[i]), rel = fabs((double)y[i] - e) / e;
+    if (isnan(y[i])) {
+      kfail("exp(%.9g) = NaN", x[i]);
+    } else if (x[i] == -INFINITY || x[i] == 0.0f) {
+      if (y[i] != (x[i] == 0.0f ? 1.0f : 0.0f)) kfail("exp(%g) = %.9g, want it exact", x[i], y[i]);
+    } else if (e >= FLT_MIN && x[i] >= -87.3f) {
+      if (rel > st->max_rel) st->max_rel = rel, st->at = x[i];
+      if (!(rel <= EXP_TOL))
+        kfail("exp(%.9g) = %.9g, want %.9g (rel err %.3g)", x[i], y[i], e, rel);
+    } else {
+      if (e >= FLT_MIN && y[i] != 0.0f) st->flush_rel = fmax(st->flush_rel, rel);
+      if (e < FLT_MIN) st->max_tiny = fmax(st->max_tiny, fabs(y[i]));
+      if (!(y[i] >= 0.0f && (y[i] <= 1e-37f || rel <= EXP_TOL)))
+        kfail("exp(%.9g) = %.9g, want 0 <= y <= 1e-37 (exp = %.3g)", x[i], y[i], e);
+    }
+  }
+}
+
+static void test_exp(void **state) {
+  table_or_skip(state, "exp");
+  const isa_arg *a = *state;
+  const exp_fn fn = exp_for(a->isa);
+  if (!fn) {
+    printf("  SKIPPED %s exp: no vectorised exp for this ISA\n", arg_name(a));
+    skip();
+  }
+  rove_rng g;
+  rove_rng_seed(&g, 404);
+  static const float special[] = {
+      0.0f,     -0.0f,    -87.3f, -88.0f,     -103.0f,        -1e30f,         -INFINITY,
+      -FLT_MIN, -1e-30f,  -1e-7f, -87.33654f, -87.336548f,    -104.0f,        -0.5f,
+      -1.0f,    -FLT_MAX, -86.0f, -87.0f,     -0x1.62e43p+6f, -0x1.9fe368p+6f};
+  const int64_t n_dense = 104001, n_rand = 40000, n_sp = sizeof special / sizeof *special;
+  const int64_t n = n_dense + 2 * n_rand + n_sp + 1; /* 184022: not a multiple of 8 or 16 */
+  gbuf xg, yg;
+  float *x = gb_alloc(&xg, n, 3, 0), *y = gb_alloc(&yg, n, 1, 1);
+  int64_t k = 0;
+  for (int64_t i = 0; i < n_dense; i++) x[k++] = (float)(-104.0 + 1e-3 * (double)i);
+  for (int64_t i = 0; i < n_rand; i++) x[k++] = rove_rng_uniform(&g, -104.0f, 0.0f);
+  for (int64_t i = 0; i < n_rand; i++)
+    x[k++] = -expf(rove_rng_uniform(&g, -30.0f, 4.6f)); /* small |x| */
+  for (int64_t i = 0; i < n_sp; i++) x[k++] = special[i];
+  x[k++] = -87.5f;
+  exp_stats st = {0};
+  fn(y, x, n);
+  exp_check(x, y, n, &st);
+  gb_check(&yg, "exp dst");
+  /* tails n = 1 .. 67, misaligned and guarded (exp is elementwise: any slice will do) */
+  for (int64_t m = 1; m <= 67; m++) {
+    gbuf sg, dg;
+    float *s = gb_alloc(&sg, m, (int)(m % 16), 0),
+          *dd = gb_alloc(&dg, m, (int)((m * 7) % 16), m % 2);
+    const int64_t off = (int64_t)(rove_rng_u64(&g) % (uint64_t)(n - m));
+    memcpy(s, x + off, sizeof(float) * (size_t)m);
+    fn(dd, s, m);
+    setctx("%s exp n=%lld", arg_name(a), (long long)m);
+    exp_check(s, dd, m, &st);
+    gb_check(&dg, "exp dst");
+    gb_free(&sg), gb_free(&dg);
+  }
+  printf(
+      "  %s exp: %lld points, max rel err %.3g (%.2f x 2^-24) at x = %.9g; x < -87.3 non-flushed "
+      "rel err %.3g; max |exp| where exp(x) < FLT_MIN: %.3g\n",
+      arg_name(a), (long long)st.n, st.max_rel, st.max_rel / 0x1p-24, st.at, st.flush_rel,
+      st.max_tiny);
+  gb_free(&xg), gb_free(&yg);
+  assert_int_equal(n_fail, 0);
+}
+
+/* ---- main ------------------------------------------------------------------------------ */
+
+int main(void) {
+  rove_test_isa_gate();
+  static isa_arg args[] = {
+      {ROVE_ISA_AVX2, 0}, {ROVE_ISA_AVX512, 0}, {ROVE_ISA_NEON, 0}, {ROVE_ISA_SCALAR, 1}};
+  const char *self = getenv("ROVE_KTEST_SELF");
+  const int n_args = self && strcmp(self, "1") == 0 ? 4 : 3;
+  int available = 0;
+  for (int i = 0; i < 3; i++) {
+    const int in = rove_kernels_for(args[i].isa) != NULL, runs = rove_isa_available(args[i].isa);
+    printf("ktest_kernels: %-6s %s\n", rove_isa_name(args[i].isa),
+           runs ? "compiled in and available: tested against scalar"
+           : in ? "compiled in, but this CPU cannot run it: skipped"
+                : "not compiled into this build: skipped");
+    available += runs;
+  }
+  if (!available && n_args == 3) {
+    printf(
+        "SKIPPED: no SIMD kernel table is available here (none compiled in, or the CPU "
+        "lacks them); nothing to compare with scalar\n");
+    return 77;
+  }
+  struct CMUnitTest tests[4 * 5];
+  static char names[4 * 5][48];
+  static const char *const what[5] = {"table", "rotate", "finish", "attention", "exp"};
+  const CMUnitTestFunction fns[5] = {test_table, test_rotate, test_finish, test_attention,
+                                     test_exp};
+  int nt = 0;
+  for (int i = 0; i < n_args; i++)
+    for (int j = 0; j < 5; j++, nt++) {
+      snprintf(names[nt], sizeof names[nt], "%s_%s", arg_name(&args[i]), what[j]);
+      tests[nt] = (struct CMUnitTest){names[nt], fns[j], NULL, NULL, &args[i]};
+    }
+  return _cmocka_run_group_tests("ktest_kernels", tests, (size_t)nt, NULL, NULL);
+}
