@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install the Debian/Ubuntu packages librove needs to build and test, and nothing else:
+# only the missing ones are installed, and `apt-get update` runs only when something is
+# missing. Non-interactive. Runs as root, or through sudo when it is available.
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev libbenchmark-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  if [ "$status" != "installed" ]; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present (${packages[*]})"
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "install-deps: missing ${missing[*]}; run as root or install sudo" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+  "${missing[@]}"

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Build librove and run the whole test suite twice:
+#   build/       Release                                   (ctest -j2)
+#   build-asan/  RelWithDebInfo + ROVE_SANITIZE=ON (ASan+UBSan)
+# Installs missing packages first. Exits non-zero if anything fails to build or any test
+# fails (a test that runs past 900 s counts as failed). Run from anywhere; the build
+# directories are created in the repository root. ROVE_JOBS / ROVE_CTEST_JOBS override
+# the build and test parallelism.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=${ROVE_JOBS:-$(nproc 2>/dev/null || echo 2)}
+ctest_jobs=${ROVE_CTEST_JOBS:-2}
+
+bash scripts/install-deps.sh
+
+summaries=()
+status=0
+
+# run_suite <build dir> <cmake args...>
+run_suite() {
+  local dir=$1
+  shift
+  local t0=$SECONDS
+  echo
+  echo "==== $dir: configure ($*)"
+  cmake -S . -B "$dir" "$@"
+  echo "==== $dir: build"
+  cmake --build "$dir" -j "$jobs"
+  echo "==== $dir: ctest"
+  local log="$dir/ctest-summary.log"
+  local rc=0
+  (cd "$dir" && ctest --output-on-failure -j "$ctest_jobs" --timeout 900) 2>&1 | tee "$log" || rc=$?
+  local summary
+  summary=$(grep -E 'tests passed|tests failed' "$log" | tail -n 1 || true)
+  summaries+=("$dir: ${summary:-no ctest summary} ($((SECONDS - t0)) s)")
+  if [ "$rc" -ne 0 ]; then
+    status=1
+  fi
+}
+
+run_suite build -DCMAKE_BUILD_TYPE=Release
+run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROVE_SANITIZE=ON
+
+echo
+echo "==== summary"
+for s in "${summaries[@]}"; do
+  echo "$s"
+done
+if [ "$status" -ne 0 ]; then
+  echo "FAILED"
+else
+  echo "all test suites passed"
+fi
+exit "$status"
