@@ -250,6 +250,121 @@ ROVE_API rove_status rove_rotate(const rove_plan *p, float *x, int32_t n_tokens,
                                  int32_t inverse);
 /**@}*/
 
+/* ------------------------------------------------------------------------------------ */
+/** @name KV cache
+ * A cache stores K and V already rotated into the global frame (K times the YaRN factor
+ * m, as the plan's ROVE_ROTATE_K / ROVE_ROTATE_V say), with their positions. A decode step
+ * rotates only the new K/V (append) and the queries and output (attention). Layout:
+ * [batch][capacity][n_kv_heads][head_dim] for K and for V; every batch row holds the same
+ * number of tokens. The cache borrows its plan, which must outlive it. Mutating calls
+ * (append, shift, truncate, reset) must not run concurrently with any other call on the
+ * same cache; rove_kv_cache_attention calls may run concurrently with each other. */
+/**@{*/
+typedef struct rove_kv_cache rove_kv_cache;
+
+/** Allocate an empty cache for @p batch sequences of up to @p capacity tokens each.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, batch or capacity <= 0);
+ *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. *out untouched on failure. */
+ROVE_API rove_status rove_kv_cache_create(const rove_plan *p, int32_t batch, int32_t capacity,
+                                          rove_kv_cache **out);
+/** Free a cache (NULL-safe). */
+ROVE_API void rove_kv_cache_destroy(rove_kv_cache *c);
+/** Tokens held per batch row (0 for NULL). */
+ROVE_API int32_t rove_kv_cache_length(const rove_kv_cache *c);
+/** Capacity per batch row (0 for NULL). */
+ROVE_API int32_t rove_kv_cache_capacity(const rove_kv_cache *c);
+
+/**
+ * Rotate and store the K and V of @p n_tokens new tokens per batch row.
+ * @param k, v     [batch][n_tokens][n_kv_heads][head_dim] with token strides (0 = dense)
+ * @param pos      [batch][n_tokens] positions, or NULL: each row continues from its last
+ *                 position + 1 (0 for an empty cache)
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, n_tokens <= 0, stride too small);
+ *         ROVE_ERR_SIZE_OVERFLOW (length + n_tokens > capacity, or a default position
+ *         past INT32_MAX). Nothing is written on failure.
+ */
+ROVE_API rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, const float *k,
+                                          int64_t k_stride, const float *v, int64_t v_stride,
+                                          const int32_t *pos);
+
+/**
+ * Attention of new queries against the cache. Uses a->batch (must equal the cache's),
+ * q_len, q, q_stride, out, out_stride, q_pos, lse exactly as rove_attention_forward; a->k,
+ * a->v and a->kv_pos must be NULL and a->kv_len 0 (the cache supplies them). With q_pos
+ * NULL the queries take the positions of the last q_len cached tokens (they are usually
+ * the tokens just appended), so q_len must not exceed the cache length then.
+ * @return as rove_attention_forward; ROVE_ERR_INVALID_ARGUMENT also for an empty cache.
+ */
+ROVE_API rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention_args *a);
+
+/**
+ * Context shift: positions of cached tokens [start, end) += delta, and their stored K and V
+ * are rotated by R_delta (exactly what appending them at the shifted positions would give,
+ * to float rounding).
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, 0 <= start <= end <= length violated);
+ *         ROVE_ERR_SIZE_OVERFLOW (a shifted position leaves int32; nothing is changed).
+ */
+ROVE_API rove_status rove_kv_cache_shift(rove_kv_cache *c, int32_t start, int32_t end,
+                                         int32_t delta);
+/** Keep the first @p length tokens (0 <= length <= current length), e.g. to drop a
+ * rejected draft. @return ROVE_OK or ROVE_ERR_INVALID_ARGUMENT. */
+ROVE_API rove_status rove_kv_cache_truncate(rove_kv_cache *c, int32_t length);
+/** Empty the cache (same as truncate to 0). */
+ROVE_API rove_status rove_kv_cache_reset(rove_kv_cache *c);
+/** Copy the positions of the cached tokens to @p pos ([batch][length]). */
+ROVE_API rove_status rove_kv_cache_positions(const rove_kv_cache *c, int32_t *pos);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------ */
+/** @name Attention layer
+ * y = (attention(x Wq^T + bq, x Wk^T + bk, x Wv^T + bv)) Wo^T + bo, with the plan's
+ * rotations. Weights follow PyTorch nn.Linear ([out_features][in_features], row-major).
+ * The Q, K and V weights are copied once into one fused [(H + 2 Hkv) d][d_model] matrix,
+ * so a forward makes one QKV sgemm (OpenBLAS), attention over strided views of its output
+ * (no copies), and one output sgemm. OpenBLAS is never called inside an OpenMP region.
+ * The layer borrows its plan (which must outlive it) and keeps its own weight copies. */
+/**@{*/
+typedef struct rove_layer rove_layer;
+
+/** Weights of one attention layer; biases may be NULL. */
+typedef struct rove_layer_weights {
+  int32_t d_model;   /**< model width, > 0 */
+  const float *wq;   /**< [n_heads*head_dim][d_model] */
+  const float *wk;   /**< [n_kv_heads*head_dim][d_model] */
+  const float *wv;   /**< [n_kv_heads*head_dim][d_model] */
+  const float *wo;   /**< [d_model][n_heads*head_dim] */
+  const float *bq, *bk, *bv, *bo; /**< NULL or [out_features] */
+} rove_layer_weights;
+
+/** Build a layer (copies the weights). @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL
+ *  plan/weights/matrix, d_model <= 0); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. */
+ROVE_API rove_status rove_layer_create(const rove_plan *p, const rove_layer_weights *w,
+                                       rove_layer **out);
+/** Free a layer (NULL-safe). */
+ROVE_API void rove_layer_destroy(rove_layer *l);
+
+/**
+ * y = layer(x) for x [batch][n][d_model] (dense), y [batch][n][d_model] (dense, must not
+ * overlap x). Positions as rove_attention_forward (pos [batch][n] or NULL = 0 .. n-1).
+ * @return ROVE_OK or the statuses of rove_attention_forward.
+ */
+ROVE_API rove_status rove_layer_forward(const rove_layer *l, int32_t batch, int32_t n,
+                                        const float *x, const int32_t *pos, float *y);
+
+/**
+ * Incremental forward with a KV cache built from the same plan: projects the n new tokens
+ * of x [batch][n][d_model], appends their K and V to @p cache (positions pos [batch][n],
+ * or NULL to continue each row), attends their queries over the whole cache, projects out.
+ * Prefill is one call with the prompt; each decode step is a call with n = 1.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, batch mismatch, cache of another
+ *         plan shape); ROVE_ERR_SIZE_OVERFLOW (capacity); ROVE_ERR_OUT_OF_MEMORY.
+ *         On failure the cache is unchanged.
+ */
+ROVE_API rove_status rove_layer_forward_cached(const rove_layer *l, rove_kv_cache *cache,
+                                               int32_t n, const float *x, const int32_t *pos,
+                                               float *y);
+/**@}*/
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,13 +32,13 @@ static void pack_task(int64_t task, int tid, void *vctx) {
   const int64_t b = bh / hkv, kvh = bh % hkv;
   const int64_t j0 = chunk * ROVE_PACK_TILES * tk;
   const int64_t nj = (j0 + ROVE_PACK_TILES * tk < f->kv_len ? ROVE_PACK_TILES * tk : f->kv_len - j0);
-  const int64_t row0 = b * f->kv_len + j0;
+  const int64_t row0 = b * f->kv_brows + j0;
   rove_rot rk = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_K);
   rove_rot rv = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_V);
   float *kdst = f->kpack + bh * f->kv_pad * d + j0 * d;
   float *vdst = f->vpack + bh * f->kv_pad * d + j0 * d;
-  kn->pack_k(kdst, f->a->k + row0 * f->ks + kvh * d, f->ks, nj, d, &rk, (float)p->attn_factor);
-  kn->rotate(vdst, d, f->a->v + row0 * f->vs + kvh * d, f->vs, nj, d, &rv, 1.0f, 1.0f, 0);
+  kn->pack_k(kdst, f->k + row0 * f->ks + kvh * d, f->ks, nj, d, &rk, f->k_mul);
+  kn->rotate(vdst, d, f->v + row0 * f->vs + kvh * d, f->vs, nj, d, &rv, 1.0f, 1.0f, 0);
   if (j0 + nj == f->kv_len && f->kv_pad > f->kv_len) /* zero the padding rows of V */
     memset(vdst + nj * d, 0, sizeof(float) * (size_t)((f->kv_pad - f->kv_len) * d));
   for (int64_t t = 0; t < (nj + tk - 1) / tk; t++) {
@@ -150,20 +150,24 @@ void rove_fwd_merge_task(int64_t qtask, int tid, void *vctx) {
   finish_tile(f, &q, o, m, l);
 }
 
+void rove_fwd_run(rove_fwd *f) {
+  const rove_plan *p = f->p;
+  const int32_t nt = p->cfg.n_threads;
+  const int64_t qtasks = (int64_t)f->batch * p->cfg.n_heads * f->n_qt;
+  rove_parallel_for(nt, f->n_tables, rove_fwd_table_task, f);
+  if (f->streaming) {
+    rove_parallel_for(nt, (int64_t)f->batch * p->cfg.n_kv_heads * f->n_splits, rove_fwd_stream_task, f);
+  } else {
+    rove_parallel_for(nt, (int64_t)f->batch * p->cfg.n_kv_heads * f->n_kchunks, pack_task, f);
+    rove_parallel_for(nt, qtasks * f->n_splits, attend_task, f);
+  }
+  if (f->streaming || f->n_splits > 1) rove_parallel_for(nt, qtasks, rove_fwd_merge_task, f);
+  rove_fwd_release(f);
+}
+
 rove_status rove_attention_forward(const rove_plan *p, const rove_attention_args *a) {
   rove_fwd f;
-  rove_status st = rove_fwd_init(&f, p, a);
-  if (st != ROVE_OK) return st;
-  const int32_t nt = p->cfg.n_threads;
-  const int64_t qtasks = (int64_t)f.batch * p->cfg.n_heads * f.n_qt;
-  rove_parallel_for(nt, f.n_tables, rove_fwd_table_task, &f);
-  if (f.streaming) {
-    rove_parallel_for(nt, (int64_t)f.batch * p->cfg.n_kv_heads * f.n_splits, rove_fwd_stream_task, &f);
-  } else {
-    rove_parallel_for(nt, (int64_t)f.batch * p->cfg.n_kv_heads * f.n_kchunks, pack_task, &f);
-    rove_parallel_for(nt, qtasks * f.n_splits, attend_task, &f);
-  }
-  if (f.streaming || f.n_splits > 1) rove_parallel_for(nt, qtasks, rove_fwd_merge_task, &f);
-  rove_fwd_release(&f);
-  return ROVE_OK;
+  rove_status st = rove_fwd_init(&f, p, a, NULL);
+  if (st == ROVE_OK) rove_fwd_run(&f);
+  return st;
 }

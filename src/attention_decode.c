@@ -35,7 +35,7 @@ void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
                       .window = p->cfg.window, .softcap = p->cfg.softcap, .scratch = s,
                       .k = kbuf, .v = vbuf};
   for (int64_t kt = kt0; kt < kt1; kt++) {
-    const int64_t j0 = kt * tk, row0 = b * f->kv_len + j0;
+    const int64_t j0 = kt * tk, row0 = b * f->kv_brows + j0;
     const int32_t nk = (int32_t)(f->kv_len - j0 < tk ? f->kv_len - j0 : tk);
     t.k_pos = f->kpos + b * f->kpos_bstride + j0;
     rove_pos_range(t.k_pos, nk, &kmin, &kmax);
@@ -43,8 +43,8 @@ void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
     if (c == 0) continue;
     rove_rot rk = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_K);
     rove_rot rv = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_V);
-    kn->pack_k(kbuf, f->a->k + row0 * f->ks + kvh * d, f->ks, nk, d, &rk, (float)p->attn_factor);
-    kn->rotate(vbuf, d, f->a->v + row0 * f->vs + kvh * d, f->vs, nk, d, &rv, 1.0f, 1.0f, 0);
+    kn->pack_k(kbuf, f->k + row0 * f->ks + kvh * d, f->ks, nk, d, &rk, f->k_mul);
+    kn->rotate(vbuf, d, f->v + row0 * f->vs + kvh * d, f->vs, nk, d, &rv, 1.0f, 1.0f, 0);
     if (nk < tk) memset(vbuf + (int64_t)nk * d, 0, sizeof(float) * (size_t)(tk - nk) * (size_t)d);
     t.nk = nk;
     t.mask = c == 2;

@@ -19,6 +19,12 @@ typedef struct rove_fwd {
   int32_t batch;
   int64_t q_len, kv_len;
   int64_t qs, ks, vs, os;          /* token strides, resolved */
+  /* Keys and values: the caller's tensors, or a KV cache's (already rotated: kv_rotated,
+   * no key tables, k_mul 1). Token j of batch b is row b * kv_brows + j. */
+  const float *k, *v;
+  int64_t kv_brows;
+  int kv_rotated;
+  float k_mul;                     /* multiplies the rotated dims of K: m, or 1 if stored */
   int64_t n_qt, n_kt, kv_pad;      /* query tiles, key tiles, kv_len rounded up to tiles */
   int64_t n_kchunks;               /* pack tasks per (batch, kv head) */
   /* Positions: row b starts at pos + b * bstride (bstride 0: shared default positions). */
@@ -79,9 +85,20 @@ void rove_fwd_merge_task(int64_t t, int tid, void *vctx);
 /* Streaming decode (attention_decode.c): one (batch, kv head, key split) task. */
 void rove_fwd_stream_task(int64_t t, int tid, void *vctx);
 
-/* Validate p and a, compute sizes (checked), allocate the workspace. On failure nothing
- * is allocated and no output was touched. */
-rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a);
+/* Keys and values held by a KV cache (rotated, with their positions). */
+typedef struct rove_kv_view {
+  const float *k, *v;      /* [batch][brows][n_kv_heads][head_dim] */
+  int64_t brows;           /* rows per batch (the capacity) */
+  int32_t len;             /* valid rows per batch */
+  const int32_t *pos;      /* [batch][brows] */
+} rove_kv_view;
+
+/* Validate p and a (a->k/v/kv_len/kv_pos, or kv when non-NULL), compute sizes (checked),
+ * allocate the workspace. On failure nothing is allocated and no output was touched. */
+rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
+                          const rove_kv_view *kv);
+/* Run the phases of an initialised call and release it. */
+void rove_fwd_run(rove_fwd *f);
 void rove_fwd_release(rove_fwd *f);
 /* Table task t in [0, n_tables): fills a chunk of the key or query cos/sin table. */
 void rove_fwd_table_task(int64_t t, int tid, void *vctx);
@@ -97,7 +114,7 @@ static inline rove_rot rove_fwd_rot(const rove_fwd *f, const float *c, const flo
 }
 /* Rotation of key rows j0.. of batch b (on = whether this rotation is enabled). */
 static inline rove_rot rove_fwd_krot(const rove_fwd *f, int64_t b, int64_t j0, int on) {
-  return rove_fwd_rot(f, f->kcos, f->ksin, b * f->ktab_bstride + j0 * f->p->half, on);
+  return rove_fwd_rot(f, f->kcos, f->ksin, b * f->ktab_bstride + j0 * f->p->half, on && !f->kv_rotated);
 }
 /* Rotation of query rows i0.. of batch b. */
 static inline rove_rot rove_fwd_qrot(const rove_fwd *f, int64_t b, int64_t i0, int on) {

@@ -18,7 +18,8 @@ static rove_status tensor_extent(int64_t stride, int64_t width, int64_t rows, in
   return ROVE_OK;
 }
 
-/* Strides, extents and the no-overlap rule for the output tensors. */
+/* Strides, extents and the no-overlap rule for the output tensors (K/V only when they are
+ * the caller's: a cache's are the library's own). */
 static rove_status check_tensors(rove_fwd *f, const rove_attention_args *a) {
   const rove_attention_config *c = &f->p->cfg;
   const int64_t wq = (int64_t)c->n_heads * c->head_dim, wkv = (int64_t)c->n_kv_heads * c->head_dim;
@@ -26,8 +27,10 @@ static rove_status check_tensors(rove_fwd *f, const rove_attention_args *a) {
   if (!rove_mul_i64(a->batch, a->q_len, &qrows) || !rove_mul_i64(a->batch, a->kv_len, &krows))
     return ROVE_ERR_SIZE_OVERFLOW;
   rove_status st = tensor_extent(a->q_stride, wq, qrows, &f->qs, &eq);
-  if (st == ROVE_OK) st = tensor_extent(a->k_stride, wkv, krows, &f->ks, &ek);
-  if (st == ROVE_OK) st = tensor_extent(a->v_stride, wkv, krows, &f->vs, &ev);
+  ek = ev = 0;
+  f->ks = f->vs = wkv;
+  if (st == ROVE_OK && !f->kv_rotated) st = tensor_extent(a->k_stride, wkv, krows, &f->ks, &ek);
+  if (st == ROVE_OK && !f->kv_rotated) st = tensor_extent(a->v_stride, wkv, krows, &f->vs, &ev);
   if (st == ROVE_OK) st = tensor_extent(a->out_stride, wq, qrows, &f->os, &eo);
   if (st != ROVE_OK) return st;
   if (!rove_mul_i64(qrows, c->n_heads, &el) || el > INT64_MAX / (int64_t)sizeof(float))
@@ -48,7 +51,7 @@ static rove_status check_tensors(rove_fwd *f, const rove_attention_args *a) {
 static int64_t plan_tables(rove_fwd *f, const rove_attention_args *a) {
   const uint32_t rot = f->p->cfg.rotate;
   const int64_t half = f->p->half;
-  const int need_k = (rot & (ROVE_ROTATE_K | ROVE_ROTATE_V)) != 0;
+  const int need_k = !f->kv_rotated && (rot & (ROVE_ROTATE_K | ROVE_ROTATE_V)) != 0;
   const int need_q = (rot & (ROVE_ROTATE_Q | ROVE_ROTATE_O)) != 0;
   f->k_tab_batches = need_k ? (a->kv_pos ? a->batch : 1) : 0;
   f->ktab_bstride = a->kv_pos ? f->kv_len * half : 0;
@@ -99,7 +102,8 @@ static void choose_schedule(rove_fwd *f) {
 }
 
 /* Sizes of the workspace blocks, all checked; then allocate them. */
-static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a) {
+static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a,
+                                   const rove_kv_view *kv) {
   const rove_plan *p = f->p;
   const int64_t d = p->cfg.head_dim, half = p->half;
   choose_schedule(f);
@@ -132,6 +136,10 @@ static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a) {
   f->kpos = a->kv_pos ? a->kv_pos : defpos + f->q_len;
   f->qpos_bstride = a->q_pos ? f->q_len : 0;
   f->kpos_bstride = a->kv_pos ? f->kv_len : 0;
+  if (kv) {
+    f->kpos = kv->pos;
+    f->kpos_bstride = kv->brows;
+  }
   const int64_t kfloats = f->k_tab_batches * f->kv_len * half;
   f->kcos = tables;
   f->ksin = tables ? tables + kfloats : NULL;
@@ -145,18 +153,26 @@ static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a) {
   return ROVE_OK;
 }
 
-rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a) {
+rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
+                          const rove_kv_view *kv) {
   memset(f, 0, sizeof *f);
-  if (!p || !a || !a->q || !a->k || !a->v || !a->out) return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->batch <= 0 || a->q_len <= 0 || a->kv_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
+  if (!p || !a || !a->q || !a->out || a->batch <= 0 || a->q_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
+  if (kv ? (a->k || a->v || a->kv_pos || a->kv_len != 0 || kv->len <= 0)
+         : (!a->k || !a->v || a->kv_len <= 0))
+    return ROVE_ERR_INVALID_ARGUMENT;
   f->p = p;
   f->a = a;
   f->batch = a->batch;
   f->q_len = a->q_len;
-  f->kv_len = a->kv_len;
+  f->kv_len = kv ? kv->len : a->kv_len;
+  f->k = kv ? kv->k : a->k;
+  f->v = kv ? kv->v : a->v;
+  f->kv_brows = kv ? kv->brows : a->kv_len;
+  f->kv_rotated = kv != NULL;
+  f->k_mul = kv ? 1.0f : (float)p->attn_factor;
   rove_status st = check_tensors(f, a);
   if (st != ROVE_OK) return st;
-  return alloc_workspace(f, a);
+  return alloc_workspace(f, a, kv);
 }
 
 void rove_fwd_release(rove_fwd *f) {

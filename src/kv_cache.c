@@ -1,0 +1,213 @@
+/* The KV cache: K and V stored already rotated into the global frame.
+ *
+ * Layout: k, v [batch][capacity][n_kv_heads][head_dim]; pos [batch][capacity]. Rows
+ * 0 .. len-1 of every batch row are valid. With ROVE_ROTATE_K the stored key is
+ * m * R_{p_j} k_j (m: the YaRN factor), with ROVE_ROTATE_V the stored value is R_{p_j} v_j,
+ * so attention over the cache only rotates the queries and the output. A context shift
+ * by D rotates the stored rows by R_D: R_D R_p = R_{p+D}, and m commutes with rotations. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_internal.h"
+
+#define CACHE_CHUNK 256 /* tokens per append task / rows per shift step */
+
+struct rove_kv_cache {
+  const rove_plan *p;
+  int32_t batch, cap, len;
+  int64_t width; /* n_kv_heads * head_dim: floats per token row */
+  float *k, *v;
+  int32_t *pos;
+};
+
+rove_status rove_kv_cache_create(const rove_plan *p, int32_t batch, int32_t capacity,
+                                 rove_kv_cache **out) {
+  if (!p || !out || batch <= 0 || capacity <= 0) return ROVE_ERR_INVALID_ARGUMENT;
+  int64_t width = (int64_t)p->cfg.n_kv_heads * p->cfg.head_dim, rows, floats;
+  if (!rove_mul_i64(batch, capacity, &rows) || !rove_mul_i64(rows, width, &floats) ||
+      floats > INT64_MAX / 8)
+    return ROVE_ERR_SIZE_OVERFLOW;
+  rove_kv_cache *c = calloc(1, sizeof *c);
+  if (!c) return ROVE_ERR_OUT_OF_MEMORY;
+  *c = (rove_kv_cache){.p = p, .batch = batch, .cap = capacity, .width = width};
+  c->k = rove_alloc((size_t)floats * sizeof(float));
+  c->v = rove_alloc((size_t)floats * sizeof(float));
+  c->pos = rove_alloc((size_t)rows * sizeof(int32_t));
+  if (!c->k || !c->v || !c->pos) {
+    rove_kv_cache_destroy(c);
+    return ROVE_ERR_OUT_OF_MEMORY;
+  }
+  *out = c;
+  return ROVE_OK;
+}
+
+void rove_kv_cache_destroy(rove_kv_cache *c) {
+  if (!c) return;
+  rove_free(c->k);
+  rove_free(c->v);
+  rove_free(c->pos);
+  free(c);
+}
+
+int32_t rove_kv_cache_length(const rove_kv_cache *c) { return c ? c->len : 0; }
+int32_t rove_kv_cache_capacity(const rove_kv_cache *c) { return c ? c->cap : 0; }
+
+/* ---- append ------------------------------------------------------------------------ */
+
+typedef struct {
+  rove_kv_cache *c;
+  int32_t n;
+  const float *k, *v;
+  int64_t ks, vs;
+  float *tab; /* cos [batch*n][half], then sin */
+  int64_t chunks;
+} append_ctx;
+
+/* One chunk of new tokens of one batch row: table rows, then rotate every head into place. */
+static void append_task(int64_t t, int tid, void *vctx) {
+  (void)tid;
+  append_ctx *a = vctx;
+  rove_kv_cache *c = a->c;
+  const rove_plan *p = c->p;
+  const int32_t d = p->cfg.head_dim, half = p->half, hkv = p->cfg.n_kv_heads;
+  const int64_t b = t / a->chunks, t0 = (t % a->chunks) * CACHE_CHUNK;
+  const int64_t n = a->n - t0 < CACHE_CHUNK ? a->n - t0 : CACHE_CHUNK;
+  const int64_t row = b * c->cap + c->len + t0; /* first cache row written */
+  float *cs = a->tab + (b * a->n + t0) * half, *sn = cs + (int64_t)c->batch * a->n * half;
+  rove_rope_table(cs, sn, p->inv_freq, half, c->pos + row, 0, n);
+  const uint32_t rot = p->cfg.rotate;
+  const rove_rot rk = {(rot & ROVE_ROTATE_K) ? cs : NULL, (rot & ROVE_ROTATE_K) ? sn : NULL, half,
+                       (int32_t)p->cfg.rope.pairing};
+  const rove_rot rv = {(rot & ROVE_ROTATE_V) ? cs : NULL, (rot & ROVE_ROTATE_V) ? sn : NULL, half,
+                       (int32_t)p->cfg.rope.pairing};
+  const int64_t src = b * a->n + t0;
+  for (int32_t h = 0; h < hkv; h++) {
+    p->kern->rotate(c->k + row * c->width + (int64_t)h * d, c->width, a->k + src * a->ks + (int64_t)h * d,
+                    a->ks, n, d, &rk, (float)p->attn_factor, 1.0f, 0);
+    p->kern->rotate(c->v + row * c->width + (int64_t)h * d, c->width, a->v + src * a->vs + (int64_t)h * d,
+                    a->vs, n, d, &rv, 1.0f, 1.0f, 0);
+  }
+}
+
+/* Positions of the new tokens; default: continue each row. Checked before any write. */
+static rove_status new_positions(const rove_kv_cache *c, int32_t n, const int32_t *pos,
+                                 int32_t *dst) {
+  for (int64_t b = 0; b < c->batch; b++) {
+    int64_t next = c->len ? (int64_t)c->pos[b * c->cap + c->len - 1] + 1 : 0;
+    if (!pos && next + n - 1 > INT32_MAX) return ROVE_ERR_SIZE_OVERFLOW;
+    for (int64_t i = 0; i < n; i++) dst[b * n + i] = pos ? pos[b * n + i] : (int32_t)(next + i);
+  }
+  return ROVE_OK;
+}
+
+rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, const float *k,
+                                 int64_t k_stride, const float *v, int64_t v_stride,
+                                 const int32_t *pos) {
+  if (!c || !k || !v || n_tokens <= 0) return ROVE_ERR_INVALID_ARGUMENT;
+  if (k_stride == 0) k_stride = c->width;
+  if (v_stride == 0) v_stride = c->width;
+  if (k_stride < c->width || v_stride < c->width) return ROVE_ERR_INVALID_ARGUMENT;
+  const int64_t stride = k_stride > v_stride ? k_stride : v_stride;
+  int64_t rows, extent, tab; /* the larger input's element extent must be addressable */
+  if (!rove_mul_i64(c->batch, n_tokens, &rows) || !rove_mul_i64(rows - 1, stride, &extent) ||
+      !rove_add_i64(extent, c->width, &extent) || extent > INT64_MAX / 8 ||
+      !rove_mul_i64(rows, 2 * c->p->half, &tab))
+    return ROVE_ERR_SIZE_OVERFLOW;
+  if ((int64_t)c->len + n_tokens > c->cap) return ROVE_ERR_SIZE_OVERFLOW;
+  float *table = rove_alloc((size_t)tab * sizeof(float));
+  int32_t *newpos = rove_alloc((size_t)rows * sizeof(int32_t));
+  rove_status st = table && newpos ? new_positions(c, n_tokens, pos, newpos) : ROVE_ERR_OUT_OF_MEMORY;
+  if (st == ROVE_OK) {
+    for (int64_t b = 0; b < c->batch; b++)
+      memcpy(c->pos + b * c->cap + c->len, newpos + b * n_tokens, sizeof(int32_t) * (size_t)n_tokens);
+    append_ctx a = {c, n_tokens, k, v, k_stride, v_stride, table, (n_tokens + CACHE_CHUNK - 1) / CACHE_CHUNK};
+    rove_parallel_for(c->p->cfg.n_threads, c->batch * a.chunks, append_task, &a);
+    c->len += n_tokens;
+  }
+  rove_free(table);
+  rove_free(newpos);
+  return st;
+}
+
+/* ---- attention --------------------------------------------------------------------- */
+
+rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention_args *a) {
+  if (!c || !a || a->batch != c->batch || c->len <= 0 || a->q_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
+  rove_attention_args args = *a;
+  int32_t *qpos = NULL;
+  if (!a->q_pos) { /* the queries are the newest q_len cached tokens */
+    if (a->q_len > c->len) return ROVE_ERR_INVALID_ARGUMENT;
+    qpos = rove_alloc(sizeof(int32_t) * (size_t)c->batch * (size_t)a->q_len);
+    if (!qpos) return ROVE_ERR_OUT_OF_MEMORY;
+    for (int64_t b = 0; b < c->batch; b++)
+      memcpy(qpos + b * a->q_len, c->pos + b * c->cap + c->len - a->q_len,
+             sizeof(int32_t) * (size_t)a->q_len);
+    args.q_pos = qpos;
+  }
+  const rove_kv_view view = {c->k, c->v, c->cap, c->len, c->pos};
+  rove_fwd f;
+  rove_status st = rove_fwd_init(&f, c->p, &args, &view);
+  if (st == ROVE_OK) rove_fwd_run(&f);
+  rove_free(qpos);
+  return st;
+}
+
+/* ---- shift, truncate, positions ------------------------------------------------------ */
+
+/* Rotate rows [start, end) of every batch row of buf (all heads: head rows are contiguous)
+ * by the table (cs, sn), whose CACHE_CHUNK rows all hold R_delta. */
+static void rotate_rows(const rove_kv_cache *c, float *buf, int32_t start, int32_t end,
+                        const float *cs, const float *sn) {
+  const rove_plan *p = c->p;
+  const int32_t d = p->cfg.head_dim, hkv = p->cfg.n_kv_heads;
+  const rove_rot r = {cs, sn, p->half, (int32_t)p->cfg.rope.pairing};
+  for (int64_t b = 0; b < c->batch; b++) {
+    float *x = buf + ((int64_t)b * c->cap + start) * c->width;
+    for (int64_t i = 0; i < (int64_t)(end - start) * hkv; i += CACHE_CHUNK) {
+      int64_t n = (int64_t)(end - start) * hkv - i < CACHE_CHUNK ? (int64_t)(end - start) * hkv - i : CACHE_CHUNK;
+      p->kern->rotate(x + i * d, d, x + i * d, d, n, d, &r, 1.0f, 1.0f, 0);
+    }
+  }
+}
+
+rove_status rove_kv_cache_shift(rove_kv_cache *c, int32_t start, int32_t end, int32_t delta) {
+  if (!c || start < 0 || start > end || end > c->len) return ROVE_ERR_INVALID_ARGUMENT;
+  for (int64_t b = 0; b < c->batch; b++)
+    for (int64_t j = start; j < end; j++) {
+      int64_t q = (int64_t)c->pos[b * c->cap + j] + delta;
+      if (q < INT32_MIN || q > INT32_MAX) return ROVE_ERR_SIZE_OVERFLOW;
+    }
+  if (start == end || delta == 0) return ROVE_OK;
+  const int32_t half = c->p->half;
+  /* One table row for R_delta, replicated so the row-indexed kernels can use it. */
+  float *tab = rove_alloc(sizeof(float) * 2 * CACHE_CHUNK * (size_t)half);
+  if (!tab) return ROVE_ERR_OUT_OF_MEMORY;
+  float *cs = tab, *sn = tab + CACHE_CHUNK * half;
+  rove_rope_table(cs, sn, c->p->inv_freq, half, &delta, 0, 1);
+  for (int64_t i = 1; i < CACHE_CHUNK; i++) {
+    memcpy(cs + i * half, cs, sizeof(float) * (size_t)half);
+    memcpy(sn + i * half, sn, sizeof(float) * (size_t)half);
+  }
+  if (c->p->cfg.rotate & ROVE_ROTATE_K) rotate_rows(c, c->k, start, end, cs, sn);
+  if (c->p->cfg.rotate & ROVE_ROTATE_V) rotate_rows(c, c->v, start, end, cs, sn);
+  for (int64_t b = 0; b < c->batch; b++)
+    for (int64_t j = start; j < end; j++) c->pos[b * c->cap + j] += delta;
+  rove_free(tab);
+  return ROVE_OK;
+}
+
+rove_status rove_kv_cache_truncate(rove_kv_cache *c, int32_t length) {
+  if (!c || length < 0 || length > c->len) return ROVE_ERR_INVALID_ARGUMENT;
+  c->len = length;
+  return ROVE_OK;
+}
+
+rove_status rove_kv_cache_reset(rove_kv_cache *c) { return rove_kv_cache_truncate(c, 0); }
+
+rove_status rove_kv_cache_positions(const rove_kv_cache *c, int32_t *pos) {
+  if (!c || !pos) return ROVE_ERR_INVALID_ARGUMENT;
+  for (int64_t b = 0; b < c->batch; b++)
+    memcpy(pos + b * c->len, c->pos + b * c->cap, sizeof(int32_t) * (size_t)c->len);
+  return ROVE_OK;
+}
