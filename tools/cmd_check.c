@@ -123,5 +123,9 @@ int cmd_check(int argc, char **argv) {
   printf("tolerance %.0e relative to the output's max magnitude (LSE: relative to max(1,|lse|)); "
          "%.1f s\n", CLI_TOLERANCE, (cli_now_ms() - t0) * 1e-3);
   printf("%d passed, %d failed\n", t.passed, t.failed);
+  if (t.passed + t.failed == 0) { /* e.g. --isa neon on x86: nothing was checked */
+    fprintf(stderr, "rove check: no available ISA to check\n");
+    return CLI_EXIT_FAIL;
+  }
   return t.failed ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
