@@ -1,0 +1,685 @@
+/* rove_attention_forward against the double-precision oracle over a sweep of shapes,
+ * flags, positions, strides and scalings (DESIGN.md §4). Links the public librove.so. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rove_oracle.h"
+#include "testutil.h"
+
+#define OUT_TOL 2e-5
+#define LSE_TOL 2e-5
+#define SENTINEL 12345.5f
+
+enum { POS_NULL = 0, POS_OFFSET, POS_RANDOM, POS_EXTREME, POS_MASKED, POS_ALL_MASKED };
+enum { SC_NONE = 0, SC_YARN, SC_YARN_M, SC_LLAMA3, SC_LINEAR, SC_NTK, SC_FACTORS };
+
+typedef struct {
+  int B, Sq, Skv, H, Hkv, d, r; /* r = 0: rotary_dim default (head_dim) */
+  int pairing;
+  uint32_t rot;
+  int causal, window;
+  float scale, softcap;
+  int scaling;                  /* SC_* */
+  int pos;                      /* POS_* */
+  int64_t pos_base;             /* offset (POS_OFFSET) or centre (POS_RANDOM) */
+  int qpad, kpad, vpad, opad;   /* extra floats per token row beyond the dense width */
+  int fused;                    /* q/k/v are views into one [tokens][(H+2Hkv)*d] buffer */
+  int lse;
+  int threads;
+  float amp;                    /* inputs uniform in [-amp, amp) (0 = 1) */
+  int expect_masked;            /* at least one query must see no key */
+} tcase;
+
+static tcase base_case(int B, int Sq, int Skv, int H, int Hkv, int d) {
+  tcase t;
+  memset(&t, 0, sizeof t);
+  t.B = B;
+  t.Sq = Sq;
+  t.Skv = Skv;
+  t.H = H;
+  t.Hkv = Hkv;
+  t.d = d;
+  t.rot = ROVE_ROTATE_ROVE;
+  t.causal = 1;
+  t.lse = 1;
+  t.amp = 1.0f;
+  return t;
+}
+
+static void describe(const tcase *t, int threads, uint64_t seed, char *buf, size_t n) {
+  snprintf(buf, n,
+           "B=%d Sq=%d Skv=%d H=%d Hkv=%d d=%d r=%d pair=%d rot=0x%x causal=%d win=%d "
+           "scale=%g cap=%g scaling=%d pos=%d base=%lld pads=%d/%d/%d/%d fused=%d lse=%d "
+           "thr=%d amp=%g seed=%llu isa=%s",
+           t->B, t->Sq, t->Skv, t->H, t->Hkv, t->d, t->r, t->pairing, t->rot, t->causal,
+           t->window, (double)t->scale, (double)t->softcap, t->scaling, t->pos,
+           (long long)t->pos_base, t->qpad, t->kpad, t->vpad, t->opad, t->fused, t->lse,
+           threads, (double)t->amp, (unsigned long long)seed, rove_isa_name(rove_best_isa()));
+}
+
+static double k_factors[ROVE_MAX_HEAD_DIM / 2];
+
+static void set_scaling(rove_rope_config *rc, int sc, int32_t rdim) {
+  switch (sc) {
+    case SC_YARN:
+      rc->scaling = ROVE_SCALING_YARN;
+      rc->factor = 4.0;
+      rc->original_max_position = 32;
+      break;
+    case SC_YARN_M:
+      rc->scaling = ROVE_SCALING_YARN;
+      rc->factor = 8.0;
+      rc->original_max_position = 64;
+      rc->attention_factor = 0.8;
+      rc->truncate = 0;
+      break;
+    case SC_LLAMA3:
+      rc->scaling = ROVE_SCALING_LLAMA3;
+      rc->factor = 8.0;
+      rc->original_max_position = 64;
+      rc->low_freq_factor = 1.0;
+      rc->high_freq_factor = 4.0;
+      break;
+    case SC_LINEAR:
+      rc->scaling = ROVE_SCALING_LINEAR;
+      rc->factor = 2.0;
+      break;
+    case SC_NTK:
+      rc->scaling = ROVE_SCALING_NTK;
+      rc->factor = 3.0;
+      break;
+    case SC_FACTORS: /* LongRoPE-style per-pair divisors */
+      for (int32_t k = 0; k < rdim / 2; k++) k_factors[k] = 1.0 + 0.5 * (k % 5) + 0.01 * k;
+      rc->freq_factors = k_factors;
+      break;
+    default:
+      break;
+  }
+}
+
+static int32_t rnd_int(rove_rng *g, int64_t lo, int64_t hi) { /* [lo, hi] */
+  return (int32_t)(lo + (int64_t)(rove_rng_u64(g) % (uint64_t)(hi - lo + 1)));
+}
+
+static int32_t extreme_pos(rove_rng *g) {
+  switch (rove_rng_u64(g) % 3) {
+    case 0: return rnd_int(g, INT32_MAX - 300, INT32_MAX);
+    case 1: return rnd_int(g, INT32_MIN, INT32_MIN + 300);
+    default: return rnd_int(g, -150, 150);
+  }
+}
+
+/* Fill explicit positions for the case (returns 0 if it uses NULL positions). */
+static int make_positions(const tcase *t, rove_rng *g, int32_t *qp, int32_t *kp) {
+  for (int b = 0; b < t->B; b++) {
+    int32_t *q = qp + (int64_t)b * t->Sq, *k = kp + (int64_t)b * t->Skv;
+    const int64_t per_batch = 1000 * (int64_t)b; /* different positions in each batch */
+    switch (t->pos) {
+      case POS_OFFSET:
+        for (int j = 0; j < t->Skv; j++) k[j] = (int32_t)(t->pos_base + j);
+        for (int i = 0; i < t->Sq; i++) q[i] = (int32_t)(t->pos_base + t->Skv - t->Sq + i);
+        break;
+      case POS_RANDOM: {
+        const int64_t span = t->Skv / 2 + 3;
+        int64_t c = t->pos_base + per_batch;
+        if (c > (int64_t)INT32_MAX - span) c = (int64_t)INT32_MAX - span;
+        if (c < (int64_t)INT32_MIN + span) c = (int64_t)INT32_MIN + span;
+        for (int j = 0; j < t->Skv; j++) k[j] = rnd_int(g, c - span, c + span);
+        for (int i = 0; i < t->Sq; i++) q[i] = rnd_int(g, c - span, c + span);
+        break;
+      }
+      case POS_EXTREME:
+        for (int j = 0; j < t->Skv; j++) k[j] = extreme_pos(g);
+        for (int i = 0; i < t->Sq; i++) q[i] = extreme_pos(g);
+        break;
+      case POS_MASKED:
+        /* keys at 100.., every other query far below them (and far away for windows) */
+        for (int j = 0; j < t->Skv; j++) k[j] = (int32_t)(100 + j + per_batch);
+        for (int i = 0; i < t->Sq; i++)
+          q[i] = (i % 2) ? (int32_t)(100 + per_batch + rnd_int(g, 0, t->Skv + 2))
+                         : (int32_t)(-1000000 - i);
+        break;
+      case POS_ALL_MASKED: /* every query before every key */
+        for (int j = 0; j < t->Skv; j++) k[j] = (int32_t)(50 + 3 * j);
+        for (int i = 0; i < t->Sq; i++) q[i] = (int32_t)(49 - (i * 7) % 20);
+        break;
+      default:
+        return 0;
+    }
+  }
+  return 1;
+}
+
+static void check_case(const tcase *t, uint64_t seed) {
+  char desc[600];
+  rove_rng g;
+  rove_rng_seed(&g, seed);
+
+  rove_attention_config c;
+  rove_attention_config_init(&c, t->H, t->Hkv, t->d);
+  c.rope.rotary_dim = t->r;
+  c.rope.pairing = (rove_pairing)t->pairing;
+  c.rotate = t->rot;
+  c.causal = t->causal;
+  c.window = t->window;
+  c.scale = t->scale;
+  c.softcap = t->softcap;
+  /* threads 0 in a case: a third of the sweep runs on the library default, the rest on
+   * one thread. The thread count cannot change a bit (test_properties checks that), and
+   * single-threaded calls keep the suite fast when ctest runs suites side by side on a
+   * small machine (OpenMP barriers spin against the other process). */
+  c.n_threads = t->threads ? t->threads : (seed % 3 == 0 ? 0 : 1);
+  describe(t, c.n_threads, seed, desc, sizeof desc);
+  set_scaling(&c.rope, t->scaling, t->r ? t->r : t->d);
+  rove_plan *p = NULL;
+  rove_status st = rove_plan_create(&c, &p);
+  if (st != ROVE_OK) fail_msg("plan_create: %s [%s]", rove_status_string(st), desc);
+  double inv_freq[ROVE_MAX_HEAD_DIM / 2], m = 0;
+  st = rove_rope_inv_freq(&c.rope, t->d, inv_freq, &m);
+  if (st != ROVE_OK) fail_msg("rope_inv_freq: %s [%s]", rove_status_string(st), desc);
+
+  const int64_t qrows = (int64_t)t->B * t->Sq, krows = (int64_t)t->B * t->Skv;
+  const int64_t qw = (int64_t)t->H * t->d, kw = (int64_t)t->Hkv * t->d;
+  rove_guarded gq, gk, gv, go, gl;
+  rove_attention_args a;
+  memset(&a, 0, sizeof a);
+  a.batch = t->B;
+  a.q_len = t->Sq;
+  a.kv_len = t->Skv;
+  const float amp = t->amp > 0 ? t->amp : 1.0f;
+  if (t->fused) {
+    assert_int_equal(t->Sq, t->Skv);
+    const int64_t fw = qw + 2 * kw;
+    rove_guarded_alloc(&gq, qrows * fw, 1);
+    rove_rng_fill(&g, gq.data, gq.n, -amp, amp);
+    a.q = gq.data;
+    a.k = gq.data + qw;
+    a.v = gq.data + qw + kw;
+    a.q_stride = a.k_stride = a.v_stride = fw;
+  } else {
+    const int64_t qs = qw + t->qpad, ks = kw + t->kpad, vs = kw + t->vpad;
+    rove_guarded_alloc(&gq, qrows * qs, 1);
+    rove_guarded_alloc(&gk, krows * ks, 2);
+    rove_guarded_alloc(&gv, krows * vs, 3);
+    rove_rng_fill(&g, gq.data, gq.n, -amp, amp);
+    rove_rng_fill(&g, gk.data, gk.n, -amp, amp);
+    rove_rng_fill(&g, gv.data, gv.n, -1.0f, 1.0f);
+    a.q = gq.data;
+    a.k = gk.data;
+    a.v = gv.data;
+    a.q_stride = t->qpad ? qs : 0;
+    a.k_stride = t->kpad ? ks : 0;
+    a.v_stride = t->vpad ? vs : 0;
+  }
+  const int64_t os = qw + t->opad;
+  rove_guarded_alloc(&go, qrows * os, 5);
+  for (int64_t i = 0; i < go.n; i++) go.data[i] = SENTINEL;
+  a.out = go.data;
+  a.out_stride = t->opad ? os : 0;
+  const int64_t nl = (int64_t)t->B * t->H * t->Sq;
+  rove_guarded_alloc(&gl, nl, 3);
+  for (int64_t i = 0; i < nl; i++) gl.data[i] = SENTINEL;
+  a.lse = t->lse ? gl.data : NULL;
+
+  int32_t *qp = malloc((size_t)qrows * sizeof(int32_t));
+  int32_t *kp = malloc((size_t)krows * sizeof(int32_t));
+  assert_non_null(qp);
+  assert_non_null(kp);
+  if (make_positions(t, &g, qp, kp)) {
+    a.q_pos = qp;
+    a.kv_pos = kp;
+  }
+
+  double *ref = malloc((size_t)(qrows * qw) * sizeof(double));
+  double *ref_lse = malloc((size_t)nl * sizeof(double));
+  float *got = malloc((size_t)(qrows * qw) * sizeof(float));
+  assert_non_null(ref);
+  assert_non_null(ref_lse);
+  assert_non_null(got);
+  if (rove_oracle_attention(&c, inv_freq, m, &a, ref, ref_lse) != 0) fail_msg("oracle [%s]", desc);
+
+  st = rove_attention_forward(p, &a);
+  if (st != ROVE_OK) fail_msg("forward: %s [%s]", rove_status_string(st), desc);
+
+  /* canaries and untouched gaps */
+  if (!rove_guarded_intact(&go)) fail_msg("out canary overwritten [%s]", desc);
+  if (!rove_guarded_intact(&gl)) fail_msg("lse canary overwritten [%s]", desc);
+  if (!rove_guarded_intact(&gq)) fail_msg("q canary overwritten [%s]", desc);
+  if (!t->fused && (!rove_guarded_intact(&gk) || !rove_guarded_intact(&gv)))
+    fail_msg("k/v canary overwritten [%s]", desc);
+  for (int64_t row = 0; row < qrows; row++) {
+    for (int64_t e = qw; e < os; e++)
+      if (go.data[row * os + e] != SENTINEL) fail_msg("out stride gap written [%s]", desc);
+    memcpy(got + row * qw, go.data + row * os, (size_t)qw * sizeof(float));
+  }
+  if (!t->lse)
+    for (int64_t i = 0; i < nl; i++)
+      if (gl.data[i] != SENTINEL) fail_msg("lse written although NULL?! [%s]", desc);
+
+  for (int64_t i = 0; i < qrows * qw; i++)
+    if (!isfinite(got[i])) fail_msg("non-finite output at %lld: %g [%s]", (long long)i, (double)got[i], desc);
+
+  /* fully masked rows: exact zeros and -inf */
+  int64_t n_masked = 0;
+  for (int b = 0; b < t->B; b++)
+    for (int h = 0; h < t->H; h++)
+      for (int i = 0; i < t->Sq; i++) {
+        const int64_t li = ((int64_t)b * t->H + h) * t->Sq + i;
+        const float *row = got + (((int64_t)b * t->Sq + i) * t->H + h) * t->d;
+        if (isinf(ref_lse[li]) && ref_lse[li] < 0) {
+          n_masked++;
+          for (int e = 0; e < t->d; e++)
+            if (row[e] != 0.0f)
+              fail_msg("masked row b=%d h=%d i=%d has out[%d]=%g, want 0 [%s]", b, h, i, e,
+                       (double)row[e], desc);
+          if (t->lse && !(isinf(gl.data[li]) && gl.data[li] < 0))
+            fail_msg("masked row b=%d h=%d i=%d has lse %g, want -inf [%s]", b, h, i,
+                     (double)gl.data[li], desc);
+        } else if (t->lse) {
+          const double e = fabs((double)gl.data[li] - ref_lse[li]) / fmax(1.0, fabs(ref_lse[li]));
+          if (!(e <= LSE_TOL))
+            fail_msg("lse b=%d h=%d i=%d: got %.9g want %.9g (rel %g) [%s]", b, h, i,
+                     (double)gl.data[li], ref_lse[li], e, desc);
+        }
+      }
+  if (t->expect_masked && n_masked == 0) fail_msg("case has no masked row [%s]", desc);
+
+  const double err = rove_max_rel_err_fd(got, ref, qrows * qw);
+  if (!(err <= OUT_TOL)) {
+    int64_t worst = 0;
+    double we = -1;
+    for (int64_t i = 0; i < qrows * qw; i++) {
+      const double e = fabs((double)got[i] - ref[i]);
+      if (e > we) we = e, worst = i;
+    }
+    const int64_t e_d = worst % t->d, h_ = (worst / t->d) % t->H, row = worst / qw;
+    fail_msg("out rel err %g > %g; worst at row %lld head %lld dim %lld: got %.9g want %.9g [%s]",
+             err, OUT_TOL, (long long)row, (long long)h_, (long long)e_d, (double)got[worst],
+             ref[worst], desc);
+  }
+
+  free(ref);
+  free(ref_lse);
+  free(got);
+  free(qp);
+  free(kp);
+  rove_guarded_free(&gq);
+  if (!t->fused) {
+    rove_guarded_free(&gk);
+    rove_guarded_free(&gv);
+  }
+  rove_guarded_free(&go);
+  rove_guarded_free(&gl);
+  rove_plan_destroy(p);
+}
+
+/* ---- the sweep ----------------------------------------------------------------------- */
+
+static const int k_dims[] = {32, 64, 80, 96, 128, 256};
+
+static void test_head_dims(void **state) {
+  (void)state;
+  uint64_t seed = 100;
+  for (size_t di = 0; di < sizeof k_dims / sizeof k_dims[0]; di++) {
+    const int d = k_dims[di];
+    /* RoVE, causal prefill, full rotary, HALF, GQA 2 */
+    tcase t = base_case(1, 65, 65, 4, 2, d);
+    check_case(&t, seed++);
+    /* RoPE, non-causal, INTERLEAVED, rotary_dim d/2, MQA, chunk */
+    t = base_case(1, 7, 129, 2, 1, d);
+    t.rot = ROVE_ROTATE_ROPE;
+    t.causal = 0;
+    t.pairing = ROVE_PAIRING_INTERLEAVED;
+    t.r = d / 2;
+    check_case(&t, seed++);
+    /* RoVE decode, partial rotary d-16, INTERLEAVED, GQA 4 */
+    t = base_case(2, 1, 200, 8, 2, d);
+    t.r = d - 16;
+    t.pairing = ROVE_PAIRING_INTERLEAVED;
+    check_case(&t, seed++);
+    /* RoVE, small partial rotary (HALF partner is k + r/2), non-causal, q_len > kv_len */
+    t = base_case(1, 40, 31, 2, 2, d);
+    t.r = 2 * (d / 8);
+    t.causal = 0;
+    t.lse = 0;
+    check_case(&t, seed++);
+    /* RoPE causal chunked prefill, HALF partial */
+    t = base_case(1, 17, 63, 4, 1, d);
+    t.rot = ROVE_ROTATE_ROPE;
+    t.r = d - 16;
+    check_case(&t, seed++);
+  }
+}
+
+static void test_kv_lengths(void **state) {
+  (void)state;
+  static const int lens[] = {1, 7, 63, 65, 129, 200};
+  uint64_t seed = 200;
+  for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+    const int kv = lens[li];
+    const int qs[3] = {1, kv / 2 + 1, kv + 5};
+    for (int qi = 0; qi < 3; qi++)
+      for (int causal = 0; causal <= 1; causal++) {
+        tcase t = base_case(1, qs[qi], kv, 4, (qi % 2) ? 1 : 2, 64);
+        t.causal = causal;
+        t.pairing = (int)((li + (size_t)qi) % 2);
+        t.rot = (causal && qi == 1) ? ROVE_ROTATE_ROPE : ROVE_ROTATE_ROVE;
+        t.expect_masked = causal && qi == 2; /* q_len > kv_len: the first rows see nothing */
+        check_case(&t, seed++);
+      }
+  }
+}
+
+static void test_rotate_flags(void **state) {
+  (void)state;
+  uint64_t seed = 300;
+  for (uint32_t rot = 0; rot < 16; rot++)
+    for (int causal = 0; causal <= 1; causal++)
+      for (int v = 0; v <= 1; v++) {
+        /* q_len 9 takes the single-query-tile path, 70 the multi-tile one; each flag set
+         * with and without YaRN (m != 1 must touch only q and k) sees both paths */
+        tcase t = base_case(2, ((rot + (uint32_t)causal + (uint32_t)v) % 2) ? 70 : 9, 23, 4, 2, 32);
+        t.r = 24;
+        t.rot = rot;
+        t.causal = causal;
+        t.pairing = v ^ causal;
+        t.pos = POS_RANDOM;
+        t.pos_base = 50;
+        t.scaling = v ? SC_YARN : SC_NONE;
+        check_case(&t, seed++);
+      }
+}
+
+static void test_gqa(void **state) {
+  (void)state;
+  static const int hkv[] = {8, 4, 2, 1}; /* ratios 1, 2, 4, 8 (MQA) */
+  uint64_t seed = 400;
+  for (int i = 0; i < 4; i++)
+    for (int causal = 0; causal <= 1; causal++) {
+      tcase t = base_case(2, 33, 70, 8, hkv[i], 64);
+      t.causal = causal;
+      t.rot = (i % 2) ? ROVE_ROTATE_ROPE : ROVE_ROTATE_ROVE;
+      check_case(&t, seed++);
+      t.Sq = 1; /* decode */
+      t.rot = ROVE_ROTATE_ROVE;
+      check_case(&t, seed++);
+    }
+}
+
+static void test_windows(void **state) {
+  (void)state;
+  static const int wins[] = {1, 5, 64, 100};
+  uint64_t seed = 500;
+  for (int wi = 0; wi < 4; wi++)
+    for (int causal = 0; causal <= 1; causal++)
+      for (int pos = 0; pos <= 1; pos++) {
+        tcase t = base_case(1, 30, 130, 4, 2, 64);
+        t.window = wins[wi];
+        t.causal = causal;
+        t.pos = pos ? POS_RANDOM : POS_NULL;
+        t.pos_base = 200;
+        t.rot = (wi % 2) ? ROVE_ROTATE_ROPE : ROVE_ROTATE_ROVE;
+        t.pairing = wi / 2;
+        check_case(&t, seed++);
+      }
+  /* decode with a window */
+  tcase t = base_case(1, 1, 200, 4, 4, 128);
+  t.window = 17;
+  check_case(&t, seed++);
+}
+
+/* Windows that end exactly on a tile edge: with tiles that are multiples of 16, a query
+ * tile and a key tile span differences P_i - p_j whose extremes are = 15 (mod 16) when the
+ * lengths are multiples of 16, so windows of 16k-1 put a key at distance exactly `window`
+ * (invisible) at the edge of a tile that is otherwise fully visible. */
+static void test_window_tile_edges(void **state) {
+  (void)state;
+  static const int wins[] = {15, 63, 127, 143, 16, 64};
+  uint64_t seed = 550;
+  for (int wi = 0; wi < 6; wi++)
+    for (int causal = 0; causal <= 1; causal++) {
+      tcase t = base_case(1, 256, 256, 2, 1, 32);
+      t.window = wins[wi];
+      t.causal = causal;
+      t.lse = 0;
+      check_case(&t, seed++);
+      t = base_case(1, 1, 320, 2, 1, 32);
+      t.window = wins[wi];
+      t.causal = causal;
+      check_case(&t, seed++);
+      t = base_case(1, 48, 320, 2, 2, 32);
+      t.window = wins[wi];
+      t.causal = causal;
+      t.rot = ROVE_ROTATE_ROPE;
+      check_case(&t, seed++);
+    }
+}
+
+static void test_softcap_scale(void **state) {
+  (void)state;
+  uint64_t seed = 600;
+  static const float caps[] = {5.0f, 30.0f, 0.5f};
+  for (int ci = 0; ci < 3; ci++)
+    for (int causal = 0; causal <= 1; causal++) {
+      tcase t = base_case(1, 21, 77, 4, 2, 64);
+      t.softcap = caps[ci];
+      t.causal = causal;
+      t.amp = 3.0f;
+      t.window = ci == 2 ? 9 : 0;
+      check_case(&t, seed++);
+    }
+  tcase t = base_case(1, 19, 50, 2, 1, 96);
+  t.scale = 0.37f; /* explicit scale */
+  t.amp = 2.0f;
+  check_case(&t, seed++);
+  t.scale = -0.05f;
+  t.softcap = 2.0f;
+  check_case(&t, seed++);
+  /* peaky softmax: large logits */
+  t = base_case(1, 16, 90, 2, 2, 32);
+  t.amp = 6.0f;
+  check_case(&t, seed++);
+}
+
+static void test_positions(void **state) {
+  (void)state;
+  uint64_t seed = 700;
+  struct {
+    int pos;
+    int64_t base;
+  } pc[] = {
+      {POS_RANDOM, 0},                   /* unsorted, duplicated */
+      {POS_RANDOM, -5000},               /* negative */
+      {POS_OFFSET, -5000},
+      {POS_OFFSET, 1 << 20},             /* near 2^20 */
+      {POS_RANDOM, (1 << 20) + 7},
+      {POS_OFFSET, INT32_MAX - 60},      /* the last position is INT32_MAX */
+      {POS_OFFSET, INT32_MIN},           /* starts at INT32_MIN */
+      {POS_RANDOM, INT32_MAX - 70},
+      {POS_RANDOM, (int64_t)INT32_MIN + 70},
+      {POS_EXTREME, 0},                  /* both ends at once: differences ~2^32 */
+  };
+  for (size_t i = 0; i < sizeof pc / sizeof pc[0]; i++)
+    for (int v = 0; v < 4; v++) {
+      tcase t = base_case(2, 13, 61, 4, 2, 64);
+      t.pos = pc[i].pos;
+      t.pos_base = pc[i].base;
+      t.causal = v & 1;
+      t.rot = (v & 2) ? ROVE_ROTATE_ROPE : ROVE_ROTATE_ROVE;
+      t.pairing = (int)(i % 2);
+      if (pc[i].pos == POS_EXTREME && v == 3) t.window = 100;
+      check_case(&t, seed++);
+    }
+  /* windows with extreme positions: P - p overflows int32 */
+  for (int causal = 0; causal <= 1; causal++) {
+    tcase t = base_case(1, 40, 80, 2, 1, 32);
+    t.pos = POS_EXTREME;
+    t.window = 1000;
+    t.causal = causal;
+    check_case(&t, seed++);
+  }
+}
+
+static void test_masked_rows(void **state) {
+  (void)state;
+  uint64_t seed = 800;
+  for (int causal = 0; causal <= 1; causal++)
+    for (int rot = 0; rot <= 1; rot++) {
+      tcase t = base_case(2, 12, 37, 4, 2, 64);
+      t.pos = POS_MASKED;
+      t.causal = causal;
+      t.window = causal ? 0 : 50; /* non-causal: the window hides the far queries */
+      t.rot = rot ? ROVE_ROTATE_ROVE : ROVE_ROTATE_ROPE;
+      t.expect_masked = 1;
+      check_case(&t, seed++);
+      t.lse = 0;
+      check_case(&t, seed++);
+    }
+  /* every query masked */
+  tcase t = base_case(2, 5, 9, 2, 1, 32);
+  t.pos = POS_ALL_MASKED;
+  t.expect_masked = 1;
+  check_case(&t, seed++);
+  t.window = 3;
+  t.causal = 0;
+  t.pos = POS_EXTREME;
+  t.expect_masked = 0;
+  check_case(&t, seed++);
+  t = base_case(1, 20, 3, 2, 1, 32); /* q_len >> kv_len, causal default positions */
+  t.expect_masked = 1;
+  check_case(&t, seed++);
+  t.Sq = 1;
+  t.Skv = 1;
+  t.pos = POS_MASKED; /* single query far below the single key */
+  t.expect_masked = 1;
+  check_case(&t, seed++);
+}
+
+static void test_strides(void **state) {
+  (void)state;
+  uint64_t seed = 900;
+  for (int lse = 0; lse <= 1; lse++)
+    for (int causal = 0; causal <= 1; causal++) {
+      tcase t = base_case(2, 45, 45, 4, 2, 64);
+      t.fused = 1;
+      t.lse = lse;
+      t.causal = causal;
+      check_case(&t, seed++);
+      t = base_case(2, 9, 70, 4, 1, 80);
+      t.qpad = 3;
+      t.kpad = 64;
+      t.vpad = 1;
+      t.opad = 7;
+      t.lse = lse;
+      t.causal = causal;
+      t.pos = POS_RANDOM;
+      check_case(&t, seed++);
+    }
+  tcase t = base_case(1, 129, 129, 8, 8, 128); /* fused, wide heads, windowed */
+  t.fused = 1;
+  t.window = 30;
+  check_case(&t, seed++);
+}
+
+static void test_scalings(void **state) {
+  (void)state;
+  uint64_t seed = 1000;
+  static const int sc[] = {SC_YARN, SC_YARN_M, SC_LLAMA3, SC_LINEAR, SC_NTK, SC_FACTORS};
+  for (int i = 0; i < 6; i++)
+    for (int rot = 0; rot <= 3; rot++) {
+      tcase t = base_case(1, rot < 2 ? 24 : 70, 150, 4, 2, 64);
+      t.scaling = sc[i];
+      t.rot = (rot % 2) ? ROVE_ROTATE_ROVE : ROVE_ROTATE_ROPE;
+      t.pairing = i % 2;
+      t.r = (i == 2) ? 48 : 0;
+      t.pos = (i % 3 == 0) ? POS_OFFSET : POS_NULL;
+      t.pos_base = 3000;
+      check_case(&t, seed++);
+    }
+}
+
+static void test_batch(void **state) {
+  (void)state;
+  uint64_t seed = 1100;
+  for (int pos = 0; pos <= 1; pos++)
+    for (int causal = 0; causal <= 1; causal++) {
+      tcase t = base_case(3, 11, 40, 4, 2, 32);
+      t.pos = pos ? POS_RANDOM : POS_NULL; /* per-batch positions differ */
+      t.pos_base = 10;
+      t.causal = causal;
+      check_case(&t, seed++);
+    }
+  tcase t = base_case(4, 1, 90, 2, 1, 64); /* batched decode */
+  t.pos = POS_RANDOM;
+  check_case(&t, seed++);
+}
+
+static void test_thread_counts(void **state) {
+  (void)state;
+  uint64_t seed = 1200;
+  for (int thr = 0; thr <= 4; thr++) {
+    tcase t = base_case(2, 70, 100, 4, 2, 64);
+    t.threads = thr;
+    check_case(&t, seed++);
+    t = base_case(1, 1, 300, 4, 1, 64);
+    t.threads = thr;
+    check_case(&t, seed++);
+  }
+}
+
+/* Few query tiles and many keys: the keys are split over tasks and merged (split-KV). */
+static void test_split_kv(void **state) {
+  (void)state;
+  uint64_t seed = 1250;
+  struct {
+    int B, Sq, Skv, H, Hkv, d, causal, window, pos, scaling;
+    uint32_t rot;
+  } cs[] = {
+      {1, 1, 1000, 4, 1, 64, 1, 0, POS_NULL, SC_NONE, ROVE_ROTATE_ROVE},
+      {1, 1, 4100, 8, 8, 128, 1, 0, POS_NULL, SC_YARN, ROVE_ROTATE_ROVE},
+      {2, 1, 2049, 4, 2, 64, 0, 0, POS_RANDOM, SC_NONE, ROVE_ROTATE_ROPE},
+      {1, 5, 2000, 4, 2, 80, 1, 300, POS_NULL, SC_NONE, ROVE_ROTATE_ROVE},
+      {1, 40, 3000, 2, 1, 64, 1, 0, POS_NULL, SC_YARN, ROVE_ROTATE_ROVE},
+      {1, 3, 1500, 2, 2, 32, 1, 0, POS_MASKED, SC_NONE, ROVE_ROTATE_ROVE},
+      {1, 2, 2500, 2, 1, 64, 0, 100, POS_EXTREME, SC_NONE, ROVE_ROTATE_ROVE},
+      {1, 1, 777, 2, 1, 96, 1, 0, POS_OFFSET, SC_LLAMA3, ROVE_ROTATE_V | ROVE_ROTATE_O},
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+    for (int thr = 1; thr <= 2; thr++) {
+      tcase t = base_case(cs[i].B, cs[i].Sq, cs[i].Skv, cs[i].H, cs[i].Hkv, cs[i].d);
+      t.causal = cs[i].causal;
+      t.window = cs[i].window;
+      t.pos = cs[i].pos;
+      t.pos_base = 1 << 20;
+      t.scaling = cs[i].scaling;
+      t.rot = cs[i].rot;
+      t.threads = thr;
+      t.pairing = (int)(i % 2);
+      t.expect_masked = cs[i].pos == POS_MASKED;
+      check_case(&t, seed++);
+    }
+}
+
+static void test_long_sequence(void **state) {
+  (void)state;
+  tcase t = base_case(1, 1024, 1024, 12, 12, 64);
+  check_case(&t, 1300);
+}
+
+int main(void) {
+  rove_test_isa_gate();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_head_dims),     cmocka_unit_test(test_kv_lengths),
+      cmocka_unit_test(test_rotate_flags),  cmocka_unit_test(test_gqa),
+      cmocka_unit_test(test_windows),       cmocka_unit_test(test_window_tile_edges),
+      cmocka_unit_test(test_softcap_scale),
+      cmocka_unit_test(test_positions),     cmocka_unit_test(test_masked_rows),
+      cmocka_unit_test(test_strides),       cmocka_unit_test(test_scalings),
+      cmocka_unit_test(test_batch),         cmocka_unit_test(test_thread_counts),
+      cmocka_unit_test(test_split_kv),
+      cmocka_unit_test(test_long_sequence),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
