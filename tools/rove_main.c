@@ -1,4 +1,4 @@
-/* `rove`: the command-line tool installed with librove (info, demo, check). */
+/* `rove`: the command-line tool installed with librove (info, demo, check, bench). */
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +24,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
   if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 2, argv + 2);
   if (strcmp(cmd, "check") == 0) return cmd_check(argc - 2, argv + 2);
+  if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
   if (cmd[0] == '-') return cli_usage_error(NULL, "unknown option '%s'", cmd);
   return cli_usage_error(NULL, "unknown command '%s'", cmd);
 }
