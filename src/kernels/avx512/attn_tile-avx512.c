@@ -1,0 +1,297 @@
+/* AVX-512 flash tile: S = Q K^T, mask, online softmax, O = alpha O + P V.
+ *
+ * Query rows are taken in register panels of MR = 6 rows (tail panels: 1..5 rows, each a
+ * separate unrolled instance). For one panel:
+ *   1. scores  s[r][v] (16 keys per zmm, up to 4 zmm = TK keys) = sum_c q[r][c] Kt[c][..]
+ *      over the packed tile Kt [d][TK]: per dim c, 4 K loads + 6 broadcasts feed 24 FMAs;
+ *   2. softcap, mask (keys past nk and, on tiles the driver marks, invisible pairs) to -inf;
+ *      key vectors no row of the panel can see are neither computed nor accumulated;
+ *   3. online softmax per row: m' = max(m, max_j s), alpha = exp(m - m'),
+ *      p = exp(s - m'), l = alpha l + sum p; p goes to scratch [MR][TK];
+ *   4. O[r][c..c+63] = alpha O + sum_j p[r][j] V[j][c..c+63]: 6 x 4 zmm accumulators,
+ *      per key 4 V loads + 6 broadcasts; d is walked in blocks of 64 floats, the last
+ *      block may be 1..4 vectors with a masked last vector (any d).
+ * A row with no visible key so far keeps m = -inf, l = 0, o = 0 (its exponent offset is
+ * taken as 0, so no inf - inf appears). */
+#include <immintrin.h>
+#include <math.h>
+
+#include "../mask.h"
+#include "exp-avx512.h"
+#include "kernels-avx512.h"
+
+#define TK ROVE_AVX512_TK
+#define MR ROVE_AVX512_MR
+#define INLINE static inline __attribute__((always_inline))
+
+static inline __mmask16 lanes(int32_t n) { /* lanes 0 .. n-1, n clamped to [0, 16] */
+  return (__mmask16)(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1u);
+}
+
+/* rove_visible for 16 keys at once. Causal without a window is kp <= qp, exact in int32;
+ * with a window the difference qp - kp is formed in int64 lanes, as rove_visible does. */
+static inline __mmask16 visible16(__m512i kp, int32_t qp, int32_t causal, int32_t window) {
+  if (window == 0) return causal ? _mm512_cmple_epi32_mask(kp, _mm512_set1_epi32(qp)) : 0xFFFF;
+  const __m512i q = _mm512_set1_epi64(qp), w = _mm512_set1_epi64(window);
+  const __m512i lo = _mm512_sub_epi64(q, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(kp)));
+  const __m512i hi = _mm512_sub_epi64(q, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(kp, 1)));
+  __mmask8 mlo, mhi;
+  if (causal) {
+    const __m512i z = _mm512_setzero_si512();
+    mlo = _mm512_cmpge_epi64_mask(lo, z) & _mm512_cmplt_epi64_mask(lo, w);
+    mhi = _mm512_cmpge_epi64_mask(hi, z) & _mm512_cmplt_epi64_mask(hi, w);
+  } else {
+    mlo = _mm512_cmplt_epi64_mask(_mm512_abs_epi64(lo), w);
+    mhi = _mm512_cmplt_epi64_mask(_mm512_abs_epi64(hi), w);
+  }
+  return (__mmask16)(mlo | (mhi << 8));
+}
+
+/* tanh for the softcap. |y| < 0.3: odd Taylor series to y^11 (next term < 1e-9 relative);
+ * otherwise (1 - e) / (1 + e) with e = exp(-2|y|) <= 0.55, which has no cancellation. */
+static __m512 tanh512(__m512 y) {
+  const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f);
+  const __m512 a = _mm512_andnot_ps(sign, y), a2 = _mm512_mul_ps(a, a);
+  __m512 p = _mm512_set1_ps(-1382.0f / 155925.0f);
+  p = _mm512_fmadd_ps(p, a2, _mm512_set1_ps(62.0f / 2835.0f));
+  p = _mm512_fmadd_ps(p, a2, _mm512_set1_ps(-17.0f / 315.0f));
+  p = _mm512_fmadd_ps(p, a2, _mm512_set1_ps(2.0f / 15.0f));
+  p = _mm512_fmadd_ps(p, a2, _mm512_set1_ps(-1.0f / 3.0f));
+  const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, a2), a, a);
+  const __m512 e = rove_exp512_ps(_mm512_mul_ps(a, _mm512_set1_ps(-2.0f)));
+  const __m512 large = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+  const __mmask16 is_small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.3f), _CMP_LT_OQ);
+  const __m512 t = _mm512_mask_blend_ps(is_small, large, small);
+  return _mm512_or_ps(t, _mm512_and_ps(y, sign));
+}
+
+/* Register blocks of up to 6 rows x 4 vectors are held in 24 named accumulators a<r><v>
+ * (gcc keeps named locals in registers, while a 2-D array of them round-trips through the
+ * stack). Blocks smaller than 6 x 4 (mr, nv constant per instance) drop the unused ones. */
+#define ROVE_ROW(X, r) X(r, 0) X(r, 1) X(r, 2) X(r, 3)
+#define ROVE_ALL(X) \
+  ROVE_ROW(X, 0) ROVE_ROW(X, 1) ROVE_ROW(X, 2) ROVE_ROW(X, 3) ROVE_ROW(X, 4) ROVE_ROW(X, 5)
+#define ROVE_ON(r, v) ((r) < mr && (v) < nv)
+#define ROVE_DECL(r, v) __m512 a##r##v = _mm512_setzero_ps();
+#define ROVE_FMA(r, v, x, y) if (ROVE_ON(r, v)) { a##r##v = _mm512_fmadd_ps(x, y##v, a##r##v); }
+#define ROVE_FMA_ROW(r, x, y) \
+  { ROVE_FMA(r, 0, x, y) ROVE_FMA(r, 1, x, y) ROVE_FMA(r, 2, x, y) ROVE_FMA(r, 3, x, y) }
+#define ROVE_LOAD4(y, ld)                                                       \
+  const __m512 y##0 = ld(0), y##1 = nv > 1 ? ld(1) : y##0, y##2 = nv > 2 ? ld(2) : y##0, \
+               y##3 = nv > 3 ? ld(3) : y##0;
+
+/* Step 1: s[r][v] = sum_c q[r][c] Kt[c][16v ..] for mr rows x nv key vectors. */
+INLINE void scores_body(float *s, const float *q, int32_t d, const float *k, const int mr,
+                        const int nv) {
+  ROVE_ALL(ROVE_DECL)
+  for (int32_t c = 0; c < d; c++) {
+#define ROVE_K(v) _mm512_loadu_ps(k + (int64_t)c * TK + 16 * (v))
+    ROVE_LOAD4(kv, ROVE_K)
+#undef ROVE_K
+#define ROVE_Q(r)                                                        \
+  if ((r) < mr) {                                                        \
+    const __m512 qb = _mm512_set1_ps(q[(int64_t)(r) * d + c]);           \
+    ROVE_FMA_ROW(r, qb, kv)                                              \
+  }
+    ROVE_Q(0) ROVE_Q(1) ROVE_Q(2) ROVE_Q(3) ROVE_Q(4) ROVE_Q(5)
+#undef ROVE_Q
+  }
+#define ROVE_OUT(r, v) if (ROVE_ON(r, v)) { _mm512_storeu_ps(s + ((r) * 4 + (v)) * 16, a##r##v); }
+  ROVE_ALL(ROVE_OUT)
+#undef ROVE_OUT
+}
+
+/* The register-blocked loops are separate (not inlined) functions, one per shape, so each
+ * gets the whole register file: 24 accumulators + 4 operands + 1 broadcast of 32 zmm. */
+typedef void (*scores_fn)(float *s, const float *q, int32_t d, const float *k);
+#define ROVE_SCORES(mr, nv)                                                                 \
+  static __attribute__((noinline)) void scores_##mr##_##nv(float *s, const float *q, int32_t d, \
+                                                           const float *k) {                  \
+    scores_body(s, q, d, k, mr, nv);                                                        \
+  }
+#define ROVE_SCORES_ROW(mr) \
+  ROVE_SCORES(mr, 1) ROVE_SCORES(mr, 2) ROVE_SCORES(mr, 3) ROVE_SCORES(mr, 4)
+ROVE_SCORES_ROW(1) ROVE_SCORES_ROW(2) ROVE_SCORES_ROW(3)
+ROVE_SCORES_ROW(4) ROVE_SCORES_ROW(5) ROVE_SCORES_ROW(6)
+#define ROVE_SCORES_FNS(mr) {scores_##mr##_1, scores_##mr##_2, scores_##mr##_3, scores_##mr##_4}
+static const scores_fn scores_tab[MR][4] = {ROVE_SCORES_FNS(1), ROVE_SCORES_FNS(2),
+                                            ROVE_SCORES_FNS(3), ROVE_SCORES_FNS(4),
+                                            ROVE_SCORES_FNS(5), ROVE_SCORES_FNS(6)};
+
+/* Reduce each of 8 vectors to one value: lane r of the result = op over the 16 lanes of
+ * v[r] (lanes 8..15 are don't-care). A transpose-style tree: halves of pairs of vectors
+ * (8 -> 4 vectors), then 128-bit lanes (-> 2), then floats inside the lanes (-> 1), then
+ * one permute to pack the 8 results; 22 ops instead of 8 separate horizontal reductions. */
+INLINE __m512 reduce8(const __m512 v[8], const int is_max) {
+#define ROVE_OP(a, b) (is_max ? _mm512_max_ps(a, b) : _mm512_add_ps(a, b))
+  __m512 w[4], x[2];
+  for (int i = 0; i < 4; i++) /* w[i]: lanes 0-7 partial of v[2i], 8-15 of v[2i+1] */
+    w[i] = ROVE_OP(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                   _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+  for (int i = 0; i < 2; i++) /* x[i]: 128-bit lane L holds 4 partials of v[4i + L] */
+    x[i] = ROVE_OP(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0x88),
+                   _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0xDD));
+  /* lane L: floats 0,1 partials of v[L], floats 2,3 partials of v[L + 4] */
+  __m512 y = ROVE_OP(_mm512_shuffle_ps(x[0], x[1], 0x44), _mm512_shuffle_ps(x[0], x[1], 0xEE));
+  y = ROVE_OP(y, _mm512_permute_ps(y, 0xB1)); /* float 0: v[L], float 2: v[L + 4] */
+#undef ROVE_OP
+  const __m512i pack = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 10, 6, 2, 12, 8, 4, 0);
+  return _mm512_permutexvar_ps(pack, y);
+}
+
+/* Steps 2-3 for one panel: scores, softcap, online softmax (all rows of the panel in one
+ * vector for m, l, alpha); p -> pbuf[r][TK] (0 where msk is clear), alpha -> alpha[r]. */
+INLINE void score_softmax(const rove_tile_args *t, int32_t i0, __mmask16 msk[MR][4],
+                          float *pbuf, float *alpha, const int mr, const int nv) {
+  __m512 s[MR][4], red[8];
+  float msub[16];
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  const __mmask16 rows = lanes(mr);
+  scores_tab[mr - 1][nv - 1]((float *)s, t->q + (int64_t)i0 * t->d, t->d, t->k);
+  if (t->softcap > 0.0f) {
+    const __m512 c = _mm512_set1_ps(t->softcap), ic = _mm512_set1_ps(1.0f / t->softcap);
+    for (int r = 0; r < mr; r++)
+      for (int v = 0; v < nv; v++) s[r][v] = _mm512_mul_ps(c, tanh512(_mm512_mul_ps(s[r][v], ic)));
+  }
+  for (int r = 0; r < 8; r++) { /* row maxima over the visible keys (-inf if none) */
+    red[r] = ninf;
+    for (int v = 0; v < nv && r < mr; v++)
+      red[r] = _mm512_mask_max_ps(red[r], msk[r][v], red[r], s[r][v]);
+  }
+  const __m512 mold = _mm512_mask_loadu_ps(ninf, rows, t->m + i0);
+  const __m512 mnew = _mm512_max_ps(mold, reduce8(red, 1));
+  /* offset 0 where nothing was ever visible: all its p are masked, alpha = exp(-inf) = 0 */
+  const __mmask16 none = _mm512_cmp_ps_mask(mnew, ninf, _CMP_EQ_OQ);
+  const __m512 sub = _mm512_mask_blend_ps(none, mnew, _mm512_setzero_ps());
+  _mm512_storeu_ps(msub, sub);
+  _mm512_mask_storeu_ps(t->m + i0, rows, mnew);
+  const __m512 a = rove_exp512_ps(_mm512_sub_ps(mold, sub));
+  _mm512_storeu_ps(alpha, a);
+  for (int r = 0; r < 8; r++) {
+    red[r] = _mm512_setzero_ps();
+    if (r >= mr) continue;
+    const __m512 b = _mm512_set1_ps(msub[r]);
+    for (int v = 0; v < nv; v++) {
+      const __m512 p = rove_exp512_nonpos_maskz(msk[r][v], _mm512_sub_ps(s[r][v], b));
+      _mm512_storeu_ps(pbuf + r * TK + 16 * v, p);
+      red[r] = _mm512_add_ps(red[r], p);
+    }
+  }
+  const __m512 lsum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(rows, t->l + i0), a, reduce8(red, 0));
+  _mm512_mask_storeu_ps(t->l + i0, rows, lsum);
+}
+
+/* Step 4 on one block of nv vectors of the O rows (the last one masked by tail if masked):
+ * O[r] = alpha[r] O[r] + sum_{j < jend} p[r][j] V[j]. */
+INLINE void pv_body(float *o, int32_t d, const float *v, int32_t jend, const float *pbuf,
+                    const float *alpha, __mmask16 tail, const int mr, const int nv,
+                    const int masked) {
+#define ROVE_LD(ptr, b) \
+  (masked && (b) == nv - 1 ? _mm512_maskz_loadu_ps(tail, ptr) : _mm512_loadu_ps(ptr))
+#define ROVE_O(r, b) (o + (int64_t)(r) * d + 16 * (b))
+#define ROVE_INIT(r, b)                                                               \
+  __m512 a##r##b = ROVE_ON(r, b)                                                      \
+                       ? _mm512_mul_ps(ROVE_LD(ROVE_O(r, b), b), _mm512_set1_ps(alpha[r])) \
+                       : _mm512_setzero_ps();
+  ROVE_ALL(ROVE_INIT)
+#undef ROVE_INIT
+  for (int32_t j = 0; j < jend; j++) {
+#define ROVE_V(b) ROVE_LD(v + (int64_t)j * d + 16 * (b), b)
+    ROVE_LOAD4(vv, ROVE_V)
+#undef ROVE_V
+#define ROVE_P(r)                                                  \
+  if ((r) < mr) {                                                  \
+    const __m512 pb = _mm512_set1_ps(pbuf[(r) * TK + j]);          \
+    ROVE_FMA_ROW(r, pb, vv)                                        \
+  }
+    ROVE_P(0) ROVE_P(1) ROVE_P(2) ROVE_P(3) ROVE_P(4) ROVE_P(5)
+#undef ROVE_P
+  }
+#define ROVE_ST(r, b)                                                  \
+  if (ROVE_ON(r, b)) {                                                 \
+    if (masked && (b) == nv - 1)                                       \
+      _mm512_mask_storeu_ps(ROVE_O(r, b), tail, a##r##b);              \
+    else                                                               \
+      _mm512_storeu_ps(ROVE_O(r, b), a##r##b);                         \
+  }
+  ROVE_ALL(ROVE_ST)
+#undef ROVE_ST
+#undef ROVE_O
+#undef ROVE_LD
+}
+
+/* One instance per (mr, nb): nb = 4 unmasked is the 64-float block; 1..4 masked the tail. */
+typedef void (*pv_fn)(float *o, int32_t d, const float *v, int32_t jend, const float *pbuf,
+                      const float *alpha, __mmask16 tail);
+#define ROVE_PV(mr, nb, masked)                                                                  \
+  static __attribute__((noinline)) void pv_##mr##_##nb##_##masked(                               \
+      float *o, int32_t d, const float *v, int32_t jend, const float *pbuf, const float *alpha,   \
+      __mmask16 tail) {                                                                           \
+    pv_body(o, d, v, jend, pbuf, alpha, tail, mr, nb, masked);                                    \
+  }
+#define ROVE_PV_ROW(mr) \
+  ROVE_PV(mr, 4, 0) ROVE_PV(mr, 1, 1) ROVE_PV(mr, 2, 1) ROVE_PV(mr, 3, 1) ROVE_PV(mr, 4, 1)
+ROVE_PV_ROW(1) ROVE_PV_ROW(2) ROVE_PV_ROW(3) ROVE_PV_ROW(4) ROVE_PV_ROW(5) ROVE_PV_ROW(6)
+#define ROVE_PV_FNS(mr) {pv_##mr##_4_0, pv_##mr##_1_1, pv_##mr##_2_1, pv_##mr##_3_1, pv_##mr##_4_1}
+static const pv_fn pv_tab[MR][5] = {ROVE_PV_FNS(1), ROVE_PV_FNS(2), ROVE_PV_FNS(3),
+                                    ROVE_PV_FNS(4), ROVE_PV_FNS(5), ROVE_PV_FNS(6)};
+
+/* Step 4 over all of d: full 64-float blocks, then a 1..4-vector masked tail block. */
+static void pv(const rove_tile_args *t, int32_t i0, int32_t jend, const float *pbuf,
+               const float *alpha, int mr) {
+  const int32_t d = t->d;
+  float *o = t->o + (int64_t)i0 * d;
+  int32_t c = 0;
+  for (; c + 64 <= d; c += 64) pv_tab[mr - 1][0](o + c, d, t->v + c, jend, pbuf, alpha, 0xFFFF);
+  if (c == d) return;
+  const int32_t rem = d - c, nb = (rem + 15) / 16;
+  pv_tab[mr - 1][nb](o + c, d, t->v + c, jend, pbuf, alpha, lanes(rem - 16 * (nb - 1)));
+}
+
+/* Steps 1-3 for the panel of mr rows at query row i0: returns how many keys its P rows
+ * cover (0: nothing visible, so m, l, o stay as they are). kp: key positions (when
+ * t->mask), valid: lanes < nk per key vector. */
+INLINE int32_t panel_softmax(const rove_tile_args *t, int32_t i0, const __m512i kp[4],
+                             const __mmask16 valid[4], float *pbuf, float *alpha, const int mr) {
+  __mmask16 msk[MR][4];
+  unsigned any = 0; /* bit v: some row of the panel sees a key of vector v */
+  for (int r = 0; r < mr; r++)
+    for (int v = 0; v < 4; v++) {
+      msk[r][v] = valid[v];
+      if (t->mask) msk[r][v] &= visible16(kp[v], t->q_pos[i0 + r], t->causal, t->window);
+      any |= msk[r][v] ? 1u << v : 0u;
+    }
+  if (!any) return 0;
+  const int nv = 32 - __builtin_clz(any);
+  switch (nv) {
+    case 1: score_softmax(t, i0, msk, pbuf, alpha, mr, 1); break;
+    case 2: score_softmax(t, i0, msk, pbuf, alpha, mr, 2); break;
+    case 3: score_softmax(t, i0, msk, pbuf, alpha, mr, 3); break;
+    default: score_softmax(t, i0, msk, pbuf, alpha, mr, 4); break;
+  }
+  return t->nk < 16 * nv ? t->nk : 16 * nv;
+}
+
+void rove_attn_tile_f32__avx512(const rove_tile_args *t) {
+  __m512i kp[4];
+  __mmask16 valid[4];
+  float alpha[16];
+  for (int v = 0; v < 4; v++) {
+    valid[v] = lanes(t->nk - 16 * v);
+    kp[v] = t->mask ? _mm512_maskz_loadu_epi32(valid[v], t->k_pos + 16 * v)
+                    : _mm512_setzero_si512();
+  }
+  for (int32_t i0 = 0; i0 < t->nq; i0 += MR) {
+    const int mr = t->nq - i0 < MR ? t->nq - i0 : MR;
+    int32_t jend = 0;
+    switch (mr) {
+      case 1: jend = panel_softmax(t, i0, kp, valid, t->scratch, alpha, 1); break;
+      case 2: jend = panel_softmax(t, i0, kp, valid, t->scratch, alpha, 2); break;
+      case 3: jend = panel_softmax(t, i0, kp, valid, t->scratch, alpha, 3); break;
+      case 4: jend = panel_softmax(t, i0, kp, valid, t->scratch, alpha, 4); break;
+      case 5: jend = panel_softmax(t, i0, kp, valid, t->scratch, alpha, 5); break;
+      default: jend = panel_softmax(t, i0, kp, valid, t->scratch, alpha, 6); break;
+    }
+    if (jend > 0) pv(t, i0, jend, t->scratch, alpha, mr);
+  }
+}

@@ -1,0 +1,57 @@
+/* Vectorised expf for AVX-512 (static inline: included only by files built with AVX-512).
+ *
+ * exp(x) = 2^n * exp(r), n = round(x / ln2), r = x - n ln2 in [-ln2/2, ln2/2].
+ *   - r is formed with ln2 split in two floats (Cody-Waite); with FMA the first product
+ *     n * ln2_hi is exact, so r carries ~1e-10 absolute error.
+ *   - exp(r) is a degree-6 polynomial interpolating exp at the Chebyshev nodes of
+ *     [-0.3466, 0.3466]: truncation error 2e-8 relative, below float rounding, so the
+ *     result is within ~1-2 ulp (the Horner rounding dominates).
+ *   - 2^n is applied with vscalefps, which handles the exponent range itself: results
+ *     below FLT_MIN come out as correctly scaled denormals, below 2^-150 as 0, above
+ *     FLT_MAX as +inf.
+ * Inputs are clamped to [-104, 89] first (exp(-104) < 2^-150 rounds to 0, exp(89) > FLT_MAX
+ * is inf), so -inf gives exactly 0 and no finite input gives NaN; NaN inputs stay NaN
+ * (the clamps keep their second operand when it is NaN). */
+#ifndef ROVE_EXP_AVX512_H
+#define ROVE_EXP_AVX512_H
+
+#include <immintrin.h>
+
+/* exp(r) of the reduced argument, with n: exp(x) = scalef(result, n). x within [-104, 89]. */
+static inline __m512 rove_exp512_reduced(__m512 x, __m512 *n_out) {
+  const __m512 log2e = _mm512_set1_ps(1.44269504f);
+  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);    /* 355/512: n*ln2_hi exact */
+  const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f); /* ln2 - ln2_hi */
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
+  r = _mm512_fnmadd_ps(n, ln2_lo, r);
+  /* Horner, coefficients c6 .. c0 (c0 = c1 = 1, c2 = 1/2 are exact in the fit). */
+  __m512 p = _mm512_set1_ps(1.394111081e-03f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.375127800e-03f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.166635126e-02f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.666641533e-01f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  *n_out = n;
+  return _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+}
+
+static inline __m512 rove_exp512_ps(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), x));
+  __m512 n;
+  const __m512 p = rove_exp512_reduced(x, &n);
+  return _mm512_scalef_ps(p, n);
+}
+
+/* The softmax's exp: x <= 0 (or NaN) in the lanes of k, anything in the others, which come
+ * out as exactly 0 (masked keys carry -inf). Only the lower clamp is needed (it keeps the
+ * reduction exact for absurdly negative finite x); results below 2^-150 round to 0. */
+static inline __m512 rove_exp512_nonpos_maskz(__mmask16 k, __m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+  __m512 n;
+  const __m512 p = rove_exp512_reduced(x, &n);
+  return _mm512_maskz_scalef_ps(k, p, n);
+}
+
+#endif

@@ -1,0 +1,13 @@
+/* The AVX-512 kernel table (F + DQ + VL + BW; the dispatcher checks the CPU and the OS
+ * zmm state). Tile sizes and the packed-K layout are described in kernels-avx512.h. */
+#include "kernels-avx512.h"
+
+const rove_kernels rove_kernels_avx512 = {
+    .isa = ROVE_ISA_AVX512,
+    .tile_q = ROVE_AVX512_TQ,
+    .tile_kv = ROVE_AVX512_TK,
+    .rotate = rove_rotate_f32__avx512,
+    .pack_k = rove_pack_k_f32__avx512,
+    .attn_tile = rove_attn_tile_f32__avx512,
+    .finish = rove_finish_f32__avx512,
+};
