@@ -5,8 +5,8 @@
  * Phase 1 (pack, parallel over batch x kv head x chunks of key tiles): K rotated (times the
  *   YaRN factor m) into the ISA's packed-K layout, V rotated into [kv_pad][d] (zero rows
  *   past kv_len). Each KV head is rotated once, however many query heads read it (GQA).
- * Phase 2 (attend, parallel over batch x heads x query tiles, the heaviest causal tiles
- *   first): pack the query tile (rotated, times m * scale), run the flash tile over every
+ * Phase 2 (attend, parallel over batch x heads x query tiles; within a head the heaviest
+ *   causal tiles first): pack the query tile (rotated, times m * scale), run the flash tile over every
  *   key tile that is not fully masked (mask only on tiles that need it), then finish.
  *   With few query tiles (decode) the keys of each tile are split and phase 3 merges the
  *   parts exactly by their LSE; with a single query tile per head, phases 1-2 are replaced
@@ -48,10 +48,12 @@ static void pack_task(int64_t task, int tid, void *vctx) {
   }
 }
 
+/* Query tiles of one head are consecutive tasks, so the threads share that head's packed
+ * K/V in cache; within a head the heaviest causal tiles (the last ones) come first. */
 rove_qtile rove_fwd_qtile(const rove_fwd *f, int64_t qtask) {
   const rove_plan *p = f->p;
-  const int64_t H = p->cfg.n_heads, bh = qtask % (f->batch * H);
-  const int64_t qt = f->n_qt - 1 - qtask / (f->batch * H);
+  const int64_t H = p->cfg.n_heads, bh = qtask / f->n_qt;
+  const int64_t qt = f->n_qt - 1 - qtask % f->n_qt;
   rove_qtile q = {.b = bh / H, .h = bh % H, .i0 = qt * p->kern->tile_q};
   q.kvbh = q.b * p->cfg.n_kv_heads + q.h / (H / p->cfg.n_kv_heads);
   q.row0 = q.b * f->q_len + q.i0;
@@ -150,9 +152,14 @@ void rove_fwd_merge_task(int64_t qtask, int tid, void *vctx) {
   finish_tile(f, &q, o, m, l);
 }
 
+/* Below this many multiply-adds (QK^T and PV, ignoring masks) a call runs on the calling
+ * thread: waking a team costs more than the work (a decode step over a short cache). */
+#define ROVE_MIN_PARALLEL_MACS (1 << 20)
+
 void rove_fwd_run(rove_fwd *f) {
   const rove_plan *p = f->p;
-  const int32_t nt = p->cfg.n_threads;
+  const double macs = 2.0 * f->batch * p->cfg.n_heads * (double)f->q_len * f->kv_len * p->cfg.head_dim;
+  const int32_t nt = macs < ROVE_MIN_PARALLEL_MACS ? 1 : p->cfg.n_threads;
   const int64_t qtasks = (int64_t)f->batch * p->cfg.n_heads * f->n_qt;
   rove_parallel_for(nt, f->n_tables, rove_fwd_table_task, f);
   if (f->streaming) {

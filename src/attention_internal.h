@@ -44,8 +44,8 @@ typedef struct rove_fwd {
   int streaming;                   /* decode: pack K/V tiles on the fly (attention_decode.c) */
   float *partial;                  /* split-KV: [qtask][split] of (o [tq][d], m [tq], l [tq]) */
   int64_t partial_floats;
-  void *blocks[8];                 /* every allocation, freed by rove_fwd_release */
-  int n_blocks;
+  void *block;                     /* the whole workspace, from the plan's pool */
+  size_t block_bytes;
 } rove_fwd;
 
 /* Tile-pair visibility from the position ranges (DESIGN.md §1 visibility over every pair):
@@ -72,7 +72,7 @@ static inline void rove_pos_range(const int32_t *pos, int64_t n, int32_t *lo, in
   *hi = b;
 }
 
-/* One query tile of one (batch, head); q-task index -> tile, the heavy causal tiles first. */
+/* One query tile of one (batch, head); q-task index = (b * H + h) * n_qt + (n_qt - 1 - tile). */
 typedef struct rove_qtile {
   int64_t b, h, kvbh, i0, row0;
   int32_t nq;

@@ -68,13 +68,6 @@ static int64_t plan_tables(rove_fwd *f, const rove_attention_args *a) {
   return total;
 }
 
-static void *take(rove_fwd *f, int64_t count, size_t elem) {
-  if (count <= 0) return NULL;
-  void *b = rove_alloc((size_t)count * elem);
-  if (b) f->blocks[f->n_blocks++] = b;
-  return b;
-}
-
 /* Tiles, the decode schedule (streaming, key splits) and the per-thread scratch size.
  * Everything here depends on the shapes only, never on the thread count. */
 static void choose_schedule(rove_fwd *f) {
@@ -116,18 +109,26 @@ static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a,
       !rove_mul_i64(p->cfg.n_threads, f->scratch_floats, &sc) || kp > INT64_MAX / 8 ||
       tab > INT64_MAX / 8 || part > INT64_MAX / 8)
     return ROVE_ERR_SIZE_OVERFLOW;
-  f->kpack = take(f, kp, sizeof(float));
-  f->vpack = take(f, kp, sizeof(float));
-  f->kmin = take(f, km, sizeof(int32_t));
-  f->scratch = take(f, sc, sizeof(float));
-  int32_t *defpos = take(f, pos, sizeof(int32_t));
-  float *tables = take(f, tab, sizeof(float));
-  f->partial = take(f, part, sizeof(float));
-  if ((packed && (!f->kpack || !f->vpack || !f->kmin)) || !f->scratch || !defpos ||
-      (tab > 0 && !tables) || (merged && !f->partial)) {
-    rove_fwd_release(f);
-    return ROVE_ERR_OUT_OF_MEMORY;
+  /* One block of 4-byte elements (float, int32), carved into 64-byte aligned parts
+   * (every count is < INT64_MAX / 8). */
+  size_t off[7], total = 0;
+  const int64_t count[7] = {kp, kp, km, sc, pos, tab, part};
+  for (int i = 0; i < 7; i++) {
+    off[i] = total;
+    const size_t bytes = ((size_t)count[i] * sizeof(float) + 63) & ~(size_t)63;
+    if (bytes > SIZE_MAX / 2 - total) return ROVE_ERR_SIZE_OVERFLOW;
+    total += bytes;
   }
+  char *block = rove_pool_get(p->pool, total, &f->block_bytes);
+  if (!block) return ROVE_ERR_OUT_OF_MEMORY;
+  f->block = block;
+  f->kpack = (float *)(block + off[0]);
+  f->vpack = (float *)(block + off[1]);
+  f->kmin = (int32_t *)(block + off[2]);
+  f->scratch = (float *)(block + off[3]);
+  int32_t *defpos = (int32_t *)(block + off[4]);
+  float *tables = tab > 0 ? (float *)(block + off[5]) : NULL;
+  f->partial = (float *)(block + off[6]);
   if (packed) f->kmax = f->kmin + a->batch * f->n_kt;
   /* Default positions: P_i = kv_len - q_len + i, p_j = j. */
   for (int64_t i = 0; i < f->q_len; i++) defpos[i] = (int32_t)(f->kv_len - f->q_len + i);
@@ -176,8 +177,8 @@ rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_
 }
 
 void rove_fwd_release(rove_fwd *f) {
-  for (int i = 0; i < f->n_blocks; i++) rove_free(f->blocks[i]);
-  f->n_blocks = 0;
+  rove_pool_put(f->p->pool, f->block, f->block_bytes);
+  f->block = NULL;
 }
 
 void rove_fwd_table_task(int64_t t, int tid, void *vctx) {

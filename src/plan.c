@@ -64,8 +64,9 @@ rove_status rove_plan_create(const rove_attention_config *c, rove_plan **out) {
   p->half = r / 2;
   p->cfg.rope.rotary_dim = r;
   p->inv_freq = malloc((size_t)p->half * sizeof(double));
+  p->pool = rove_pool_create();
   if (c->rope.freq_factors) p->freq_factors = malloc((size_t)p->half * sizeof(double));
-  if (!p->inv_freq || (c->rope.freq_factors && !p->freq_factors)) {
+  if (!p->inv_freq || !p->pool || (c->rope.freq_factors && !p->freq_factors)) {
     rove_plan_destroy(p);
     return ROVE_ERR_OUT_OF_MEMORY;
   }
@@ -93,6 +94,7 @@ void rove_plan_destroy(rove_plan *p) {
   if (!p) return;
   free(p->inv_freq);
   free(p->freq_factors);
+  rove_pool_destroy(p->pool);
   free(p);
 }
 

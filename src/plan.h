@@ -15,7 +15,15 @@ struct rove_plan {
   double *inv_freq;           /* [half] */
   double attn_factor;         /* YaRN m: multiplies the rotated dims of q and k only */
   const rove_kernels *kern;   /* table of the chosen ISA */
+  struct rove_pool *pool;     /* workspace blocks reused across calls (workspace.c) */
 };
+
+/* workspace.c: a mutex-protected pool of freed workspace blocks. */
+typedef struct rove_pool rove_pool;
+rove_pool *rove_pool_create(void);
+void rove_pool_destroy(rove_pool *p);
+void *rove_pool_get(rove_pool *p, size_t bytes, size_t *size); /* NULL when out of memory */
+void rove_pool_put(rove_pool *p, void *block, size_t size);
 
 /* rope_freq.c: validate the rope part of a config for head_dim; writes the resolved
  * rotary dim. Returns INVALID_ARGUMENT / UNSUPPORTED as rove_rope_inv_freq documents. */
