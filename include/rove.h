@@ -356,8 +356,10 @@ ROVE_API rove_status rove_layer_forward(const rove_layer *l, int32_t batch, int3
  * of x [batch][n][d_model], appends their K and V to @p cache (positions pos [batch][n],
  * or NULL to continue each row), attends their queries over the whole cache, projects out.
  * Prefill is one call with the prompt; each decode step is a call with n = 1.
- * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, batch mismatch, cache of another
- *         plan shape); ROVE_ERR_SIZE_OVERFLOW (capacity); ROVE_ERR_OUT_OF_MEMORY.
+ * x holds rove_kv_cache's batch of rows. The cache may come from another plan with the
+ * same n_heads, n_kv_heads and head_dim; its plan then decides the attention options.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, n <= 0, cache of another shape,
+ *         overlapping x/y); ROVE_ERR_SIZE_OVERFLOW (capacity); ROVE_ERR_OUT_OF_MEMORY.
  *         On failure the cache is unchanged.
  */
 ROVE_API rove_status rove_layer_forward_cached(const rove_layer *l, rove_kv_cache *cache,

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attention_internal.h"
+#include "kv_cache_internal.h"
 
 #define CACHE_CHUNK 256 /* tokens per append task / rows per shift step */
 
@@ -51,6 +52,8 @@ void rove_kv_cache_destroy(rove_kv_cache *c) {
 }
 
 int32_t rove_kv_cache_length(const rove_kv_cache *c) { return c ? c->len : 0; }
+int32_t rove_kv_cache_batch_internal(const rove_kv_cache *c) { return c ? c->batch : 0; }
+const rove_plan *rove_kv_cache_plan_internal(const rove_kv_cache *c) { return c ? c->p : NULL; }
 int32_t rove_kv_cache_capacity(const rove_kv_cache *c) { return c ? c->cap : 0; }
 
 /* ---- append ------------------------------------------------------------------------ */

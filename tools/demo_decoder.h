@@ -1,0 +1,21 @@
+/* The toy decoder section of `rove demo` (demo_decoder.c). */
+#ifndef ROVE_CLI_DEMO_DECODER_H
+#define ROVE_CLI_DEMO_DECODER_H
+
+#include <stdint.h>
+
+#include "rove.h"
+
+typedef struct demo_decoder_opts {
+  int32_t prompt, steps;   /* prompt tokens (prefill), then decode steps */
+  int32_t heads, dim;      /* d_model = heads * dim */
+  int32_t threads;         /* 0 = library default */
+  uint64_t seed;
+  rove_isa isa;
+} demo_decoder_opts;
+
+/* Run the section for RoVE and plain RoPE and print it. Returns CLI_EXIT_OK when both
+ * modes ran and passed their check, CLI_EXIT_FAIL otherwise (reason printed). */
+int demo_decoder(const demo_decoder_opts *o);
+
+#endif
