@@ -163,7 +163,7 @@ void rove_fwd_run(rove_fwd *f) {
   const int64_t qtasks = (int64_t)f->batch * p->cfg.n_heads * f->n_qt;
   rove_parallel_for(nt, f->n_tables, rove_fwd_table_task, f);
   if (f->streaming) {
-    rove_parallel_for(nt, (int64_t)f->batch * p->cfg.n_kv_heads * f->n_splits, rove_fwd_stream_task, f);
+    rove_parallel_for(nt, (int64_t)f->batch * f->n_splits, rove_fwd_stream_task, f);
   } else {
     rove_parallel_for(nt, (int64_t)f->batch * p->cfg.n_kv_heads * f->n_kchunks, pack_task, f);
     rove_parallel_for(nt, qtasks * f->n_splits, attend_task, f);

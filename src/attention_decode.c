@@ -1,13 +1,37 @@
 /* Streaming decode: attention when each (batch, head) has a single query tile.
  *
  * Pre-packing K and V (phase 1) would write and re-read every key once more for nothing:
- * each key tile is used by one query tile per head. Here a task owns one (batch, kv head,
- * key split): it rotates each K/V tile into per-thread scratch (L1/L2) right before use,
- * and runs it against the query tiles of every head of the GQA group, so each KV head is
- * still rotated once. Results go to the partial buffer and phase 3 merges the splits. */
+ * each key tile is used by one query tile per head. Here a task owns one (batch, key
+ * split) and walks its key tiles; for each tile it rotates K and V of every KV head into
+ * per-thread scratch right before use and runs them against the query tiles of that head's
+ * GQA group, so each KV head is still rotated once. Taking all heads of a block of tokens
+ * together reads the [token][head][dim] rows front to back (one head at a time would read
+ * 4-cache-line pieces at a stride of a whole token row), and the next tile's rows are
+ * prefetched while this one is computed. Results go to the partial buffer; phase 3 merges
+ * the splits. */
 #include <string.h>
 
 #include "attention_internal.h"
+
+/* Prefetch rows [j0, j0 + n) of a token-major tensor (row stride `stride` floats, the
+ * first `width` floats of each row) into the cache. */
+static void prefetch_rows(const float *x, int64_t stride, int64_t width, int64_t n) {
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t c = 0; c < width; c += 16) __builtin_prefetch(x + j * stride + c, 0, 2);
+}
+
+/* Begin the query tile of every head of batch b; returns head 0's partial (o, m, l). */
+static float *begin_heads(const rove_fwd *f, int64_t b, int64_t split, float *qbufs) {
+  const int64_t H = f->p->cfg.n_heads, d = f->p->cfg.head_dim, tq = f->p->kern->tile_q;
+  const int64_t step = f->n_splits * f->partial_floats;
+  float *part0 = f->partial + (b * H * f->n_splits + split) * f->partial_floats;
+  for (int64_t h = 0; h < H; h++) {
+    const rove_qtile q = rove_fwd_qtile(f, b * H + h);
+    float *o = part0 + h * step;
+    rove_fwd_begin(f, &q, qbufs + h * tq * d, o, o + tq * d, o + tq * d + tq);
+  }
+  return part0;
+}
 
 void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
   rove_fwd *f = vctx;
@@ -15,19 +39,12 @@ void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
   const rove_kernels *kn = p->kern;
   const int32_t d = p->cfg.head_dim, tq = kn->tile_q, tk = kn->tile_kv;
   const int64_t H = p->cfg.n_heads, hkv = p->cfg.n_kv_heads, group = H / hkv;
-  const int64_t split = task % f->n_splits, b = task / f->n_splits / hkv, kvh = task / f->n_splits % hkv;
+  const int64_t split = task % f->n_splits, b = task / f->n_splits;
   const int64_t kt0 = f->n_kt * split / f->n_splits, kt1 = f->n_kt * (split + 1) / f->n_splits;
   float *qbufs = f->scratch + (int64_t)tid * f->scratch_floats;
-  float *s = qbufs + group * tq * d, *kbuf = s + (int64_t)tq * tk, *vbuf = kbuf + (int64_t)tk * d;
-
-  /* Head g of the group accumulates into its partial (o, m, l) for this split. */
-  float *part0 = f->partial + ((b * H + kvh * group) * f->n_splits + split) * f->partial_floats;
-  const int64_t part_step = f->n_splits * f->partial_floats;
-  for (int64_t g = 0; g < group; g++) {
-    const rove_qtile q = rove_fwd_qtile(f, b * H + kvh * group + g);
-    float *o = part0 + g * part_step;
-    rove_fwd_begin(f, &q, qbufs + g * tq * d, o, o + tq * d, o + tq * d + tq);
-  }
+  float *s = qbufs + H * tq * d, *kbuf = s + (int64_t)tq * tk, *vbuf = kbuf + (int64_t)tk * d;
+  float *part0 = begin_heads(f, b, split, qbufs);
+  const int64_t step = f->n_splits * f->partial_floats, width = hkv * d;
   const int32_t *qpos = f->qpos + b * f->qpos_bstride;
   int32_t qmin, qmax, kmin, kmax;
   rove_pos_range(qpos, f->q_len, &qmin, &qmax);
@@ -41,20 +58,27 @@ void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
     rove_pos_range(t.k_pos, nk, &kmin, &kmax);
     const int c = rove_classify(qmin, qmax, kmin, kmax, p->cfg.causal, p->cfg.window);
     if (c == 0) continue;
+    if (kt + 1 < kt1) { /* the next tile's rows, all heads */
+      const int64_t nn = f->kv_len - j0 - tk < tk ? f->kv_len - j0 - tk : tk;
+      prefetch_rows(f->k + (row0 + tk) * f->ks, f->ks, width, nn);
+      prefetch_rows(f->v + (row0 + tk) * f->vs, f->vs, width, nn);
+    }
     rove_rot rk = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_K);
     rove_rot rv = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_V);
-    kn->pack_k(kbuf, f->k + row0 * f->ks + kvh * d, f->ks, nk, d, &rk, f->k_mul);
-    kn->rotate(vbuf, d, f->v + row0 * f->vs + kvh * d, f->vs, nk, d, &rv, 1.0f, 1.0f, 0);
-    if (nk < tk) memset(vbuf + (int64_t)nk * d, 0, sizeof(float) * (size_t)(tk - nk) * (size_t)d);
     t.nk = nk;
     t.mask = c == 2;
-    for (int64_t g = 0; g < group; g++) {
-      float *o = part0 + g * part_step;
-      t.q = qbufs + g * tq * d;
-      t.o = o;
-      t.m = o + tq * d;
-      t.l = o + tq * d + tq;
-      kn->attn_tile(&t);
+    if (nk < tk) memset(vbuf + (int64_t)nk * d, 0, sizeof(float) * (size_t)(tk - nk) * (size_t)d);
+    for (int64_t kvh = 0; kvh < hkv; kvh++) {
+      kn->pack_k(kbuf, f->k + row0 * f->ks + kvh * d, f->ks, nk, d, &rk, f->k_mul);
+      kn->rotate(vbuf, d, f->v + row0 * f->vs + kvh * d, f->vs, nk, d, &rv, 1.0f, 1.0f, 0);
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
+        float *o = part0 + h * step;
+        t.q = qbufs + h * tq * d;
+        t.o = o;
+        t.m = o + tq * d;
+        t.l = o + tq * d + tq;
+        kn->attn_tile(&t);
+      }
     }
   }
 }

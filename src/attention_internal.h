@@ -82,7 +82,7 @@ rove_qtile rove_fwd_qtile(const rove_fwd *f, int64_t qtask);
 void rove_fwd_begin(const rove_fwd *f, const rove_qtile *q, float *qbuf, float *o, float *m, float *l);
 /* Phase 3 (split-KV): merge the partial (o, m, l) of q-task t exactly, then finish it. */
 void rove_fwd_merge_task(int64_t t, int tid, void *vctx);
-/* Streaming decode (attention_decode.c): one (batch, kv head, key split) task. */
+/* Streaming decode (attention_decode.c): one (batch, key split) task. */
 void rove_fwd_stream_task(int64_t t, int tid, void *vctx);
 
 /* Keys and values held by a KV cache (rotated, with their positions). */

@@ -73,14 +73,13 @@ static int64_t plan_tables(rove_fwd *f, const rove_attention_args *a) {
 static void choose_schedule(rove_fwd *f) {
   const rove_plan *p = f->p;
   const int64_t d = p->cfg.head_dim, tq = p->kern->tile_q, tk = p->kern->tile_kv;
-  const int64_t group = p->cfg.n_heads / p->cfg.n_kv_heads;
   f->n_qt = (f->q_len + tq - 1) / tq;
   f->n_kt = (f->kv_len + tk - 1) / tk;
   f->kv_pad = f->n_kt * tk;
   f->n_kchunks = (f->n_kt + ROVE_PACK_TILES - 1) / ROVE_PACK_TILES;
   f->streaming = f->n_qt == 1;
   /* Independent work items before splitting keys; all <= batch * n_heads * q_len. */
-  const int64_t items = (int64_t)f->batch * (f->streaming ? p->cfg.n_kv_heads : p->cfg.n_heads * f->n_qt);
+  const int64_t items = (int64_t)f->batch * (f->streaming ? 1 : p->cfg.n_heads * f->n_qt);
   f->n_splits = 1;
   if (items < ROVE_SPLIT_TASKS) {
     f->n_splits = ROVE_SPLIT_TASKS / items;
@@ -88,8 +87,9 @@ static void choose_schedule(rove_fwd *f) {
     if (f->n_splits < 1) f->n_splits = 1;
   }
   f->partial_floats = (tq * d + 2 * tq + 15) / 16 * 16;
-  /* qbuf, s, o, m, l (attend) | group qbufs, s, K and V tiles (stream) | o, m, l (merge) */
-  const int64_t attend = 2 * tq * d + 2 * tq + tq * tk, stream = group * tq * d + tq * tk + 2 * tk * d;
+  /* qbuf, s, o, m, l (attend) | every head's qbuf, s, K and V tiles (stream) | o, m, l (merge) */
+  const int64_t attend = 2 * tq * d + 2 * tq + tq * tk;
+  const int64_t stream = p->cfg.n_heads * tq * d + tq * tk + 2 * tk * d;
   f->scratch_floats = ((f->streaming ? stream : attend) + 15) / 16 * 16;
   if (f->scratch_floats < f->partial_floats) f->scratch_floats = f->partial_floats;
 }
