@@ -1,0 +1,267 @@
+/* Attention benchmarks: RoVE against plain RoPE through the same library.
+ *
+ * Each benchmark builds two plans that differ only in their rotation flags
+ * (ROVE_ROTATE_ROPE vs ROVE_ROTATE_ROVE) and times both inside one loop, alternating
+ * which goes first, so that both see the same machine state (frequency, cache, noise
+ * from other processes). One iteration is one RoPE forward plus one RoVE forward; the
+ * counters are computed from the medians of the per-call times:
+ *   rove_ms, rope_ms     median time of one forward
+ *   ratio                rove_ms / rope_ms (the cost of RoVE over RoPE; 1 = free)
+ *   gflops, gflops_rope  attention FLOPs / median time: 4*d*heads per visible
+ *                        (query, key) pair, i.e. 2*n^2*d*heads for causal prefill,
+ *                        4*n^2*d*heads for full, 4*kv_len*d*heads for decode
+ *   pct_peak(_rope)      gflops / (single-core FMA peak of the ISA * threads) * 100
+ *   kv_bytes_per_second(_rope)  decode: K and V bytes / median time
+ *
+ * prefill/<isa>: q_len = kv_len = n.  decode/<isa>: q_len = 1, kv_len = n (the query is
+ * the last position), through rove_attention_forward, which rotates all of K and V on
+ * every call.  decode_cache/<isa>: the same step through a KV cache (rove_kv_cache_*)
+ * that holds the n tokens already rotated (filled before timing): what a decode step
+ * costs in a generation loop, without the append of the new token.
+ *
+ * Cases with one thread measure the CPU time of the calling thread (librove then runs on
+ * it), both in Google Benchmark's time and in the per-call samples, so that other
+ * processes taking the core away do not count; cases with more threads measure the wall
+ * clock ("/real_time"; librove runs its own OpenMP threads).
+ *
+ * The layer forward is measured in bench_layer.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+
+typedef struct attn_family {
+  rove_isa isa;
+  int decode; /* q_len = 1 */
+  int cache;  /* decode through a KV cache filled before timing */
+} attn_family;
+
+/* Arguments: n (kv_len; q_len too unless decode), head_dim, heads, kv heads, threads,
+ * causal. */
+static const char *const ARG_NAMES[] = {"n", "d", "h", "kvh", "thr", "causal"};
+enum { N_ARGS = 6 };
+
+typedef struct attn_case {
+  rove_plan *plan[2]; /* 0: RoPE, 1: RoVE */
+  rove_kv_cache *cache[2];
+  float *q, *k, *v, *out[2];
+  rove_attention_args args[2];
+  rb_samples t[2];
+} attn_case;
+
+static void case_free(attn_case *c) {
+  for (int m = 0; m < 2; m++) {
+    rove_kv_cache_destroy(c->cache[m]);
+    rove_plan_destroy(c->plan[m]);
+    free(c->out[m]);
+    rb_samples_free(&c->t[m]);
+  }
+  free(c->q);
+  free(c->k);
+  free(c->v);
+}
+
+/* Plans and buffers for one argument list; returns an error text or NULL. */
+static const char *case_init(attn_case *c, const attn_family *f, const int64_t *a) {
+  const int32_t n = (int32_t)a[0], d = (int32_t)a[1], h = (int32_t)a[2], kvh = (int32_t)a[3];
+  const int32_t q_len = f->decode ? 1 : n;
+  for (int m = 0; m < 2; m++) {
+    rove_attention_config cfg;
+    rove_attention_config_init(&cfg, h, kvh, d);
+    cfg.rotate = m ? ROVE_ROTATE_ROVE : ROVE_ROTATE_ROPE;
+    cfg.causal = (int32_t)a[5];
+    cfg.isa = f->isa;
+    cfg.n_threads = (int32_t)a[4];
+    rove_status st = rove_plan_create(&cfg, &c->plan[m]);
+    if (st != ROVE_OK) return rove_status_string(st);
+  }
+  const size_t nq = (size_t)q_len * (size_t)h * (size_t)d;
+  const size_t nkv = (size_t)n * (size_t)kvh * (size_t)d;
+  c->q = rb_alloc_floats(nq);
+  c->k = rb_alloc_floats(nkv);
+  c->v = rb_alloc_floats(nkv);
+  c->out[0] = rb_alloc_floats(nq);
+  c->out[1] = rb_alloc_floats(nq);
+  if (!c->q || !c->k || !c->v || !c->out[0] || !c->out[1]) return "out of memory";
+  rb_fill_uniform(c->q, nq, 1);
+  rb_fill_uniform(c->k, nkv, 2);
+  rb_fill_uniform(c->v, nkv, 3);
+  memset(c->out[0], 0, nq * sizeof(float)); /* fault the pages in before timing */
+  memset(c->out[1], 0, nq * sizeof(float));
+  for (int m = 0; m < 2; m++) {
+    rove_attention_args *g = &c->args[m];
+    memset(g, 0, sizeof *g);
+    g->batch = 1;
+    g->q_len = q_len;
+    g->q = c->q;
+    g->out = c->out[m];
+    if (f->cache) { /* the cache holds the n tokens (rotated once, untimed) */
+      rove_status st = rove_kv_cache_create(c->plan[m], 1, n, &c->cache[m]);
+      if (st == ROVE_OK) st = rove_kv_cache_append(c->cache[m], n, c->k, 0, c->v, 0, NULL);
+      if (st != ROVE_OK) return rove_status_string(st);
+      continue;
+    }
+    g->kv_len = n;
+    g->k = c->k;
+    g->v = c->v;
+  }
+  return NULL;
+}
+
+static rove_status run(const attn_case *c, int m) {
+  return c->cache[m] ? rove_kv_cache_attention(c->cache[m], &c->args[m])
+                     : rove_attention_forward(c->plan[m], &c->args[m]);
+}
+
+/* Attention FLOPs of one forward: 4*d*h per visible (query, key) pair. */
+static double attn_flops(const attn_family *f, const int64_t *a) {
+  const double n = (double)a[0], d = (double)a[1], h = (double)a[2];
+  if (f->decode) return 4.0 * n * d * h;
+  return (a[5] ? 2.0 : 4.0) * n * n * d * h;
+}
+
+static void report(rbs_state *st, attn_case *c, const attn_family *f, const int64_t *a) {
+  static const char *const suffix[2] = {"_rope", ""};
+  const double flops = attn_flops(f, a);
+  const double peak = rb_peak_for(f->isa) * (double)a[4];
+  double med[2];
+  for (int m = 0; m < 2; m++) med[m] = rb_median(c->t[m].v, c->t[m].n);
+  rbs_counter_plain(st, "rove_ms", med[1] * 1e3);
+  rbs_counter_plain(st, "rope_ms", med[0] * 1e3);
+  rbs_counter_plain(st, "ratio", med[0] > 0 ? med[1] / med[0] : 0);
+  for (int m = 0; m < 2; m++) {
+    char name[64];
+    const double gflops = med[m] > 0 ? flops / med[m] * 1e-9 : 0;
+    snprintf(name, sizeof name, "gflops%s", suffix[m]);
+    rbs_counter_plain(st, name, gflops);
+    snprintf(name, sizeof name, "pct_peak%s", suffix[m]);
+    rbs_counter_plain(st, name, peak > 0 ? 100.0 * gflops / peak : 0);
+    if (f->decode && med[m] > 0) {
+      const double kv_bytes = 2.0 * (double)a[0] * (double)a[3] * (double)a[1] * sizeof(float);
+      snprintf(name, sizeof name, "kv_bytes_per_second%s", suffix[m]);
+      rbs_counter(st, name, kv_bytes / med[m], RBS_COUNTER_KIBI);
+    }
+  }
+  rbs_set_label(st, rove_isa_name(rove_plan_isa(c->plan[1])));
+}
+
+static void bm_attention(rbs_state *st, void *user) {
+  const attn_family *f = user;
+  int64_t a[N_ARGS];
+  for (int i = 0; i < N_ARGS; i++) a[i] = rbs_range(st, i);
+  attn_case c;
+  memset(&c, 0, sizeof c);
+  const char *err = case_init(&c, f, a);
+  if (err) {
+    rbs_skip_with_error(st, err);
+    case_free(&c);
+    return;
+  }
+  /* One thread: librove runs on this thread, whose CPU time is measured; more: wall. */
+  double (*now)(void) = a[4] > 1 ? rb_now : rb_cpu_now;
+  int64_t it = 0;
+  while (rbs_keep_running(st)) {
+    for (int j = 0; j < 2 && !err; j++) {
+      const int m = (int)((it + j) & 1); /* even iterations: RoPE first */
+      const double t0 = now();
+      rove_status s = run(&c, m);
+      const double dt = now() - t0;
+      rbs_do_not_optimize(c.out[m]);
+      if (s != ROVE_OK) err = rove_status_string(s);
+      else if (rb_samples_push(&c.t[m], dt)) err = "out of memory";
+    }
+    if (err) {
+      rbs_skip_with_error(st, err);
+      break;
+    }
+    it++;
+  }
+  if (!err && c.t[0].n > 0) report(st, &c, f, a);
+  case_free(&c);
+}
+
+/* ---- registration ------------------------------------------------------------------- */
+
+typedef struct attn_reg {
+  attn_family fam;
+  rb_pair pair;
+} attn_reg;
+
+enum { PREFILL, DECODE, DECODE_CACHE, N_KINDS };
+/* [smoke][kind][isa] */
+static attn_reg regs[2][N_KINDS][RB_N_ISAS];
+
+typedef struct shape {
+  int32_t d, h, kvh;
+} shape;
+/* The headline shape first (GPT-2 small: 12 x 64, MHA), then d 128 and GQA 4:1. */
+static const shape SHAPES[] = {{64, 12, 12}, {64, 12, 3}, {128, 12, 12}, {128, 12, 3}};
+
+static rb_pair *pair(int smoke, int kind, rove_isa isa) {
+  static const char *const kinds[N_KINDS] = {"prefill", "decode", "decode_cache"};
+  attn_reg *r = &regs[smoke][kind][isa];
+  if (!r->pair.fn) {
+    r->fam.isa = isa;
+    r->fam.decode = kind != PREFILL;
+    r->fam.cache = kind == DECODE_CACHE;
+    snprintf(r->pair.name, sizeof r->pair.name, "%s%s/%s", smoke ? "smoke/" : "", kinds[kind],
+             rove_isa_name(isa));
+    r->pair.fn = bm_attention;
+    r->pair.user = &r->fam;
+    r->pair.arg_names = ARG_NAMES;
+    r->pair.n_args = N_ARGS;
+    r->pair.unit = RBS_MS;
+  }
+  return &r->pair;
+}
+
+static void add(rb_pair *p, int64_t n, shape s, int32_t thr, int causal) {
+  const int64_t a[N_ARGS] = {n, s.d, s.h, s.kvh, thr, causal};
+  rb_pair_add(p, a, thr);
+}
+
+/* Largest prefill n for @p isa: the best SIMD ISA goes to max_n, lower SIMD ISAs to
+ * lower_max_n, the scalar kernels to scalar_max_n (all capped by max_n). */
+static int32_t prefill_cap(rove_isa isa) {
+  int32_t cap = rb_cfg.max_n;
+  if (isa == ROVE_ISA_SCALAR) cap = rb_cfg.scalar_max_n;
+  else if (isa != rb_cfg.isas[0]) cap = rb_cfg.lower_max_n;
+  return cap < rb_cfg.max_n ? cap : rb_cfg.max_n;
+}
+
+static void register_full(void) {
+  for (int i = 0; i < rb_cfg.n_isas; i++) {
+    const rove_isa isa = rb_cfg.isas[i];
+    rb_pair *p = pair(0, PREFILL, isa);
+    const int32_t cap = prefill_cap(isa);
+    for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++)
+      for (int32_t n = 256; n <= cap; n *= 2)
+        for (int t = 0; t < rb_cfg.n_threads; t++) add(p, n, SHAPES[s], rb_cfg.threads[t], 1);
+    if (cap >= 2048) /* causal vs full: full attention at n = 2048 */
+      for (int t = 0; t < rb_cfg.n_threads; t++) add(p, 2048, SHAPES[0], rb_cfg.threads[t], 0);
+  }
+  for (int kind = DECODE; kind <= DECODE_CACHE; kind++)
+    for (int i = 0; i < rb_cfg.n_isas; i++) {
+      rb_pair *p = pair(0, kind, rb_cfg.isas[i]);
+      for (int32_t n = 1024; n <= rb_cfg.max_kv; n *= 2)
+        for (int t = 0; t < rb_cfg.n_threads; t++) add(p, n, SHAPES[0], rb_cfg.threads[t], 1);
+    }
+}
+
+static void register_smoke(void) {
+  const shape mha = {64, 4, 4}, gqa = {32, 4, 1};
+  for (int i = 0; i < rb_cfg.n_isas; i++) {
+    const rove_isa isa = rb_cfg.isas[i];
+    add(pair(1, PREFILL, isa), 128, mha, 1, 1);
+    add(pair(1, PREFILL, isa), 96, gqa, 2, 0);
+    add(pair(1, DECODE, isa), 1000, mha, 2, 1);
+    add(pair(1, DECODE_CACHE, isa), 1000, gqa, 1, 1);
+  }
+}
+
+void rb_register_attention(int smoke) {
+  if (smoke) register_smoke();
+  else register_full();
+}

@@ -1,0 +1,167 @@
+/* The attention layer (issue 4 targets), RoVE, 12 heads x 64, d_model 768.
+ *
+ * layer/<isa>: rove_layer_forward against the sum of its parts timed separately in the
+ *   same loop: the QKV sgemm, attention on strided views of its output, the output sgemm
+ *   (cblas_sgemm with the OpenBLAS thread count the layer itself uses). Counters:
+ *   layer_ms, parts_ms, ratio = layer / parts (target <= 1.10).
+ * layer_decode/<isa>: one decode step of rove_layer_forward_cached against a cache of kv
+ *   tokens (truncated back after each step) vs the bare rove_kv_cache_attention of one
+ *   query on the same cache. Counters: step_ms, attn_ms, ratio. */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench_common.h"
+
+int openblas_get_parallel(void);          /* OpenBLAS: 0 sequential, 1 pthreads, 2 OpenMP */
+void openblas_set_num_threads(int n);
+
+enum { DM = 768, H = 12, D = 64, W = H * D, QKV = 3 * W };
+
+typedef struct {
+  rove_plan *plan;
+  rove_layer *layer;
+  float *w, *x, *y, *qkv, *att;
+} layer_setup;
+
+static int setup(layer_setup *s, rove_isa isa, int32_t thr, int32_t n) {
+  rove_attention_config c;
+  rove_attention_config_init(&c, H, H, D);
+  c.isa = isa;
+  c.n_threads = thr;
+  if (rove_plan_create(&c, &s->plan) != ROVE_OK) return -1;
+  s->w = rb_alloc_floats((size_t)4 * W * DM); /* wq, wk, wv ([QKV][DM] together), wo */
+  s->x = rb_alloc_floats((size_t)n * DM);
+  s->y = rb_alloc_floats((size_t)n * DM);
+  s->qkv = rb_alloc_floats((size_t)n * QKV);
+  s->att = rb_alloc_floats((size_t)n * W);
+  if (!s->w || !s->x || !s->y || !s->qkv || !s->att) return -1;
+  rb_fill_uniform(s->w, (size_t)4 * W * DM, 7);
+  for (size_t i = 0; i < (size_t)4 * W * DM; i++) s->w[i] *= 0.036f; /* ~1/sqrt(768) */
+  rb_fill_uniform(s->x, (size_t)n * DM, 8);
+  const rove_layer_weights lw = {.d_model = DM, .wq = s->w, .wk = s->w + W * DM,
+                                 .wv = s->w + 2 * W * DM, .wo = s->w + 3 * W * DM};
+  return rove_layer_create(s->plan, &lw, &s->layer) == ROVE_OK ? 0 : -1;
+}
+
+static void teardown(layer_setup *s) {
+  rove_layer_destroy(s->layer);
+  rove_plan_destroy(s->plan);
+  free(s->w), free(s->x), free(s->y), free(s->qkv), free(s->att);
+}
+
+/* The parts of one forward, as the layer runs them (no biases). */
+static void parts(const layer_setup *s, int32_t n, int32_t thr) {
+  if (openblas_get_parallel() == 1) openblas_set_num_threads(thr);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, QKV, DM, 1.0f, s->x, DM, s->w, DM,
+              0.0f, s->qkv, QKV);
+  const rove_attention_args a = {.batch = 1, .q_len = n, .kv_len = n, .q = s->qkv,
+                                 .k = s->qkv + W, .v = s->qkv + 2 * W, .out = s->att,
+                                 .q_stride = QKV, .k_stride = QKV, .v_stride = QKV};
+  rove_attention_forward(s->plan, &a);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, DM, W, 1.0f, s->att, W,
+              s->w + 3 * W * DM, W, 0.0f, s->y, DM);
+}
+
+static double elapsed(int32_t thr, double t0, double c0) {
+  return thr > 1 ? rb_now() - t0 : rb_cpu_now() - c0;
+}
+
+static void bm_layer(rbs_state *st, void *user) {
+  const rove_isa isa = *(const rove_isa *)user;
+  const int32_t n = (int32_t)rbs_range(st, 0), thr = (int32_t)rbs_range(st, 1);
+  layer_setup s = {0};
+  if (setup(&s, isa, thr, n) != 0) {
+    rbs_skip_with_error(st, "setup failed");
+    teardown(&s);
+    return;
+  }
+  rb_samples tl = {0}, tp = {0};
+  while (rbs_keep_running(st)) {
+    double t0 = rb_now(), c0 = rb_cpu_now();
+    rove_layer_forward(s.layer, 1, n, s.x, NULL, s.y);
+    rb_samples_push(&tl, elapsed(thr, t0, c0));
+    t0 = rb_now(), c0 = rb_cpu_now();
+    parts(&s, n, thr);
+    rb_samples_push(&tp, elapsed(thr, t0, c0));
+    rbs_do_not_optimize(s.y);
+  }
+  const double ml = rb_median(tl.v, tl.n) * 1e3, mp = rb_median(tp.v, tp.n) * 1e3;
+  rbs_counter_plain(st, "layer_ms", ml);
+  rbs_counter_plain(st, "parts_ms", mp);
+  rbs_counter_plain(st, "ratio", ml / mp);
+  rbs_set_label(st, rove_isa_name(isa));
+  rb_samples_free(&tl), rb_samples_free(&tp);
+  teardown(&s);
+}
+
+static void bm_layer_decode(rbs_state *st, void *user) {
+  const rove_isa isa = *(const rove_isa *)user;
+  const int32_t kv = (int32_t)rbs_range(st, 0), thr = (int32_t)rbs_range(st, 1);
+  layer_setup s = {0};
+  rove_kv_cache *cache = NULL;
+  float *k = rb_alloc_floats((size_t)kv * W), *v = rb_alloc_floats((size_t)kv * W);
+  if (!k || !v || setup(&s, isa, thr, 1) != 0 || rove_kv_cache_create(s.plan, 1, kv + 1, &cache) != ROVE_OK) {
+    rbs_skip_with_error(st, "setup failed");
+  } else {
+    rb_fill_uniform(k, (size_t)kv * W, 9);
+    rb_fill_uniform(v, (size_t)kv * W, 10);
+    rove_kv_cache_append(cache, kv, k, 0, v, 0, NULL);
+    rb_samples ts = {0}, ta = {0};
+    const rove_attention_args a = {.batch = 1, .q_len = 1, .q = s.x, .out = s.att};
+    while (rbs_keep_running(st)) {
+      double t0 = rb_now(), c0 = rb_cpu_now();
+      rove_layer_forward_cached(s.layer, cache, 1, s.x, NULL, s.y);
+      rb_samples_push(&ts, elapsed(thr, t0, c0));
+      rove_kv_cache_truncate(cache, kv);
+      t0 = rb_now(), c0 = rb_cpu_now();
+      rove_kv_cache_attention(cache, &a);
+      rb_samples_push(&ta, elapsed(thr, t0, c0));
+      rbs_do_not_optimize(s.y);
+    }
+    const double ms = rb_median(ts.v, ts.n) * 1e3, ma = rb_median(ta.v, ta.n) * 1e3;
+    rbs_counter_plain(st, "step_ms", ms);
+    rbs_counter_plain(st, "attn_ms", ma);
+    rbs_counter_plain(st, "ratio", ms / ma);
+    rbs_set_label(st, rove_isa_name(isa));
+    rb_samples_free(&ts), rb_samples_free(&ta);
+  }
+  rove_kv_cache_destroy(cache);
+  free(k), free(v);
+  teardown(&s);
+}
+
+static const char *const LAYER_ARGS[] = {"n", "thr"};
+static const char *const DECODE_ARGS[] = {"kv", "thr"};
+static rove_isa fam_isa[RB_N_ISAS];
+static rb_pair pairs[2][2][RB_N_ISAS]; /* [smoke][layer, decode][isa] */
+
+static void add_family(rb_pair *p, const char *name, rbs_fn fn, const char *const *args,
+                       rove_isa isa) {
+  snprintf(p->name, sizeof p->name, "%s/%s", name, rove_isa_name(isa));
+  p->fn = fn;
+  p->user = &fam_isa[isa];
+  p->arg_names = args;
+  p->n_args = 2;
+  p->unit = RBS_MS;
+}
+
+void rb_register_layer(int smoke) {
+  for (int i = 0; i < rb_cfg.n_isas && i < (smoke ? RB_N_ISAS : 1); i++) { /* full: best ISA */
+    const rove_isa isa = rb_cfg.isas[i];
+    fam_isa[isa] = isa;
+    rb_pair *pl = &pairs[smoke][0][isa], *pd = &pairs[smoke][1][isa];
+    add_family(pl, smoke ? "smoke/layer" : "layer", bm_layer, LAYER_ARGS, isa);
+    add_family(pd, smoke ? "smoke/layer_decode" : "layer_decode", bm_layer_decode, DECODE_ARGS, isa);
+    if (smoke) {
+      rb_pair_add(pl, (const int64_t[]){64, 1}, 1);
+      rb_pair_add(pd, (const int64_t[]){128, 1}, 1);
+      continue;
+    }
+    for (int t = 0; t < rb_cfg.n_threads; t++) {
+      const int32_t thr = rb_cfg.threads[t];
+      rb_pair_add(pl, (const int64_t[]){1024, thr}, thr);
+      rb_pair_add(pd, (const int64_t[]){4096, thr}, thr);
+    }
+  }
+}
