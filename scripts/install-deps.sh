@@ -6,9 +6,12 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev libbenchmark-dev)
 
+# Query the native architecture's copy (or the "all" one): with a foreign architecture
+# added (arm64, see scripts/test-aarch64.sh) a plain name lists every architecture's copy.
+arch=$(dpkg --print-architecture)
 missing=()
 for p in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  status=$(dpkg-query -W -f='${db:Status-Status}\n' "$p:$arch" "$p:all" 2>/dev/null | grep -x installed || true)
   if [ "$status" != "installed" ]; then
     missing+=("$p")
   fi

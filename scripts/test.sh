@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build librove and run the whole test suite twice:
-#   build/       Release                                   (ctest -j2)
-#   build-asan/  RelWithDebInfo + ROVE_SANITIZE=ON (ASan+UBSan)
+# Build librove and run the whole test suite three times:
+#   build/          Release                                   (ctest -j2)
+#   build-asan/     RelWithDebInfo + ROVE_SANITIZE=ON (ASan+UBSan)
+#   build-aarch64/  cross-built for aarch64, run under qemu-aarch64 (scripts/test-aarch64.sh)
 # Installs missing packages first. Exits non-zero if anything fails to build or any test
 # fails (a test that runs past 900 s counts as failed). Run from anywhere; the build
 # directories are created in the repository root. ROVE_JOBS / ROVE_CTEST_JOBS override
@@ -42,6 +43,17 @@ run_suite() {
 
 run_suite build -DCMAKE_BUILD_TYPE=Release
 run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROVE_SANITIZE=ON
+
+# aarch64: cross-built, the whole suite under qemu-aarch64 (cortex-a53 and max CPUs).
+echo
+echo "==== build-aarch64: cross build + ctest under qemu (scripts/test-aarch64.sh)"
+t0=$SECONDS
+if bash scripts/test-aarch64.sh; then
+  summaries+=("build-aarch64: passed under qemu, QEMU_CPU=cortex-a53 and max ($((SECONDS - t0)) s)")
+else
+  summaries+=("build-aarch64: FAILED (scripts/test-aarch64.sh)")
+  status=1
+fi
 
 echo
 echo "==== summary"

@@ -3,6 +3,9 @@
  * thread CPU time, so another process sharing the core does not lower it. */
 #include "peak.h"
 
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
 #include <time.h>
 
 static double thread_ms(void) {
@@ -10,9 +13,6 @@ static double thread_ms(void) {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 
 #define PEAK_ITERS 8000000
 
