@@ -5,20 +5,15 @@
  * split) and walks its key tiles; for each tile it rotates K and V of every KV head into
  * per-thread scratch right before use and runs them against the query tiles of that head's
  * GQA group, so each KV head is still rotated once. Taking all heads of a block of tokens
- * together reads the [token][head][dim] rows front to back (one head at a time would read
- * 4-cache-line pieces at a stride of a whole token row), and the next tile's rows are
- * prefetched while this one is computed. Results go to the partial buffer; phase 3 merges
- * the splits. */
+ * together touches the [token][head][dim] rows of that block in a short window (one head
+ * per task would read 4-cache-line pieces at the stride of a whole token row across the
+ * whole sequence). Results go to the partial buffer; phase 3 merges the splits.
+ * Still slow: 1 query x 4096 keys x 12 x 64 reads 24 MB in ~2.5 ms on one core where a
+ * plain read takes 0.65 ms (BENCHMARKS.md); the per-tile repacking of K and copy of V
+ * dominate, and a cache stored in the packed layout would avoid both. */
 #include <string.h>
 
 #include "attention_internal.h"
-
-/* Prefetch rows [j0, j0 + n) of a token-major tensor (row stride `stride` floats, the
- * first `width` floats of each row) into the cache. */
-static void prefetch_rows(const float *x, int64_t stride, int64_t width, int64_t n) {
-  for (int64_t j = 0; j < n; j++)
-    for (int64_t c = 0; c < width; c += 16) __builtin_prefetch(x + j * stride + c, 0, 2);
-}
 
 /* Begin the query tile of every head of batch b; returns head 0's partial (o, m, l). */
 static float *begin_heads(const rove_fwd *f, int64_t b, int64_t split, float *qbufs) {
@@ -44,7 +39,7 @@ void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
   float *qbufs = f->scratch + (int64_t)tid * f->scratch_floats;
   float *s = qbufs + H * tq * d, *kbuf = s + (int64_t)tq * tk, *vbuf = kbuf + (int64_t)tk * d;
   float *part0 = begin_heads(f, b, split, qbufs);
-  const int64_t step = f->n_splits * f->partial_floats, width = hkv * d;
+  const int64_t step = f->n_splits * f->partial_floats;
   const int32_t *qpos = f->qpos + b * f->qpos_bstride;
   int32_t qmin, qmax, kmin, kmax;
   rove_pos_range(qpos, f->q_len, &qmin, &qmax);
@@ -58,11 +53,6 @@ void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
     rove_pos_range(t.k_pos, nk, &kmin, &kmax);
     const int c = rove_classify(qmin, qmax, kmin, kmax, p->cfg.causal, p->cfg.window);
     if (c == 0) continue;
-    if (kt + 1 < kt1) { /* the next tile's rows, all heads */
-      const int64_t nn = f->kv_len - j0 - tk < tk ? f->kv_len - j0 - tk : tk;
-      prefetch_rows(f->k + (row0 + tk) * f->ks, f->ks, width, nn);
-      prefetch_rows(f->v + (row0 + tk) * f->vs, f->vs, width, nn);
-    }
     rove_rot rk = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_K);
     rove_rot rv = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_V);
     t.nk = nk;
