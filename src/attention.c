@@ -32,13 +32,12 @@ static void pack_task(int64_t task, int tid, void *vctx) {
   const int64_t b = bh / hkv, kvh = bh % hkv;
   const int64_t j0 = chunk * ROVE_PACK_TILES * tk;
   const int64_t nj = (j0 + ROVE_PACK_TILES * tk < f->kv_len ? ROVE_PACK_TILES * tk : f->kv_len - j0);
-  const int64_t row0 = b * f->kv_brows + j0;
   rove_rot rk = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_K);
   rove_rot rv = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_V);
   float *kdst = f->kpack + bh * f->kv_pad * d + j0 * d;
   float *vdst = f->vpack + bh * f->kv_pad * d + j0 * d;
-  kn->pack_k(kdst, f->k + row0 * f->ks + kvh * d, f->ks, nj, d, &rk, f->k_mul);
-  kn->rotate(vdst, d, f->v + row0 * f->vs + kvh * d, f->vs, nj, d, &rv, 1.0f, 1.0f, 0);
+  kn->pack_k(kdst, rove_fwd_krow(f, b, kvh, j0), f->ks, nj, d, &rk, f->k_mul);
+  kn->rotate(vdst, d, rove_fwd_vrow(f, b, kvh, j0), f->vs, nj, d, &rv, 1.0f, 1.0f, 0);
   if (j0 + nj == f->kv_len && f->kv_pad > f->kv_len) /* zero the padding rows of V */
     memset(vdst + nj * d, 0, sizeof(float) * (size_t)((f->kv_pad - f->kv_len) * d));
   for (int64_t t = 0; t < (nj + tk - 1) / tk; t++) {

@@ -47,7 +47,7 @@ void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
                       .window = p->cfg.window, .softcap = p->cfg.softcap, .scratch = s,
                       .k = kbuf, .v = vbuf};
   for (int64_t kt = kt0; kt < kt1; kt++) {
-    const int64_t j0 = kt * tk, row0 = b * f->kv_brows + j0;
+    const int64_t j0 = kt * tk;
     const int32_t nk = (int32_t)(f->kv_len - j0 < tk ? f->kv_len - j0 : tk);
     t.k_pos = f->kpos + b * f->kpos_bstride + j0;
     rove_pos_range(t.k_pos, nk, &kmin, &kmax);
@@ -59,8 +59,8 @@ void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
     t.mask = c == 2;
     if (nk < tk) memset(vbuf + (int64_t)nk * d, 0, sizeof(float) * (size_t)(tk - nk) * (size_t)d);
     for (int64_t kvh = 0; kvh < hkv; kvh++) {
-      kn->pack_k(kbuf, f->k + row0 * f->ks + kvh * d, f->ks, nk, d, &rk, f->k_mul);
-      kn->rotate(vbuf, d, f->v + row0 * f->vs + kvh * d, f->vs, nk, d, &rv, 1.0f, 1.0f, 0);
+      kn->pack_k(kbuf, rove_fwd_krow(f, b, kvh, j0), f->ks, nk, d, &rk, f->k_mul);
+      kn->rotate(vbuf, d, rove_fwd_vrow(f, b, kvh, j0), f->vs, nk, d, &rv, 1.0f, 1.0f, 0);
       for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
         float *o = part0 + h * step;
         t.q = qbufs + h * tq * d;

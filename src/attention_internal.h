@@ -20,9 +20,10 @@ typedef struct rove_fwd {
   int64_t q_len, kv_len;
   int64_t qs, ks, vs, os;          /* token strides, resolved */
   /* Keys and values: the caller's tensors, or a KV cache's (already rotated: kv_rotated,
-   * no key tables, k_mul 1). Token j of batch b is row b * kv_brows + j. */
+   * no key tables, k_mul 1). Token j of KV head h of batch b starts at
+   * k + b * k_bstride + h * kv_hstride + j * ks (v likewise with v_bstride and vs). */
   const float *k, *v;
-  int64_t kv_brows;
+  int64_t k_bstride, v_bstride, kv_hstride;
   int kv_rotated;
   float k_mul;                     /* multiplies the rotated dims of K: m, or 1 if stored */
   int64_t n_qt, n_kt, kv_pad;      /* query tiles, key tiles, kv_len rounded up to tiles */
@@ -85,12 +86,14 @@ void rove_fwd_merge_task(int64_t t, int tid, void *vctx);
 /* Streaming decode (attention_decode.c): one (batch, key split) task. */
 void rove_fwd_stream_task(int64_t t, int tid, void *vctx);
 
-/* Keys and values held by a KV cache (rotated, with their positions). */
+/* Keys and values held by a KV cache (rotated, with their positions): token j of head h
+ * of batch b at k + b * bstride + h * hstride + j * tstride (v likewise). */
 typedef struct rove_kv_view {
-  const float *k, *v;      /* [batch][brows][n_kv_heads][head_dim] */
-  int64_t brows;           /* rows per batch (the capacity) */
-  int32_t len;             /* valid rows per batch */
-  const int32_t *pos;      /* [batch][brows] */
+  const float *k, *v;
+  int64_t bstride, hstride, tstride;
+  int32_t len;             /* valid tokens per batch */
+  const int32_t *pos;      /* positions: token j of batch b at pos[b * pos_bstride + j] */
+  int64_t pos_bstride;
 } rove_kv_view;
 
 /* Validate p and a (a->k/v/kv_len/kv_pos, or kv when non-NULL), compute sizes (checked),
@@ -113,6 +116,14 @@ static inline rove_rot rove_fwd_rot(const rove_fwd *f, const float *c, const flo
   return r;
 }
 /* Rotation of key rows j0.. of batch b (on = whether this rotation is enabled). */
+/* The K and V rows of tokens j.. of KV head h in batch b (token stride ks / vs). */
+static inline const float *rove_fwd_krow(const rove_fwd *f, int64_t b, int64_t h, int64_t j) {
+  return f->k + b * f->k_bstride + h * f->kv_hstride + j * f->ks;
+}
+static inline const float *rove_fwd_vrow(const rove_fwd *f, int64_t b, int64_t h, int64_t j) {
+  return f->v + b * f->v_bstride + h * f->kv_hstride + j * f->vs;
+}
+
 static inline rove_rot rove_fwd_krot(const rove_fwd *f, int64_t b, int64_t j0, int on) {
   return rove_fwd_rot(f, f->kcos, f->ksin, b * f->ktab_bstride + j0 * f->p->half, on && !f->kv_rotated);
 }

@@ -139,7 +139,7 @@ static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a,
   f->kpos_bstride = a->kv_pos ? f->kv_len : 0;
   if (kv) {
     f->kpos = kv->pos;
-    f->kpos_bstride = kv->brows;
+    f->kpos_bstride = kv->pos_bstride;
   }
   const int64_t kfloats = f->k_tab_batches * f->kv_len * half;
   f->kcos = tables;
@@ -168,11 +168,19 @@ rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_
   f->kv_len = kv ? kv->len : a->kv_len;
   f->k = kv ? kv->k : a->k;
   f->v = kv ? kv->v : a->v;
-  f->kv_brows = kv ? kv->brows : a->kv_len;
   f->kv_rotated = kv != NULL;
   f->k_mul = kv ? 1.0f : (float)p->attn_factor;
   rove_status st = check_tensors(f, a);
   if (st != ROVE_OK) return st;
+  if (kv) {
+    f->ks = f->vs = kv->tstride;
+    f->k_bstride = f->v_bstride = kv->bstride;
+    f->kv_hstride = kv->hstride;
+  } else { /* [batch][kv_len][n_kv_heads][head_dim] with token strides */
+    f->k_bstride = f->kv_len * f->ks;
+    f->v_bstride = f->kv_len * f->vs;
+    f->kv_hstride = p->cfg.head_dim;
+  }
   return alloc_workspace(f, a, kv);
 }
 

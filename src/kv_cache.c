@@ -1,7 +1,8 @@
 /* The KV cache: K and V stored already rotated into the global frame.
  *
- * Layout: k, v [batch][capacity][n_kv_heads][head_dim]; pos [batch][capacity]. Rows
- * 0 .. len-1 of every batch row are valid. With ROVE_ROTATE_K the stored key is
+ * Layout: k, v [batch][n_kv_heads][capacity][head_dim] (head-major, so attention streams
+ * each head's keys and values front to back); pos [batch][capacity]. Tokens 0 .. len-1 of
+ * every batch row are valid. With ROVE_ROTATE_K the stored key is
  * m * R_{p_j} k_j (m: the YaRN factor), with ROVE_ROTATE_V the stored value is R_{p_j} v_j,
  * so attention over the cache only rotates the queries and the output. A context shift
  * by D rotates the stored rows by R_D: R_D R_p = R_{p+D}, and m commutes with rotations. */
@@ -17,7 +18,7 @@
 struct rove_kv_cache {
   const rove_plan *p;
   int32_t batch, cap, len;
-  int64_t width; /* n_kv_heads * head_dim: floats per token row */
+  int64_t hstride, bstride; /* floats between heads (capacity * head_dim), between batches */
   float *k, *v;
   int32_t *pos;
 };
@@ -31,7 +32,8 @@ rove_status rove_kv_cache_create(const rove_plan *p, int32_t batch, int32_t capa
     return ROVE_ERR_SIZE_OVERFLOW;
   rove_kv_cache *c = calloc(1, sizeof *c);
   if (!c) return ROVE_ERR_OUT_OF_MEMORY;
-  *c = (rove_kv_cache){.p = p, .batch = batch, .cap = capacity, .width = width};
+  *c = (rove_kv_cache){.p = p, .batch = batch, .cap = capacity,
+                       .hstride = (int64_t)capacity * p->cfg.head_dim, .bstride = rows / batch * width};
   c->k = rove_alloc((size_t)floats * sizeof(float));
   c->v = rove_alloc((size_t)floats * sizeof(float));
   c->pos = rove_alloc((size_t)rows * sizeof(int32_t));
@@ -76,9 +78,9 @@ static void append_task(int64_t t, int tid, void *vctx) {
   const int32_t d = p->cfg.head_dim, half = p->half, hkv = p->cfg.n_kv_heads;
   const int64_t b = t / a->chunks, t0 = (t % a->chunks) * CACHE_CHUNK;
   const int64_t n = a->n - t0 < CACHE_CHUNK ? a->n - t0 : CACHE_CHUNK;
-  const int64_t row = b * c->cap + c->len + t0; /* first cache row written */
+  const int64_t tok = c->len + t0; /* first cache token written */
   float *cs = a->tab + (b * a->n + t0) * half, *sn = cs + (int64_t)c->batch * a->n * half;
-  rove_rope_table(cs, sn, p->inv_freq, half, c->pos + row, 0, n);
+  rove_rope_table(cs, sn, p->inv_freq, half, c->pos + b * c->cap + tok, 0, n);
   const uint32_t rot = p->cfg.rotate;
   const rove_rot rk = {(rot & ROVE_ROTATE_K) ? cs : NULL, (rot & ROVE_ROTATE_K) ? sn : NULL, half,
                        (int32_t)p->cfg.rope.pairing};
@@ -86,10 +88,11 @@ static void append_task(int64_t t, int tid, void *vctx) {
                        (int32_t)p->cfg.rope.pairing};
   const int64_t src = b * a->n + t0;
   for (int32_t h = 0; h < hkv; h++) {
-    p->kern->rotate(c->k + row * c->width + (int64_t)h * d, c->width, a->k + src * a->ks + (int64_t)h * d,
-                    a->ks, n, d, &rk, (float)p->attn_factor, 1.0f, 0);
-    p->kern->rotate(c->v + row * c->width + (int64_t)h * d, c->width, a->v + src * a->vs + (int64_t)h * d,
-                    a->vs, n, d, &rv, 1.0f, 1.0f, 0);
+    const int64_t dst = b * c->bstride + h * c->hstride + tok * d;
+    p->kern->rotate(c->k + dst, d, a->k + src * a->ks + (int64_t)h * d, a->ks, n, d, &rk,
+                    (float)p->attn_factor, 1.0f, 0);
+    p->kern->rotate(c->v + dst, d, a->v + src * a->vs + (int64_t)h * d, a->vs, n, d, &rv, 1.0f,
+                    1.0f, 0);
   }
 }
 
@@ -108,13 +111,14 @@ rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, const float
                                  int64_t k_stride, const float *v, int64_t v_stride,
                                  const int32_t *pos) {
   if (!c || !k || !v || n_tokens <= 0) return ROVE_ERR_INVALID_ARGUMENT;
-  if (k_stride == 0) k_stride = c->width;
-  if (v_stride == 0) v_stride = c->width;
-  if (k_stride < c->width || v_stride < c->width) return ROVE_ERR_INVALID_ARGUMENT;
+  const int64_t width = (int64_t)c->p->cfg.n_kv_heads * c->p->cfg.head_dim;
+  if (k_stride == 0) k_stride = width;
+  if (v_stride == 0) v_stride = width;
+  if (k_stride < width || v_stride < width) return ROVE_ERR_INVALID_ARGUMENT;
   const int64_t stride = k_stride > v_stride ? k_stride : v_stride;
   int64_t rows, extent, tab; /* the larger input's element extent must be addressable */
   if (!rove_mul_i64(c->batch, n_tokens, &rows) || !rove_mul_i64(rows - 1, stride, &extent) ||
-      !rove_add_i64(extent, c->width, &extent) || extent > INT64_MAX / 8 ||
+      !rove_add_i64(extent, width, &extent) || extent > INT64_MAX / 8 ||
       !rove_mul_i64(rows, 2 * c->p->half, &tab))
     return ROVE_ERR_SIZE_OVERFLOW;
   if ((int64_t)c->len + n_tokens > c->cap) return ROVE_ERR_SIZE_OVERFLOW;
@@ -148,7 +152,9 @@ rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention
              sizeof(int32_t) * (size_t)a->q_len);
     args.q_pos = qpos;
   }
-  const rove_kv_view view = {c->k, c->v, c->cap, c->len, c->pos};
+  const rove_kv_view view = {.k = c->k, .v = c->v, .bstride = c->bstride, .hstride = c->hstride,
+                             .tstride = c->p->cfg.head_dim, .len = c->len, .pos = c->pos,
+                             .pos_bstride = c->cap};
   rove_fwd f;
   rove_status st = rove_fwd_init(&f, c->p, &args, &view);
   if (st == ROVE_OK) rove_fwd_run(&f);
@@ -158,17 +164,17 @@ rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention
 
 /* ---- shift, truncate, positions ------------------------------------------------------ */
 
-/* Rotate rows [start, end) of every batch row of buf (all heads: head rows are contiguous)
+/* Rotate tokens [start, end) of every (batch, head) of buf (contiguous rows of head_dim)
  * by the table (cs, sn), whose CACHE_CHUNK rows all hold R_delta. */
 static void rotate_rows(const rove_kv_cache *c, float *buf, int32_t start, int32_t end,
                         const float *cs, const float *sn) {
   const rove_plan *p = c->p;
   const int32_t d = p->cfg.head_dim, hkv = p->cfg.n_kv_heads;
   const rove_rot r = {cs, sn, p->half, (int32_t)p->cfg.rope.pairing};
-  for (int64_t b = 0; b < c->batch; b++) {
-    float *x = buf + ((int64_t)b * c->cap + start) * c->width;
-    for (int64_t i = 0; i < (int64_t)(end - start) * hkv; i += CACHE_CHUNK) {
-      int64_t n = (int64_t)(end - start) * hkv - i < CACHE_CHUNK ? (int64_t)(end - start) * hkv - i : CACHE_CHUNK;
+  for (int64_t bh = 0; bh < (int64_t)c->batch * hkv; bh++) {
+    float *x = buf + (bh / hkv) * c->bstride + (bh % hkv) * c->hstride + (int64_t)start * d;
+    for (int64_t i = 0; i < end - start; i += CACHE_CHUNK) {
+      const int64_t n = end - start - i < CACHE_CHUNK ? end - start - i : CACHE_CHUNK;
       p->kern->rotate(x + i * d, d, x + i * d, d, n, d, &r, 1.0f, 1.0f, 0);
     }
   }
