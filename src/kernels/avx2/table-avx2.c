@@ -1,0 +1,12 @@
+/* The AVX2 + FMA kernel table (selected when the CPU has both; see dispatch.c). */
+#include "rotate-avx2.h"
+
+const rove_kernels rove_kernels_avx2 = {
+    .isa = ROVE_ISA_AVX2,
+    .tile_q = ROVE_AVX2_TILE_Q,
+    .tile_kv = ROVE_AVX2_TILE_KV,
+    .rotate = rove_rotate_f32__avx2,
+    .pack_k = rove_pack_k_f32__avx2,
+    .attn_tile = rove_attn_tile_f32__avx2,
+    .finish = rove_finish_f32__avx2,
+};
