@@ -2,9 +2,10 @@
 # Install the Debian/Ubuntu packages librove needs to build and test, and nothing else:
 # only the missing ones are installed, and `apt-get update` runs only when something is
 # missing. Non-interactive. Runs as root, or through sudo when it is available.
+# Extra package names given as arguments are installed the same way.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev libbenchmark-dev)
+packages=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev libbenchmark-dev "$@")
 
 # Query the native architecture's copy (or the "all" one): with a foreign architecture
 # added (arm64, see scripts/test-aarch64.sh) a plain name lists every architecture's copy.

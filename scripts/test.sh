@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Build librove and run the whole test suite three times:
-#   build/          Release                                   (ctest -j2)
-#   build-asan/     RelWithDebInfo + ROVE_SANITIZE=ON (ASan+UBSan)
-#   build-aarch64/  cross-built for aarch64, run under qemu-aarch64 (scripts/test-aarch64.sh)
+# Build librove and run the whole test suite five times:
+#   build/                 Release                                   (ctest -j2)
+#   build-asan/            RelWithDebInfo + ROVE_SANITIZE=ON (ASan+UBSan)
+#   build-portable/        Release without SIMD kernels and without OpenMP
+#   build-openblas-openmp/ Release with Debian's OpenMP build of OpenBLAS
+#   build-aarch64/         cross-built for aarch64, run under qemu-aarch64 (scripts/test-aarch64.sh)
 # Installs missing packages first. Exits non-zero if anything fails to build or any test
 # fails (a test that runs past 900 s counts as failed). Run from anywhere; the build
 # directories are created in the repository root. ROVE_JOBS / ROVE_CTEST_JOBS override
@@ -43,6 +45,11 @@ run_suite() {
 
 run_suite build -DCMAKE_BUILD_TYPE=Release
 run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROVE_SANITIZE=ON
+# Portable: no SIMD kernels, no OpenMP (the SIMD suites report themselves skipped).
+run_suite build-portable -DCMAKE_BUILD_TYPE=Release -DROVE_ENABLE_SIMD=OFF -DROVE_ENABLE_OPENMP=OFF
+# The layer with Debian's OpenMP build of OpenBLAS (the default above is the pthread one).
+bash scripts/install-deps.sh libopenblas-openmp-dev
+run_suite build-openblas-openmp -DCMAKE_BUILD_TYPE=Release -DROVE_OPENBLAS_VARIANT=openmp -DROVE_BUILD_BENCH=OFF
 
 # aarch64: cross-built, the whole suite under qemu-aarch64 (cortex-a53 and max CPUs).
 echo

@@ -91,13 +91,20 @@ static void blas_threads_leave(const blas_threads *g) {
 }
 
 /* C[rows][n] = A[rows][k] B^T (B: [n][k]) + bias (broadcast over rows, may be NULL).
- * n and k fit int (checked at create); rows is split into sgemm calls of <= INT_MAX. */
+ * n and k fit int (checked at create); rows is split into sgemm calls of <= INT_MAX; a
+ * single row is an sgemv (OpenBLAS's sgemm with M = 1 reads B several times slower). */
 static void gemm_bias(const rove_plan *p, int64_t rows, int64_t n, int64_t k, const float *a,
                       const float *b, const float *bias, float *c) {
   if (bias)
     for (int64_t i = 0; i < rows; i++) memcpy(c + i * n, bias, sizeof(float) * (size_t)n);
   blas_threads g;
   blas_threads_enter(p, &g);
+  if (rows == 1) { /* a decode step: a matrix-vector product streams B at memory speed */
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)k, 1.0f, b, (int)k, a, 1,
+                bias ? 1.0f : 0.0f, c, 1);
+    blas_threads_leave(&g);
+    return;
+  }
   for (int64_t r0 = 0; r0 < rows; r0 += INT_MAX) {
     const int m = (int)(rows - r0 < INT_MAX ? rows - r0 : INT_MAX);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, (int)n, (int)k, 1.0f, a + r0 * k,
