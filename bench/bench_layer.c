@@ -2,7 +2,8 @@
  *
  * layer/<isa>: rove_layer_forward against the sum of its parts timed separately in the
  *   same loop: the QKV sgemm, attention on strided views of its output, the output sgemm
- *   (cblas_sgemm with the OpenBLAS thread count the layer itself uses). Counters:
+ *   (cblas_sgemm with the OpenBLAS thread count the layer itself uses: with Debian's
+ *   pthread build that is 1 unless OMP_WAIT_POLICY=passive, see src/layer.c). Counters:
  *   layer_ms, parts_ms, ratio = layer / parts (target <= 1.10).
  * layer_decode/<isa>: one decode step of rove_layer_forward_cached against a cache of kv
  *   tokens (truncated back after each step) vs the bare rove_kv_cache_attention of one
@@ -10,6 +11,7 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench_common.h"
 
@@ -50,9 +52,16 @@ static void teardown(layer_setup *s) {
   free(s->w), free(s->x), free(s->y), free(s->qkv), free(s->att);
 }
 
+/* OpenBLAS threads the layer gives its sgemms (src/layer.c): the plan's count, except
+ * with the pthread build while OpenMP threads spin-wait (the default policy). */
+static int blas_threads(int32_t thr) {
+  const char *w = getenv("OMP_WAIT_POLICY");
+  return (w && (strcmp(w, "passive") == 0 || strcmp(w, "PASSIVE") == 0)) ? thr : 1;
+}
+
 /* The parts of one forward, as the layer runs them (no biases). */
 static void parts(const layer_setup *s, int32_t n, int32_t thr) {
-  if (openblas_get_parallel() == 1) openblas_set_num_threads(thr);
+  if (openblas_get_parallel() == 1) openblas_set_num_threads(blas_threads(thr));
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, QKV, DM, 1.0f, s->x, DM, s->w, DM,
               0.0f, s->qkv, QKV);
   const rove_attention_args a = {.batch = 1, .q_len = n, .kv_len = n, .q = s->qkv,

@@ -132,9 +132,10 @@ def machine_line(ctx):
                                    ctx.get("date", "?")))
     load = ctx.get("load_avg") or []
     if load:
-        line += "; load average at start %.2f" % load[0]
+        line += ("; 1-minute load average at start %.2f (it includes the build that "
+                 "scripts/bench.sh runs just before)" % load[0])
         cpus = ctx.get("num_cpus") or 1
-        if load[0] > 0.25 * cpus:
+        if load[0] > 0.75 * cpus:
             line += (" (**the machine was busy**: other processes share the cores, which "
                      "distorts above all the multi-threaded cases)")
     return line
