@@ -2,6 +2,7 @@
 #ifndef ROVE_ATTENTION_INTERNAL_H
 #define ROVE_ATTENTION_INTERNAL_H
 
+#include "kernels/mask.h"
 #include "plan.h"
 
 #define ROVE_PACK_TILES 4   /* key tiles per pack task */
@@ -48,20 +49,6 @@ typedef struct rove_fwd {
   void *block;                     /* the whole workspace, from the plan's pool */
   size_t block_bytes;
 } rove_fwd;
-
-/* Tile-pair visibility from the position ranges (DESIGN.md §1 visibility over every pair):
- * 0 none visible (skip the tile), 1 all visible (no mask), 2 mixed (mask per element). */
-static inline int rove_classify(int64_t qmin, int64_t qmax, int64_t kmin, int64_t kmax,
-                                int32_t causal, int32_t window) {
-  const int64_t dmin = qmin - kmax, dmax = qmax - kmin; /* range of P_i - p_j */
-  if (causal) {
-    if (dmax < 0 || (window > 0 && dmin >= window)) return 0;
-    return (dmin >= 0 && (window == 0 || dmax < window)) ? 1 : 2;
-  }
-  if (window == 0) return 1;
-  if (dmin >= window || dmax <= -(int64_t)window) return 0;
-  return (dmin > -(int64_t)window && dmax < window) ? 1 : 2;
-}
 
 static inline void rove_pos_range(const int32_t *pos, int64_t n, int32_t *lo, int32_t *hi) {
   int32_t a = pos[0], b = pos[0];

@@ -80,16 +80,21 @@ typedef struct rove_kernels {
   rove_finish_fn finish;
 } rove_kernels;
 
-/* Kernels are named rove_<op>_f32__<isa>. */
-void rove_rotate_f32__scalar(float *dst, int64_t dst_stride, const float *src,
-                             int64_t src_stride, int64_t n, int32_t d, const rove_rot *rot,
-                             float rot_mul, float pass_mul, int inverse);
-void rove_pack_k_f32__scalar(float *dst, const float *src, int64_t src_stride, int64_t n,
-                             int32_t d, const rove_rot *rot, float rot_mul);
-void rove_attn_tile_f32__scalar(const rove_tile_args *t);
-void rove_finish_f32__scalar(float *out, int64_t out_stride, float *lse, const float *o,
-                             const float *m, const float *l, int32_t nq, int32_t d,
-                             const rove_rot *rot);
+/* Kernels are named rove_<op>_f32__<isa>; every ISA declares the four of its table here. */
+#define ROVE_DECLARE_KERNELS(isa)                                                            \
+  void rove_rotate_f32__##isa(float *dst, int64_t dst_stride, const float *src,              \
+                              int64_t src_stride, int64_t n, int32_t d, const rove_rot *rot, \
+                              float rot_mul, float pass_mul, int inverse);                   \
+  void rove_pack_k_f32__##isa(float *dst, const float *src, int64_t src_stride, int64_t n,   \
+                              int32_t d, const rove_rot *rot, float rot_mul);                \
+  void rove_attn_tile_f32__##isa(const rove_tile_args *t);                                   \
+  void rove_finish_f32__##isa(float *out, int64_t out_stride, float *lse, const float *o,    \
+                              const float *m, const float *l, int32_t nq, int32_t d,         \
+                              const rove_rot *rot);
+ROVE_DECLARE_KERNELS(scalar)
+ROVE_DECLARE_KERNELS(avx2)
+ROVE_DECLARE_KERNELS(avx512)
+ROVE_DECLARE_KERNELS(neon)
 
 /* Vectorised exp of each SIMD ISA, exposed for the accuracy test: dst[i] = exp(src[i]),
  * exp(-inf) = 0, results for src < -87.3 flush to 0 (or are denormal-accurate). */

@@ -20,6 +20,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "../mask.h"
 #include "exp-avx2.h"
 #include "rotate-avx2.h"
 #include "tile-avx2.h"
@@ -29,20 +30,6 @@
 typedef struct tile_pos {
   int32_t kp[TK], kmin[TK / KG], kmax[TK / KG];
 } tile_pos;
-
-/* Visibility of a whole group of keys to a whole block of queries from their position
- * ranges (the rule of mask.h over every pair): 0 none visible, 1 all, 2 mixed. */
-static int classify(int64_t qmin, int64_t qmax, int64_t kmin, int64_t kmax, int32_t causal,
-                    int32_t window) {
-  const int64_t dmin = qmin - kmax, dmax = qmax - kmin; /* range of P - p */
-  if (causal) {
-    if (dmax < 0 || (window > 0 && dmin >= window)) return 0;
-    return (dmin >= 0 && (window == 0 || dmax < window)) ? 1 : 2;
-  }
-  if (window == 0) return 1;
-  if (dmin >= window || dmax <= -(int64_t)window) return 0;
-  return (dmin > -(int64_t)window && dmax < window) ? 1 : 2;
-}
 
 /* Bias rows of group g for R queries: 0 where key j is visible to query r (and j < nk),
  * else -inf (the rule of rove_visible in 32-bit lanes: |P - p| is exact as an unsigned
@@ -84,7 +71,7 @@ static void mask_block(rove_blk *b, const rove_tile_args *t, const int32_t *qpos
     qmax = qpos[r] > qmax ? qpos[r] : qmax;
   }
   for (int32_t g = 0; g < (b->nk + KG - 1) / KG; g++) {
-    int c = classify(qmin, qmax, tp->kmin[g], tp->kmax[g], t->causal, t->window);
+    int c = rove_classify(qmin, qmax, tp->kmin[g], tp->kmax[g], t->causal, t->window);
     if (c == 1 && (g + 1) * KG > b->nk) c = 2; /* a partial group needs its tail hidden */
     if (c == 1) b->live |= 1u << g;
     if (c == 2 && group_bias(b->s, qpos, b->R, tp->kp, g, b->nk, t->causal, t->window))

@@ -13,17 +13,6 @@
 #define ROVE_AVX2_TILE_KV 64 /* keys per tile: 4 groups of 16 */
 #define ROVE_AVX2_KGROUP 16  /* keys per packed-K group (two ymm) */
 
-/* The table's kernels (table-avx2.c), declared here so each definition is checked. */
-void rove_rotate_f32__avx2(float *dst, int64_t dst_stride, const float *src,
-                           int64_t src_stride, int64_t n, int32_t d, const rove_rot *rot,
-                           float rot_mul, float pass_mul, int inverse);
-void rove_pack_k_f32__avx2(float *dst, const float *src, int64_t src_stride, int64_t n,
-                           int32_t d, const rove_rot *rot, float rot_mul);
-void rove_attn_tile_f32__avx2(const rove_tile_args *t);
-void rove_finish_f32__avx2(float *out, int64_t out_stride, float *lse, const float *o,
-                           const float *m, const float *l, int32_t nq, int32_t d,
-                           const rove_rot *rot);
-
 /* Rows are strided views into user memory (a token's heads are one row apart), which the
  * hardware prefetchers pick up late, so the row kernels fetch the lines of a row a few
  * rows ahead. Prefetches never fault, so fetching past a buffer is harmless; the address
