@@ -254,9 +254,9 @@ ROVE_API rove_status rove_rotate(const rove_plan *p, float *x, int32_t n_tokens,
 /** @name KV cache
  * A cache stores K and V already rotated into the global frame (K times the YaRN factor
  * m, as the plan's ROVE_ROTATE_K / ROVE_ROTATE_V say), with their positions. A decode step
- * rotates only the new K/V (append) and the queries and output (attention). Layout:
- * [batch][capacity][n_kv_heads][head_dim] for K and for V; every batch row holds the same
- * number of tokens. The cache borrows its plan, which must outlive it. Mutating calls
+ * rotates only the new K/V (append) and the queries and output (attention). It holds
+ * batch x capacity tokens of n_kv_heads x head_dim K and V (in a private layout); every
+ * batch row holds the same number of tokens. The cache borrows its plan, which must outlive it. Mutating calls
  * (append, shift, truncate, reset) must not run concurrently with any other call on the
  * same cache; rove_kv_cache_attention calls may run concurrently with each other. */
 /**@{*/
