@@ -244,6 +244,13 @@ static void test_bad_input(void **state) {
   assert_int_equal(rove_kv_cache_truncate(NULL, 0), ROVE_ERR_INVALID_ARGUMENT);
   assert_int_equal(rove_kv_cache_positions(c, NULL), ROVE_ERR_INVALID_ARGUMENT);
   assert_int_equal(rove_kv_cache_length(NULL), 0);
+  assert_int_equal(rove_kv_cache_capacity(NULL), 0);
+  assert_int_equal(rove_kv_cache_reset(NULL), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_kv_cache_shift(NULL, 0, 0, 1), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_kv_cache_positions(NULL, pos), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_kv_cache_append(NULL, 1, s.k, 0, s.v, 0, NULL), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_kv_cache_attention(NULL, &a), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_kv_cache_attention(c, NULL), ROVE_ERR_INVALID_ARGUMENT);
   /* Default positions past INT32_MAX. */
   rove_kv_cache *e = NULL;
   int32_t big[2] = {INT32_MAX, INT32_MAX};
