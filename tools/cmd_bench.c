@@ -6,7 +6,7 @@
 
 #include "commands.h"
 #include "common.h"
-#include "peak.h"
+#include "fma_peak.h"
 
 typedef struct {
   int32_t max_n, threads, runs, heads;
@@ -58,7 +58,9 @@ static int bench_row(const bench_opts *o, int32_t n, int32_t d, rove_isa isa, in
   if (st != ROVE_OK) fprintf(stderr, "rove bench: plan failed: %s\n", rove_status_string(st));
   if (rc == 0) {
     const double gflops = 2.0 * n * (double)n * d * o->heads / (ms[0] * 1e6);
-    const double peak = cli_fma_peak_gflops(isa);
+    static double peaks[ROVE_ISA_NEON + 1]; /* measured once per ISA */
+    if (peaks[isa] == 0) peaks[isa] = rove_fma_peak_gflops(isa);
+    const double peak = peaks[isa];
     char pct[16] = "-";
     if (peak > 0) snprintf(pct, sizeof pct, "%.1f", 100.0 * gflops / (peak * rove_plan_threads(plans[0])));
     printf("| n=%d %dx%d causal | %d | %s | %.2f | %.2f | %.3f | %.1f | %s |\n", n, o->heads, d,
