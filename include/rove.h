@@ -222,6 +222,15 @@ typedef struct rove_attention_args {
   const int32_t *kv_pos; /**< [batch][kv_len] or NULL: p_j = j. Any int32, any order. */
   float *lse;            /**< NULL or [batch][n_heads][q_len]: ln sum_j exp(s_ij), -inf if
                               no key is visible */
+  /** Selective RoPE (see rove_selective_angles): explicit rotation angles that replace
+   *  pos * w_k in every rotation the plan enables, per token and KV head (a query head
+   *  uses the angles of its KV head). Both NULL (positions decide the angles) or both
+   *  set. [batch][q_len][n_kv_heads][rotary_dim/2] and [batch][kv_len][n_kv_heads]
+   *  [rotary_dim/2], dense, finite. The YaRN factor m still multiplies q and k. Positions
+   *  (q_pos, kv_pos or their defaults) still decide the causal mask and window. With a
+   *  KV cache, kv_angles must be NULL: the cache stores K and V already rotated
+   *  (rove_kv_cache_append_angles) and q_angles alone rotates the queries and output. */
+  const double *q_angles, *kv_angles;
 } rove_attention_args;
 
 /**
@@ -248,6 +257,19 @@ ROVE_API rove_status rove_attention_forward(const rove_plan *p, const rove_atten
 ROVE_API rove_status rove_rotate(const rove_plan *p, float *x, int32_t n_tokens,
                                  int32_t n_heads, int64_t token_stride, const int32_t *pos,
                                  int32_t inverse);
+
+/**
+ * rove_rotate with explicit angles: token t of head h of x is rotated by the angles
+ * angles[(t * angle_heads + h / (n_heads / angle_heads)) * rotary_dim/2 + k] (so query
+ * heads of one GQA group share their KV head's angles). @p angle_heads must divide
+ * @p n_heads; angles are finite ([n_tokens][angle_heads][rotary_dim/2], dense).
+ * @return as rove_rotate; ROVE_ERR_INVALID_ARGUMENT also for NULL angles or a bad
+ *         angle_heads.
+ */
+ROVE_API rove_status rove_rotate_angles(const rove_plan *p, float *x, int32_t n_tokens,
+                                        int32_t n_heads, int64_t token_stride,
+                                        const double *angles, int32_t angle_heads,
+                                        int32_t inverse);
 /**@}*/
 
 /* ------------------------------------------------------------------------------------ */
@@ -306,6 +328,18 @@ ROVE_API rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_
  */
 ROVE_API rove_status rove_kv_cache_shift(rove_kv_cache *c, int32_t start, int32_t end,
                                          int32_t delta);
+/**
+ * rove_kv_cache_append for Selective RoPE: K and V are rotated by explicit @p angles
+ * ([batch][n_tokens][n_kv_heads][rotary_dim/2], finite) instead of pos * w_k; @p pos still
+ * records positions for the mask (NULL continues each row). Queries against such a cache
+ * pass their own angles in rove_attention_args.q_angles. rove_kv_cache_shift rotates by
+ * delta * w_k and so is meant for position-rotated caches.
+ * @return as rove_kv_cache_append; ROVE_ERR_INVALID_ARGUMENT also for NULL angles.
+ */
+ROVE_API rove_status rove_kv_cache_append_angles(rove_kv_cache *c, int32_t n_tokens,
+                                                 const float *k, int64_t k_stride,
+                                                 const float *v, int64_t v_stride,
+                                                 const int32_t *pos, const double *angles);
 /** Keep the first @p length tokens (0 <= length <= current length), e.g. to drop a
  * rejected draft. @return ROVE_OK or ROVE_ERR_INVALID_ARGUMENT. */
 ROVE_API rove_status rove_kv_cache_truncate(rove_kv_cache *c, int32_t length);
@@ -365,6 +399,147 @@ ROVE_API rove_status rove_layer_forward(const rove_layer *l, int32_t batch, int3
 ROVE_API rove_status rove_layer_forward_cached(const rove_layer *l, rove_kv_cache *cache,
                                                int32_t n, const float *x, const int32_t *pos,
                                                float *y);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------ */
+/** @name Selective RoPE
+ * Input-dependent rotation angles (Movahedi et al., 2025; DESIGN.md §1): the angle of pair
+ * k at token t of head h is theta_{t,h,k} = temp_k * (c_{h,k} + sum_{s<=t} phi_{s,h,k}),
+ * with increments phi, temperatures temp_k and a carried sum c. phi = 1 and c = p0 - 1
+ * give the RoPE angles (p0 + t) * w_k exactly. Angles are double: after 10^6 tokens a
+ * float angle would be off by whole multiples of its ulp (0.06 rad at 10^6).
+ * Angles feed softmax attention (rove_attention_args.q_angles / kv_angles,
+ * rove_rotate_angles, rove_kv_cache_append_angles) and gated linear attention
+ * (rove_gla_forward). */
+/**@{*/
+
+/** Default temperatures temp_k = 1 / 500000^(2k/r) for k < n_pairs (r = 2 n_pairs), bit
+ *  for bit the inverse frequencies rove_rope_inv_freq gives for theta 500000 and no
+ *  scaling. @return ROVE_OK or ROVE_ERR_INVALID_ARGUMENT (NULL, n_pairs <= 0). */
+ROVE_API rove_status rove_selective_temperatures(int32_t n_pairs, double *temp);
+
+/**
+ * Accumulate angles: for each batch row b, head h, pair k, sequentially over t,
+ *   c += phi[b][t][h][k] (in double);  angles[b][t][h][k] = temp[k] * c,
+ * starting from c = carry_in[b][h][k] (0 when carry_in is NULL) and leaving the final c in
+ * carry_out. The sum is sequential in double, so splitting the tokens into chunks that
+ * pass carry_out to the next call's carry_in gives bit-identical angles to one call.
+ * @param phi        [batch][seq_len][n_heads][n_pairs] increments, finite
+ * @param temp       [n_pairs] or NULL for rove_selective_temperatures
+ * @param carry_in   NULL or [batch][n_heads][n_pairs]
+ * @param carry_out  NULL or [batch][n_heads][n_pairs] (may equal carry_in)
+ * @param angles     out: [batch][seq_len][n_heads][n_pairs]
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL phi/angles, a size <= 0, non-finite
+ *         phi or temp; angles and carry_out untouched then); ROVE_ERR_SIZE_OVERFLOW.
+ */
+ROVE_API rove_status rove_selective_angles(int32_t batch, int32_t seq_len, int32_t n_heads,
+                                           int32_t n_pairs, const float *phi,
+                                           const double *temp, const double *carry_in,
+                                           double *carry_out, double *angles);
+
+/** Weights of the phase network that turns per-head inputs into increments phi
+ *  (the reference design of Selective RoPE), per head h and pair k:
+ *    u = x_h / max(||x_h||_2, 1e-12)                      (l2-normalised input, in_dim)
+ *    z_k = gain[h][k] * <w[h][k], u> / ||w[h][k]||_2       (weight-normalised linear map)
+ *    y_k = conv_b[h][k] + sum_{j<4} conv_w[h][k][j] * z_k(t - 3 + j)   (causal depthwise
+ *          conv of width 4: tap 3 is the current token; z before the sequence start is the
+ *          conv state, zeros for a fresh sequence)
+ *    phi_k = silu(y_k) * sigmoid(<gate_w[h], u> + gate_b[h])
+ */
+typedef struct rove_selective_phase_weights {
+  int32_t n_heads;       /**< H, > 0 */
+  int32_t in_dim;        /**< per-head input width, > 0 */
+  int32_t n_pairs;       /**< r/2, > 0 */
+  const float *w;        /**< [H][n_pairs][in_dim] directions (a zero row gives z = 0) */
+  const float *gain;     /**< NULL (= 1) or [H][n_pairs] */
+  const float *conv_w;   /**< [H][n_pairs][4] */
+  const float *conv_b;   /**< NULL (= 0) or [H][n_pairs] */
+  const float *gate_w;   /**< NULL (= 0) or [H][in_dim] */
+  const float *gate_b;   /**< NULL (= 0) or [H]; gate_w and gate_b both NULL: no gate
+                              (factor 1, not sigmoid(0)) */
+} rove_selective_phase_weights;
+
+/**
+ * Increments phi [batch][seq_len][H][n_pairs] from inputs x [batch][seq_len][H][in_dim]
+ * (token stride x_stride floats, 0 = dense). @p conv_state ([batch][H][n_pairs][3], the
+ * last three z of each channel, oldest first) is read as the history before token 0 and
+ * overwritten with the history after the last token; NULL means a fresh sequence and no
+ * state out. Feeding a sequence in pieces with the same conv_state gives the same phi as
+ * one call (decode: seq_len 1 per step; the carry of rove_selective_angles is the rest of
+ * the decode state). Weights are borrowed for the call only.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, sizes <= 0, stride too small);
+ *         ROVE_ERR_SIZE_OVERFLOW. phi and conv_state untouched on failure.
+ */
+ROVE_API rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t batch,
+                                          int32_t seq_len, const float *x, int64_t x_stride,
+                                          float *conv_state, float *phi);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------ */
+/** @name Gated linear attention
+ * GLA with flash-linear-attention semantics, per batch row and head:
+ *   S_t = diag(exp(g_t)) S_{t-1} + k~_t v~_t^T,   o_t = R_t^{-1} (scale * S_t^T q~_t)
+ * with state S [key_dim][value_dim], log decays g [key_dim] <= 0, q~ = R_t q and
+ * k~ = R_t k rotated by the selective angles of token t (when given and the plan's
+ * rotate flags say so), v~ = R_t v with ROVE_ROTATE_V, and the output rotated back with
+ * ROVE_ROTATE_O. With g equal within each rotation pair this is exactly the complex
+ * recurrence with transition diag(alpha_t e^{i omega_t}) (the "RoPE trick").
+ * rove_gla_forward runs the chunked algorithm (intra-chunk parallel form, inter-chunk
+ * recurrence) for prefill; rove_gla_recurrent the token-by-token recurrence (decode).
+ * Both give the same result to float rounding. */
+/**@{*/
+
+/** GLA parameters. Fill with rove_gla_config_init(). */
+typedef struct rove_gla_config {
+  int32_t n_heads;      /**< > 0 */
+  int32_t key_dim;      /**< K per head, > 0 (even when rotating q/k) */
+  int32_t value_dim;    /**< V per head, > 0 (>= rotary_dim when rotating v/o) */
+  float scale;          /**< finite; 0 = 1/sqrt(key_dim) */
+  uint32_t rotate;      /**< ROVE_ROTATE_* bits used when angles are given; ROVE_ROTATE_ROPE */
+  int32_t rotary_dim;   /**< even, 2..key_dim; 0 = key_dim */
+  rove_pairing pairing; /**< HALF */
+  int32_t chunk;        /**< chunk length of rove_gla_forward: 16, 32, 64 (default) or 128 */
+  rove_isa isa;         /**< AUTO */
+  int32_t n_threads;    /**< >= 0; 0 = rove_default_threads() */
+} rove_gla_config;
+
+/** Defaults for the given shape (no-op when @p c is NULL). */
+ROVE_API void rove_gla_config_init(rove_gla_config *c, int32_t n_heads, int32_t key_dim,
+                                   int32_t value_dim);
+
+/** An immutable, validated GLA configuration (may be used by many threads at once). */
+typedef struct rove_gla_plan rove_gla_plan;
+/** @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT; ROVE_ERR_UNSUPPORTED (ISA not available,
+ *  key_dim or value_dim > ROVE_MAX_HEAD_DIM); ROVE_ERR_OUT_OF_MEMORY. */
+ROVE_API rove_status rove_gla_plan_create(const rove_gla_config *c, rove_gla_plan **out);
+ROVE_API void rove_gla_plan_destroy(rove_gla_plan *p);   /**< NULL-safe */
+ROVE_API rove_isa rove_gla_plan_isa(const rove_gla_plan *p);
+
+/** Tensors of one GLA call. Zero-initialise, then set what you use. */
+typedef struct rove_gla_args {
+  int32_t batch, seq_len;        /**< > 0 */
+  const float *q, *k;            /**< [batch][seq_len][n_heads][key_dim], dense */
+  const float *v;                /**< [batch][seq_len][n_heads][value_dim], dense */
+  const float *g;                /**< [batch][seq_len][n_heads][key_dim] log decays: finite
+                                      and <= 0 (checked: anything else is rejected) */
+  const double *angles;          /**< NULL (no rotation) or [batch][seq_len][n_heads]
+                                      [rotary_dim/2] selective angles, finite */
+  const float *initial_state;    /**< NULL (zeros) or [batch][n_heads][key_dim][value_dim] */
+  float *final_state;            /**< NULL or [batch][n_heads][key_dim][value_dim]; may
+                                      equal initial_state (updated in place) */
+  float *out;                    /**< [batch][seq_len][n_heads][value_dim]; must not
+                                      overlap an input */
+} rove_gla_args;
+
+/**
+ * Chunked GLA forward (prefill). Bitwise identical results for any thread count.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/args/tensor, sizes <= 0, g > 0 or
+ *         non-finite, non-finite angles, overlapping output); ROVE_ERR_SIZE_OVERFLOW;
+ *         ROVE_ERR_OUT_OF_MEMORY. Outputs untouched on failure.
+ */
+ROVE_API rove_status rove_gla_forward(const rove_gla_plan *p, const rove_gla_args *a);
+/** Token-by-token recurrent GLA (decode; any seq_len). Same arguments and statuses. */
+ROVE_API rove_status rove_gla_recurrent(const rove_gla_plan *p, const rove_gla_args *a);
 /**@}*/
 
 #ifdef __cplusplus

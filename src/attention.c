@@ -32,8 +32,8 @@ static void pack_task(int64_t task, int tid, void *vctx) {
   const int64_t b = bh / hkv, kvh = bh % hkv;
   const int64_t j0 = chunk * ROVE_PACK_TILES * tk;
   const int64_t nj = (j0 + ROVE_PACK_TILES * tk < f->kv_len ? ROVE_PACK_TILES * tk : f->kv_len - j0);
-  rove_rot rk = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_K);
-  rove_rot rv = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_V);
+  rove_rot rk = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_K);
+  rove_rot rv = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_V);
   float *kdst = f->kpack + bh * f->kv_pad * d + j0 * d;
   float *vdst = f->vpack + bh * f->kv_pad * d + j0 * d;
   kn->pack_k(kdst, rove_fwd_krow(f, b, kvh, j0), f->ks, nj, d, &rk, f->k_mul);
@@ -65,7 +65,7 @@ void rove_fwd_begin(const rove_fwd *f, const rove_qtile *q, float *qbuf, float *
   const rove_plan *p = f->p;
   const int32_t d = p->cfg.head_dim;
   const float scale = p->cfg.scale;
-  rove_rot rq = rove_fwd_qrot(f, q->b, q->i0, p->cfg.rotate & ROVE_ROTATE_Q);
+  rove_rot rq = rove_fwd_qrot(f, q->b, q->kvbh % p->cfg.n_kv_heads, q->i0, p->cfg.rotate & ROVE_ROTATE_Q);
   p->kern->rotate(qbuf, d, f->a->q + q->row0 * f->qs + q->h * d, f->qs, q->nq, d, &rq,
                   scale * (float)p->attn_factor, scale, 0);
   memset(o, 0, sizeof(float) * (size_t)q->nq * (size_t)d);
@@ -104,7 +104,7 @@ static void finish_tile(const rove_fwd *f, const rove_qtile *q, const float *o, 
                         const float *l) {
   const rove_plan *p = f->p;
   const int32_t d = p->cfg.head_dim;
-  rove_rot ro = rove_fwd_qrot(f, q->b, q->i0, p->cfg.rotate & ROVE_ROTATE_O);
+  rove_rot ro = rove_fwd_qrot(f, q->b, q->kvbh % p->cfg.n_kv_heads, q->i0, p->cfg.rotate & ROVE_ROTATE_O);
   float *lse = f->a->lse ? f->a->lse + (q->b * p->cfg.n_heads + q->h) * f->q_len + q->i0 : NULL;
   p->kern->finish(f->a->out + q->row0 * f->os + q->h * d, f->os, lse, o, m, l, q->nq, d, &ro);
 }

@@ -53,12 +53,12 @@ void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
     rove_pos_range(t.k_pos, nk, &kmin, &kmax);
     const int c = rove_classify(qmin, qmax, kmin, kmax, p->cfg.causal, p->cfg.window);
     if (c == 0) continue;
-    rove_rot rk = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_K);
-    rove_rot rv = rove_fwd_krot(f, b, j0, p->cfg.rotate & ROVE_ROTATE_V);
     t.nk = nk;
     t.mask = c == 2;
     if (nk < tk) memset(vbuf + (int64_t)nk * d, 0, sizeof(float) * (size_t)(tk - nk) * (size_t)d);
     for (int64_t kvh = 0; kvh < hkv; kvh++) {
+      const rove_rot rk = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_K);
+      const rove_rot rv = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_V);
       kn->pack_k(kbuf, rove_fwd_krow(f, b, kvh, j0), f->ks, nk, d, &rk, f->k_mul);
       kn->rotate(vbuf, d, rove_fwd_vrow(f, b, kvh, j0), f->vs, nk, d, &rv, 1.0f, 1.0f, 0);
       for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {

@@ -32,8 +32,12 @@ typedef struct rove_fwd {
   /* Positions: row b starts at pos + b * bstride (bstride 0: shared default positions). */
   const int32_t *qpos, *kpos;
   int64_t qpos_bstride, kpos_bstride;
-  /* cos/sin tables, [rows][half]; the batch stride is 0 when positions are shared. */
+  /* cos/sin tables, [rows][tab_w]: a row per token of tab_w = half floats for positions,
+   * or tab_w = n_kv_heads * half for explicit angles ([token][kv head][half], angles = 1).
+   * The batch stride is 0 when positions are shared. */
   float *kcos, *ksin, *qcos, *qsin;
+  int64_t tab_w;
+  int angles;
   int64_t ktab_bstride, qtab_bstride;  /* floats */
   int64_t k_tab_batches, q_tab_batches; /* 0 when a table is not needed or is a view */
   int64_t n_ktab_tasks, n_tables;
@@ -93,16 +97,17 @@ void rove_fwd_release(rove_fwd *f);
 /* Table task t in [0, n_tables): fills a chunk of the key or query cos/sin table. */
 void rove_fwd_table_task(int64_t t, int tid, void *vctx);
 
+/* Rotation of rows from table c/s at row offset off (floats), for KV head kvh. */
 static inline rove_rot rove_fwd_rot(const rove_fwd *f, const float *c, const float *s,
-                                    int64_t off, int on) {
-  rove_rot r = {NULL, NULL, f->p->half, (int32_t)f->p->cfg.rope.pairing};
+                                    int64_t off, int64_t kvh, int on) {
+  rove_rot r = {NULL, NULL, f->p->half, (int32_t)f->p->cfg.rope.pairing, f->tab_w};
   if (on) {
+    off += f->angles ? kvh * f->p->half : 0;
     r.cos = c + off;
     r.sin = s + off;
   }
   return r;
 }
-/* Rotation of key rows j0.. of batch b (on = whether this rotation is enabled). */
 /* The K and V rows of tokens j.. of KV head h in batch b (token stride ks / vs). */
 static inline const float *rove_fwd_krow(const rove_fwd *f, int64_t b, int64_t h, int64_t j) {
   return f->k + b * f->k_bstride + h * f->kv_hstride + j * f->ks;
@@ -111,12 +116,16 @@ static inline const float *rove_fwd_vrow(const rove_fwd *f, int64_t b, int64_t h
   return f->v + b * f->v_bstride + h * f->kv_hstride + j * f->vs;
 }
 
-static inline rove_rot rove_fwd_krot(const rove_fwd *f, int64_t b, int64_t j0, int on) {
-  return rove_fwd_rot(f, f->kcos, f->ksin, b * f->ktab_bstride + j0 * f->p->half, on && !f->kv_rotated);
+/* Rotation of key rows j0.. of KV head kvh in batch b (on = whether it is enabled). */
+static inline rove_rot rove_fwd_krot(const rove_fwd *f, int64_t b, int64_t kvh, int64_t j0,
+                                     int on) {
+  return rove_fwd_rot(f, f->kcos, f->ksin, b * f->ktab_bstride + j0 * f->tab_w, kvh,
+                      on && !f->kv_rotated);
 }
-/* Rotation of query rows i0.. of batch b. */
-static inline rove_rot rove_fwd_qrot(const rove_fwd *f, int64_t b, int64_t i0, int on) {
-  return rove_fwd_rot(f, f->qcos, f->qsin, b * f->qtab_bstride + i0 * f->p->half, on);
+/* Rotation of query rows i0.. of batch b, for a query head of KV head kvh. */
+static inline rove_rot rove_fwd_qrot(const rove_fwd *f, int64_t b, int64_t kvh, int64_t i0,
+                                     int on) {
+  return rove_fwd_rot(f, f->qcos, f->qsin, b * f->qtab_bstride + i0 * f->tab_w, kvh, on);
 }
 
 #endif

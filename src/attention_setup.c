@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "attention_internal.h"
+#include "selective.h"
 
 /* Resolve a token stride (0 = dense width) and the element extent of rows tokens. */
 static rove_status tensor_extent(int64_t stride, int64_t width, int64_t rows, int64_t *resolved,
@@ -47,21 +48,41 @@ static rove_status check_tensors(rove_fwd *f, const rove_attention_args *a) {
   return ROVE_OK;
 }
 
-/* Which tables exist and how big they are; returns the table float count or -1. */
+/* Explicit angles (Selective RoPE): both or neither for caller K/V; with a cache only
+ * q_angles (the cache holds K/V rotated already). Finite, checked before anything runs. */
+static rove_status check_angles(rove_fwd *f, const rove_attention_args *a) {
+  f->angles = a->q_angles != NULL;
+  f->tab_w = f->p->half;
+  if (f->kv_rotated ? a->kv_angles != NULL : (a->q_angles == NULL) != (a->kv_angles == NULL))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  if (!f->angles) return ROVE_OK;
+  int64_t nq, nk;
+  f->tab_w = (int64_t)f->p->cfg.n_kv_heads * f->p->half;
+  if (!rove_mul_i64(f->batch * f->q_len, f->tab_w, &nq) ||
+      !rove_mul_i64(f->batch * f->kv_len, f->tab_w, &nk) || nq > INT64_MAX / 8 || nk > INT64_MAX / 8)
+    return ROVE_ERR_SIZE_OVERFLOW;
+  if (!rove_angles_finite(a->q_angles, nq) || (a->kv_angles && !rove_angles_finite(a->kv_angles, nk)))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  return ROVE_OK;
+}
+
+/* Which tables exist and how big they are; returns the table float count or -1. Tables
+ * hold tab_w floats per token row (see rove_fwd); explicit angles are per batch row. */
 static int64_t plan_tables(rove_fwd *f, const rove_attention_args *a) {
   const uint32_t rot = f->p->cfg.rotate;
-  const int64_t half = f->p->half;
+  const int64_t w = f->tab_w;
   const int need_k = !f->kv_rotated && (rot & (ROVE_ROTATE_K | ROVE_ROTATE_V)) != 0;
   const int need_q = (rot & (ROVE_ROTATE_Q | ROVE_ROTATE_O)) != 0;
-  f->k_tab_batches = need_k ? (a->kv_pos ? a->batch : 1) : 0;
-  f->ktab_bstride = a->kv_pos ? f->kv_len * half : 0;
-  const int q_is_view = need_q && need_k && !a->q_pos && !a->kv_pos && f->q_len <= f->kv_len;
-  f->q_tab_batches = (need_q && !q_is_view) ? (a->q_pos ? a->batch : 1) : 0;
-  f->qtab_bstride = a->q_pos ? f->q_len * half : 0;
+  const int kv_own = a->kv_pos || f->angles, q_own = a->q_pos || f->angles;
+  f->k_tab_batches = need_k ? (kv_own ? a->batch : 1) : 0;
+  f->ktab_bstride = kv_own ? f->kv_len * w : 0;
+  const int q_is_view = need_q && need_k && !q_own && !kv_own && f->q_len <= f->kv_len;
+  f->q_tab_batches = (need_q && !q_is_view) ? (q_own ? a->batch : 1) : 0;
+  f->qtab_bstride = q_own ? f->q_len * w : 0;
   int64_t krows, qrows, total;
   if (!rove_mul_i64(f->k_tab_batches, f->kv_len, &krows) ||
       !rove_mul_i64(f->q_tab_batches, f->q_len, &qrows) || !rove_add_i64(krows, qrows, &total) ||
-      !rove_mul_i64(total, 2 * half, &total))
+      !rove_mul_i64(total, 2 * w, &total))
     return -1;
   f->n_ktab_tasks = (krows + ROVE_TABLE_ROWS - 1) / ROVE_TABLE_ROWS;
   f->n_tables = f->n_ktab_tasks + (qrows + ROVE_TABLE_ROWS - 1) / ROVE_TABLE_ROWS;
@@ -141,12 +162,12 @@ static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a,
     f->kpos = kv->pos;
     f->kpos_bstride = kv->pos_bstride;
   }
-  const int64_t kfloats = f->k_tab_batches * f->kv_len * half;
+  const int64_t kfloats = f->k_tab_batches * f->kv_len * f->tab_w;
   f->kcos = tables;
   f->ksin = tables ? tables + kfloats : NULL;
   if (f->q_tab_batches) {
     f->qcos = tables + 2 * kfloats;
-    f->qsin = f->qcos + f->q_tab_batches * f->q_len * half;
+    f->qsin = f->qcos + f->q_tab_batches * f->q_len * f->tab_w;
   } else if (f->kcos) { /* view: default query positions are the last q_len key positions */
     f->qcos = f->kcos + (f->kv_len - f->q_len) * half;
     f->qsin = f->ksin + (f->kv_len - f->q_len) * half;
@@ -171,6 +192,7 @@ rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_
   f->kv_rotated = kv != NULL;
   f->k_mul = kv ? 1.0f : (float)p->attn_factor;
   rove_status st = check_tensors(f, a);
+  if (st == ROVE_OK) st = check_angles(f, a);
   if (st != ROVE_OK) return st;
   if (kv) {
     f->ks = f->vs = kv->tstride;
@@ -197,7 +219,12 @@ void rove_fwd_table_task(int64_t t, int tid, void *vctx) {
   const int64_t r0 = (is_k ? t : t - f->n_ktab_tasks) * ROVE_TABLE_ROWS;
   const int64_t rows = is_k ? f->k_tab_batches * f->kv_len : f->q_tab_batches * f->q_len;
   const int64_t n = rows - r0 < ROVE_TABLE_ROWS ? rows - r0 : ROVE_TABLE_ROWS;
-  if (is_k) {
+  if (f->angles) { /* rows of tab_w angles, [batch][len][n_kv_heads][half] */
+    const int64_t w = f->tab_w;
+    const double *ang = (is_k ? f->a->kv_angles : f->a->q_angles) + r0 * w;
+    rove_angle_table(f->p->cfg.isa, (is_k ? f->kcos : f->qcos) + r0 * w,
+                     (is_k ? f->ksin : f->qsin) + r0 * w, ang, n * w);
+  } else if (is_k) {
     const int32_t *pos = f->a->kv_pos ? f->a->kv_pos + r0 : NULL;
     rove_rope_table(f->kcos + r0 * half, f->ksin + r0 * half, f->p->inv_freq, half, pos, r0, n);
   } else {

@@ -12,6 +12,7 @@
 
 #include "attention_internal.h"
 #include "kv_cache_internal.h"
+#include "selective.h"
 
 #define CACHE_CHUNK 256 /* tokens per append task / rows per shift step */
 
@@ -65,7 +66,9 @@ typedef struct {
   int32_t n;
   const float *k, *v;
   int64_t ks, vs;
-  float *tab; /* cos [batch*n][half], then sin */
+  const double *angles; /* NULL, or [batch][n][n_kv_heads][half] (Selective RoPE) */
+  int64_t tab_w;        /* table floats per token: half, or n_kv_heads * half with angles */
+  float *tab;           /* cos [batch*n][tab_w], then sin */
   int64_t chunks;
 } append_ctx;
 
@@ -76,18 +79,22 @@ static void append_task(int64_t t, int tid, void *vctx) {
   rove_kv_cache *c = a->c;
   const rove_plan *p = c->p;
   const int32_t d = p->cfg.head_dim, half = p->half, hkv = p->cfg.n_kv_heads;
-  const int64_t b = t / a->chunks, t0 = (t % a->chunks) * CACHE_CHUNK;
+  const int64_t b = t / a->chunks, t0 = (t % a->chunks) * CACHE_CHUNK, w = a->tab_w;
   const int64_t n = a->n - t0 < CACHE_CHUNK ? a->n - t0 : CACHE_CHUNK;
   const int64_t tok = c->len + t0; /* first cache token written */
-  float *cs = a->tab + (b * a->n + t0) * half, *sn = cs + (int64_t)c->batch * a->n * half;
-  rove_rope_table(cs, sn, p->inv_freq, half, c->pos + b * c->cap + tok, 0, n);
+  float *cs = a->tab + (b * a->n + t0) * w, *sn = cs + (int64_t)c->batch * a->n * w;
+  if (a->angles)
+    rove_angle_table(p->cfg.isa, cs, sn, a->angles + (b * a->n + t0) * w, n * w);
+  else
+    rove_rope_table(cs, sn, p->inv_freq, half, c->pos + b * c->cap + tok, 0, n);
   const uint32_t rot = p->cfg.rotate;
-  const rove_rot rk = {(rot & ROVE_ROTATE_K) ? cs : NULL, (rot & ROVE_ROTATE_K) ? sn : NULL, half,
-                       (int32_t)p->cfg.rope.pairing};
-  const rove_rot rv = {(rot & ROVE_ROTATE_V) ? cs : NULL, (rot & ROVE_ROTATE_V) ? sn : NULL, half,
-                       (int32_t)p->cfg.rope.pairing};
   const int64_t src = b * a->n + t0;
   for (int32_t h = 0; h < hkv; h++) {
+    const int64_t off = a->angles ? (int64_t)h * half : 0;
+    const rove_rot rk = {(rot & ROVE_ROTATE_K) ? cs + off : NULL, (rot & ROVE_ROTATE_K) ? sn + off : NULL,
+                         half, (int32_t)p->cfg.rope.pairing, w};
+    const rove_rot rv = {(rot & ROVE_ROTATE_V) ? cs + off : NULL, (rot & ROVE_ROTATE_V) ? sn + off : NULL,
+                         half, (int32_t)p->cfg.rope.pairing, w};
     const int64_t dst = b * c->bstride + h * c->hstride + tok * d;
     p->kern->rotate(c->k + dst, d, a->k + src * a->ks + (int64_t)h * d, a->ks, n, d, &rk,
                     (float)p->attn_factor, 1.0f, 0);
@@ -107,11 +114,12 @@ static rove_status new_positions(const rove_kv_cache *c, int32_t n, const int32_
   return ROVE_OK;
 }
 
-rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, const float *k,
-                                 int64_t k_stride, const float *v, int64_t v_stride,
-                                 const int32_t *pos) {
+static rove_status append(rove_kv_cache *c, int32_t n_tokens, const float *k, int64_t k_stride,
+                          const float *v, int64_t v_stride, const int32_t *pos,
+                          const double *angles) {
   if (!c || !k || !v || n_tokens <= 0) return ROVE_ERR_INVALID_ARGUMENT;
   const int64_t width = (int64_t)c->p->cfg.n_kv_heads * c->p->cfg.head_dim;
+  const int64_t tab_w = angles ? (int64_t)c->p->cfg.n_kv_heads * c->p->half : c->p->half;
   if (k_stride == 0) k_stride = width;
   if (v_stride == 0) v_stride = width;
   if (k_stride < width || v_stride < width) return ROVE_ERR_INVALID_ARGUMENT;
@@ -119,22 +127,37 @@ rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, const float
   int64_t rows, extent, tab; /* the larger input's element extent must be addressable */
   if (!rove_mul_i64(c->batch, n_tokens, &rows) || !rove_mul_i64(rows - 1, stride, &extent) ||
       !rove_add_i64(extent, width, &extent) || extent > INT64_MAX / 8 ||
-      !rove_mul_i64(rows, 2 * c->p->half, &tab))
+      !rove_mul_i64(rows, 2 * tab_w, &tab) || tab > INT64_MAX / 8)
     return ROVE_ERR_SIZE_OVERFLOW;
   if ((int64_t)c->len + n_tokens > c->cap) return ROVE_ERR_SIZE_OVERFLOW;
+  if (angles && !rove_angles_finite(angles, tab / 2)) return ROVE_ERR_INVALID_ARGUMENT;
   float *table = rove_alloc((size_t)tab * sizeof(float));
   int32_t *newpos = rove_alloc((size_t)rows * sizeof(int32_t));
   rove_status st = table && newpos ? new_positions(c, n_tokens, pos, newpos) : ROVE_ERR_OUT_OF_MEMORY;
   if (st == ROVE_OK) {
     for (int64_t b = 0; b < c->batch; b++)
       memcpy(c->pos + b * c->cap + c->len, newpos + b * n_tokens, sizeof(int32_t) * (size_t)n_tokens);
-    append_ctx a = {c, n_tokens, k, v, k_stride, v_stride, table, (n_tokens + CACHE_CHUNK - 1) / CACHE_CHUNK};
+    append_ctx a = {c, n_tokens, k, v, k_stride, v_stride, angles, tab_w, table,
+                    (n_tokens + CACHE_CHUNK - 1) / CACHE_CHUNK};
     rove_parallel_for(c->p->cfg.n_threads, c->batch * a.chunks, append_task, &a);
     c->len += n_tokens;
   }
   rove_free(table);
   rove_free(newpos);
   return st;
+}
+
+rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, const float *k,
+                                 int64_t k_stride, const float *v, int64_t v_stride,
+                                 const int32_t *pos) {
+  return append(c, n_tokens, k, k_stride, v, v_stride, pos, NULL);
+}
+
+rove_status rove_kv_cache_append_angles(rove_kv_cache *c, int32_t n_tokens, const float *k,
+                                        int64_t k_stride, const float *v, int64_t v_stride,
+                                        const int32_t *pos, const double *angles) {
+  if (!angles) return ROVE_ERR_INVALID_ARGUMENT;
+  return append(c, n_tokens, k, k_stride, v, v_stride, pos, angles);
 }
 
 /* ---- attention --------------------------------------------------------------------- */
@@ -170,7 +193,7 @@ static void rotate_rows(const rove_kv_cache *c, float *buf, int32_t start, int32
                         const float *cs, const float *sn) {
   const rove_plan *p = c->p;
   const int32_t d = p->cfg.head_dim, hkv = p->cfg.n_kv_heads;
-  const rove_rot r = {cs, sn, p->half, (int32_t)p->cfg.rope.pairing};
+  const rove_rot r = {cs, sn, p->half, (int32_t)p->cfg.rope.pairing, 0};
   for (int64_t bh = 0; bh < (int64_t)c->batch * hkv; bh++) {
     float *x = buf + (bh / hkv) * c->bstride + (bh % hkv) * c->hstride + (int64_t)start * d;
     for (int64_t i = 0; i < end - start; i += CACHE_CHUNK) {

@@ -200,7 +200,7 @@ static void table_free(table *t) {
 
 /* rot of rows [row0, ...) of a table; on == 0: no rotation. */
 static rove_rot rot_at(const table *t, int64_t row0, int on, int32_t pairing) {
-  rove_rot r = {NULL, NULL, t->half, pairing};
+  rove_rot r = {NULL, NULL, t->half, pairing, 0};
   if (on) r.cos = t->c + row0 * t->half, r.sin = t->s + row0 * t->half;
   return r;
 }

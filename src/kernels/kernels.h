@@ -30,12 +30,16 @@
 
 #include "rove.h"
 
-/* Rotation of n token rows: row i uses cos[i*half + k], sin[i*half + k]. */
+/* Rotation of n token rows: row i uses cos[i*stride + k], sin[i*stride + k] (k < half).
+ * stride 0 means half (a table per token); explicit angles per (token, KV head) use
+ * stride n_kv_heads * half. */
 typedef struct rove_rot {
   const float *cos, *sin; /* NULL: no rotation (every dim is multiplied by pass_mul) */
   int32_t half;           /* r/2 */
   int32_t pairing;        /* rove_pairing */
+  int64_t stride;         /* floats between rows' tables; 0 = half */
 } rove_rot;
+static inline int64_t rove_rot_stride(const rove_rot *r) { return r->stride ? r->stride : r->half; }
 
 /* dst_i = rot_mul * R_i^{+-1} src_i on the r rotated dims, pass_mul * src_i on dims r..d-1
  * (when rot->cos is NULL every dim gets pass_mul). dst == src is allowed (in place). */

@@ -18,8 +18,8 @@ void rove_finish_f32__avx2(float *out, int64_t out_stride, float *lse, const flo
       continue;
     }
     const float inv = 1.0f / l[i];
-    const float *c = rot->cos ? rot->cos + (int64_t)i * rot->half : NULL;
-    const float *s = rot->cos ? rot->sin + (int64_t)i * rot->half : NULL;
+    const float *c = rot->cos ? rot->cos + (int64_t)i * rove_rot_stride(rot) : NULL;
+    const float *s = rot->cos ? rot->sin + (int64_t)i * rove_rot_stride(rot) : NULL;
     rove_avx2_rotate_row(y, o + (int64_t)i * d, d, rot, c, s, inv, inv, 1);
     if (lse) lse[i] = m[i] + logf(l[i]);
   }

@@ -19,8 +19,8 @@ void rove_rotate_f32__avx2(float *dst, int64_t dst_stride, const float *src,
                            float rot_mul, float pass_mul, int inverse) {
   for (int64_t i = 0; i < n; i++) {
     if (n > 1) rove_avx2_prefetch_row(src, i + AHEAD, src_stride, d);
-    const float *c = rot->cos ? rot->cos + i * rot->half : NULL;
-    const float *s = rot->cos ? rot->sin + i * rot->half : NULL;
+    const float *c = rot->cos ? rot->cos + i * rove_rot_stride(rot) : NULL;
+    const float *s = rot->cos ? rot->sin + i * rove_rot_stride(rot) : NULL;
     rove_avx2_rotate_row(dst + i * dst_stride, src + i * src_stride, d, rot, c, s, rot_mul,
                          pass_mul, inverse);
   }
@@ -61,8 +61,8 @@ static void pack8(float *dst, float *tmp, const float *src, int64_t src_stride, 
       memset(y, 0, (size_t)d * sizeof(float));
       continue;
     }
-    const float *c = rot->cos ? rot->cos + j * rot->half : NULL;
-    const float *s = rot->cos ? rot->sin + j * rot->half : NULL;
+    const float *c = rot->cos ? rot->cos + j * rove_rot_stride(rot) : NULL;
+    const float *s = rot->cos ? rot->sin + j * rove_rot_stride(rot) : NULL;
     rove_avx2_prefetch_row(src, j + 8, src_stride, d); /* the next block's row */
     rove_avx2_rotate_row(y, src + j * src_stride, d, rot, c, s, rot_mul, 1.0f, 0);
   }

@@ -116,7 +116,7 @@ void rove_rotate_f32__avx512(float *dst, int64_t dst_stride, const float *src,
     if (!rot->cos)
       scale_span(y, x, d, pass_mul);
     else
-      rotate_row(y, x, d, rot, rot->cos + i * rot->half, rot->sin + i * rot->half, rot_mul,
+      rotate_row(y, x, d, rot, rot->cos + i * rove_rot_stride(rot), rot->sin + i * rove_rot_stride(rot), rot_mul,
                  pass_mul, inverse);
   }
 }
@@ -176,7 +176,7 @@ void rove_pack_k_f32__avx512(float *dst, const float *src, int64_t src_stride, i
     const int32_t jt = (int32_t)(j0 % TK);
     const int32_t nr = (int32_t)(n - j0 < 0 ? 0 : n - j0 < 16 ? n - j0 : 16); /* real rows */
     rove_rot r = *rot;
-    if (r.cos && nr > 0) r.cos += j0 * r.half, r.sin += j0 * r.half;
+    if (r.cos && nr > 0) r.cos += j0 * rove_rot_stride(&r), r.sin += j0 * rove_rot_stride(&r);
     if (d <= 256) {
       if (nr > 0)
         rove_rotate_f32__avx512(tmp, d, src + j0 * src_stride, src_stride, nr, d, &r, rot_mul,
@@ -189,7 +189,7 @@ void rove_pack_k_f32__avx512(float *dst, const float *src, int64_t src_stride, i
       if (i < nr) {
         rove_rotate_f32__avx512(tmp, d, src + (j0 + i) * src_stride, src_stride, 1, d, &r,
                                 rot_mul, 1.0f, 0);
-        if (r.cos) r.cos += r.half, r.sin += r.half;
+        if (r.cos) r.cos += rove_rot_stride(&r), r.sin += rove_rot_stride(&r);
       } else {
         memset(tmp, 0, sizeof(float) * (size_t)d);
       }

@@ -17,8 +17,8 @@ void rove_finish_f32__scalar(float *out, int64_t out_stride, float *lse, const f
     const float inv = 1.0f / l[i];
     rove_rot row = *rot;
     if (row.cos) {
-      row.cos += (int64_t)i * row.half;
-      row.sin += (int64_t)i * row.half;
+      row.cos += (int64_t)i * rove_rot_stride(&row);
+      row.sin += (int64_t)i * rove_rot_stride(&row);
     }
     rove_rotate_f32__scalar(y, 0, o + (int64_t)i * d, 0, 1, d, &row, inv, inv, 1);
     if (lse) lse[i] = m[i] + logf(l[i]);

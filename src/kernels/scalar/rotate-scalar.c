@@ -33,7 +33,7 @@ void rove_rotate_f32__scalar(float *dst, int64_t dst_stride, const float *src,
       for (int32_t j = 0; j < d; j++) y[j] = x[j] * pass_mul;
       continue;
     }
-    rotate_row(y, x, d, rot, rot->cos + i * rot->half, rot->sin + i * rot->half, rot_mul,
+    rotate_row(y, x, d, rot, rot->cos + i * rove_rot_stride(rot), rot->sin + i * rove_rot_stride(rot), rot_mul,
                pass_mul, inverse);
   }
 }
