@@ -8,13 +8,13 @@
 
 /* ---- rotation ------------------------------------------------------------------------ */
 
-void rove_oracle_rotate(double *x, int32_t d, int32_t r, rove_pairing pairing,
-                        const double *inv_freq, double pos, int sign) {
-  if (!x || !inv_freq || d <= 0) return;
+void rove_oracle_rotate_angles(double *x, int32_t d, int32_t r, rove_pairing pairing,
+                               const double *angles, int sign) {
+  if (!x || !angles || d <= 0) return;
   if (r <= 0 || r > d) r = d;
   const int32_t half = r / 2;
   for (int32_t k = 0; k < half; k++) {
-    const double t = pos * inv_freq[k];
+    const double t = angles[k];
     const double cs = cos(t);
     const double sn = (sign < 0 ? -1.0 : 1.0) * sin(t);
     const int32_t ia = pairing == ROVE_PAIRING_INTERLEAVED ? 2 * k : k;
@@ -23,6 +23,15 @@ void rove_oracle_rotate(double *x, int32_t d, int32_t r, rove_pairing pairing,
     x[ia] = a * cs - b * sn;
     x[ib] = a * sn + b * cs;
   }
+}
+
+void rove_oracle_rotate(double *x, int32_t d, int32_t r, rove_pairing pairing,
+                        const double *inv_freq, double pos, int sign) {
+  if (!x || !inv_freq || d <= 0) return;
+  if (r <= 0 || r > d) r = d;
+  double t[ROVE_MAX_HEAD_DIM / 2];
+  for (int32_t k = 0; k < r / 2; k++) t[k] = pos * inv_freq[k];
+  rove_oracle_rotate_angles(x, d, r, pairing, t, sign);
 }
 
 /* ---- shared validation and geometry --------------------------------------------------- */
@@ -90,11 +99,25 @@ static void load(double *x, const float *base, int64_t stride, int64_t row, int3
   for (int32_t e = 0; e < d; e++) x[e] = (double)src[e];
 }
 
-/* q~ or k~: optional rotation by pos, then the rotated dims times m. */
+/* Angles of one token for KV head kh: explicit (Selective RoPE: ang is a->q_angles or
+ * a->kv_angles, row = b * len + token) or pos * inv_freq. */
+static void angles_of(const geom *g, const double *inv_freq, const double *ang, int64_t row,
+                      int32_t kh, int64_t pos, double *t) {
+  for (int32_t k = 0; k < g->r / 2; k++)
+    t[k] = ang ? ang[(row * g->Hkv + kh) * (g->r / 2) + k] : (double)pos * inv_freq[k];
+}
+
+/* Rotate x by R(t) (sign +1) or its inverse (sign -1). */
+static void rot_by(double *x, const geom *g, const rove_attention_config *c, const double *t,
+                   int sign) {
+  rove_oracle_rotate_angles(x, g->d, g->r, c->rope.pairing, t, sign);
+}
+
+/* q~ or k~: optional rotation by the angles t, then the rotated dims times m. */
 static void rotate_qk(double *x, const geom *g, const rove_attention_config *c,
-                      const double *inv_freq, double m, int64_t pos, int on) {
+                      const double *t, double m, int on) {
   if (!on) return;
-  rove_oracle_rotate(x, g->d, g->r, c->rope.pairing, inv_freq, (double)pos, +1);
+  rot_by(x, g, c, t, +1);
   for (int32_t e = 0; e < g->r; e++) x[e] *= m;
 }
 
@@ -132,6 +155,7 @@ static double softmax_row(const geom *g, double *s, const char *vis, double mx) 
 
 typedef struct {
   double *kt, *vt, *qt, *s, *y, *tmp;
+  double *kang, *qang, *dang; /* angles: [Skv][r/2] of the keys, [r/2] query, [r/2] offset */
   char *vis;
 } work;
 
@@ -145,7 +169,12 @@ static int work_alloc(work *w, const geom *g) {
   w->y = malloc((size_t)g->d * sizeof(double));
   w->tmp = malloc((size_t)g->d * sizeof(double));
   w->vis = malloc((size_t)g->Skv);
-  if (!w->kt || !w->vt || !w->qt || !w->s || !w->y || !w->tmp || !w->vis) return -1;
+  w->kang = malloc((size_t)g->Skv * (size_t)(g->r / 2) * sizeof(double));
+  w->qang = malloc((size_t)(g->r / 2) * sizeof(double));
+  w->dang = malloc((size_t)(g->r / 2) * sizeof(double));
+  if (!w->kt || !w->vt || !w->qt || !w->s || !w->y || !w->tmp || !w->vis || !w->kang ||
+      !w->qang || !w->dang)
+    return -1;
   return 0;
 }
 static void work_free(work *w) {
@@ -156,6 +185,9 @@ static void work_free(work *w) {
   free(w->y);
   free(w->tmp);
   free(w->vis);
+  free(w->kang);
+  free(w->qang);
+  free(w->dang);
 }
 
 /* Rotated K (and V when rotate_v) of one (b, kv head). */
@@ -165,11 +197,12 @@ static void build_kv(work *w, const geom *g, const rove_attention_config *c,
   for (int32_t j = 0; j < g->Skv; j++) {
     const int64_t row = (int64_t)b * g->Skv + j, p = kpos_of(a, b, j);
     double *kj = w->kt + (int64_t)j * g->d, *vj = w->vt + (int64_t)j * g->d;
+    double *t = w->kang + (int64_t)j * (g->r / 2);
+    angles_of(g, inv_freq, a->kv_angles, row, kh, p, t);
     load(kj, a->k, g->ks, row, kh, g->d);
-    rotate_qk(kj, g, c, inv_freq, m, p, (g->rot & ROVE_ROTATE_K) != 0);
+    rotate_qk(kj, g, c, t, m, (g->rot & ROVE_ROTATE_K) != 0);
     load(vj, a->v, g->vs, row, kh, g->d);
-    if (rotate_v && (g->rot & ROVE_ROTATE_V))
-      rove_oracle_rotate(vj, g->d, g->r, c->rope.pairing, inv_freq, (double)p, +1);
+    if (rotate_v && (g->rot & ROVE_ROTATE_V)) rot_by(vj, g, c, t, +1);
   }
 }
 
@@ -190,8 +223,9 @@ int rove_oracle_attention(const rove_attention_config *c, const double *inv_freq
       for (int32_t h = kh * g.group; h < (kh + 1) * g.group; h++) {
         for (int32_t i = 0; i < g.Sq; i++) {
           const int64_t qrow = (int64_t)b * g.Sq + i, P = qpos_of(a, b, i);
+          angles_of(&g, inv_freq, a->q_angles, qrow, kh, P, w.qang);
           load(w.qt, a->q, g.qs, qrow, h, g.d);
-          rotate_qk(w.qt, &g, c, inv_freq, m, P, (g.rot & ROVE_ROTATE_Q) != 0);
+          rotate_qk(w.qt, &g, c, w.qang, m, (g.rot & ROVE_ROTATE_Q) != 0);
           double mx;
           const int64_t nvis = score_row(&g, a, b, P, w.qt, w.kt, w.s, w.vis, &mx);
           double *y = out + (qrow * g.H + h) * g.d;
@@ -209,8 +243,7 @@ int rove_oracle_attention(const rove_attention_config *c, const double *inv_freq
             const double *vj = w.vt + (int64_t)j * g.d;
             for (int32_t e = 0; e < g.d; e++) w.y[e] += w.s[j] * vj[e];
           }
-          if (g.rot & ROVE_ROTATE_O)
-            rove_oracle_rotate(w.y, g.d, g.r, c->rope.pairing, inv_freq, (double)P, -1);
+          if (g.rot & ROVE_ROTATE_O) rot_by(w.y, &g, c, w.qang, -1);
           memcpy(y, w.y, (size_t)g.d * sizeof(double));
         }
       }
@@ -238,8 +271,9 @@ int rove_oracle_attention_conv(const rove_attention_config *c, const double *inv
       for (int32_t h = kh * g.group; h < (kh + 1) * g.group; h++) {
         for (int32_t i = 0; i < g.Sq; i++) {
           const int64_t qrow = (int64_t)b * g.Sq + i, P = qpos_of(a, b, i);
+          angles_of(&g, inv_freq, a->q_angles, qrow, kh, P, w.qang);
           load(w.qt, a->q, g.qs, qrow, h, g.d);
-          rotate_qk(w.qt, &g, c, inv_freq, m, P, (g.rot & ROVE_ROTATE_Q) != 0);
+          rotate_qk(w.qt, &g, c, w.qang, m, (g.rot & ROVE_ROTATE_Q) != 0);
           double mx;
           const int64_t nvis = score_row(&g, a, b, P, w.qt, w.kt, w.s, w.vis, &mx);
           double *y = out + (qrow * g.H + h) * g.d;
@@ -248,10 +282,14 @@ int rove_oracle_attention_conv(const rove_attention_config *c, const double *inv
           softmax_row(&g, w.s, w.vis, mx);
           for (int32_t j = 0; j < g.Skv; j++) {
             if (!w.vis[j]) continue;
-            /* R_{p_j - P_i} v_j: one rotation by the offset, never by absolute positions */
+            /* R_{p_j - P_i} v_j: one rotation by the offset, never by absolute positions
+             * (explicit angles: by theta_j - theta_i) */
             const double off = (double)(kpos_of(a, b, j) - P);
+            for (int32_t k = 0; k < g.r / 2; k++)
+              w.dang[k] = a->q_angles ? w.kang[(int64_t)j * (g.r / 2) + k] - w.qang[k]
+                                      : off * inv_freq[k];
             memcpy(w.tmp, w.vt + (int64_t)j * g.d, (size_t)g.d * sizeof(double));
-            rove_oracle_rotate(w.tmp, g.d, g.r, c->rope.pairing, inv_freq, off, +1);
+            rot_by(w.tmp, &g, c, w.dang, +1);
             for (int32_t e = 0; e < g.d; e++) y[e] += w.s[j] * w.tmp[e];
           }
         }

@@ -23,6 +23,13 @@ int rove_oracle_attention(const rove_attention_config *c, const double *inv_freq
 int rove_oracle_attention_conv(const rove_attention_config *c, const double *inv_freq,
                                double m, const rove_attention_args *a, double *out);
 
+/* Both forms honour a->q_angles / a->kv_angles (Selective RoPE) in place of pos * w_k. */
+
+/* Rotate one head vector x[d] (double) in place by the angles angles[r/2] (sign -1 for the
+ * inverse), with rotary dim r and the given pairing. */
+void rove_oracle_rotate_angles(double *x, int32_t d, int32_t r, rove_pairing pairing,
+                               const double *angles, int sign);
+
 /* Rotate one head vector x[d] (double) in place by angle set pos * inv_freq (sign -1 for
  * the inverse), with rotary dim r and the given pairing. */
 void rove_oracle_rotate(double *x, int32_t d, int32_t r, rove_pairing pairing,
