@@ -10,6 +10,7 @@
 # 3. The example builds with CMake: find_package(rove) + rove::rove (CMAKE_PREFIX_PATH).
 #    The C example of ../README.md (first ```c block) builds and runs too.
 # 4. Both programs run (LD_LIBRARY_PATH = installed lib dir) and print the same output;
+#    examples/selective_gla runs and passes its own check;
 #    the installed `rove info` runs (it finds the library through its RPATH).
 # Exit 77 (skipped) when cross-compiling. ROVE_EXAMPLE_CFLAGS (from the environment) is
 # added to the example's compile and link flags (the sanitizer build sets it).
@@ -93,6 +94,7 @@ echo "$out_pc"
 out_cm=$(LD_LIBRARY_PATH=$libdir "$tmp/build-example/hello_rove") || fail "hello_rove exited non-zero"
 echo "$out_cm"
 [ "$out_pc" = "$out_cm" ] || fail "the two builds of the example print different output"
+LD_LIBRARY_PATH=$libdir "$tmp/build-example/selective_gla" || fail "selective_gla exited non-zero"
 
 if [ -x "$prefix/bin/rove" ]; then
   step "installed rove info"
