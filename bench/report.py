@@ -299,11 +299,71 @@ def summary(cases):
             table(header, rows, ["---", "---:", "---:", "---:", "---:", "---"])]
 
 
+def layer_tables(cases):
+    out = []
+    rows = [[c["p"]["n"], c["p"]["thr"], c["sub"], fmt(c["b"].get("layer_ms")),
+             fmt(c["b"].get("parts_ms")), "%.3f" % c["b"].get("ratio", float("nan"))]
+            for c in sorted(select(cases, "layer"), key=lambda c: (c["p"]["n"], c["p"]["thr"]))]
+    if rows:
+        out.append("### Attention layer forward (d_model 768, 12x64, RoVE) vs its parts\n\n" +
+                   table(["n", "threads", "ISA", "layer ms", "parts ms", "layer / parts"], rows,
+                         ["---:", "---:", "---"] + ["---:"] * 3))
+    rows = []
+    for c in sorted(select(cases, "layer_decode"), key=lambda c: (c["p"]["kv"], c["p"]["thr"])):
+        b = c["b"]
+        rows.append([c["p"]["kv"], c["p"]["thr"], c["sub"], "%.3f" % b.get("step_ms", 0),
+                     "%.3f" % b.get("parts_ms", 0), "%.3f" % b.get("ratio", float("nan")),
+                     "%.3f" % b.get("cache_step_ms", 0), "%.3f" % b.get("bare_ms", 0),
+                     "%.3f" % b.get("cache_vs_bare", float("nan"))])
+    if rows:
+        out.append("### Decode step of the layer and of the RoVE cache\n\n" +
+                   table(["cache", "threads", "ISA", "layer step ms", "its parts ms",
+                          "step / parts", "cache step ms (append + attention)",
+                          "bare kernel ms (no rotation)", "cache step / bare"], rows,
+                         ["---:", "---:", "---"] + ["---:"] * 6))
+    return out
+
+
+def gla_table(cases):
+    rows = []
+    for c in sorted(select(cases, "gla"), key=lambda c: (c["p"]["thr"], c["p"]["n"])):
+        p, b = c["p"], c["b"]
+        soft = [s for s in select(cases, "prefill", n=p["n"], h=12, kvh=12, d=64, causal=1,
+                                  thr=p["thr"]) if s["sub"] == c["sub"]]
+        sm = soft[0]["b"].get("rove_ms") if soft else None
+        gm = b.get("gla_ms", b["time_ms"])
+        rows.append([p["n"], p["thr"], c["sub"], "%.2f" % gm, fmt(p["n"] / gm, 0),
+                     fmt(sm) if sm else "-", fmt(p["n"] / sm, 0) if sm else "-",
+                     "%.2f" % (sm / gm) if sm else "-", fmt(b.get("step_us"), 1)])
+    if not rows:
+        return []
+    return ["### Gated linear attention vs softmax attention (12x64, causal, RoVE rotations)\n\n" +
+            table(["n", "threads", "ISA", "GLA ms", "GLA k tokens/s", "softmax ms",
+                   "softmax k tokens/s", "softmax / GLA", "GLA decode step us"], rows,
+                  ["---:", "---:", "---"] + ["---:"] * 6)]
+
+
+def selective_table(cases):
+    rows = []
+    for c in sorted(select(cases, "selective"), key=lambda c: (c["p"]["thr"], c["p"]["n"])):
+        p, b = c["p"], c["b"]
+        rows.append([p["n"], p["thr"], c["sub"], "%.2f" % b.get("attn_pos_ms", 0),
+                     "%.2f" % b.get("attn_angles_ms", 0), "%.3f" % b.get("angles_ms", 0),
+                     "%.3f" % b.get("ratio", float("nan"))])
+    if not rows:
+        return []
+    return ["### Selective RoPE in softmax attention (12x64, causal RoVE)\n\n" +
+            table(["n", "threads", "ISA", "positions ms", "explicit angles ms",
+                   "rove_selective_angles ms", "(angles + attention) / positions"], rows,
+                  ["---:", "---:", "---"] + ["---:"] * 4)]
+
+
 def markdown(ctx, cases, mem):
     parts = ["Machine: " + machine_line(ctx)]
     parts += summary(cases) + prefill_tables(cases) + causal_vs_full(cases)
     parts += decode_table(cases, "decode_cache") + decode_table(cases, "decode")
     parts += rotate_table(cases) + bandwidth_table(cases)
+    parts += layer_tables(cases) + gla_table(cases) + selective_table(cases)
     parts += mem_table(mem)
     return "\n\n".join(parts) + "\n"
 
