@@ -430,7 +430,10 @@ ROVE_API rove_status rove_selective_temperatures(int32_t n_pairs, double *temp);
  * @param carry_out  NULL or [batch][n_heads][n_pairs] (may equal carry_in)
  * @param angles     out: [batch][seq_len][n_heads][n_pairs]
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL phi/angles, a size <= 0, non-finite
- *         phi or temp; angles and carry_out untouched then); ROVE_ERR_SIZE_OVERFLOW.
+ *         phi, temp or carry_in, outputs overlapping each other or an input other than
+ *         carry_out == carry_in; angles and carry_out untouched then);
+ *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY (only with temp NULL and
+ *         n_pairs > ROVE_MAX_HEAD_DIM / 2).
  */
 ROVE_API rove_status rove_selective_angles(int32_t batch, int32_t seq_len, int32_t n_heads,
                                            int32_t n_pairs, const float *phi,
@@ -467,8 +470,11 @@ typedef struct rove_selective_phase_weights {
  * state out. Feeding a sequence in pieces with the same conv_state gives the same phi as
  * one call (decode: seq_len 1 per step; the carry of rove_selective_angles is the rest of
  * the decode state). Weights are borrowed for the call only.
- * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, sizes <= 0, stride too small);
- *         ROVE_ERR_SIZE_OVERFLOW. phi and conv_state untouched on failure.
+ * Computed in double; z is rounded to float as it enters the conv (conv_state holds
+ * float z), so pieces equal one call bit for bit.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, sizes <= 0, stride too small, phi,
+ *         x and conv_state overlapping); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY.
+ *         phi and conv_state untouched on failure.
  */
 ROVE_API rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t batch,
                                           int32_t seq_len, const float *x, int64_t x_stride,

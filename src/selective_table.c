@@ -1,30 +1,64 @@
-/* Selective RoPE tables: cos/sin of explicit (double) angles, and the default
- * temperatures. Angles are reduced mod 2 pi in double before cos/sin, so a float table
- * stays accurate for angles far beyond what a float could hold. */
+/* Selective RoPE tables: cos/sin of explicit (double) angles through the per-ISA kernels of
+ * kernels/selective_kernels.h, and the default temperatures. Angles are reduced in double
+ * before cos/sin, so a float table stays accurate for angles far beyond what a float
+ * could hold (the SIMD kernels: Cody-Waite by pi/2 up to 2^40, libm beyond). */
 #include <math.h>
+#include <string.h>
 
+#include "kernels/selective_kernels.h"
 #include "selective.h"
-
-static const double two_pi = 6.283185307179586476925286766559;
 
 void rove_selective_temp_default(int32_t n_pairs, double *temp) {
   const int32_t r = 2 * n_pairs;
-  /* the formula of rope_freq.c for theta 500000: w_k = theta^(-2k/r) */
+  /* the formula of rope_freq.c (base_freqs) for theta 500000: w_k = theta^(-2k/r) */
   for (int32_t k = 0; k < n_pairs; k++) temp[k] = pow(500000.0, -(2.0 * k) / r);
+}
+
+static rove_isa resolve(rove_isa isa) { return isa == ROVE_ISA_AUTO ? rove_best_isa() : isa; }
+
+rove_angle_accum_fn rove_angle_accum_for(rove_isa isa) {
+  switch (resolve(isa)) {
+#if defined(ROVE_HAVE_AVX2)
+    case ROVE_ISA_AVX2: return rove_angle_accum__avx2;
+#endif
+#if defined(ROVE_HAVE_AVX512)
+    case ROVE_ISA_AVX512: return rove_angle_accum__avx512;
+#endif
+#if defined(ROVE_HAVE_NEON)
+    case ROVE_ISA_NEON: return rove_angle_accum__neon;
+#endif
+    default: return rove_angle_accum__scalar;
+  }
+}
+
+rove_sincos_fn rove_sincos_for(rove_isa isa) {
+  switch (resolve(isa)) {
+#if defined(ROVE_HAVE_AVX2)
+    case ROVE_ISA_AVX2: return rove_sincos_f32__avx2;
+#endif
+#if defined(ROVE_HAVE_AVX512)
+    case ROVE_ISA_AVX512: return rove_sincos_f32__avx512;
+#endif
+#if defined(ROVE_HAVE_NEON)
+    case ROVE_ISA_NEON: return rove_sincos_f32__neon;
+#endif
+    default: return rove_sincos_f32__scalar;
+  }
 }
 
 void rove_angle_table(rove_isa isa, float *cos_t, float *sin_t, const double *angles,
                       int64_t n) {
-  (void)isa;
-  for (int64_t i = 0; i < n; i++) {
-    const double t = fmod(angles[i], two_pi);
-    cos_t[i] = (float)cos(t);
-    sin_t[i] = (float)sin(t);
-  }
+  if (n > 0) rove_sincos_for(isa)(cos_t, sin_t, angles, n);
 }
 
+/* Exponent bits all ones = inf or NaN; written on the bits so that the loop vectorises. */
 int rove_angles_finite(const double *angles, int64_t n) {
-  int ok = 1;
-  for (int64_t i = 0; i < n; i++) ok &= isfinite(angles[i]) != 0;
-  return ok;
+  const uint64_t exp_mask = 0x7FF0000000000000ull;
+  uint64_t bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t u;
+    memcpy(&u, angles + i, sizeof u);
+    bad |= (uint64_t)((u & exp_mask) == exp_mask);
+  }
+  return bad == 0;
 }
