@@ -498,13 +498,14 @@ ROVE_API rove_status rove_selective_phase(const rove_selective_phase_weights *w,
 /** GLA parameters. Fill with rove_gla_config_init(). */
 typedef struct rove_gla_config {
   int32_t n_heads;      /**< > 0 */
-  int32_t key_dim;      /**< K per head, > 0 (even when rotating q/k) */
+  int32_t key_dim;      /**< K per head, > 0 */
   int32_t value_dim;    /**< V per head, > 0 (>= rotary_dim when rotating v/o) */
   float scale;          /**< finite; 0 = 1/sqrt(key_dim) */
   uint32_t rotate;      /**< ROVE_ROTATE_* bits used when angles are given; ROVE_ROTATE_ROPE */
-  int32_t rotary_dim;   /**< even, 2..key_dim; 0 = key_dim */
+  int32_t rotary_dim;   /**< 0..key_dim, 0 = key_dim; must resolve to an even number when
+                             rotate != 0 (then key_dim must be even if it is 0) */
   rove_pairing pairing; /**< HALF */
-  int32_t chunk;        /**< chunk length of rove_gla_forward: 16, 32, 64 (default) or 128 */
+  int32_t chunk;        /**< chunk length of rove_gla_forward: 16, 32, 64 or 128; 0 = 64 */
   rove_isa isa;         /**< AUTO */
   int32_t n_threads;    /**< >= 0; 0 = rove_default_threads() */
 } rove_gla_config;
@@ -529,7 +530,8 @@ typedef struct rove_gla_args {
   const float *g;                /**< [batch][seq_len][n_heads][key_dim] log decays: finite
                                       and <= 0 (checked: anything else is rejected) */
   const double *angles;          /**< NULL (no rotation) or [batch][seq_len][n_heads]
-                                      [rotary_dim/2] selective angles, finite */
+                                      [rotary_dim/2] selective angles, finite (checked);
+                                      not read at all when the plan's rotate is 0 */
   const float *initial_state;    /**< NULL (zeros) or [batch][n_heads][key_dim][value_dim] */
   float *final_state;            /**< NULL or [batch][n_heads][key_dim][value_dim]; may
                                       equal initial_state (updated in place) */

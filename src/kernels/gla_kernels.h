@@ -1,0 +1,124 @@
+/* Gated linear attention kernels: one chunk of the chunked forward, and token steps of
+ * the recurrence, for one (batch, head). The driver (src/gla.c, src/gla_recurrent.c) has
+ * already rotated q, k, v, folded the scale into q and packed the rows densely.
+ *
+ * Recurrence (per head; state S [dk][dv], b_t = sum_{u<=t} g_u per key channel):
+ *   S_t = diag(e^{g_t}) S_{t-1} + k_t v_t^T,      o_t = S_t^T q_t
+ *
+ * Chunk of n rows (n a multiple of 16, n <= ROVE_GLA_MAX_CHUNK; rows past the caller's
+ * tokens are padding with q = k = v = g = 0, which changes nothing). With S the state
+ * before the chunk and b_t the cumulative log decay from the chunk start:
+ *   o_t = (q_t e^{b_t})^T S + sum_{s<=t} (q_t . k_s e^{b_t - b_s}) v_s
+ *   S  <- diag(e^{b_{n-1}}) S + sum_s (k_s e^{b_{n-1} - b_s}) v_s^T
+ * Numerical stability: b is never subtracted from a cumulative b (that cancels) and no
+ * exponent is ever positive. The chunk is walked in sub-blocks of 16 rows; per block,
+ * every exponent is a sum of g's of one sign, formed inside the block:
+ *   P_t = sum of g from the block start to t (inclusive)      -> e^{P_t} <= 1
+ *   X_s = sum of g from s+1 to the block end                   -> e^{X_s} <= 1
+ *   G   = the block's total, R = total of the blocks before     -> e^{G}, e^{R} <= 1
+ * Query block i against earlier keys uses the reference point r_i = b at the end of
+ * block i-1: e^{b_t - b_s} = e^{b_t - r_i} e^{r_i - b_s}, both factors <= 1. The keys
+ * "decayed to r_i" are kept transposed in kdT[dk][n] (column s = k_s e^{r_i - b_s}) and
+ * brought forward block by block: kdT *= e^{G_i}, the new block's columns are k_s e^{X_s}.
+ * Inside the diagonal 16 x 16 block e^{b_t - b_s} is the running product of e^{g_u},
+ * u = s+1..t (each key column of dT[dk][16] is multiplied by e^{g_t} as t advances): no
+ * reference point at all. After the last block kdT holds k_s e^{b_{n-1} - b_s}, the keys
+ * of the state update.
+ * The scalar kernel forms e^{P_t}, e^{X_s}, e^{G}, e^{R} as exp of the sums; the SIMD
+ * kernels take e^{P_t} and e^{X_s} as running products of e^{g} inside the block (at most
+ * 16 factors <= 1: one exp per element instead of three, within a few ulp). Values below the float range flush to 0 (or denormals):
+ * a product of factors <= 1 never overflows, and inf - inf never occurs, so g = -FLT_MAX
+ * (sums reaching -inf) is fine.
+ *
+ * Work buffer (floats; every part starts on a 16-float boundary when the buffer does):
+ *   qi [n][ld] (q_t e^{b_t}), qo [16][ld] (q_t e^{P_t}), qb [16][ld] (spare: a copy of
+ *   the block's q), kx [16][ld] (k_s e^{X_s}), eg [16][ld] (e^{g_t}) with ld = dk rounded
+ *   up to 16, kdT [ld][n], arow [16][n] (scores of one query block), dT [ld][16] (the
+ *   diagonal block's keys, transposed), r [ld] (R), eG [ld]; see rove_gla_work_floats.
+ *   Each ISA may use the parts in its own way (AVX-512 fills kdT and dT by register
+ *   transposes and keeps the diagonal block's keys in registers).
+ * Only q, k, g, v rows 0..n-1, s, o, work are touched. work must be 64-byte aligned; no
+ * alignment is required of the other buffers (the driver's are 64-byte aligned); dk, dv
+ * are any sizes >= 1.
+ */
+#ifndef ROVE_GLA_KERNELS_H
+#define ROVE_GLA_KERNELS_H
+
+#include <stdint.h>
+
+#include "rove.h"
+
+#define ROVE_GLA_BLOCK 16      /* rows of a sub-block */
+#define ROVE_GLA_MAX_CHUNK 128 /* largest chunk a plan accepts */
+
+typedef struct rove_gla_chunk {
+  int32_t n, dk, dv;      /* rows (multiple of 16), key dim, value dim */
+  const float *q, *k, *g; /* [n][dk]: q already scaled */
+  const float *v;         /* [n][dv] */
+  float *s;               /* [dk][dv] state, updated in place */
+  float *o;               /* [n][dv] output rows */
+  float *work;            /* rove_gla_work_floats(n, dk) floats */
+} rove_gla_chunk;
+
+static inline int64_t rove_gla_round16(int64_t x) { return (x + 15) / 16 * 16; }
+
+/* Floats of the chunk kernel's work buffer (also enough for the steps kernel). */
+static inline int64_t rove_gla_work_floats(int64_t n, int64_t dk) {
+  const int64_t rk = rove_gla_round16(dk);
+  return n * rk + 4 * 16 * rk + rk * n + 16 * n + rk * 16 + 2 * rk;
+}
+
+/* Offsets of the work buffer parts (floats), for the kernels of every ISA. */
+typedef struct rove_gla_work {
+  float *qi, *qo, *qb, *kx, *eg, *kdT, *arow, *dT, *r, *eG;
+  int64_t ld; /* row stride of qi, qo, qb, kx, eg: dk rounded up to 16 */
+} rove_gla_work;
+
+static inline rove_gla_work rove_gla_work_at(float *w, int64_t n, int64_t dk) {
+  const int64_t rk = rove_gla_round16(dk);
+  rove_gla_work p;
+  p.qi = w;
+  p.qo = p.qi + n * rk;
+  p.qb = p.qo + 16 * rk;
+  p.kx = p.qb + 16 * rk;
+  p.eg = p.kx + 16 * rk;
+  p.kdT = p.eg + 16 * rk;
+  p.arow = p.kdT + rk * n;
+  p.dT = p.arow + 16 * n;
+  p.r = p.dT + rk * 16;
+  p.eG = p.r + rk;
+  p.ld = rk;
+  return p;
+}
+
+/* One chunk (see above). */
+typedef void (*rove_gla_chunk_fn)(const rove_gla_chunk *c);
+
+/* n tokens of the recurrence: for t < n, S = diag(e^{g_t}) S + k_t v_t^T, then
+ * o_t = S^T q_t. q, k, g rows [n][dk], v, o rows [n][dv]; work holds dk floats. */
+typedef void (*rove_gla_steps_fn)(float *s, float *o, const float *q, const float *k,
+                                  const float *v, const float *g, int32_t n, int32_t dk, int32_t dv,
+                                  float *work);
+
+typedef struct rove_gla_kernels {
+  rove_isa isa;
+  rove_gla_chunk_fn chunk;
+  rove_gla_steps_fn steps;
+} rove_gla_kernels;
+
+#define ROVE_DECLARE_GLA_KERNELS(isa)                                                   \
+  void rove_gla_chunk_f32__##isa(const rove_gla_chunk *c);                              \
+  void rove_gla_steps_f32__##isa(float *s, float *o, const float *q, const float *k,    \
+                                 const float *v, const float *g, int32_t n, int32_t dk, \
+                                 int32_t dv, float *work);                              \
+  extern const rove_gla_kernels rove_gla_kernels_##isa;
+ROVE_DECLARE_GLA_KERNELS(scalar)
+ROVE_DECLARE_GLA_KERNELS(avx2)
+ROVE_DECLARE_GLA_KERNELS(avx512)
+ROVE_DECLARE_GLA_KERNELS(neon)
+
+/* The table of an ISA compiled into this build, else NULL (gla_plan.c). Does not check
+ * that the CPU can run it. */
+const rove_gla_kernels *rove_gla_kernels_for(rove_isa isa);
+
+#endif
