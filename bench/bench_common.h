@@ -42,6 +42,7 @@ void rb_register_attention(int smoke);
 void rb_register_rotate(int smoke);
 void rb_register_bandwidth(int smoke);
 void rb_register_layer(int smoke); /* bench_layer.c */
+void rb_register_selective(int smoke); /* bench_selective.c: GLA, explicit angles */
 
 /* ---- helpers (bench_common.c) ------------------------------------------------------ */
 double rb_now(void);                               /* monotonic seconds */

@@ -53,9 +53,11 @@ int main(int argc, char **argv) {
   rb_register_rotate(0);
   rb_register_bandwidth(0);
   rb_register_layer(0);
+  rb_register_selective(0);
   rb_register_attention(1);
   rb_register_rotate(1);
   rb_register_bandwidth(1);
   rb_register_layer(1);
+  rb_register_selective(1);
   return rbs_main(argc, argv, RB_DEFAULT_MIN_TIME);
 }

@@ -481,11 +481,34 @@ def write_mem(data_dir, mem, gp):
     gp["MEM_SHAPE"] = '"%sx%s"' % (lines[1][col["heads"]], lines[1][col["dim"]])
 
 
+def write_gla(data_dir, cases, gp):
+    """gla_<isa>_t<thr>.dat: n, GLA ms, softmax (causal RoVE prefill) ms at the same n."""
+    names, titles = [], []
+    series = {}
+    for c in select(cases, "gla"):
+        series.setdefault((c["sub"], c["p"]["thr"]), []).append(c)
+    for key in sorted(series, key=lambda k: (isa_rank(k[0]), k[1])):
+        rows = []
+        for c in sorted(series[key], key=lambda c: c["p"]["n"]):
+            soft = [s for s in select(cases, "prefill", n=c["p"]["n"], h=12, kvh=12, d=64,
+                                      causal=1, thr=key[1]) if s["sub"] == key[0]]
+            rows.append([c["p"]["n"], c["b"].get("gla_ms", c["b"]["time_ms"]),
+                         soft[0]["b"].get("rove_ms", float("nan")) if soft else float("nan")])
+        name = "gla_%s_t%d.dat" % key
+        write_dat(os.path.join(data_dir, name), ["n", "gla_ms", "softmax_ms"], rows)
+        names.append(name)
+        titles.append("%s,_%d_thr" % key)
+    gp["GLA_FILES"] = gp_list(names)
+    gp["GLA_TITLES"] = gp_list(titles)
+
+
 def write_data(data_dir, ctx, cases, mem):
     os.makedirs(data_dir, exist_ok=True)
-    gp = {"TIME_FILES": '""', "ISA_FILES": '""', "DEC_FILES": '""', "BW_FILES": '""'}
+    gp = {"TIME_FILES": '""', "ISA_FILES": '""', "DEC_FILES": '""', "BW_FILES": '""',
+          "GLA_FILES": '""'}
     write_prefill(data_dir, cases, gp)
     write_decode(data_dir, cases, gp)
+    write_gla(data_dir, cases, gp)
     write_mem(data_dir, mem, gp)
     pk = peaks(ctx)
     order = sorted(pk, key=isa_rank)

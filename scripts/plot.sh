@@ -41,7 +41,7 @@ if ! command -v gnuplot >/dev/null 2>&1; then
   exit 1
 fi
 mkdir -p "$out_dir"
-plots=(prefill_time prefill_gflops prefill_ratio decode_time memory)
+plots=(prefill_time prefill_gflops prefill_ratio decode_time gla_vs_softmax memory)
 for plot in "${plots[@]}"; do
   rm -f "$out_dir/$plot.png" # a plot without data is skipped, not left stale
 done

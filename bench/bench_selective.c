@@ -1,0 +1,180 @@
+/* Selective RoPE and gated linear attention (issue 7), 12 heads x 64, batch 1.
+ *
+ * gla/<isa>: rove_gla_forward (chunked, chunk 64) over n tokens with selective angles and
+ *   RoVE rotations (q, k, v and the output), from a zero state. items_per_second = tokens/s.
+ *   Counters: gla_ms; step_us = one rove_gla_recurrent decode step (state in, state out),
+ *   which does not depend on n. Compared in the report with prefill/<isa> (softmax
+ *   attention, causal) at the same n: linear against quadratic growth.
+ * selective/<isa>: what explicit angles cost in softmax attention: causal RoVE prefill of
+ *   n tokens with positions (attn_pos_ms) and with per-token angles (attn_angles_ms), and
+ *   rove_selective_angles producing those angles from increments (angles_ms). Counter
+ *   ratio = (angles_ms + attn_angles_ms) / attn_pos_ms.
+ * One thread: CPU time; more: wall clock (see rb_pair). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+
+enum { H = 12, D = 64, P = D / 2 };
+
+static double elapsed(int32_t thr, double t0, double c0) {
+  return thr > 1 ? rb_now() - t0 : rb_cpu_now() - c0;
+}
+
+/* phi ~ 1 +- 0.5 per token accumulated into angles (the same for every call). */
+static double *make_angles(int32_t n, uint64_t seed) {
+  float *phi = rb_alloc_floats((size_t)n * H * P);
+  double *angles = malloc(sizeof(double) * (size_t)n * H * P);
+  if (phi && angles) {
+    rb_fill_uniform(phi, (size_t)n * H * P, seed);
+    for (size_t i = 0; i < (size_t)n * H * P; i++) phi[i] = 1.0f + 0.5f * phi[i];
+    if (rove_selective_angles(1, n, H, P, phi, NULL, NULL, NULL, angles) != ROVE_OK) {
+      free(angles);
+      angles = NULL;
+    }
+  }
+  free(phi);
+  return angles;
+}
+
+typedef struct {
+  float *q, *k, *v, *g, *out, *state;
+  double *angles;
+} gla_bufs;
+
+static int gla_alloc(gla_bufs *b, int32_t n) {
+  const size_t e = (size_t)n * H * D;
+  b->q = rb_alloc_floats(e), b->k = rb_alloc_floats(e), b->v = rb_alloc_floats(e);
+  b->g = rb_alloc_floats(e), b->out = rb_alloc_floats(e);
+  b->state = rb_alloc_floats((size_t)H * D * D);
+  b->angles = make_angles(n, 5);
+  if (!b->q || !b->k || !b->v || !b->g || !b->out || !b->state || !b->angles) return -1;
+  rb_fill_uniform(b->q, e, 1), rb_fill_uniform(b->k, e, 2), rb_fill_uniform(b->v, e, 3);
+  rb_fill_uniform(b->g, e, 4);
+  for (size_t i = 0; i < e; i++) b->g[i] = -0.05f * (b->g[i] + 1.0f); /* in (-0.1, 0] */
+  memset(b->state, 0, sizeof(float) * (size_t)H * D * D);
+  return 0;
+}
+
+static void gla_free(gla_bufs *b) {
+  free(b->q), free(b->k), free(b->v), free(b->g), free(b->out), free(b->state), free(b->angles);
+}
+
+static void bm_gla(rbs_state *st, void *user) {
+  const rove_isa isa = *(const rove_isa *)user;
+  const int32_t n = (int32_t)rbs_range(st, 0), thr = (int32_t)rbs_range(st, 1);
+  rove_gla_config c;
+  rove_gla_config_init(&c, H, D, D);
+  c.rotate = ROVE_ROTATE_ROVE;
+  c.isa = isa;
+  c.n_threads = thr;
+  rove_gla_plan *plan = NULL;
+  gla_bufs b = {0};
+  if (rove_gla_plan_create(&c, &plan) != ROVE_OK || gla_alloc(&b, n) != 0) {
+    rbs_skip_with_error(st, "setup failed");
+  } else {
+    const rove_gla_args full = {.batch = 1, .seq_len = n, .q = b.q, .k = b.k, .v = b.v, .g = b.g,
+                                .angles = b.angles, .out = b.out};
+    const rove_gla_args step = {.batch = 1, .seq_len = 1, .q = b.q, .k = b.k, .v = b.v, .g = b.g,
+                                .angles = b.angles, .initial_state = b.state,
+                                .final_state = b.state, .out = b.out};
+    rb_samples tf = {0}, ts = {0};
+    while (rbs_keep_running(st)) {
+      double t0 = rb_now(), c0 = rb_cpu_now();
+      rove_gla_forward(plan, &full);
+      rb_samples_push(&tf, elapsed(thr, t0, c0));
+      t0 = rb_now(), c0 = rb_cpu_now();
+      for (int i = 0; i < 16; i++) rove_gla_recurrent(plan, &step);
+      rb_samples_push(&ts, elapsed(thr, t0, c0) / 16);
+      rbs_do_not_optimize(b.out);
+    }
+    rbs_counter_plain(st, "gla_ms", rb_median(tf.v, tf.n) * 1e3);
+    rbs_counter_plain(st, "step_us", rb_median(ts.v, ts.n) * 1e6);
+    rbs_set_items_processed(st, rbs_iterations(st) * n);
+    rbs_set_label(st, rove_isa_name(rove_gla_plan_isa(plan)));
+    rb_samples_free(&tf), rb_samples_free(&ts);
+  }
+  gla_free(&b);
+  rove_gla_plan_destroy(plan);
+}
+
+static void bm_selective(rbs_state *st, void *user) {
+  const rove_isa isa = *(const rove_isa *)user;
+  const int32_t n = (int32_t)rbs_range(st, 0), thr = (int32_t)rbs_range(st, 1);
+  rove_attention_config c;
+  rove_attention_config_init(&c, H, H, D);
+  c.isa = isa;
+  c.n_threads = thr;
+  rove_plan *plan = NULL;
+  const size_t e = (size_t)n * H * D;
+  float *q = rb_alloc_floats(e), *k = rb_alloc_floats(e), *v = rb_alloc_floats(e);
+  float *out = rb_alloc_floats(e), *phi = rb_alloc_floats((size_t)n * H * P);
+  double *angles = make_angles(n, 6);
+  if (rove_plan_create(&c, &plan) != ROVE_OK || !q || !k || !v || !out || !phi || !angles) {
+    rbs_skip_with_error(st, "setup failed");
+  } else {
+    rb_fill_uniform(q, e, 1), rb_fill_uniform(k, e, 2), rb_fill_uniform(v, e, 3);
+    rb_fill_uniform(phi, (size_t)n * H * P, 4);
+    rove_attention_args a = {.batch = 1, .q_len = n, .kv_len = n, .q = q, .k = k, .v = v, .out = out};
+    rb_samples tp = {0}, ta = {0}, tg = {0};
+    while (rbs_keep_running(st)) {
+      a.q_angles = a.kv_angles = NULL;
+      double t0 = rb_now(), c0 = rb_cpu_now();
+      rove_attention_forward(plan, &a);
+      rb_samples_push(&tp, elapsed(thr, t0, c0));
+      a.q_angles = a.kv_angles = angles;
+      t0 = rb_now(), c0 = rb_cpu_now();
+      rove_attention_forward(plan, &a);
+      rb_samples_push(&ta, elapsed(thr, t0, c0));
+      t0 = rb_now(), c0 = rb_cpu_now();
+      rove_selective_angles(1, n, H, P, phi, NULL, NULL, NULL, angles);
+      rb_samples_push(&tg, elapsed(thr, t0, c0));
+      rbs_do_not_optimize(out);
+    }
+    const double mp = rb_median(tp.v, tp.n) * 1e3, ma = rb_median(ta.v, ta.n) * 1e3;
+    const double mg = rb_median(tg.v, tg.n) * 1e3;
+    rbs_counter_plain(st, "attn_pos_ms", mp);
+    rbs_counter_plain(st, "attn_angles_ms", ma);
+    rbs_counter_plain(st, "angles_ms", mg);
+    rbs_counter_plain(st, "ratio", (ma + mg) / mp);
+    rbs_set_label(st, rove_isa_name(rove_plan_isa(plan)));
+    rb_samples_free(&tp), rb_samples_free(&ta), rb_samples_free(&tg);
+  }
+  free(q), free(k), free(v), free(out), free(phi), free(angles);
+  rove_plan_destroy(plan);
+}
+
+static const char *const ARG_NAMES[] = {"n", "thr"};
+static rove_isa fam_isa[RB_N_ISAS];
+static rb_pair pairs[2][2][RB_N_ISAS]; /* [smoke][gla, selective][isa] */
+
+static void add_family(rb_pair *p, const char *name, rbs_fn fn, rove_isa isa) {
+  snprintf(p->name, sizeof p->name, "%s/%s", name, rove_isa_name(isa));
+  p->fn = fn;
+  p->user = &fam_isa[isa];
+  p->arg_names = ARG_NAMES;
+  p->n_args = 2;
+  p->unit = RBS_MS;
+}
+
+void rb_register_selective(int smoke) {
+  for (int i = 0; i < rb_cfg.n_isas && i < (smoke ? RB_N_ISAS : 1); i++) { /* full: best ISA */
+    const rove_isa isa = rb_cfg.isas[i];
+    fam_isa[isa] = isa;
+    rb_pair *pg = &pairs[smoke][0][isa], *ps = &pairs[smoke][1][isa];
+    add_family(pg, smoke ? "smoke/gla" : "gla", bm_gla, isa);
+    add_family(ps, smoke ? "smoke/selective" : "selective", bm_selective, isa);
+    if (smoke) {
+      rb_pair_add(pg, (const int64_t[]){100, 1}, 1);
+      rb_pair_add(ps, (const int64_t[]){100, 1}, 1);
+      continue;
+    }
+    for (int t = 0; t < rb_cfg.n_threads; t++) {
+      const int32_t thr = rb_cfg.threads[t];
+      for (int32_t n = 1024; n <= rb_cfg.max_n; n *= 2) rb_pair_add(pg, (const int64_t[]){n, thr}, thr);
+      for (int32_t n = 1024; n <= 4096 && n <= rb_cfg.max_n; n *= 4)
+        rb_pair_add(ps, (const int64_t[]){n, thr}, thr);
+    }
+  }
+}
