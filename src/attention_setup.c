@@ -76,7 +76,11 @@ static int64_t plan_tables(rove_fwd *f, const rove_attention_args *a) {
   const int kv_own = a->kv_pos || f->angles, q_own = a->q_pos || f->angles;
   f->k_tab_batches = need_k ? (kv_own ? a->batch : 1) : 0;
   f->ktab_bstride = kv_own ? f->kv_len * w : 0;
-  const int q_is_view = need_q && need_k && !q_own && !kv_own && f->q_len <= f->kv_len;
+  /* the query table is a view into the key table when the queries are the last q_len
+   * keys: default positions, or the same angle array in self-attention (q_len == kv_len) */
+  const int same_angles = f->angles && a->q_angles == a->kv_angles && f->q_len == f->kv_len;
+  const int q_is_view = need_q && need_k && f->q_len <= f->kv_len &&
+                        ((!q_own && !kv_own) || same_angles);
   f->q_tab_batches = (need_q && !q_is_view) ? (q_own ? a->batch : 1) : 0;
   f->qtab_bstride = q_own ? f->q_len * w : 0;
   int64_t krows, qrows, total;
@@ -168,7 +172,7 @@ static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a,
   if (f->q_tab_batches) {
     f->qcos = tables + 2 * kfloats;
     f->qsin = f->qcos + f->q_tab_batches * f->q_len * f->tab_w;
-  } else if (f->kcos) { /* view: default query positions are the last q_len key positions */
+  } else if (f->kcos) { /* view: the queries are the last q_len keys (see plan_tables) */
     f->qcos = f->kcos + (f->kv_len - f->q_len) * half;
     f->qsin = f->ksin + (f->kv_len - f->q_len) * half;
   }

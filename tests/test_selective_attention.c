@@ -66,10 +66,13 @@ static void unmake(sproblem *pr) {
   free(pr->qang), free(pr->kang);
 }
 
-/* Library vs oracle (direct form, and the convolution form for RoVE). */
-static void check_case(const scase *c, uint64_t seed) {
+/* Library vs oracle (direct form, and the convolution form for RoVE). shared: the queries
+ * use the key angle array itself (self-attention, q_len == kv_len: the driver then reads
+ * the query rows from the key table). */
+static void check_case_mode(const scase *c, uint64_t seed, int shared) {
   sproblem pr;
   make(&pr, c, seed);
+  if (shared) pr.a.q_angles = pr.kang;
   rove_plan *p = NULL;
   assert_int_equal(rove_plan_create(&pr.cfg, &p), ROVE_OK);
   assert_int_equal(rove_attention_forward(p, &pr.a), ROVE_OK);
@@ -93,6 +96,11 @@ static void check_case(const scase *c, uint64_t seed) {
   free(ref), free(lse);
   rove_plan_destroy(p);
   unmake(&pr);
+}
+
+static void check_case(const scase *c, uint64_t seed) {
+  check_case_mode(c, seed, 0);
+  if (c->q_len == c->kv_len) check_case_mode(c, seed, 1);
 }
 
 static void shapes_vs_oracle(void **state) {
