@@ -238,9 +238,12 @@ typedef struct rove_attention_args {
  * A query with no visible key gets output 0 and LSE -inf. @p a->out and @p a->lse must
  * not overlap any input (checked). Bitwise identical results for any thread count.
  * Safe to call concurrently with the same plan and distinct outputs.
+ * The angle arrays are read before any output is written, so they are not part of the
+ * overlap check.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/args/tensor, size <= 0, stride
- *         below the dense width, overlapping output); ROVE_ERR_SIZE_OVERFLOW (an element
- *         count does not fit int64, checked before anything is read);
+ *         below the dense width, overlapping output, only one of q_angles / kv_angles,
+ *         kv_angles with a KV cache, a non-finite angle); ROVE_ERR_SIZE_OVERFLOW (an
+ *         element count does not fit int64, checked before anything is read);
  *         ROVE_ERR_OUT_OF_MEMORY (workspace). Outputs are untouched on failure.
  */
 ROVE_API rove_status rove_attention_forward(const rove_plan *p, const rove_attention_args *a);
@@ -324,17 +327,23 @@ ROVE_API rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_
  * are rotated by R_delta (exactly what appending them at the shifted positions would give,
  * to float rounding).
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, 0 <= start <= end <= length violated);
- *         ROVE_ERR_SIZE_OVERFLOW (a shifted position leaves int32; nothing is changed).
+ *         ROVE_ERR_SIZE_OVERFLOW (a shifted position leaves int32; nothing is changed);
+ *         ROVE_ERR_UNSUPPORTED for a cache filled by rove_kv_cache_append_angles.
  */
 ROVE_API rove_status rove_kv_cache_shift(rove_kv_cache *c, int32_t start, int32_t end,
                                          int32_t delta);
 /**
  * rove_kv_cache_append for Selective RoPE: K and V are rotated by explicit @p angles
  * ([batch][n_tokens][n_kv_heads][rotary_dim/2], finite) instead of pos * w_k; @p pos still
- * records positions for the mask (NULL continues each row). Queries against such a cache
- * pass their own angles in rove_attention_args.q_angles. rove_kv_cache_shift rotates by
- * delta * w_k and so is meant for position-rotated caches.
- * @return as rove_kv_cache_append; ROVE_ERR_INVALID_ARGUMENT also for NULL angles.
+ * records positions for the mask (NULL continues each row). The first append into an
+ * empty cache (length 0) fixes its kind: an angle cache takes only append_angles, and a
+ * position cache only rove_kv_cache_append (a mix gives ROVE_ERR_INVALID_ARGUMENT, so
+ * rove_layer_forward_cached rejects an angle cache). Queries against an angle cache must
+ * pass their own angles in rove_attention_args.q_angles when the plan rotates Q or O
+ * (ROVE_ERR_INVALID_ARGUMENT otherwise); rove_kv_cache_shift returns
+ * ROVE_ERR_UNSUPPORTED for it (there is no R_delta for tokens rotated by angles).
+ * @return as rove_kv_cache_append; ROVE_ERR_INVALID_ARGUMENT also for NULL or non-finite
+ *         angles, or a position cache.
  */
 ROVE_API rove_status rove_kv_cache_append_angles(rove_kv_cache *c, int32_t n_tokens,
                                                  const float *k, int64_t k_stride,
@@ -424,6 +433,8 @@ ROVE_API rove_status rove_selective_temperatures(int32_t n_pairs, double *temp);
  * starting from c = carry_in[b][h][k] (0 when carry_in is NULL) and leaving the final c in
  * carry_out. The sum is sequential in double, so splitting the tokens into chunks that
  * pass carry_out to the next call's carry_in gives bit-identical angles to one call.
+ * Extreme finite inputs can overflow an angle to +-inf; attention and GLA reject such
+ * angles.
  * @param phi        [batch][seq_len][n_heads][n_pairs] increments, finite
  * @param temp       [n_pairs] or NULL for rove_selective_temperatures
  * @param carry_in   NULL or [batch][n_heads][n_pairs]
@@ -469,7 +480,8 @@ typedef struct rove_selective_phase_weights {
  * overwritten with the history after the last token; NULL means a fresh sequence and no
  * state out. Feeding a sequence in pieces with the same conv_state gives the same phi as
  * one call (decode: seq_len 1 per step; the carry of rove_selective_angles is the rest of
- * the decode state). Weights are borrowed for the call only.
+ * the decode state). Weights are borrowed for the call only and must not overlap phi or
+ * conv_state (not checked).
  * Computed in double; z is rounded to float as it enters the conv (conv_state holds
  * float z), so pieces equal one call bit for bit.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, sizes <= 0, stride too small, phi,

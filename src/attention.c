@@ -1,7 +1,8 @@
 /* The attention driver: the parallel phases of rove_attention_forward.
  *
  * Phase 0 (tables): cos/sin [rows][r/2] for the key positions and the query positions
- *   (the query table is a view into the key table for default positions, q_len <= kv_len).
+ *   (the query table is a view into the key table for default positions, q_len <= kv_len);
+ *   with explicit angles (Selective RoPE) [batch][rows][n_kv_heads][r/2].
  * Phase 1 (pack, parallel over batch x kv head x chunks of key tiles): K rotated (times the
  *   YaRN factor m) into the ISA's packed-K layout, V rotated into [kv_pad][d] (zero rows
  *   past kv_len). Each KV head is rotated once, however many query heads read it (GQA).
@@ -14,7 +15,9 @@
  *   (attention_decode.c), so K and V are read once.
  * Every task writes a disjoint part of the output, and the task split depends only on the
  * shapes, so results are bitwise identical for any thread count.
- * Workspace: O((q_len + kv_len) * d) per call, plus O(tile_q * (d + tile_kv)) per thread. */
+ * Workspace: O((q_len + kv_len) * d) per call (with explicit angles the tables add
+ * batch * (q_len + kv_len) * n_kv_heads * r floats, the size of K itself), plus
+ * O(tile_q * (d + tile_kv)) per thread. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>

@@ -19,6 +19,8 @@
 struct rove_kv_cache {
   const rove_plan *p;
   int32_t batch, cap, len;
+  int angles; /* the stored K/V were rotated by explicit angles (append_angles); set by
+                 the first append into an empty cache, which fixes the kind for the rest */
   int64_t hstride, bstride; /* floats between heads (capacity * head_dim), between batches */
   float *k, *v;
   int32_t *pos;
@@ -68,13 +70,12 @@ typedef struct {
   int64_t ks, vs;
   const double *angles; /* NULL, or [batch][n][n_kv_heads][half] (Selective RoPE) */
   int64_t tab_w;        /* table floats per token: half, or n_kv_heads * half with angles */
-  float *tab;           /* cos [batch*n][tab_w], then sin */
+  float *tab;           /* per thread: cos [CACHE_CHUNK][tab_w], then sin */
   int64_t chunks;
 } append_ctx;
 
 /* One chunk of new tokens of one batch row: table rows, then rotate every head into place. */
 static void append_task(int64_t t, int tid, void *vctx) {
-  (void)tid;
   append_ctx *a = vctx;
   rove_kv_cache *c = a->c;
   const rove_plan *p = c->p;
@@ -82,7 +83,7 @@ static void append_task(int64_t t, int tid, void *vctx) {
   const int64_t b = t / a->chunks, t0 = (t % a->chunks) * CACHE_CHUNK, w = a->tab_w;
   const int64_t n = a->n - t0 < CACHE_CHUNK ? a->n - t0 : CACHE_CHUNK;
   const int64_t tok = c->len + t0; /* first cache token written */
-  float *cs = a->tab + (b * a->n + t0) * w, *sn = cs + (int64_t)c->batch * a->n * w;
+  float *cs = a->tab + (int64_t)tid * 2 * CACHE_CHUNK * w, *sn = cs + CACHE_CHUNK * w;
   if (a->angles)
     rove_angle_table(p->cfg.isa, cs, sn, a->angles + (b * a->n + t0) * w, n * w);
   else
@@ -127,11 +128,13 @@ static rove_status append(rove_kv_cache *c, int32_t n_tokens, const float *k, in
   int64_t rows, extent, tab; /* the larger input's element extent must be addressable */
   if (!rove_mul_i64(c->batch, n_tokens, &rows) || !rove_mul_i64(rows - 1, stride, &extent) ||
       !rove_add_i64(extent, width, &extent) || extent > INT64_MAX / 8 ||
-      !rove_mul_i64(rows, 2 * tab_w, &tab) || tab > INT64_MAX / 8)
+      !rove_mul_i64(rows, tab_w, &tab) || tab > INT64_MAX / 8)
     return ROVE_ERR_SIZE_OVERFLOW;
   if ((int64_t)c->len + n_tokens > c->cap) return ROVE_ERR_SIZE_OVERFLOW;
-  if (angles && !rove_angles_finite(angles, tab / 2)) return ROVE_ERR_INVALID_ARGUMENT;
-  float *table = rove_alloc((size_t)tab * sizeof(float));
+  if (c->len > 0 && c->angles != (angles != NULL)) return ROVE_ERR_INVALID_ARGUMENT; /* mixed */
+  if (angles && !rove_angles_finite(angles, tab)) return ROVE_ERR_INVALID_ARGUMENT;
+  /* one table of CACHE_CHUNK rows per thread */
+  float *table = rove_alloc((size_t)c->p->cfg.n_threads * 2 * CACHE_CHUNK * (size_t)tab_w * sizeof(float));
   int32_t *newpos = rove_alloc((size_t)rows * sizeof(int32_t));
   rove_status st = table && newpos ? new_positions(c, n_tokens, pos, newpos) : ROVE_ERR_OUT_OF_MEMORY;
   if (st == ROVE_OK) {
@@ -141,6 +144,7 @@ static rove_status append(rove_kv_cache *c, int32_t n_tokens, const float *k, in
                     (n_tokens + CACHE_CHUNK - 1) / CACHE_CHUNK};
     rove_parallel_for(c->p->cfg.n_threads, c->batch * a.chunks, append_task, &a);
     c->len += n_tokens;
+    c->angles = angles != NULL;
   }
   rove_free(table);
   rove_free(newpos);
@@ -164,6 +168,10 @@ rove_status rove_kv_cache_append_angles(rove_kv_cache *c, int32_t n_tokens, cons
 
 rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention_args *a) {
   if (!c || !a || a->batch != c->batch || c->len <= 0 || a->q_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
+  /* keys rotated by angles need queries rotated by angles (the reverse is allowed: angles
+   * pos * w_k on a position cache are just positions) */
+  if (c->angles && !a->q_angles && (c->p->cfg.rotate & (ROVE_ROTATE_Q | ROVE_ROTATE_O)))
+    return ROVE_ERR_INVALID_ARGUMENT;
   rove_attention_args args = *a;
   int32_t *qpos = NULL;
   if (!a->q_pos) { /* the queries are the newest q_len cached tokens */
@@ -205,6 +213,7 @@ static void rotate_rows(const rove_kv_cache *c, float *buf, int32_t start, int32
 
 rove_status rove_kv_cache_shift(rove_kv_cache *c, int32_t start, int32_t end, int32_t delta) {
   if (!c || start < 0 || start > end || end > c->len) return ROVE_ERR_INVALID_ARGUMENT;
+  if (c->len > 0 && c->angles) return ROVE_ERR_UNSUPPORTED; /* no R_delta for angle-rotated tokens */
   for (int64_t b = 0; b < c->batch; b++)
     for (int64_t j = start; j < end; j++) {
       int64_t q = (int64_t)c->pos[b * c->cap + j] + delta;

@@ -11,10 +11,10 @@
  * computes w_k for theta 500000 and no scaling. */
 void rove_selective_temp_default(int32_t n_pairs, double *temp);
 
-/* cos_t[i] = (float)cos(angles[i]), sin_t[i] = (float)sin(angles[i]) for i < n, with the
- * angle reduced mod 2 pi in double first (so |angle| up to ~1e9 keeps float accuracy).
- * Uses the vectorised kernel of @p isa when it has one (results within 2 float ulp of the
- * correctly rounded value; the scalar one rounds cos/sin of the reduced double angle). */
+/* cos_t[i] = (float)cos(angles[i]), sin_t[i] = (float)sin(angles[i]) for i < n, the
+ * angle reduced in double (so huge angles keep float accuracy). Uses the vectorised kernel
+ * of @p isa when it has one (reduction by pi/2 in double, within 1 float ulp of libm up to
+ * |angle| = 2^40, libm beyond); the scalar one rounds libm's double cos/sin. */
 void rove_angle_table(rove_isa isa, float *cos_t, float *sin_t, const double *angles,
                       int64_t n);
 

@@ -112,6 +112,7 @@ static void shapes_vs_oracle(void **state) {
       {2, 6, 2, 80, 80, 1, 300, 1, 0, ROVE_ROTATE_ROVE, ROVE_PAIRING_HALF, 1e6},
       {1, 8, 1, 128, 128, 3, 150, 0, 1, ROVE_ROTATE_ROPE, ROVE_PAIRING_HALF, 10.0},
       {1, 2, 2, 96, 64, 200, 70, 0, 0, ROVE_ROTATE_ROVE, ROVE_PAIRING_INTERLEAVED, 3.0},
+      {1, 2, 1, 320, 320, 70, 70, 1, 0, ROVE_ROTATE_ROVE, ROVE_PAIRING_HALF, 30.0}, /* d > 256 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], 100 + i);
 }
@@ -274,6 +275,94 @@ static void rotate_angles(void **state) {
   rove_plan_destroy(p);
 }
 
+/* Positions decide the mask (explicit, shuffled, with a window), angles the rotation;
+ * YaRN's m still multiplies q and k; q/k/v/out are strided views. */
+static void positions_window_yarn_strides(void **state) {
+  (void)state;
+  const scase c = {2, 4, 2, 64, 64, 40, 90, 1, 0, ROVE_ROTATE_ROVE, ROVE_PAIRING_HALF, 200.0};
+  sproblem pr;
+  make(&pr, &c, 17);
+  pr.cfg.window = 25;
+  pr.cfg.rope.scaling = ROVE_SCALING_YARN;
+  pr.cfg.rope.factor = 4.0;
+  pr.cfg.rope.original_max_position = 64;
+  rove_rng rng;
+  rove_rng_seed(&rng, 19);
+  int32_t qpos[2 * 40], kpos[2 * 90];
+  for (int i = 0; i < 2 * 90; i++) kpos[i] = 500 + (int32_t)(rove_rng_u64(&rng) % 200);
+  for (int i = 0; i < 2 * 40; i++) qpos[i] = 500 + (int32_t)(rove_rng_u64(&rng) % 220);
+  /* strided copies: each token row padded by 3 floats */
+  const int sq = c.H * c.d + 3, sk = c.Hkv * c.d + 3;
+  float *q = calloc((size_t)(2 * 40 * sq), sizeof(float)), *k = calloc((size_t)(2 * 90 * sk), sizeof(float));
+  float *v = calloc((size_t)(2 * 90 * sk), sizeof(float)), *out = calloc((size_t)(2 * 40 * sq), sizeof(float));
+  for (int t = 0; t < 2 * 40; t++) memcpy(q + (int64_t)t * sq, pr.q + (int64_t)t * c.H * c.d, sizeof(float) * (size_t)(c.H * c.d));
+  for (int t = 0; t < 2 * 90; t++) {
+    memcpy(k + (int64_t)t * sk, pr.k + (int64_t)t * c.Hkv * c.d, sizeof(float) * (size_t)(c.Hkv * c.d));
+    memcpy(v + (int64_t)t * sk, pr.v + (int64_t)t * c.Hkv * c.d, sizeof(float) * (size_t)(c.Hkv * c.d));
+  }
+  rove_attention_args a = pr.a;
+  a.q = q, a.k = k, a.v = v, a.out = out, a.q_stride = a.out_stride = sq, a.k_stride = a.v_stride = sk;
+  a.q_pos = qpos, a.kv_pos = kpos;
+  rove_plan *p = NULL;
+  assert_int_equal(rove_plan_create(&pr.cfg, &p), ROVE_OK);
+  assert_int_equal(rove_attention_forward(p, &a), ROVE_OK);
+  double inv_freq[32], m;
+  assert_int_equal(rove_rope_inv_freq(&pr.cfg.rope, c.d, inv_freq, &m), ROVE_OK);
+  assert_true(m > 1.0);
+  double *ref = malloc(sizeof(double) * (size_t)pr.nq);
+  assert_int_equal(rove_oracle_attention(&pr.cfg, inv_freq, m, &a, ref, NULL), 0);
+  for (int t = 0; t < 2 * 40; t++) memcpy(pr.out + (int64_t)t * c.H * c.d, out + (int64_t)t * sq, sizeof(float) * (size_t)(c.H * c.d));
+  assert_true(rove_max_rel_err_fd(pr.out, ref, pr.nq) <= 2e-5);
+  free(q), free(k), free(v), free(out), free(ref);
+  rove_plan_destroy(p);
+  unmake(&pr);
+}
+
+/* A cache keeps the kind of its first append: angles and positions do not mix. */
+static void cache_kind_rules(void **state) {
+  (void)state;
+  const scase c = {1, 4, 2, 64, 64, 1, 12, 1, 0, ROVE_ROTATE_ROVE, ROVE_PAIRING_HALF, 5.0};
+  sproblem pr;
+  make(&pr, &c, 23);
+  rove_plan *p = NULL;
+  assert_int_equal(rove_plan_create(&pr.cfg, &p), ROVE_OK);
+  rove_kv_cache *cache = NULL;
+  assert_int_equal(rove_kv_cache_create(p, 1, 64, &cache), ROVE_OK);
+  rove_attention_args q = {.batch = 1, .q_len = 1, .q = pr.q, .out = pr.out};
+  /* angle cache */
+  assert_int_equal(rove_kv_cache_append_angles(cache, 6, pr.k, 0, pr.v, 0, NULL, pr.kang), ROVE_OK);
+  assert_int_equal(rove_kv_cache_append(cache, 6, pr.k, 0, pr.v, 0, NULL), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_kv_cache_length(cache), 6);
+  assert_int_equal(rove_kv_cache_attention(cache, &q), ROVE_ERR_INVALID_ARGUMENT); /* no q_angles */
+  assert_int_equal(rove_kv_cache_shift(cache, 0, 3, 5), ROVE_ERR_UNSUPPORTED);
+  q.q_angles = pr.qang;
+  assert_int_equal(rove_kv_cache_attention(cache, &q), ROVE_OK);
+  /* emptied, it takes either kind again; a position cache refuses angles */
+  assert_int_equal(rove_kv_cache_reset(cache), ROVE_OK);
+  assert_int_equal(rove_kv_cache_append(cache, 12, pr.k, 0, pr.v, 0, NULL), ROVE_OK);
+  assert_int_equal(rove_kv_cache_append_angles(cache, 6, pr.k, 0, pr.v, 0, NULL, pr.kang),
+                   ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_kv_cache_shift(cache, 0, 3, 5), ROVE_OK);
+  /* queries with angles pos * w_k on a position cache are the position path */
+  double w[32];
+  assert_int_equal(rove_rope_inv_freq(&pr.cfg.rope, c.d, w, NULL), ROVE_OK);
+  int32_t pos[12];
+  assert_int_equal(rove_kv_cache_positions(cache, pos), ROVE_OK);
+  for (int h = 0; h < c.Hkv; h++)
+    for (int k = 0; k < 32; k++) pr.qang[h * 32 + k] = (double)pos[11] * w[k];
+  float ref[4 * 64];
+  q.out = ref;
+  q.q_angles = NULL;
+  assert_int_equal(rove_kv_cache_attention(cache, &q), ROVE_OK);
+  q.out = pr.out;
+  q.q_angles = pr.qang;
+  assert_int_equal(rove_kv_cache_attention(cache, &q), ROVE_OK);
+  assert_true(rove_max_rel_err_ff(pr.out, ref, 4 * 64) <= 1e-6);
+  rove_kv_cache_destroy(cache);
+  rove_plan_destroy(p);
+  unmake(&pr);
+}
+
 static void bad_input(void **state) {
   (void)state;
   scase c = {1, 4, 2, 64, 64, 5, 9, 1, 0, ROVE_ROTATE_ROVE, ROVE_PAIRING_HALF, 1.0};
@@ -282,6 +371,7 @@ static void bad_input(void **state) {
   rove_plan *p = NULL;
   assert_int_equal(rove_plan_create(&pr.cfg, &p), ROVE_OK);
   for (int64_t i = 0; i < pr.nq; i++) pr.out[i] = 7.0f;
+  for (int64_t i = 0; i < (int64_t)c.B * c.H * c.q_len; i++) pr.lse[i] = 7.0f;
   rove_attention_args a = pr.a;
   a.kv_angles = NULL; /* one without the other */
   assert_int_equal(rove_attention_forward(p, &a), ROVE_ERR_INVALID_ARGUMENT);
@@ -295,6 +385,7 @@ static void bad_input(void **state) {
   assert_int_equal(rove_attention_forward(p, &pr.a), ROVE_ERR_INVALID_ARGUMENT);
   pr.qang[0] = 0.0;
   for (int64_t i = 0; i < pr.nq; i++) assert_true(pr.out[i] == 7.0f);
+  for (int64_t i = 0; i < (int64_t)c.B * c.H * c.q_len; i++) assert_true(pr.lse[i] == 7.0f);
   /* cache: kv_angles must be NULL; append_angles needs finite angles */
   rove_kv_cache *cache = NULL;
   assert_int_equal(rove_kv_cache_create(p, 1, 16, &cache), ROVE_OK);
@@ -330,6 +421,7 @@ int main(void) {
       cmocka_unit_test(shapes_vs_oracle),       cmocka_unit_test(every_flag_combination),
       cmocka_unit_test(position_angles_equal_rope), cmocka_unit_test(threads_bitwise),
       cmocka_unit_test(cache_with_angles),      cmocka_unit_test(rotate_angles),
+      cmocka_unit_test(positions_window_yarn_strides), cmocka_unit_test(cache_kind_rules),
       cmocka_unit_test(bad_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
