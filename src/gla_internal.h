@@ -1,5 +1,5 @@
 /* Internal: the GLA plan and the parts of the driver shared by the chunked forward
- * (gla.c) and the recurrence (gla_recurrent.c). */
+ * (gla.c) and the recurrence (gla_recurrent.c); the token rows of a step (gla_rows.c). */
 #ifndef ROVE_GLA_INTERNAL_H
 #define ROVE_GLA_INTERNAL_H
 
@@ -19,20 +19,32 @@ struct rove_gla_plan {
 };
 
 /* Per-thread scratch of one call. A task runs a group of consecutive heads of one batch
- * row through the sequence, `rows` tokens at a time, head after head within each step:
- * the step's rows of the whole group are then close together in memory (measured 25 %
- * faster at 12 heads x 4096 tokens than a task per head walking its own strided rows). */
+ * row through the sequence, `rows` tokens at a time. In a step, for each run of `sub`
+ * heads of the group (all of them unless their rows would not fit in SUB_FLOATS): read
+ * the step's token rows of these heads in token order (each token's heads are adjacent
+ * in every tensor, so the reads are contiguous runs of sub * width floats), rotating them
+ * into per-head scratch; run the heads one after the other; write the outputs back in
+ * token order. Layouts (floats):
+ *   cos_t, sin_t  [rows][sub][half]  tables of the step (token-major, as the angles)
+ *   q, k, g       [sub][rows][dk]    q rotated and scaled, k rotated
+ *   v, o          [sub][rows][dv]    v rotated; o before the inverse rotation */
 typedef struct gla_scratch {
-  float *cos_t, *sin_t; /* [rows][half]: the table of the head being run */
-  float *q, *k, *g;     /* [rows][dk] of one head: q rotated and scaled, k rotated */
-  float *v, *o;         /* [rows][dv] of one head */
-  float *s;             /* [group][dk][dv]: the group's states (without final_state) */
-  float *work;          /* kernel work, rove_gla_work_floats(rows, dk) */
+  float *cos_t, *sin_t;
+  float *q, *k, *g;
+  float *v, *o;
+  float *s;    /* [group][dk][dv]: the group's states (without final_state) */
+  float *work; /* kernel work, rove_gla_work_floats(rows, dk) */
 } gla_scratch;
+
+/* The rows of one head of a step inside the scratch ([rows][dk] or [rows][dv]). */
+typedef struct gla_head {
+  const float *q, *k, *g, *v;
+  float *o, *work;
+} gla_head;
 
 typedef struct gla_call gla_call;
 /* Runs n token rows (np with padding) of one head through the recurrence, state s. */
-typedef void (*gla_rows_fn)(const gla_call *c, gla_scratch *ws, float *s, int32_t n, int32_t np);
+typedef void (*gla_rows_fn)(const gla_call *c, const gla_head *h, float *s, int32_t n, int32_t np);
 
 /* One validated call. */
 struct gla_call {
@@ -41,6 +53,7 @@ struct gla_call {
   int32_t rows;                   /* token rows per step (multiple of 16) */
   int32_t pad;                    /* pad each step's rows to a multiple of 16 */
   int32_t group;                  /* heads per task (a divisor of n_heads) */
+  int32_t sub;                    /* heads per load of a step (<= group) */
   int rot_q, rot_k, rot_v, rot_o; /* which rotations apply (angles given and flag set) */
   int64_t state_floats;           /* states in the scratch: 0 with final_state */
   int64_t scratch_floats;         /* per thread */
@@ -53,5 +66,19 @@ struct gla_call {
  * 16 when pad), each step of each head through run. Outputs untouched on failure. */
 rove_status rove_gla_run(const rove_gla_plan *p, const rove_gla_args *a, int32_t rows, int32_t pad,
                          gla_rows_fn run);
+
+/* gla_rows.c: scratch size and layout, loading and storing the rows of a step. */
+int64_t rove_gla_scratch_floats(const rove_gla_plan *p, int32_t rows, int32_t sub,
+                                int64_t state_floats);
+gla_scratch rove_gla_scratch_at(const gla_call *c, int tid);
+gla_head rove_gla_head(const gla_call *c, const gla_scratch *ws, int32_t j);
+
+/* Tokens t0 .. t0+n-1 of heads h .. h+G-1 (G <= sub) of batch row b into ws (tables,
+ * rotated and scaled rows); rows n .. np-1 of every head zero. */
+void rove_gla_load_step(const gla_call *c, gla_scratch *ws, int32_t b, int32_t h, int32_t G,
+                        int64_t t0, int32_t n, int32_t np);
+/* ws->o rows 0..n-1 of heads h .. h+G-1 (rotated back with ROTATE_O) to out. */
+void rove_gla_store_step(const gla_call *c, const gla_scratch *ws, int32_t b, int32_t h,
+                         int32_t G, int64_t t0, int32_t n);
 
 #endif

@@ -406,6 +406,52 @@ static void test_threads_and_alias(void **state) {
   free_data(&d);
 }
 
+/* Many heads: a task loads the rows of a group of heads per step (token by token) and
+ * keeps their states in its scratch without final_state. Groups of 12, 6, 4 and 2 heads
+ * (1, 2, 3 and 5 threads), odd widths, a partial rotary dim and a padded last chunk give
+ * the same bits, with and without final_state, and match the oracle. */
+static void check_head_groups(gcase c, uint64_t seed) {
+  check_case(&c, seed);
+  gdata d;
+  make_data(&c, &d, seed + 1);
+  float *ref = malloc(sizeof(float) * (size_t)d.nv), *sref = malloc(sizeof(float) * (size_t)d.ns);
+  assert_true(ref && sref);
+  static const int threads[] = {1, 2, 3, 5};
+  for (int rec = 0; rec < 2; rec++)
+    for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
+      c.threads = threads[i];
+      assert_int_equal(run(&c, &d, rec), ROVE_OK);
+      if (i == 0) {
+        memcpy(ref, d.out, sizeof(float) * (size_t)d.nv);
+        memcpy(sref, d.s1, sizeof(float) * (size_t)d.ns);
+      }
+      assert_memory_equal(ref, d.out, sizeof(float) * (size_t)d.nv);
+      assert_memory_equal(sref, d.s1, sizeof(float) * (size_t)d.ns);
+      const rove_gla_config cfg = config_of(&c); /* again without final_state */
+      rove_gla_plan *p = NULL;
+      assert_int_equal(rove_gla_plan_create(&cfg, &p), ROVE_OK);
+      rove_gla_args a = args_of(&c, &d);
+      a.final_state = NULL;
+      memset(d.out, 0, sizeof(float) * (size_t)d.nv);
+      assert_int_equal(rec ? rove_gla_recurrent(p, &a) : rove_gla_forward(p, &a), ROVE_OK);
+      assert_memory_equal(ref, d.out, sizeof(float) * (size_t)d.nv);
+      rove_gla_plan_destroy(p);
+    }
+  free(ref), free(sref);
+  free_data(&d);
+}
+
+static void test_head_groups(void **state) {
+  (void)state;
+  gcase c = base_case(1, 100, 12, 24, 40);
+  c.r = 8, c.pairing = ROVE_PAIRING_INTERLEAVED, c.chunk = 32;
+  check_head_groups(c, 950);
+  c = base_case(1, 150, 6, 128, 128); /* a step's rows of 6 heads exceed the 2 MiB of one */
+  c.chunk = 128;                      /* load: the heads are loaded three at a time */
+  check_head_groups(c, 960);
+  report("head_groups");
+}
+
 static int all_equal(const float *x, int64_t n, float v) {
   for (int64_t i = 0; i < n; i++)
     if (x[i] != v) return 0;
@@ -580,6 +626,7 @@ int main(void) {
       cmocka_unit_test(test_complex_oracle_rejects),
       cmocka_unit_test(test_state_continuity),
       cmocka_unit_test(test_threads_and_alias),
+      cmocka_unit_test(test_head_groups),
       cmocka_unit_test(test_bad_config),
       cmocka_unit_test(test_bad_args),
   };

@@ -1,9 +1,12 @@
 /* AVX2 GLA kernels (algorithm and layouts in gla_kernels.h).
  *
  * GEMM register tile: MR = 4 rows x up to 3 ymm (24 floats) of C, 12 accumulators, one
- * broadcast of A and three loads of B per inner step; the last column vector is masked
- * (vmaskmov). Exponentials are vectorised over key channels (8 per ymm). The diagonal
- * block keeps two ymm per key channel and skips the upper one while t < 8 (it is zero). */
+ * broadcast of A and three loads of B per inner step; a last column vector that is not
+ * full is masked (vmaskmov, whose stores are slow on some cores: never used for full
+ * vectors). The state's decay is applied as the update's tile loads it. Exponentials are
+ * vectorised over key channels (8 per ymm). The diagonal block keeps two ymm per key
+ * channel and skips the upper one while t < 8 (it is zero); the block's keys reach kdT
+ * through 8 x 8 register transposes. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -20,20 +23,28 @@ static inline __m256i tail_mask(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* c[mr][nv ymm] = (acc ? c (row i times rs[i] when rs) : 0) + a[mr][l] b[l][nv ymm]; mr,
+ * nv and masked are constants after inlining. Only a masked tile (n % 8 != 0) uses
+ * vmaskmov on its last column vector: masked stores are slow on some cores (on AMD Zen 4
+ * a loop of them took 40 % of the kernel's time). */
 static inline ROVE_AI void tile(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
-                                int64_t ldb, int32_t l, const int mr, const int nv, __m256i last,
-                                int acc) {
+                                int64_t ldb, int32_t l, const int mr, const int nv,
+                                const int masked, __m256i last, int acc, const float *rs) {
   __m256 s[MR][NVMAX];
   for (int i = 0; i < mr; i++)
-    for (int j = 0; j < nv; j++)
-      s[i][j] = !acc         ? _mm256_setzero_ps()
-                : j < nv - 1 ? _mm256_loadu_ps(c + i * ldc + 8 * j)
-                             : _mm256_maskload_ps(c + i * ldc + 8 * j, last);
+    for (int j = 0; j < nv; j++) {
+      const int plain = j < nv - 1 || !masked;
+      s[i][j] = !acc   ? _mm256_setzero_ps()
+                : plain ? _mm256_loadu_ps(c + i * ldc + 8 * j)
+                        : _mm256_maskload_ps(c + i * ldc + 8 * j, last);
+      if (acc && rs) s[i][j] = _mm256_mul_ps(s[i][j], _mm256_broadcast_ss(rs + i));
+    }
   for (int32_t p = 0; p < l; p++) {
     __m256 bv[NVMAX];
     const float *bp = b + p * ldb;
     for (int j = 0; j < nv; j++)
-      bv[j] = j < nv - 1 ? _mm256_loadu_ps(bp + 8 * j) : _mm256_maskload_ps(bp + 8 * j, last);
+      bv[j] = j < nv - 1 || !masked ? _mm256_loadu_ps(bp + 8 * j)
+                                    : _mm256_maskload_ps(bp + 8 * j, last);
     for (int i = 0; i < mr; i++) {
       const __m256 av = _mm256_broadcast_ss(a + i * lda + p);
       for (int j = 0; j < nv; j++) s[i][j] = _mm256_fmadd_ps(av, bv[j], s[i][j]);
@@ -41,37 +52,41 @@ static inline ROVE_AI void tile(float *c, int64_t ldc, const float *a, int64_t l
   }
   for (int i = 0; i < mr; i++)
     for (int j = 0; j < nv; j++) {
-      if (j < nv - 1)
+      if (j < nv - 1 || !masked)
         _mm256_storeu_ps(c + i * ldc + 8 * j, s[i][j]);
       else
         _mm256_maskstore_ps(c + i * ldc + 8 * j, last, s[i][j]);
     }
 }
 
-#define TILE_NV(mr)                                                       \
-  switch (nv) {                                                           \
-    case 1: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 1, last, acc); break;  \
-    case 2: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 2, last, acc); break;  \
-    default: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 3, last, acc); break; \
+#define TILE_NV(mr)                                                              \
+  switch (2 * nv + masked) {                                                     \
+    case 2: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 1, 0, last, acc, ri); break;  \
+    case 3: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 1, 1, last, acc, ri); break;  \
+    case 4: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 2, 0, last, acc, ri); break;  \
+    case 5: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 2, 1, last, acc, ri); break;  \
+    case 6: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 3, 0, last, acc, ri); break;  \
+    default: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 3, 1, last, acc, ri); break; \
   }
 
-/* c[m][n] (row stride ldc) = (acc ? c : 0) + a[m][l] b[l][n]. */
+/* c[m][n] (row stride ldc) = (acc ? c : 0) + a[m][l] b[l][n]; with acc and rs, row i of
+ * c is multiplied by rs[i] first (the state's decay, fused into its update). */
 static void gemm(float *c, int64_t ldc, const float *a, int64_t lda, const float *b, int64_t ldb,
-                 int32_t m, int32_t l, int32_t n, int acc) {
+                 int32_t m, int32_t l, int32_t n, int acc, const float *rs) {
   for (int32_t j0 = 0; j0 < n; j0 += 8 * NVMAX) {
     const int32_t nn = n - j0 < 8 * NVMAX ? n - j0 : 8 * NVMAX;
-    const int nv = (nn + 7) / 8;
+    const int nv = (nn + 7) / 8, masked = nn % 8 != 0;
     const __m256i last = tail_mask(nn - 8 * (nv - 1));
     const float *bj = b + j0;
     int32_t i = 0;
     for (; i + MR <= m; i += MR) {
       float *ci = c + i * ldc + j0;
-      const float *ai = a + i * lda;
+      const float *ai = a + i * lda, *ri = rs ? rs + i : NULL;
       TILE_NV(MR)
     }
     for (; i < m; i++) {
       float *ci = c + i * ldc + j0;
-      const float *ai = a + i * lda;
+      const float *ai = a + i * lda, *ri = rs ? rs + i : NULL;
       TILE_NV(1)
     }
   }
@@ -146,7 +161,28 @@ static void diag(const rove_gla_chunk *c, const rove_gla_work *w, int32_t t0) {
   }
 }
 
-/* kdT columns 0..t0-1 times e^{G}; block columns t0..t0+15 = kx transposed. */
+/* dst[i][0..7] (row stride ld) = column i of the 8 x 8 tile r (row j = r[j]): 32-bit,
+ * then 64-bit interleaves inside 128-bit lanes, then a swap of the lanes. */
+static inline ROVE_AI void transpose8(float *dst, int64_t ld, const __m256 *r) {
+  __m256 t[8], u[8];
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+    t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+  }
+  for (int j = 0; j < 8; j += 4) { /* u[j + e], lane L: column 4L + e of rows j .. j+3 */
+    u[j] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int e = 0; e < 4; e++) {
+    _mm256_storeu_ps(dst + e * ld, _mm256_permute2f128_ps(u[e], u[4 + e], 0x20));
+    _mm256_storeu_ps(dst + (4 + e) * ld, _mm256_permute2f128_ps(u[e], u[4 + e], 0x31));
+  }
+}
+
+/* kdT columns 0..t0-1 times e^{G}; block columns t0..t0+15 = kx transposed (8 x 8 tiles;
+ * rows dk .. ld-1 of kdT get kx's zero padding, never read). */
 static void advance_keys(const rove_gla_chunk *c, const rove_gla_work *w, int32_t t0) {
   const int32_t dk = c->dk, n = c->n;
   for (int32_t k = 0; k < dk; k++) {
@@ -154,8 +190,13 @@ static void advance_keys(const rove_gla_chunk *c, const rove_gla_work *w, int32_
     const __m256 e = _mm256_broadcast_ss(w->eG + k);
     for (int32_t s = 0; s < t0; s += 8)
       _mm256_storeu_ps(row + s, _mm256_mul_ps(_mm256_loadu_ps(row + s), e));
-    for (int32_t s = 0; s < ROVE_GLA_BLOCK; s++) row[t0 + s] = w->kx[s * w->ld + k];
   }
+  for (int32_t k = 0; k < dk; k += 8)
+    for (int32_t s = 0; s < ROVE_GLA_BLOCK; s += 8) {
+      __m256 r[8];
+      for (int j = 0; j < 8; j++) r[j] = _mm256_load_ps(w->kx + (s + j) * w->ld + k);
+      transpose8(w->kdT + (int64_t)k * n + t0 + s, n, r);
+    }
 }
 
 void rove_gla_chunk_f32__avx2(const rove_gla_chunk *c) {
@@ -164,33 +205,27 @@ void rove_gla_chunk_f32__avx2(const rove_gla_chunk *c) {
   memset(w.r, 0, (size_t)w.ld * sizeof(float));
   for (int32_t t0 = 0; t0 < n; t0 += ROVE_GLA_BLOCK) {
     block_prep(c, &w, t0);
-    if (t0 > 0) gemm(w.arow, n, w.qo, w.ld, w.kdT, n, ROVE_GLA_BLOCK, dk, t0, 0);
+    if (t0 > 0) gemm(w.arow, n, w.qo, w.ld, w.kdT, n, ROVE_GLA_BLOCK, dk, t0, 0, NULL);
     diag(c, &w, t0);
     gemm(c->o + (int64_t)t0 * dv, dv, w.arow, n, c->v, dv, ROVE_GLA_BLOCK, t0 + ROVE_GLA_BLOCK, dv,
-         0);
+         0, NULL);
     advance_keys(c, &w, t0);
   }
-  gemm(c->o, dv, w.qi, w.ld, c->s, dv, n, dk, dv, 1);
+  gemm(c->o, dv, w.qi, w.ld, c->s, dv, n, dk, dv, 1, NULL);
   for (int32_t k = 0; k < dk; k += 8) /* eG = e^{b_{n-1}}: the state's decay */
     _mm256_store_ps(w.eG + k, rove_exp256(_mm256_load_ps(w.r + k)));
-  for (int32_t k = 0; k < dk; k++) {
-    const __m256 e = _mm256_broadcast_ss(w.eG + k);
-    float *row = c->s + (int64_t)k * dv;
-    for (int32_t j = 0; j < dv; j += 8) {
-      const __m256i m = tail_mask(dv - j);
-      _mm256_maskstore_ps(row + j, m, _mm256_mul_ps(_mm256_maskload_ps(row + j, m), e));
-    }
-  }
-  gemm(c->s, dv, w.kdT, n, c->v, dv, dk, n, dv, 1);
+  gemm(c->s, dv, w.kdT, n, c->v, dv, dk, n, dv, 1, w.eG); /* S = diag(eG) S + kdT v */
 }
 
-/* One token on state columns j0 .. j0 + 8 nv (s, ot, vt offset by j0 already). */
+/* One token on state columns j0 .. j0 + 8 nv (s, ot, vt offset by j0 already); only a
+ * masked call (columns % 8 != 0) uses vmaskmov on the last column vector. */
 static inline ROVE_AI void step_cols(float *s, int64_t dv, float *ot, const float *qt,
                                      const float *kt, const float *vt, const float *ea, int32_t dk,
-                                     const int nv, __m256i last) {
+                                     const int nv, const int masked, __m256i last) {
   __m256 o[4], v[4];
   for (int j = 0; j < nv; j++) {
-    v[j] = j < nv - 1 ? _mm256_loadu_ps(vt + 8 * j) : _mm256_maskload_ps(vt + 8 * j, last);
+    v[j] = j < nv - 1 || !masked ? _mm256_loadu_ps(vt + 8 * j)
+                                 : _mm256_maskload_ps(vt + 8 * j, last);
     o[j] = _mm256_setzero_ps();
   }
   for (int32_t i = 0; i < dk; i++) {
@@ -198,9 +233,10 @@ static inline ROVE_AI void step_cols(float *s, int64_t dv, float *ot, const floa
     const __m256 qq = _mm256_broadcast_ss(qt + i);
     float *row = s + i * dv;
     for (int j = 0; j < nv; j++) {
-      __m256 r = j < nv - 1 ? _mm256_loadu_ps(row + 8 * j) : _mm256_maskload_ps(row + 8 * j, last);
+      const int plain = j < nv - 1 || !masked;
+      __m256 r = plain ? _mm256_loadu_ps(row + 8 * j) : _mm256_maskload_ps(row + 8 * j, last);
       r = _mm256_fmadd_ps(a, r, _mm256_mul_ps(kk, v[j]));
-      if (j < nv - 1)
+      if (plain)
         _mm256_storeu_ps(row + 8 * j, r);
       else
         _mm256_maskstore_ps(row + 8 * j, last, r);
@@ -208,32 +244,42 @@ static inline ROVE_AI void step_cols(float *s, int64_t dv, float *ot, const floa
     }
   }
   for (int j = 0; j < nv; j++) {
-    if (j < nv - 1)
+    if (j < nv - 1 || !masked)
       _mm256_storeu_ps(ot + 8 * j, o[j]);
     else
       _mm256_maskstore_ps(ot + 8 * j, last, o[j]);
   }
 }
 
+#define STEP_NV(nv)                                                                        \
+  if (masked)                                                                              \
+    step_cols(s + j0, dv, ot + j0, qt, kt, vt + j0, work, dk, nv, 1, last);                \
+  else                                                                                     \
+    step_cols(s + j0, dv, ot + j0, qt, kt, vt + j0, work, dk, nv, 0, last);
+
 void rove_gla_steps_f32__avx2(float *s, float *o, const float *q, const float *k, const float *v,
                               const float *g, int32_t n, int32_t dk, int32_t dv, float *work) {
   for (int32_t t = 0; t < n; t++) {
     const float *gt = g + (int64_t)t * dk;
-    for (int32_t i = 0; i < dk; i += 8) {
+    for (int32_t i = 0; i < dk; i += 8) { /* work holds dk floats: the tail is masked */
       const __m256i m = tail_mask(dk - i);
-      _mm256_maskstore_ps(work + i, m, rove_exp256(_mm256_maskload_ps(gt + i, m)));
+      const __m256 e = rove_exp256(_mm256_maskload_ps(gt + i, m));
+      if (dk - i >= 8)
+        _mm256_storeu_ps(work + i, e);
+      else
+        _mm256_maskstore_ps(work + i, m, e);
     }
     const float *qt = q + (int64_t)t * dk, *kt = k + (int64_t)t * dk, *vt = v + (int64_t)t * dv;
     float *ot = o + (int64_t)t * dv;
     for (int32_t j0 = 0; j0 < dv; j0 += 32) {
       const int32_t nn = dv - j0 < 32 ? dv - j0 : 32;
-      const int nv = (nn + 7) / 8;
+      const int nv = (nn + 7) / 8, masked = nn % 8 != 0;
       const __m256i last = tail_mask(nn - 8 * (nv - 1));
       switch (nv) {
-        case 1: step_cols(s + j0, dv, ot + j0, qt, kt, vt + j0, work, dk, 1, last); break;
-        case 2: step_cols(s + j0, dv, ot + j0, qt, kt, vt + j0, work, dk, 2, last); break;
-        case 3: step_cols(s + j0, dv, ot + j0, qt, kt, vt + j0, work, dk, 3, last); break;
-        default: step_cols(s + j0, dv, ot + j0, qt, kt, vt + j0, work, dk, 4, last); break;
+        case 1: STEP_NV(1) break;
+        case 2: STEP_NV(2) break;
+        case 3: STEP_NV(3) break;
+        default: STEP_NV(4) break;
       }
     }
   }

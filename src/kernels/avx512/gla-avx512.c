@@ -4,7 +4,8 @@
  * zmm columns (64 floats) of C in registers, one broadcast of A and up to four loads of B
  * per step of the inner dimension, the last column vector masked. The per-block
  * exponentials are vectorised over key channels (16 per zmm, masked tail); the diagonal
- * block keeps one zmm per key channel (its 16 key columns). */
+ * block keeps one zmm per key channel (its 16 key columns). The state's decay is applied
+ * as the update's tile loads it. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -19,16 +20,19 @@ static inline __mmask16 tail_mask(int64_t n) {
   return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
 }
 
-/* c[mr][nv zmm] (=|+=) a[mr][l] b[l][nv zmm]; mr and nv are constants after inlining. */
+/* c[mr][nv zmm] = (acc ? c (row i times rs[i] when rs) : 0) + a[mr][l] b[l][nv zmm]; mr
+ * and nv are constants after inlining. */
 static inline ROVE_AI void tile(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
                                 int64_t ldb, int32_t l, const int mr, const int nv, __mmask16 last,
-                                int acc) {
+                                int acc, const float *rs) {
   __m512 s[MR][NVMAX];
   for (int i = 0; i < mr; i++)
-    for (int j = 0; j < nv; j++)
+    for (int j = 0; j < nv; j++) {
       s[i][j] = !acc         ? _mm512_setzero_ps()
                 : j < nv - 1 ? _mm512_loadu_ps(c + i * ldc + 16 * j)
                              : _mm512_maskz_loadu_ps(last, c + i * ldc + 16 * j);
+      if (acc && rs) s[i][j] = _mm512_mul_ps(s[i][j], _mm512_set1_ps(rs[i]));
+    }
   for (int32_t p = 0; p < l; p++) {
     __m512 bv[NVMAX];
     const float *bp = b + p * ldb;
@@ -48,17 +52,18 @@ static inline ROVE_AI void tile(float *c, int64_t ldc, const float *a, int64_t l
     }
 }
 
-#define TILE_NV(mr)                                                       \
-  switch (nv) {                                                           \
-    case 1: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 1, last, acc); break;  \
-    case 2: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 2, last, acc); break;  \
-    case 3: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 3, last, acc); break;  \
-    default: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 4, last, acc); break; \
+#define TILE_NV(mr)                                                           \
+  switch (nv) {                                                               \
+    case 1: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 1, last, acc, ri); break;  \
+    case 2: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 2, last, acc, ri); break;  \
+    case 3: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 3, last, acc, ri); break;  \
+    default: tile(ci, ldc, ai, lda, bj, ldb, l, mr, 4, last, acc, ri); break; \
   }
 
-/* c[m][n] (row stride ldc) = (acc ? c : 0) + a[m][l] b[l][n]. */
+/* c[m][n] (row stride ldc) = (acc ? c : 0) + a[m][l] b[l][n]; with acc and rs, row i of
+ * c is multiplied by rs[i] first (the state's decay, fused into its update). */
 static void gemm(float *c, int64_t ldc, const float *a, int64_t lda, const float *b, int64_t ldb,
-                 int32_t m, int32_t l, int32_t n, int acc) {
+                 int32_t m, int32_t l, int32_t n, int acc, const float *rs) {
   for (int32_t j0 = 0; j0 < n; j0 += 16 * NVMAX) {
     const int32_t nn = n - j0 < 16 * NVMAX ? n - j0 : 16 * NVMAX;
     const int nv = (nn + 15) / 16;
@@ -67,12 +72,12 @@ static void gemm(float *c, int64_t ldc, const float *a, int64_t lda, const float
     int32_t i = 0;
     for (; i + MR <= m; i += MR) {
       float *ci = c + i * ldc + j0;
-      const float *ai = a + i * lda;
+      const float *ai = a + i * lda, *ri = rs ? rs + i : NULL;
       TILE_NV(MR)
     }
     for (; i < m; i++) {
       float *ci = c + i * ldc + j0;
-      const float *ai = a + i * lda;
+      const float *ai = a + i * lda, *ri = rs ? rs + i : NULL;
       TILE_NV(1)
     }
   }
@@ -187,24 +192,16 @@ void rove_gla_chunk_f32__avx512(const rove_gla_chunk *c) {
   memset(w.r, 0, (size_t)w.ld * sizeof(float));
   for (int32_t t0 = 0; t0 < n; t0 += ROVE_GLA_BLOCK) {
     block_prep(c, &w, t0);
-    if (t0 > 0) gemm(w.arow, n, w.qo, w.ld, w.kdT, n, ROVE_GLA_BLOCK, dk, t0, 0);
+    if (t0 > 0) gemm(w.arow, n, w.qo, w.ld, w.kdT, n, ROVE_GLA_BLOCK, dk, t0, 0, NULL);
     diag(c, &w, t0);
     gemm(c->o + (int64_t)t0 * dv, dv, w.arow, n, c->v, dv, ROVE_GLA_BLOCK, t0 + ROVE_GLA_BLOCK, dv,
-         0);
+         0, NULL);
     if (t0 > 0) advance_keys(c, &w, t0);
   }
-  gemm(c->o, dv, w.qi, w.ld, c->s, dv, n, dk, dv, 1);
+  gemm(c->o, dv, w.qi, w.ld, c->s, dv, n, dk, dv, 1, NULL);
   for (int32_t k = 0; k < dk; k += 16) /* eG = e^{b_{n-1}}: the state's decay */
     _mm512_store_ps(w.eG + k, rove_exp512_ps(_mm512_load_ps(w.r + k)));
-  for (int32_t k = 0; k < dk; k++) {
-    const __m512 e = _mm512_set1_ps(w.eG[k]);
-    float *row = c->s + (int64_t)k * dv;
-    for (int32_t j = 0; j < dv; j += 16) {
-      const __mmask16 m = tail_mask(dv - j);
-      _mm512_mask_storeu_ps(row + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), e));
-    }
-  }
-  gemm(c->s, dv, w.kdT, n, c->v, dv, dk, n, dv, 1);
+  gemm(c->s, dv, w.kdT, n, c->v, dv, dk, n, dv, 1, w.eG); /* S = diag(eG) S + kdT v */
 }
 
 /* One token on the state columns j0 .. j0 + 16 nv (s, ot, vt offset by j0 already). */
