@@ -1,6 +1,6 @@
 /* Selective RoPE and gated linear attention (issue 7), 12 heads x 64, batch 1.
  *
- * gla/<isa>: rove_gla_forward (chunked, chunk 64) over n tokens with selective angles and
+ * gla/<isa>: rove_gla_forward (chunked, chunk 64; also chunk 16 at n = 4096) over n tokens with selective angles and
  *   RoVE rotations (q, k, v and the output), from a zero state. items_per_second = tokens/s.
  *   Counters: gla_ms; step_us = one rove_gla_recurrent decode step (state in, state out),
  *   which does not depend on n. Compared in the report with prefill/<isa> (softmax
@@ -64,10 +64,12 @@ static void gla_free(gla_bufs *b) {
 
 static void bm_gla(rbs_state *st, void *user) {
   const rove_isa isa = *(const rove_isa *)user;
-  const int32_t n = (int32_t)rbs_range(st, 0), thr = (int32_t)rbs_range(st, 1);
+  const int32_t n = (int32_t)rbs_range(st, 0), chunk = (int32_t)rbs_range(st, 1);
+  const int32_t thr = (int32_t)rbs_range(st, 2);
   rove_gla_config c;
   rove_gla_config_init(&c, H, D, D);
   c.rotate = ROVE_ROTATE_ROVE;
+  c.chunk = chunk;
   c.isa = isa;
   c.n_threads = thr;
   rove_gla_plan *plan = NULL;
@@ -147,15 +149,17 @@ static void bm_selective(rbs_state *st, void *user) {
 }
 
 static const char *const ARG_NAMES[] = {"n", "thr"};
+static const char *const GLA_ARG_NAMES[] = {"n", "chunk", "thr"};
 static rove_isa fam_isa[RB_N_ISAS];
 static rb_pair pairs[2][2][RB_N_ISAS]; /* [smoke][gla, selective][isa] */
 
 static void add_family(rb_pair *p, const char *name, rbs_fn fn, rove_isa isa) {
+  const int gla = fn == bm_gla;
   snprintf(p->name, sizeof p->name, "%s/%s", name, rove_isa_name(isa));
   p->fn = fn;
   p->user = &fam_isa[isa];
-  p->arg_names = ARG_NAMES;
-  p->n_args = 2;
+  p->arg_names = gla ? GLA_ARG_NAMES : ARG_NAMES;
+  p->n_args = gla ? 3 : 2;
   p->unit = RBS_MS;
 }
 
@@ -167,13 +171,14 @@ void rb_register_selective(int smoke) {
     add_family(pg, smoke ? "smoke/gla" : "gla", bm_gla, isa);
     add_family(ps, smoke ? "smoke/selective" : "selective", bm_selective, isa);
     if (smoke) {
-      rb_pair_add(pg, (const int64_t[]){100, 1}, 1);
+      rb_pair_add(pg, (const int64_t[]){100, 64, 1}, 1);
       rb_pair_add(ps, (const int64_t[]){100, 1}, 1);
       continue;
     }
     for (int t = 0; t < rb_cfg.n_threads; t++) {
       const int32_t thr = rb_cfg.threads[t];
-      for (int32_t n = 1024; n <= rb_cfg.max_n; n *= 2) rb_pair_add(pg, (const int64_t[]){n, thr}, thr);
+      for (int32_t n = 1024; n <= rb_cfg.max_n; n *= 2) rb_pair_add(pg, (const int64_t[]){n, 64, thr}, thr);
+      if (rb_cfg.max_n >= 4096) rb_pair_add(pg, (const int64_t[]){4096, 16, thr}, thr);
       for (int32_t n = 1024; n <= 4096 && n <= rb_cfg.max_n; n *= 4)
         rb_pair_add(ps, (const int64_t[]){n, thr}, thr);
     }

@@ -326,21 +326,22 @@ def layer_tables(cases):
 
 def gla_table(cases):
     rows = []
-    for c in sorted(select(cases, "gla"), key=lambda c: (c["p"]["thr"], c["p"]["n"])):
+    for c in sorted(select(cases, "gla"), key=lambda c: (c["p"]["thr"], c["p"]["n"],
+                                                         -c["p"].get("chunk", 64))):
         p, b = c["p"], c["b"]
         soft = [s for s in select(cases, "prefill", n=p["n"], h=12, kvh=12, d=64, causal=1,
                                   thr=p["thr"]) if s["sub"] == c["sub"]]
         sm = soft[0]["b"].get("rove_ms") if soft else None
         gm = b.get("gla_ms", b["time_ms"])
-        rows.append([p["n"], p["thr"], c["sub"], "%.2f" % gm, fmt(p["n"] / gm, 0),
+        rows.append([p["n"], p.get("chunk", 64), p["thr"], c["sub"], "%.2f" % gm, fmt(p["n"] / gm, 0),
                      fmt(sm) if sm else "-", fmt(p["n"] / sm, 0) if sm else "-",
                      "%.2f" % (sm / gm) if sm else "-", fmt(b.get("step_us"), 1)])
     if not rows:
         return []
     return ["### Gated linear attention vs softmax attention (12x64, causal, RoVE rotations)\n\n" +
-            table(["n", "threads", "ISA", "GLA ms", "GLA k tokens/s", "softmax ms",
+            table(["n", "chunk", "threads", "ISA", "GLA ms", "GLA k tokens/s", "softmax ms",
                    "softmax k tokens/s", "softmax / GLA", "GLA decode step us"], rows,
-                  ["---:", "---:", "---"] + ["---:"] * 6)]
+                  ["---:", "---:", "---:", "---"] + ["---:"] * 6)]
 
 
 def selective_table(cases):
@@ -485,7 +486,7 @@ def write_gla(data_dir, cases, gp):
     """gla_<isa>_t<thr>.dat: n, GLA ms, softmax (causal RoVE prefill) ms at the same n."""
     names, titles = [], []
     series = {}
-    for c in select(cases, "gla"):
+    for c in select(cases, "gla", chunk=64):
         series.setdefault((c["sub"], c["p"]["thr"]), []).append(c)
     for key in sorted(series, key=lambda k: (isa_rank(k[0]), k[1])):
         rows = []
