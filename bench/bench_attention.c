@@ -13,8 +13,8 @@
  *   pct_peak(_rope)      gflops / (single-core FMA peak of the ISA * threads) * 100
  *   kv_bytes_per_second(_rope)  decode: K and V bytes / median time
  *
- * prefill/<isa>: q_len = kv_len = n.  decode/<isa>: q_len = 1, kv_len = n (the query is
- * the last position), through rove_attention_forward, which rotates all of K and V on
+ * prefill/<isa>: q_len = kv_len = n.  decode/<isa>: q_len = q (1 or a few), kv_len = n (the
+ * queries are the last positions), through rove_attention_forward, which rotates all of K and V on
  * every call.  decode_cache/<isa>: the same step through a KV cache (rove_kv_cache_*)
  * that holds the n tokens already rotated (filled before timing): what a decode step
  * costs in a generation loop, without the append of the new token.
@@ -34,14 +34,14 @@
 
 typedef struct attn_family {
   rove_isa isa;
-  int decode; /* q_len = 1 */
+  int decode; /* q_len = the q argument, kv_len = n */
   int cache;  /* decode through a KV cache filled before timing */
 } attn_family;
 
 /* Arguments: n (kv_len; q_len too unless decode), head_dim, heads, kv heads, threads,
- * causal. */
-static const char *const ARG_NAMES[] = {"n", "d", "h", "kvh", "thr", "causal"};
-enum { N_ARGS = 6 };
+ * causal; decode also q (q_len). */
+static const char *const ARG_NAMES[] = {"n", "d", "h", "kvh", "thr", "causal", "q"};
+enum { N_ARGS = 6, N_ARGS_DECODE = 7 };
 
 typedef struct attn_case {
   rove_plan *plan[2]; /* 0: RoPE, 1: RoVE */
@@ -66,7 +66,7 @@ static void case_free(attn_case *c) {
 /* Plans and buffers for one argument list; returns an error text or NULL. */
 static const char *case_init(attn_case *c, const attn_family *f, const int64_t *a) {
   const int32_t n = (int32_t)a[0], d = (int32_t)a[1], h = (int32_t)a[2], kvh = (int32_t)a[3];
-  const int32_t q_len = f->decode ? 1 : n;
+  const int32_t q_len = f->decode ? (int32_t)a[6] : n;
   for (int m = 0; m < 2; m++) {
     rove_attention_config cfg;
     rove_attention_config_init(&cfg, h, kvh, d);
@@ -118,7 +118,7 @@ static rove_status run(const attn_case *c, int m) {
 /* Attention FLOPs of one forward: 4*d*h per visible (query, key) pair. */
 static double attn_flops(const attn_family *f, const int64_t *a) {
   const double n = (double)a[0], d = (double)a[1], h = (double)a[2];
-  if (f->decode) return 4.0 * n * d * h;
+  if (f->decode) return 4.0 * n * d * h * (double)a[6];
   return (a[5] ? 2.0 : 4.0) * n * n * d * h;
 }
 
@@ -149,8 +149,9 @@ static void report(rbs_state *st, attn_case *c, const attn_family *f, const int6
 
 static void bm_attention(rbs_state *st, void *user) {
   const attn_family *f = user;
-  int64_t a[N_ARGS];
-  for (int i = 0; i < N_ARGS; i++) a[i] = rbs_range(st, i);
+  int64_t a[N_ARGS_DECODE];
+  const int n_args = f->decode ? N_ARGS_DECODE : N_ARGS;
+  for (int i = 0; i < n_args; i++) a[i] = rbs_range(st, i);
   attn_case c;
   memset(&c, 0, sizeof c);
   const char *err = case_init(&c, f, a);
@@ -211,7 +212,7 @@ static rb_pair *pair(int smoke, int kind, rove_isa isa) {
     r->pair.fn = bm_attention;
     r->pair.user = &r->fam;
     r->pair.arg_names = ARG_NAMES;
-    r->pair.n_args = N_ARGS;
+    r->pair.n_args = kind == PREFILL ? N_ARGS : N_ARGS_DECODE;
     r->pair.unit = RBS_MS;
   }
   return &r->pair;
@@ -219,6 +220,12 @@ static rb_pair *pair(int smoke, int kind, rove_isa isa) {
 
 static void add(rb_pair *p, int64_t n, shape s, int32_t thr, int causal) {
   const int64_t a[N_ARGS] = {n, s.d, s.h, s.kvh, thr, causal};
+  rb_pair_add(p, a, thr);
+}
+
+/* A decode case: q_len queries (the last positions) against n keys. */
+static void add_decode(rb_pair *p, int64_t n, shape s, int32_t thr, int32_t q_len) {
+  const int64_t a[N_ARGS_DECODE] = {n, s.d, s.h, s.kvh, thr, 1, q_len};
   rb_pair_add(p, a, thr);
 }
 
@@ -242,11 +249,20 @@ static void register_full(void) {
     if (cap >= 2048) /* causal vs full: full attention at n = 2048 */
       for (int t = 0; t < rb_cfg.n_threads; t++) add(p, 2048, SHAPES[0], rb_cfg.threads[t], 0);
   }
+  /* decode: 12x64 MHA, one query, every cache length; at 4096 keys also GQA 12:4 and
+   * q_len 4 (a GQA group's or a short chunk's rows share each K/V load) */
+  const shape gqa4 = {64, 12, 4};
   for (int kind = DECODE; kind <= DECODE_CACHE; kind++)
     for (int i = 0; i < rb_cfg.n_isas; i++) {
       rb_pair *p = pair(0, kind, rb_cfg.isas[i]);
-      for (int32_t n = 1024; n <= rb_cfg.max_kv; n *= 2)
-        for (int t = 0; t < rb_cfg.n_threads; t++) add(p, n, SHAPES[0], rb_cfg.threads[t], 1);
+      for (int t = 0; t < rb_cfg.n_threads; t++) {
+        const int32_t thr = rb_cfg.threads[t];
+        for (int32_t n = 1024; n <= rb_cfg.max_kv; n *= 2) add_decode(p, n, SHAPES[0], thr, 1);
+        if (rb_cfg.max_kv < 4096 || i > 0) continue; /* the variants: best ISA only */
+        add_decode(p, 4096, SHAPES[0], thr, 4);
+        add_decode(p, 4096, gqa4, thr, 1);
+        add_decode(p, 4096, gqa4, thr, 4);
+      }
     }
 }
 
@@ -256,8 +272,8 @@ static void register_smoke(void) {
     const rove_isa isa = rb_cfg.isas[i];
     add(pair(1, PREFILL, isa), 128, mha, 1, 1);
     add(pair(1, PREFILL, isa), 96, gqa, 2, 0);
-    add(pair(1, DECODE, isa), 1000, mha, 2, 1);
-    add(pair(1, DECODE_CACHE, isa), 1000, gqa, 1, 1);
+    add_decode(pair(1, DECODE, isa), 1000, mha, 2, 1);
+    add_decode(pair(1, DECODE_CACHE, isa), 1000, gqa, 1, 3);
   }
 }
 

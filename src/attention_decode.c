@@ -1,21 +1,142 @@
 /* Streaming decode: attention when each (batch, head) has a single query tile.
  *
  * Pre-packing K and V (phase 1) would write and re-read every key once more for nothing:
- * each key tile is used by one query tile per head. Here a task owns one (batch, key
- * split) and walks its key tiles; for each tile it rotates K and V of every KV head into
- * per-thread scratch right before use and runs them against the query tiles of that head's
- * GQA group, so each KV head is still rotated once. Taking all heads of a block of tokens
- * together touches the [token][head][dim] rows of that block in a short window (one head
- * per task would read 4-cache-line pieces at the stride of a whole token row across the
- * whole sequence). Results go to the partial buffer; phase 3 merges the splits.
- * Still slow: 1 query x 4096 keys x 12 x 64 reads 24 MB in ~2.5 ms on one core where a
- * plain read takes 0.65 ms (BENCHMARKS.md); the per-tile repacking of K and copy of V
- * dominate, and a cache stored in the packed layout would avoid both. */
+ * each key is used by one query tile per head. Here a task owns one (batch, key split)
+ * and walks its keys; results go to the partial buffer and phase 3 merges the splits.
+ *
+ * Rows path (f->rows: a GQA group's query rows, group * q_len, fit one attn_rows call).
+ * The row kernel reads K and V row-major in place, so nothing is repacked or copied: a KV
+ * cache's rows (stored rotated, head-major [b][kv head][cap][d]) as they are, the caller's
+ * ([b][token][kv head][d]) rotated by the kernel as it reads them (krot / vrot). Keys are
+ * taken in runs of ROWS_RUN tiles; within a run each KV head's keys are walked front to
+ * back (two streams at a time, contiguous for a cache), one call per stretch of tiles of
+ * the same visibility class.
+ * Tile path (more rows): per key tile, K is packed and V copied into scratch for the flash
+ * tile kernel, which is then run against the query tile of every head of the group. */
 #include <string.h>
 
 #include "attention_internal.h"
 
-/* Begin the query tile of every head of batch b; returns head 0's partial (o, m, l). */
+#define ROWS_RUN 16 /* key tiles per run */
+
+/* The per-thread scratch of the rows path (sizes in choose_schedule). */
+typedef struct rows_scratch {
+  float *q, *o, *m, *l; /* every head's rows: [H][q_len][d], [H][q_len] */
+  int32_t *qpos;        /* [group * q_len]: position of each row of a GQA group */
+  float *ks;            /* the row kernel's scratch, ROVE_ROWS_SCRATCH(d) floats */
+} rows_scratch;
+
+static rows_scratch rows_carve(const rove_fwd *f, int tid) {
+  const int64_t rows = f->p->cfg.n_heads * f->q_len, d = f->p->cfg.head_dim;
+  const int64_t hrows = (rows + 15) / 16 * 16;
+  rows_scratch s;
+  s.ks = f->scratch + (int64_t)tid * f->scratch_floats; /* 64-byte aligned */
+  s.q = s.ks + (ROVE_ROWS_SCRATCH(d) + 15) / 16 * 16;
+  s.o = s.q + rows * d;
+  s.m = s.o + rows * d;
+  s.l = s.m + hrows;
+  s.qpos = (int32_t *)(s.l + hrows); /* group * q_len <= rows <= hrows entries */
+  return s;
+}
+
+/* Begin every head's rows of batch b (rotated, scaled queries; o = 0, m = -inf, l = 0). */
+static void rows_begin(const rove_fwd *f, int64_t b, const rows_scratch *s) {
+  const int64_t H = f->p->cfg.n_heads, d = f->p->cfg.head_dim, nq = f->q_len;
+  for (int64_t h = 0; h < H; h++) {
+    const rove_qtile q = rove_fwd_qtile(f, b * H + h);
+    rove_fwd_begin(f, &q, s->q + h * nq * d, s->o + h * nq * d, s->m + h * nq, s->l + h * nq);
+  }
+}
+
+/* Store every head's (o, m, l) rows into its partial slot of this split. */
+static void rows_store(const rove_fwd *f, int64_t b, int64_t split, const rows_scratch *s) {
+  const int64_t H = f->p->cfg.n_heads, d = f->p->cfg.head_dim, nq = f->q_len;
+  const int64_t tq = f->p->kern->tile_q;
+  for (int64_t h = 0; h < H; h++) {
+    float *slot = f->partial + ((b * H + h) * f->n_splits + split) * f->partial_floats;
+    memcpy(slot, s->o + h * nq * d, sizeof(float) * (size_t)(nq * d));
+    memcpy(slot + tq * d, s->m + h * nq, sizeof(float) * (size_t)nq);
+    memcpy(slot + tq * d + tq, s->l + h * nq, sizeof(float) * (size_t)nq);
+  }
+}
+
+/* Visibility class of key tile kt of batch b for query positions [qmin, qmax]. */
+static int tile_class(const rove_fwd *f, int64_t b, int64_t kt, int32_t qmin, int32_t qmax) {
+  const int64_t tk = f->p->kern->tile_kv, j0 = kt * tk;
+  int32_t kmin, kmax;
+  rove_pos_range(f->kpos + b * f->kpos_bstride + j0, f->kv_len - j0 < tk ? f->kv_len - j0 : tk,
+                 &kmin, &kmax);
+  return rove_classify(qmin, qmax, kmin, kmax, f->p->cfg.causal, f->p->cfg.window);
+}
+
+/* Point t at the rows of KV head kvh's GQA group (query, o, m, l). */
+static void rows_group(rove_rows_args *t, const rows_scratch *s, int64_t kvh) {
+  const int64_t r0 = kvh * t->nq, d = t->d;
+  t->q = s->q + r0 * d;
+  t->o = s->o + r0 * d;
+  t->m = s->m + r0;
+  t->l = s->l + r0;
+}
+
+/* Keys [j0, j1) of KV head kvh of batch b through the row kernel, read in place: the
+ * cache's rows as stored, the caller's rotated (and K times m) as the kernel reads them. */
+static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t kvh, int64_t j0,
+                      int64_t j1, int cls) {
+  const uint32_t rot = f->p->cfg.rotate;
+  const rove_rot rk = rove_fwd_krot(f, b, kvh, j0, rot & ROVE_ROTATE_K);
+  const rove_rot rv = rove_fwd_krot(f, b, kvh, j0, rot & ROVE_ROTATE_V);
+  t->k = rove_fwd_krow(f, b, kvh, j0);
+  t->v = rove_fwd_vrow(f, b, kvh, j0);
+  t->ks = f->ks;
+  t->vs = f->vs;
+  t->k_pos = f->kpos + b * f->kpos_bstride + j0;
+  t->nk = (int32_t)(j1 - j0);
+  t->mask = cls == 2;
+  t->krot = &rk;
+  t->vrot = &rv;
+  t->k_mul = f->k_mul;
+  f->p->kern->attn_rows(t);
+}
+
+/* Key tiles [kt0, kt1) of batch b, in runs of ROWS_RUN tiles; within a run KV head by KV
+ * head, one call per stretch of tiles of the same visibility class. */
+static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *s, int64_t b,
+                      int64_t kt0, int64_t kt1, int32_t qmin, int32_t qmax) {
+  const int64_t tk = f->p->kern->tile_kv;
+  for (int64_t r0 = kt0; r0 < kt1; r0 += ROWS_RUN) {
+    const int64_t r1 = r0 + ROWS_RUN < kt1 ? r0 + ROWS_RUN : kt1;
+    int cls[ROWS_RUN];
+    for (int64_t kt = r0; kt < r1; kt++) cls[kt - r0] = tile_class(f, b, kt, qmin, qmax);
+    for (int64_t kvh = 0; kvh < f->p->cfg.n_kv_heads; kvh++) {
+      rows_group(t, s, kvh);
+      for (int64_t kt = r0, ke; kt < r1; kt = ke) {
+        const int c = cls[kt - r0];
+        for (ke = kt + 1; ke < r1 && cls[ke - r0] == c;) ke++;
+        if (c != 0) rows_call(f, t, b, kvh, kt * tk, ke * tk < f->kv_len ? ke * tk : f->kv_len, c);
+      }
+    }
+  }
+}
+
+/* Rows path: key tiles [kt0, kt1) of batch b for every head, into split `split`. */
+static void rows_task(const rove_fwd *f, int64_t b, int64_t split, int64_t kt0, int64_t kt1,
+                      int tid) {
+  const rove_plan *p = f->p;
+  const int64_t group = p->cfg.n_heads / p->cfg.n_kv_heads, nr = group * f->q_len;
+  const rows_scratch s = rows_carve(f, tid);
+  const int32_t *qpos = f->qpos + b * f->qpos_bstride;
+  int32_t qmin, qmax;
+  rove_pos_range(qpos, f->q_len, &qmin, &qmax);
+  for (int64_t r = 0; r < nr; r++) s.qpos[r] = qpos[r % f->q_len]; /* row = (head, token) */
+  rows_begin(f, b, &s);
+  rove_rows_args t = {.nq = (int32_t)nr, .d = p->cfg.head_dim, .q_pos = s.qpos,
+                      .causal = p->cfg.causal, .window = p->cfg.window,
+                      .softcap = p->cfg.softcap, .scratch = s.ks};
+  rows_runs(f, &t, &s, b, kt0, kt1, qmin, qmax);
+  rows_store(f, b, split, &s);
+}
+
+/* Tile path: begin the query tile of every head of batch b; returns head 0's partial. */
 static float *begin_heads(const rove_fwd *f, int64_t b, int64_t split, float *qbufs) {
   const int64_t H = f->p->cfg.n_heads, d = f->p->cfg.head_dim, tq = f->p->kern->tile_q;
   const int64_t step = f->n_splits * f->partial_floats;
@@ -28,39 +149,38 @@ static float *begin_heads(const rove_fwd *f, int64_t b, int64_t split, float *qb
   return part0;
 }
 
-void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
-  rove_fwd *f = vctx;
+/* Tile path: per key tile, pack K and copy V of every KV head into scratch, then the flash
+ * tile against the query tile of each head of its group. */
+static void tile_task(const rove_fwd *f, int64_t b, int64_t split, int64_t kt0, int64_t kt1,
+                      int tid) {
   const rove_plan *p = f->p;
   const rove_kernels *kn = p->kern;
   const int32_t d = p->cfg.head_dim, tq = kn->tile_q, tk = kn->tile_kv;
   const int64_t H = p->cfg.n_heads, hkv = p->cfg.n_kv_heads, group = H / hkv;
-  const int64_t split = task % f->n_splits, b = task / f->n_splits;
-  const int64_t kt0 = f->n_kt * split / f->n_splits, kt1 = f->n_kt * (split + 1) / f->n_splits;
   float *qbufs = f->scratch + (int64_t)tid * f->scratch_floats;
   float *s = qbufs + H * tq * d, *kbuf = s + (int64_t)tq * tk, *vbuf = kbuf + (int64_t)tk * d;
   float *part0 = begin_heads(f, b, split, qbufs);
   const int64_t step = f->n_splits * f->partial_floats;
   const int32_t *qpos = f->qpos + b * f->qpos_bstride;
-  int32_t qmin, qmax, kmin, kmax;
+  int32_t qmin, qmax;
   rove_pos_range(qpos, f->q_len, &qmin, &qmax);
   rove_tile_args t = {.d = d, .q_pos = qpos, .nq = (int32_t)f->q_len, .causal = p->cfg.causal,
                       .window = p->cfg.window, .softcap = p->cfg.softcap, .scratch = s,
                       .k = kbuf, .v = vbuf};
   for (int64_t kt = kt0; kt < kt1; kt++) {
     const int64_t j0 = kt * tk;
-    const int32_t nk = (int32_t)(f->kv_len - j0 < tk ? f->kv_len - j0 : tk);
-    t.k_pos = f->kpos + b * f->kpos_bstride + j0;
-    rove_pos_range(t.k_pos, nk, &kmin, &kmax);
-    const int c = rove_classify(qmin, qmax, kmin, kmax, p->cfg.causal, p->cfg.window);
+    const int c = tile_class(f, b, kt, qmin, qmax);
     if (c == 0) continue;
-    t.nk = nk;
+    t.nk = (int32_t)(f->kv_len - j0 < tk ? f->kv_len - j0 : tk);
+    t.k_pos = f->kpos + b * f->kpos_bstride + j0;
     t.mask = c == 2;
-    if (nk < tk) memset(vbuf + (int64_t)nk * d, 0, sizeof(float) * (size_t)(tk - nk) * (size_t)d);
+    if (t.nk < tk)
+      memset(vbuf + (int64_t)t.nk * d, 0, sizeof(float) * (size_t)(tk - t.nk) * (size_t)d);
     for (int64_t kvh = 0; kvh < hkv; kvh++) {
       const rove_rot rk = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_K);
       const rove_rot rv = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_V);
-      kn->pack_k(kbuf, rove_fwd_krow(f, b, kvh, j0), f->ks, nk, d, &rk, f->k_mul);
-      kn->rotate(vbuf, d, rove_fwd_vrow(f, b, kvh, j0), f->vs, nk, d, &rv, 1.0f, 1.0f, 0);
+      kn->pack_k(kbuf, rove_fwd_krow(f, b, kvh, j0), f->ks, t.nk, d, &rk, f->k_mul);
+      kn->rotate(vbuf, d, rove_fwd_vrow(f, b, kvh, j0), f->vs, t.nk, d, &rv, 1.0f, 1.0f, 0);
       for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
         float *o = part0 + h * step;
         t.q = qbufs + h * tq * d;
@@ -71,4 +191,14 @@ void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
       }
     }
   }
+}
+
+void rove_fwd_stream_task(int64_t task, int tid, void *vctx) {
+  const rove_fwd *f = vctx;
+  const int64_t split = task % f->n_splits, b = task / f->n_splits;
+  const int64_t kt0 = f->n_kt * split / f->n_splits, kt1 = f->n_kt * (split + 1) / f->n_splits;
+  if (f->rows)
+    rows_task(f, b, split, kt0, kt1, tid);
+  else
+    tile_task(f, b, split, kt0, kt1, tid);
 }

@@ -52,6 +52,8 @@ typedef struct rove_fwd {
   int64_t partial_floats;
   void *block;                     /* the whole workspace, from the plan's pool */
   size_t block_bytes;
+  /* ---- decode (attention_decode.c; chosen by choose_schedule) ---- */
+  int rows;                        /* streaming through attn_rows: group * q_len <= ROVE_ROWS_MAX */
 } rove_fwd;
 
 static inline void rove_pos_range(const int32_t *pos, int64_t n, int32_t *lo, int32_t *hi) {

@@ -103,6 +103,9 @@ static void choose_schedule(rove_fwd *f) {
   f->kv_pad = f->n_kt * tk;
   f->n_kchunks = (f->n_kt + ROVE_PACK_TILES - 1) / ROVE_PACK_TILES;
   f->streaming = f->n_qt == 1;
+  /* Streaming with the row kernel when a GQA group's query rows fit one call. */
+  const int64_t H = p->cfg.n_heads, group = H / p->cfg.n_kv_heads;
+  f->rows = f->streaming && group * f->q_len <= ROVE_ROWS_MAX;
   /* Independent work items before splitting keys; all <= batch * n_heads * q_len. */
   const int64_t items = (int64_t)f->batch * (f->streaming ? 1 : p->cfg.n_heads * f->n_qt);
   f->n_splits = 1;
@@ -112,10 +115,14 @@ static void choose_schedule(rove_fwd *f) {
     if (f->n_splits < 1) f->n_splits = 1;
   }
   f->partial_floats = (tq * d + 2 * tq + 15) / 16 * 16;
-  /* qbuf, s, o, m, l (attend) | every head's qbuf, s, K and V tiles (stream) | o, m, l (merge) */
+  /* qbuf, s, o, m, l (attend) | every head's qbuf, s, K and V tiles (stream) | the row
+   * kernel's scratch, every head's q and o rows, m, l and a GQA group's row positions
+   * (rows; attention_decode.c) | o, m, l (merge) */
   const int64_t attend = 2 * tq * d + 2 * tq + tq * tk;
-  const int64_t stream = p->cfg.n_heads * tq * d + tq * tk + 2 * tk * d;
-  f->scratch_floats = ((f->streaming ? stream : attend) + 15) / 16 * 16;
+  const int64_t stream = H * tq * d + tq * tk + 2 * tk * d;
+  const int64_t hrows = f->rows ? (H * f->q_len + 15) / 16 * 16 : 0; /* q_len <= 16 here */
+  const int64_t rows = (ROVE_ROWS_SCRATCH(d) + 15) / 16 * 16 + 2 * hrows * d + 3 * hrows;
+  f->scratch_floats = ((f->rows ? rows : f->streaming ? stream : attend) + 15) / 16 * 16;
   if (f->scratch_floats < f->partial_floats) f->scratch_floats = f->partial_floats;
 }
 

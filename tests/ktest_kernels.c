@@ -244,10 +244,13 @@ static void test_table(void **state) {
   assert_non_null(kn->pack_k);
   assert_non_null(kn->attn_tile);
   assert_non_null(kn->finish);
-  printf("  %s: tile_q %d tile_kv %d; own slots:%s%s%s%s\n", arg_name(a), kn->tile_q, kn->tile_kv,
-         kn->rotate != ref->rotate ? " rotate" : "", kn->pack_k != ref->pack_k ? " pack_k" : "",
+  assert_non_null(kn->attn_rows);
+  printf("  %s: tile_q %d tile_kv %d; own slots:%s%s%s%s%s\n", arg_name(a), kn->tile_q,
+         kn->tile_kv, kn->rotate != ref->rotate ? " rotate" : "",
+         kn->pack_k != ref->pack_k ? " pack_k" : "",
          kn->attn_tile != ref->attn_tile ? " attn_tile" : "",
-         kn->finish != ref->finish ? " finish" : "");
+         kn->finish != ref->finish ? " finish" : "",
+         kn->attn_rows != ref->attn_rows ? " attn_rows" : "");
 }
 
 /* ---- rotate --------------------------------------------------------------------------- */
@@ -629,6 +632,232 @@ static void test_finish(void **state) {
   assert_int_equal(n_fail, 0);
 }
 
+/* ---- attn_rows: a few query rows against K/V read in place ------------------------------ */
+
+typedef struct {
+  int32_t nq, nk, d, calls; /* calls: the keys go in this many consecutive calls (1..3) */
+  int64_t ks, vs;
+  const float *q, *k, *v;
+  tprob pos;                /* positions, mask mode, softcap (make_positions) */
+  const rove_rot *krot, *vrot; /* NULL, or rotation tables of the nk keys (row j: key j) */
+  float k_mul;
+} rprob;
+
+/* Rotation tables [n][heads][half] for positions pos (each head's angles offset by a
+ * head-dependent amount, as explicit per-(token, head) angles would be). */
+typedef struct {
+  float *c, *s;
+} rwide_table;
+
+static void rwide_make(rwide_table *t, const int32_t *pos, int64_t n, int32_t half, int heads) {
+  t->c = malloc(sizeof(float) * (size_t)(n * heads * half + 1));
+  t->s = malloc(sizeof(float) * (size_t)(n * heads * half + 1));
+  assert_true(t->c && t->s);
+  for (int64_t i = 0; i < n; i++)
+    for (int hh = 0; hh < heads; hh++)
+      for (int32_t k = 0; k < half; k++) {
+        const double a = fmod((double)pos[i] * pow(10000.0, -(double)k / half) + 0.7 * hh,
+                              6.283185307179586);
+        t->c[(i * heads + hh) * half + k] = (float)cos(a);
+        t->s[(i * heads + hh) * half + k] = (float)sin(a);
+      }
+}
+
+/* Visibility class of all rows against keys [j0, j1): 0 none, 1 all, 2 mixed. */
+static int rows_class(const rprob *P, int64_t j0, int64_t j1) {
+  int any = 0, all = 1;
+  for (int32_t i = 0; i < P->nq; i++)
+    for (int64_t j = j0; j < j1; j++) {
+      const int v = rove_visible(P->pos.qt.pos[i], P->pos.kt.pos[j], P->pos.causal, P->pos.window);
+      any |= v, all &= v;
+    }
+  return all ? 1 : any ? 2 : 0;
+}
+
+/* P through kn->attn_rows: the keys in P->calls consecutive calls (the online state carries
+ * over), each skipped, unmasked or masked as the driver would classify it (or masked
+ * always). out_i = o_i / l_i and lse_i = m_i + ln l_i (0 and -inf where l_i = 0). */
+static void run_rows(const rove_kernels *kn, const rprob *P, int mis, int always_mask, float *out,
+                     float *lse) {
+  const int32_t nq = P->nq, d = P->d;
+  gbuf og, mg, lg, sg;
+  float *o = gb_alloc(&og, (int64_t)nq * d, mis, 1), *m = gb_alloc(&mg, nq, mis / 2, 1);
+  float *l = gb_alloc(&lg, nq, mis / 3, 1);
+  float *s = gb_alloc(&sg, ROVE_ROWS_SCRATCH(d), 0, 1);
+  gb_fill_bits(s, sg.n, 0x7FC00007u); /* scratch starts as garbage */
+  memset(o, 0, sizeof(float) * (size_t)og.n);
+  for (int32_t i = 0; i < nq; i++) m[i] = -INFINITY, l[i] = 0.0f;
+  rove_rows_args t = {.q = P->q, .ks = P->ks, .vs = P->vs, .nq = nq, .d = d, .o = o, .m = m,
+                      .l = l, .scratch = s, .q_pos = P->pos.qt.pos, .causal = P->pos.causal,
+                      .window = P->pos.window, .softcap = P->pos.softcap};
+  for (int c = 0; c < P->calls; c++) {
+    const int64_t j0 = (int64_t)P->nk * c / P->calls, j1 = (int64_t)P->nk * (c + 1) / P->calls;
+    const int cls = P->pos.masked ? rows_class(P, j0, j1) : 1;
+    if (j1 == j0 || (cls == 0 && !always_mask)) continue;
+    t.mask = P->pos.masked && (always_mask || cls == 2);
+    t.k = P->k + j0 * P->ks, t.v = P->v + j0 * P->vs, t.k_pos = P->pos.kt.pos + j0;
+    t.nk = (int32_t)(j1 - j0);
+    rove_rot kr, vr; /* the tables from row j0 */
+    if (P->krot) kr = *P->krot, kr.cos = kr.cos ? kr.cos + j0 * rove_rot_stride(&kr) : NULL,
+                 kr.sin = kr.sin ? kr.sin + j0 * rove_rot_stride(&kr) : NULL;
+    if (P->vrot) vr = *P->vrot, vr.cos = vr.cos ? vr.cos + j0 * rove_rot_stride(&vr) : NULL,
+                 vr.sin = vr.sin ? vr.sin + j0 * rove_rot_stride(&vr) : NULL;
+    t.krot = P->krot ? &kr : NULL, t.vrot = P->vrot ? &vr : NULL, t.k_mul = P->k_mul;
+    kn->attn_rows(&t);
+  }
+  for (int32_t i = 0; i < nq; i++)
+    for (int32_t c = 0; c < d; c++) out[(int64_t)i * d + c] = l[i] > 0.0f ? o[(int64_t)i * d + c] / l[i] : o[(int64_t)i * d + c];
+  for (int32_t i = 0; i < nq; i++) lse[i] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
+  gb_check(&og, "o acc"), gb_check(&mg, "m acc"), gb_check(&lg, "l acc"), gb_check(&sg, "scratch");
+  gb_free(&og), gb_free(&mg), gb_free(&lg), gb_free(&sg);
+}
+
+/* One problem through the table under test and the scalar one. */
+static void rows_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq, int32_t nk,
+                      int64_t idx) {
+  const int mode = (int)(idx % N_MODES);
+  const int32_t B = bases[(idx / N_MODES) % (sizeof bases / sizeof *bases)];
+  const uint64_t h = rove_rng_u64(g);
+  rprob P = {.nq = nq, .nk = nk, .d = d, .calls = 1 + (int)(h % 3)};
+  P.pos.nq = nq, P.pos.kv = nk;
+  int32_t *qp = malloc(sizeof(int32_t) * (size_t)nq), *kp = malloc(sizeof(int32_t) * (size_t)nk);
+  make_positions(&P.pos, g, mode, B, qp, kp);
+  P.pos.qt.pos = qp, P.pos.kt.pos = kp;
+  const int always_mask = (int)((h >> 2) % 2);
+  /* token strides: dense, a few floats more, or a head-major cache's d */
+  P.ks = d + ((h >> 3) % 3 == 0 ? 0 : (int64_t)((h >> 5) % 7) + 1);
+  P.vs = (h >> 8) % 2 ? P.ks : d + (int64_t)((h >> 9) % 5);
+  const int mis = (int)((h >> 12) % 16);
+  const float amp = sqrtf(50.0f / sqrtf((float)d)); /* logits of std ~12, as test_attention */
+  gbuf qg, kg, vg, orf, oi, lrf, li;
+  float *q = gb_alloc(&qg, (int64_t)nq * d, mis, 0);
+  float *k = rows_alloc(&kg, nk, P.ks, d, (mis + 5) % 16, 0);
+  float *v = rows_alloc(&vg, nk, P.vs, d, (mis + 9) % 16, 0);
+  rove_rng_fill(g, q, qg.n, -amp, amp);
+  for (int32_t j = 0; j < nk; j++)
+    rows_fill(g, k + j * P.ks, 1, P.ks, d, amp * (h >> 16 & 1 ? 0.2f + 1.6f * (float)j / (float)nk : 1.0f));
+  rows_fill(g, v, nk, P.vs, d, 3.0f);
+  P.q = q, P.k = k, P.v = v;
+  /* half the problems rotate K and V as they are read (the caller's K/V): tables of the key
+   * positions, full or partial rotary dims, either pairing, sometimes one of 3 heads of a
+   * [token][3][half] table (stride 3 half), sometimes only K or only V */
+  const int rot = (int)((h >> 17) % 2), rmode = (int)((h >> 18) % 4);
+  const int32_t r = (h >> 20) % 3 == 0 && d > 2 ? (d / 2) & ~1 : d, half = r / 2;
+  const int wide = (int)((h >> 22) % 2), head = (int)((h >> 23) % 3);
+  rwide_table wt = {0};
+  rove_rot krot = {NULL, NULL, half, (int32_t)((h >> 25) % 2), 0}, vrot = krot;
+  if (rot) {
+    rwide_make(&wt, P.pos.kt.pos, nk, half, wide ? 3 : 1);
+    krot.cos = wt.c + head * wide * half, krot.sin = wt.s + head * wide * half;
+    krot.stride = wide ? 3 * half : 0;
+    vrot = krot;
+    if (rmode == 1) krot.cos = krot.sin = NULL; /* only V */
+    if (rmode == 2) vrot.cos = vrot.sin = NULL; /* only K */
+    P.krot = &krot, P.vrot = rmode == 3 ? NULL : &vrot, P.k_mul = (h >> 26) % 2 ? 1.1f : 1.0f;
+  }
+  setctx("%s attn_rows d=%d nq=%d nk=%d mode=%s base=%d window=%d softcap=%g calls=%d%s ks=%lld "
+         "vs=%lld mis=%d rot=%d/%d r=%d %s wide=%d",
+         rove_isa_name(kn->isa), d, nq, nk, mode_names[mode], B, P.pos.window, P.pos.softcap,
+         P.calls, always_mask ? " mask-always" : "", (long long)P.ks, (long long)P.vs, mis, rot,
+         rmode, r, krot.pairing ? "interleaved" : "half", wide);
+  float *out_r = gb_alloc(&orf, (int64_t)nq * d, 0, 1), *out_i = gb_alloc(&oi, (int64_t)nq * d, 0, 1);
+  float *lse_r = gb_alloc(&lrf, nq, 0, 1), *lse_i = gb_alloc(&li, nq, 0, 1);
+  run_rows(ref, &P, 0, always_mask, out_r, lse_r);
+  run_rows(kn, &P, mis, always_mask, out_i, lse_i);
+  rows_cmp(out_i, d, out_r, d, nq, d, OUT_TOL, "out");
+  for (int32_t i = 0; i < nq; i++) {
+    if (lse_r[i] == -INFINITY || lse_i[i] == -INFINITY) { /* no visible key: exactly 0, -inf */
+      if (lse_r[i] != lse_i[i]) kfail("row %d: lse %g, scalar %g", i, lse_i[i], lse_r[i]);
+      for (int32_t c = 0; c < d; c++)
+        if (out_i[(int64_t)i * d + c] != 0.0f) kfail("row %d without keys: o[%d] = %g", i, c, out_i[(int64_t)i * d + c]);
+    } else {
+      lse_cmp(lse_i[i], lse_r[i], i);
+    }
+  }
+  gb_free(&orf), gb_free(&oi), gb_free(&lrf), gb_free(&li), gb_free(&qg), gb_free(&kg), gb_free(&vg);
+  free(qp), free(kp), free(wt.c), free(wt.s);
+}
+
+static void test_rows(void **state) {
+  const rove_kernels *kn = table_or_skip(state, "attn_rows");
+  rove_rng g;
+  rove_rng_seed(&g, 505);
+  static const int32_t ds[] = {2, 32, 64, 80, 96, 128, 256};
+  static const int32_t nks[] = {1, 7, 15, 16, 17, 63, 64, 65, 129, 200};
+  static const int32_t nqs[] = {1, 2, 3, 4, 5, 6, 7, 8, ROVE_ROWS_MAX};
+  int64_t idx = 0;
+  for (size_t a = 0; a < sizeof ds / sizeof *ds; a++)
+    for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++)
+      for (size_t c = 0; c < sizeof nks / sizeof *nks; c++) rows_case(kn, &g, ds[a], nqs[b], nks[c], idx++);
+  printf("  %s attn_rows: %lld problems, %d failures; max rel err out %.3g, lse %.3g\n",
+         rove_isa_name(kn->isa), (long long)idx, n_fail, worst, worst_lse);
+  assert_int_equal(n_fail, 0);
+}
+
+/* ---- rove_rot.stride: per-(token, head) tables ------------------------------------------ */
+
+/* rotate, pack_k and finish reading cos/sin from a [n][3][half] table (stride 3 half, head
+ * h's part) must give exactly what they give from a dense [n][half] copy of that part. */
+static void stride_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t r, int32_t n,
+                        int64_t idx) {
+  const int32_t half = r / 2, pairing = (int32_t)(idx % 2), head = (int32_t)(idx / 2 % 3);
+  const int64_t w = 3 * (int64_t)half, ss = d + (int64_t)(idx % 3), tk = kn->tile_kv;
+  const int64_t np = (n + tk - 1) / tk * tk;
+  setctx("%s rot stride d=%d r=%d %s n=%d head=%d", rove_isa_name(kn->isa), d, r,
+         pairing ? "interleaved" : "half", n, head);
+  float *wc = malloc(sizeof(float) * (size_t)(n * w)), *wsn = malloc(sizeof(float) * (size_t)(n * w));
+  float *dc = malloc(sizeof(float) * (size_t)(n * half)), *dsn = malloc(sizeof(float) * (size_t)(n * half));
+  float *src = malloc(sizeof(float) * (size_t)(n * ss)), *m = malloc(sizeof(float) * (size_t)n);
+  float *l = malloc(sizeof(float) * (size_t)n);
+  float *a = malloc(sizeof(float) * (size_t)(np * d)), *b = malloc(sizeof(float) * (size_t)(np * d));
+  float la[64], lb[64];
+  assert_true(wc && wsn && dc && dsn && src && m && l && a && b && n <= 64);
+  for (int64_t i = 0; i < n * w; i++) {
+    const float t = rove_rng_uniform(g, -3.1f, 3.1f);
+    wc[i] = cosf(t), wsn[i] = sinf(t);
+  }
+  for (int32_t i = 0; i < n; i++) {
+    memcpy(dc + i * half, wc + i * w + head * half, sizeof(float) * (size_t)half);
+    memcpy(dsn + i * half, wsn + i * w + head * half, sizeof(float) * (size_t)half);
+    m[i] = rove_rng_uniform(g, -5.0f, 5.0f), l[i] = i % 5 == 4 ? 0.0f : rove_rng_uniform(g, 1.0f, 9.0f);
+  }
+  rove_rng_fill(g, src, n * ss, -2.0f, 2.0f);
+  const rove_rot rw = {wc + head * half, wsn + head * half, half, pairing, w};
+  const rove_rot rd = {dc, dsn, half, pairing, 0};
+  for (int inv = 0; inv < 2; inv++) {
+    kn->rotate(a, d, src, ss, n, d, &rw, 0.9f, 0.8f, inv);
+    kn->rotate(b, d, src, ss, n, d, &rd, 0.9f, 0.8f, inv);
+    if (memcmp(a, b, sizeof(float) * (size_t)(n * d))) kfail("rotate (inverse %d) differs", inv);
+  }
+  kn->pack_k(a, src, ss, n, d, &rw, 1.1f);
+  kn->pack_k(b, src, ss, n, d, &rd, 1.1f);
+  if (memcmp(a, b, sizeof(float) * (size_t)(np * d))) kfail("pack_k differs");
+  kn->finish(a, d, la, src, m, l, n, d, &rw);
+  kn->finish(b, d, lb, src, m, l, n, d, &rd);
+  if (memcmp(a, b, sizeof(float) * (size_t)(n * d)) || memcmp(la, lb, sizeof(float) * (size_t)n))
+    kfail("finish differs");
+  free(wc), free(wsn), free(dc), free(dsn), free(src), free(m), free(l), free(a), free(b);
+}
+
+/* The table under test and the scalar one (a property of each, not a comparison). */
+static void test_rot_stride(void **state) {
+  const rove_kernels *const tabs[2] = {table_or_skip(state, "rot stride"), ref};
+  rove_rng g;
+  rove_rng_seed(&g, 606);
+  static const int32_t ns[] = {1, 5, 17, 64};
+  int64_t idx = 0;
+  for (int t = 0; t < 2; t++)
+    for (size_t a = 0; a < sizeof rot_dims / sizeof *rot_dims; a++)
+      for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+        for (int rep = 0; rep < 3; rep++, idx++) {
+          const int32_t d = rot_dims[a], r = rep == 2 && d > 2 ? (d / 2) & ~1 : d;
+          stride_case(tabs[t], &g, d, r, ns[b], idx);
+        }
+  printf("  %s and scalar rot stride: %lld cases, %d failures\n", rove_isa_name(tabs[0]->isa),
+         (long long)idx, n_fail);
+  assert_int_equal(n_fail, 0);
+}
+
 /* ---- vectorised exp ------------------------------------------------------------------- */
 
 typedef void (*exp_fn)(float *, const float *, int64_t);
@@ -749,14 +978,16 @@ int main(void) {
         "lacks them); nothing to compare with scalar\n");
     return 77;
   }
-  struct CMUnitTest tests[4 * 5];
-  static char names[4 * 5][48];
-  static const char *const what[5] = {"table", "rotate", "finish", "attention", "exp"};
-  const CMUnitTestFunction fns[5] = {test_table, test_rotate, test_finish, test_attention,
-                                     test_exp};
+  enum { N_TESTS = 7 };
+  struct CMUnitTest tests[4 * N_TESTS];
+  static char names[4 * N_TESTS][48];
+  static const char *const what[N_TESTS] = {"table",     "rotate", "finish",    "attention",
+                                            "attn_rows", "exp",    "rot_stride"};
+  const CMUnitTestFunction fns[N_TESTS] = {test_table, test_rotate, test_finish, test_attention,
+                                           test_rows,  test_exp,    test_rot_stride};
   int nt = 0;
   for (int i = 0; i < n_args; i++)
-    for (int j = 0; j < 5; j++, nt++) {
+    for (int j = 0; j < N_TESTS; j++, nt++) {
       snprintf(names[nt], sizeof names[nt], "%s_%s", arg_name(&args[i]), what[j]);
       tests[nt] = (struct CMUnitTest){names[nt], fns[j], NULL, NULL, &args[i]};
     }

@@ -6,6 +6,7 @@
  *   (1) rotate / pack_k : rotate-and-pack rows of Q (scale and m folded in), K and V.
  *   (2) attn_tile       : S = Q K^T on one tile, mask, online softmax update, O += P V.
  *   (3) finish          : O / l, inverse rotation by the query position, store, LSE.
+ *   (4) attn_rows       : decode: a few query rows against row-major K/V read in place.
  *
  * Memory layouts (floats, row-major):
  *   packed Q   [nq][d]                      (driver scratch, one query tile)
@@ -69,6 +70,37 @@ typedef struct rove_tile_args {
 } rove_tile_args;
 typedef void (*rove_attn_tile_fn)(const rove_tile_args *t);
 
+/* Decode: a few query rows against keys and values read in place (row-major, any token
+ * stride), with the online softmax of attn_tile (same o, m, l contract). The keys are a KV
+ * cache's rows (already m R_p k and R_p v) or the caller's, rotated as they are read.
+ *   q      [nq][d] query rows, rotated and scaled (m * scale folded in), contiguous
+ *   k, v   key j at k + j * ks, value j at v + j * vs (no alignment; only the d floats
+ *          of each of the nk rows are read)
+ *   krot, vrot  NULL, or the rotation of the stored rows: key j is then used as
+ *          k_mul R_j k_j on the rotated dims (k_j on the others) and value j as R_j v_j,
+ *          R_j from row j of the table (as rove_rotate_fn with inverse 0; cos NULL: that
+ *          tensor is used as stored)
+ * Kernels walk the keys in blocks of their own choosing (the result is the same online
+ * softmax up to rounding); nq <= ROVE_ROWS_MAX, any nk >= 1, any d. */
+#define ROVE_ROWS_MAX 16   /* query rows per call */
+#define ROVE_ROWS_BLOCK 64 /* keys per softmax block (scratch row length) */
+/* Scratch floats of a call with head dim d: probabilities, then rotated K and V blocks. */
+#define ROVE_ROWS_SCRATCH(d) (ROVE_ROWS_MAX * ROVE_ROWS_BLOCK + 2 * ROVE_ROWS_BLOCK * (int64_t)(d))
+typedef struct rove_rows_args {
+  const float *q, *k, *v;
+  int64_t ks, vs;       /* floats between consecutive keys / values (>= d) */
+  int32_t nq, nk, d;
+  /* Positions of the nq queries / nk keys; read only when mask != 0 (as in attn_tile). */
+  const int32_t *q_pos, *k_pos;
+  int32_t mask, causal, window;
+  float softcap;        /* 0 = none */
+  const rove_rot *krot, *vrot; /* NULL: K / V as stored; else rows 0..nk-1 of a table */
+  float k_mul;          /* with krot: multiplies the rotated dims of K (the YaRN m) */
+  float *o, *m, *l;     /* accumulators [nq][d], [nq], [nq] (m starts at -inf, l at 0) */
+  float *scratch;       /* ROVE_ROWS_SCRATCH(d) floats, 64-byte aligned */
+} rove_rows_args;
+typedef void (*rove_attn_rows_fn)(const rove_rows_args *t);
+
 /* out_i = R_i^{-1} (o_i / l_i) (rotation only if rot->cos), lse_i = m_i + ln l_i;
  * a row with l_i == 0 gets 0 and -inf. lse may be NULL (contiguous over i otherwise). */
 typedef void (*rove_finish_fn)(float *out, int64_t out_stride, float *lse, const float *o,
@@ -82,9 +114,10 @@ typedef struct rove_kernels {
   rove_pack_k_fn pack_k;
   rove_attn_tile_fn attn_tile;
   rove_finish_fn finish;
+  rove_attn_rows_fn attn_rows;
 } rove_kernels;
 
-/* Kernels are named rove_<op>_f32__<isa>; every ISA declares the four of its table here. */
+/* Kernels are named rove_<op>_f32__<isa>; every ISA declares the five of its table here. */
 #define ROVE_DECLARE_KERNELS(isa)                                                            \
   void rove_rotate_f32__##isa(float *dst, int64_t dst_stride, const float *src,              \
                               int64_t src_stride, int64_t n, int32_t d, const rove_rot *rot, \
@@ -94,7 +127,8 @@ typedef struct rove_kernels {
   void rove_attn_tile_f32__##isa(const rove_tile_args *t);                                   \
   void rove_finish_f32__##isa(float *out, int64_t out_stride, float *lse, const float *o,    \
                               const float *m, const float *l, int32_t nq, int32_t d,         \
-                              const rove_rot *rot);
+                              const rove_rot *rot);                                          \
+  void rove_attn_rows_f32__##isa(const rove_rows_args *t);
 ROVE_DECLARE_KERNELS(scalar)
 ROVE_DECLARE_KERNELS(avx2)
 ROVE_DECLARE_KERNELS(avx512)

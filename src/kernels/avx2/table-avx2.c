@@ -9,4 +9,5 @@ const rove_kernels rove_kernels_avx2 = {
     .pack_k = rove_pack_k_f32__avx2,
     .attn_tile = rove_attn_tile_f32__avx2,
     .finish = rove_finish_f32__avx2,
+    .attn_rows = rove_attn_rows_f32__avx2,
 };

@@ -10,4 +10,5 @@ const rove_kernels rove_kernels_neon = {
     .pack_k = rove_pack_k_f32__neon,
     .attn_tile = rove_attn_tile_f32__neon,
     .finish = rove_finish_f32__neon,
+    .attn_rows = rove_attn_rows_f32__neon,
 };

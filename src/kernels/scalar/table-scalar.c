@@ -9,4 +9,5 @@ const rove_kernels rove_kernels_scalar = {
     .pack_k = rove_pack_k_f32__scalar,
     .attn_tile = rove_attn_tile_f32__scalar,
     .finish = rove_finish_f32__scalar,
+    .attn_rows = rove_attn_rows_f32__scalar,
 };

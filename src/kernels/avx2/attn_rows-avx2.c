@@ -1,0 +1,244 @@
+/* AVX2 + FMA decode row kernel (attn_rows, kernels.h): nq <= 16 query rows against keys
+ * and values read in place (row-major, any token stride; nothing is packed or copied).
+ *
+ * Per block of up to 64 keys:
+ *   1. scores, per query row and 8 keys: one ymm accumulator per key takes
+ *      q[c..c+7] * k_j[c..c+7] over d (q held in registers 32 floats at a time, K loaded
+ *      straight from its rows), then a tree reduces the 8 accumulators to one vector of
+ *      8 scores (4 cross-lane permutes, 3 horizontal adds). Rows after the first re-read
+ *      the block's keys from L1. Scores go to the row's scratch [64].
+ *   2. softcap; keys past nk and, on calls the driver marks, invisible pairs become -inf;
+ *      online softmax per row: m' = max(m, max s), alpha = exp(m - m'),
+ *      p = 2^((s - m') log2 e) (masked keys give exactly 0), l = alpha l + sum p.
+ *   3. O = alpha O + P V: rows in panels of 2, d in sections of 32 floats (4 ymm, the last
+ *      section masked); per key one load of its V section and a broadcast FMA per row.
+ * The caller's K/V (krot / vrot) are first rotated block by block into scratch [64][d] by
+ * this ISA's rotate kernel and read from there. */
+#include <immintrin.h>
+#include <math.h>
+#include <stddef.h>
+
+#include "../mask.h"
+#include "exp-avx2.h"
+#include "rotate-avx2.h"
+
+#define BLK ROVE_ROWS_BLOCK
+#define PR 2 /* query rows per P V panel: 2 x 4 ymm accumulators */
+#define INLINE static inline __attribute__((always_inline))
+
+/* Software prefetch into L2, once per 16 keys by the first query row: the K rows of these
+ * 16 keys and the next 16, the V rows of these 16 (the reasons and measurements are in
+ * attn_rows-avx512.c, which does the same). */
+#define PF_K_ROWS 32
+#define PF_V_ROWS 16
+
+/* Prefetch the d floats of rows [0, n) from p (stride in floats); addresses formed as
+ * integers may lie past the buffer (harmless). always_inline, or gcc drops the calls. */
+INLINE void prefetch_rows(const float *p, int64_t n, int64_t stride, int32_t d) {
+  for (int64_t j = 0; j < n; j++) {
+    const uintptr_t a = (uintptr_t)p + (uintptr_t)(j * stride * (int64_t)sizeof(float));
+    for (int32_t c = 0; c < d; c += 16)
+      _mm_prefetch((const char *)(a + 4 * (uintptr_t)c), _MM_HINT_T2);
+  }
+}
+
+/* Per-lane masks of the first n lanes of the 4 vectors of a 32-float section from c. */
+static void section_masks(__m256i mk[4], int32_t n) {
+  for (int x = 0; x < 4; x++) mk[x] = rove_avx2_lanes(n - 8 * x);
+}
+
+/* Sum of the 8 lanes of each acc[s], slot s landing in element 4 (s % 2) + s / 2:
+ * 128-bit halves of slot pairs added (lane 0: slot 2i, lane 1: slot 2i + 1), then two
+ * rounds of hadd: element 4L + f holds slot 2f + L. */
+INLINE __m256 reduce8(const __m256 acc[8]) {
+  __m256 w[4];
+  for (int i = 0; i < 4; i++)
+    w[i] = _mm256_add_ps(_mm256_permute2f128_ps(acc[2 * i], acc[2 * i + 1], 0x20),
+                         _mm256_permute2f128_ps(acc[2 * i], acc[2 * i + 1], 0x31));
+  return _mm256_hadd_ps(_mm256_hadd_ps(w[0], w[1]), _mm256_hadd_ps(w[2], w[3]));
+}
+
+/* Scores of row q against the n <= 8 keys at k (stride ks) into s[0..8) (lanes past n:
+ * repeats of key n - 1). Slot s accumulates key 4 (s % 2) + s / 2, so they come out in order. */
+static void scores8(float *out, const float *q, const float *k, int64_t ks, int32_t d, int32_t n) {
+  __m256 acc[8];
+  const float *row[8];
+#pragma GCC unroll 8
+  for (int s = 0; s < 8; s++) {
+    const int32_t j = 4 * (s % 2) + s / 2;
+    row[s] = k + (int64_t)(j < n ? j : n - 1) * ks;
+    acc[s] = _mm256_setzero_ps();
+  }
+  int32_t c = 0;
+  for (; c + 32 <= d; c += 32) {
+    const __m256 q0 = _mm256_loadu_ps(q + c), q1 = _mm256_loadu_ps(q + c + 8);
+    const __m256 q2 = _mm256_loadu_ps(q + c + 16), q3 = _mm256_loadu_ps(q + c + 24);
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; s++) {
+      const float *kr = row[s] + c;
+      acc[s] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(kr), acc[s]);
+      acc[s] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(kr + 8), acc[s]);
+      acc[s] = _mm256_fmadd_ps(q2, _mm256_loadu_ps(kr + 16), acc[s]);
+      acc[s] = _mm256_fmadd_ps(q3, _mm256_loadu_ps(kr + 24), acc[s]);
+    }
+  }
+  for (; c < d; c += 8) { /* d % 32 left: 8 floats at a time, the last masked */
+    const __m256i mk = rove_avx2_lanes(d - c);
+    const __m256 qc = _mm256_maskload_ps(q + c, mk);
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; s++)
+      acc[s] = _mm256_fmadd_ps(qc, _mm256_maskload_ps(row[s] + c, mk), acc[s]);
+  }
+  _mm256_storeu_ps(out, reduce8(acc));
+}
+
+/* c tanh(x / c), tanh(y) = sign(y) (1 - e) / (1 + e) with e = exp(-2|y|) <= 1. */
+static __m256 softcap8(__m256 x, float cap) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+  const __m256 y = _mm256_div_ps(x, _mm256_set1_ps(cap));
+  const __m256 e = rove_exp256(_mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_andnot_ps(sign, y)));
+  const __m256 th = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+  return _mm256_mul_ps(_mm256_set1_ps(cap), _mm256_or_ps(th, _mm256_and_ps(sign, y)));
+}
+
+/* One block of keys: nb <= 64 keys at k (stride ks), values at v (stride vs), positions
+ * kp (read only on masked calls); pf: prefetch rows ahead (not for rows in scratch). */
+typedef struct blk {
+  const float *k, *v;
+  int64_t ks, vs;
+  const int32_t *kp;
+  int32_t nb, pf;
+} blk;
+
+/* Steps 1-2 for row r and the keys of b; s: the row's scratch (p on return,
+ * zero up to the next multiple of 8). Returns alpha. */
+static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float *s) {
+  const int32_t nb = b->nb;
+  const int nv = (nb + 7) / 8;
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+  __m256 mx = ninf;
+  for (int v = 0; v < nv; v++) {
+    const int32_t n = nb - 8 * v < 8 ? nb - 8 * v : 8;
+    if (r == 0 && v % 2 == 0 && b->pf) {
+      prefetch_rows(b->k + 8 * v * b->ks, PF_K_ROWS, b->ks, t->d);
+      prefetch_rows(b->v + 8 * v * b->vs, PF_V_ROWS, b->vs, t->d);
+    }
+    scores8(s + 8 * v, t->q + (int64_t)r * t->d, b->k + 8 * v * b->ks, b->ks, t->d, n);
+    for (int32_t i = 0; i < 8; i++) /* hidden keys and lanes past nb: -inf */
+      if (i >= n ||
+          (t->mask && !rove_visible(t->q_pos[r], b->kp[8 * v + i], t->causal, t->window)))
+        s[8 * v + i] = -INFINITY;
+    __m256 x = _mm256_loadu_ps(s + 8 * v);
+    if (t->softcap > 0.0f) { /* softcap(-inf) = -cap: hide those lanes again */
+      x = _mm256_blendv_ps(softcap8(x, t->softcap), ninf, _mm256_cmp_ps(x, ninf, _CMP_EQ_OQ));
+      _mm256_storeu_ps(s + 8 * v, x);
+    }
+    mx = _mm256_max_ps(mx, x);
+  }
+  const float row_max = rove_hmax256(mx);
+  if (row_max == -INFINITY) { /* nothing visible: o, m, l stay, p = 0 */
+    for (int v = 0; v < nv; v++) _mm256_storeu_ps(s + 8 * v, _mm256_setzero_ps());
+    return 1.0f;
+  }
+  const float m_old = t->m[r], m_new = fmaxf(m_old, row_max);
+  const __m256 l2e = _mm256_set1_ps(1.44269504f), off = _mm256_set1_ps(m_new * 1.44269504f);
+  __m256 sum = _mm256_setzero_ps();
+  for (int v = 0; v < nv; v++) {
+    const __m256 p = rove_exp2_256(_mm256_fmsub_ps(_mm256_loadu_ps(s + 8 * v), l2e, off));
+    _mm256_storeu_ps(s + 8 * v, p);
+    sum = _mm256_add_ps(sum, p);
+  }
+  const float alpha =
+      m_old == -INFINITY ? 0.0f : _mm256_cvtss_f32(rove_exp256(_mm256_set1_ps(m_old - m_new)));
+  t->l[r] = t->l[r] * alpha + rove_hsum256(sum);
+  t->m[r] = m_new;
+  return alpha;
+}
+
+/* Step 3 for R rows (p: their scratch rows) and the 32-float section at o / v (masked:
+ * vector x has the lanes of mk[x]): O = alpha O + sum_{j < nb} p_j V[j]. */
+INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb, const float *p,
+                    const float *alpha, const __m256i mk[4], const int R, const int masked) {
+#define LD(ptr, x) (masked ? _mm256_maskload_ps(ptr, mk[x]) : _mm256_loadu_ps(ptr))
+  __m256 acc[PR][4];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; x++)
+      acc[r][x] = _mm256_mul_ps(LD(o + (int64_t)r * d + 8 * x, x), _mm256_set1_ps(alpha[r]));
+  for (int32_t j = 0; j < nb; j++) {
+    const float *vr = v + (int64_t)j * vs;
+    const __m256 v0 = LD(vr, 0), v1 = LD(vr + 8, 1), v2 = LD(vr + 16, 2), v3 = LD(vr + 24, 3);
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++) {
+      const __m256 pb = _mm256_broadcast_ss(p + r * BLK + j);
+      acc[r][0] = _mm256_fmadd_ps(pb, v0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(pb, v1, acc[r][1]);
+      acc[r][2] = _mm256_fmadd_ps(pb, v2, acc[r][2]);
+      acc[r][3] = _mm256_fmadd_ps(pb, v3, acc[r][3]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; x++) {
+      float *dst = o + (int64_t)r * d + 8 * x;
+      if (masked)
+        _mm256_maskstore_ps(dst, mk[x], acc[r][x]);
+      else
+        _mm256_storeu_ps(dst, acc[r][x]);
+    }
+#undef LD
+}
+
+typedef void (*pv_fn)(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
+                      const float *p, const float *alpha, const __m256i mk[4]);
+#define PV_FN(R, masked)                                                                     \
+  static __attribute__((noinline)) void pv_##R##_##masked(float *o, int32_t d, const float *v, \
+                                                          int64_t vs, int32_t nb, const float *p, \
+                                                          const float *alpha,                \
+                                                          const __m256i mk[4]) {             \
+    pv_body(o, d, v, vs, nb, p, alpha, mk, R, masked);                                       \
+  }
+PV_FN(1, 0) PV_FN(2, 0) PV_FN(1, 1) PV_FN(2, 1)
+static const pv_fn pv_tab[2][PR] = {{pv_1_0, pv_2_0}, {pv_1_1, pv_2_1}};
+
+/* One block, every row. */
+static void block(const rove_rows_args *t, const blk *b) {
+  float alpha[ROVE_ROWS_MAX];
+  const int32_t d = t->d;
+  for (int32_t r = 0; r < t->nq; r++) alpha[r] = row_softmax(t, r, b, t->scratch + r * BLK);
+  for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
+    const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
+    for (int32_t c = 0; c < d; c += 32) {
+      __m256i mk[4];
+      section_masks(mk, d - c);
+      pv_tab[d - c < 32][R - 1](t->o + (int64_t)r0 * d + c, d, b->v + c, b->vs, b->nb,
+                                t->scratch + r0 * BLK, alpha + r0, mk);
+    }
+  }
+}
+
+/* Rows [0, n) of x (stride xs) rotated by table rows j0.. of *rot into dst [n][d], by this
+ * avx2's rotate kernel (k_mul on the rotated dims of K). */
+static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32_t d,
+                        const rove_rot *rot, int32_t j0, float mul) {
+  rove_rot r = *rot;
+  r.cos += j0 * rove_rot_stride(&r);
+  r.sin += j0 * rove_rot_stride(&r);
+  rove_rotate_f32__avx2(dst, d, x, xs, n, d, &r, mul, 1.0f, 0);
+}
+
+void rove_attn_rows_f32__avx2(const rove_rows_args *t) {
+  const int32_t d = t->d;
+  const int rk = t->krot && t->krot->cos, rv = t->vrot && t->vrot->cos;
+  float *kscr = t->scratch + ROVE_ROWS_MAX * BLK, *vscr = kscr + BLK * d;
+  for (int32_t j0 = 0; j0 < t->nk; j0 += BLK) {
+    const int32_t *kp = t->mask ? t->k_pos + j0 : NULL;
+    blk b = {t->k + j0 * t->ks, t->v + j0 * t->vs, t->ks, t->vs, kp,
+             t->nk - j0 < BLK ? t->nk - j0 : BLK, !rk && !rv};
+    if (rk) rotate_rows(kscr, b.k, b.ks, b.nb, d, t->krot, j0, t->k_mul), b.k = kscr, b.ks = d;
+    if (rv) rotate_rows(vscr, b.v, b.vs, b.nb, d, t->vrot, j0, 1.0f), b.v = vscr, b.vs = d;
+    block(t, &b);
+  }
+}
