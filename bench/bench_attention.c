@@ -12,6 +12,10 @@
  *                        4*n^2*d*heads for full, 4*kv_len*d*heads for decode
  *   pct_peak(_rope)      gflops / (single-core FMA peak of the ISA * threads) * 100
  *   kv_bytes_per_second(_rope)  decode: K and V bytes / median time
+ *   read_ms, pct_read(_rope)    decode: median time to sum a separate buffer of the K+V
+ *                        byte count, timed in the same loop right after the two plans
+ *                        (so under the same cache conditions: three buffers of the K+V
+ *                        size take turns), and read_ms / decode time in %
  *
  * prefill/<isa>: q_len = kv_len = n.  decode/<isa>: q_len = q (1 or a few), kv_len = n (the
  * queries are the last positions), through rove_attention_forward, which rotates all of K and V on
@@ -49,6 +53,11 @@ typedef struct attn_case {
   float *q, *k, *v, *out[2];
   rove_attention_args args[2];
   rb_samples t[2];
+  /* decode: a buffer of the K+V byte count, summed in the same loop (the read reference
+   * under the same cache conditions as the decode calls) */
+  uint64_t *rd;
+  size_t rd_bytes;
+  rb_samples t_read;
 } attn_case;
 
 static void case_free(attn_case *c) {
@@ -61,6 +70,8 @@ static void case_free(attn_case *c) {
   free(c->q);
   free(c->k);
   free(c->v);
+  free(c->rd);
+  rb_samples_free(&c->t_read);
 }
 
 /* Plans and buffers for one argument list; returns an error text or NULL. */
@@ -90,6 +101,12 @@ static const char *case_init(attn_case *c, const attn_family *f, const int64_t *
   rb_fill_uniform(c->v, nkv, 3);
   memset(c->out[0], 0, nq * sizeof(float)); /* fault the pages in before timing */
   memset(c->out[1], 0, nq * sizeof(float));
+  if (f->decode) {
+    c->rd_bytes = 2 * nkv * sizeof(float);
+    c->rd = (uint64_t *)rb_alloc_floats(2 * nkv);
+    if (!c->rd) return "out of memory";
+    memset(c->rd, 1, c->rd_bytes);
+  }
   for (int m = 0; m < 2; m++) {
     rove_attention_args *g = &c->args[m];
     memset(g, 0, sizeof *g);
@@ -144,6 +161,12 @@ static void report(rbs_state *st, attn_case *c, const attn_family *f, const int6
       rbs_counter(st, name, kv_bytes / med[m], RBS_COUNTER_KIBI);
     }
   }
+  if (f->decode && c->t_read.n > 0) { /* the read reference of the same loop */
+    const double mr = rb_median(c->t_read.v, c->t_read.n);
+    rbs_counter_plain(st, "read_ms", mr * 1e3);
+    rbs_counter_plain(st, "pct_read", med[1] > 0 ? 100.0 * mr / med[1] : 0);
+    rbs_counter_plain(st, "pct_read_rope", med[0] > 0 ? 100.0 * mr / med[0] : 0);
+  }
   rbs_set_label(st, rove_isa_name(rove_plan_isa(c->plan[1])));
 }
 
@@ -172,6 +195,13 @@ static void bm_attention(rbs_state *st, void *user) {
       rbs_do_not_optimize(c.out[m]);
       if (s != ROVE_OK) err = rove_status_string(s);
       else if (rb_samples_push(&c.t[m], dt)) err = "out of memory";
+    }
+    if (!err && c.rd) { /* decode: the read reference, interleaved with the two plans */
+      const double t0 = now();
+      uint64_t acc = rb_read_sum(c.rd, c.rd_bytes, (int)a[4]);
+      const double dt = now() - t0;
+      rbs_do_not_optimize(&acc);
+      if (rb_samples_push(&c.t_read, dt)) err = "out of memory";
     }
     if (err) {
       rbs_skip_with_error(st, err);

@@ -52,6 +52,12 @@ static uint64_t sum_threads(sum_fn fn, const uint64_t *p, size_t n, int threads)
   return total;
 }
 
+uint64_t rb_read_sum(const void *buf, size_t bytes, int threads) {
+  static sum_fn fn;
+  if (!fn) fn = pick_sum();
+  return sum_threads(fn, buf, bytes / sizeof(uint64_t), threads);
+}
+
 static void bm_read(rbs_state *st, void *user) {
   (void)user;
   const size_t bytes = (size_t)rbs_range(st, 0) << 20;

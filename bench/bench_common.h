@@ -44,6 +44,10 @@ void rb_register_bandwidth(int smoke);
 void rb_register_layer(int smoke); /* bench_layer.c */
 void rb_register_selective(int smoke); /* bench_selective.c: GLA, explicit angles */
 
+/* Sum @p bytes (a multiple of 8, 8-byte aligned) of @p buf as 64-bit words on @p threads
+ * threads: the read-bandwidth reference (bench_bandwidth.c). */
+uint64_t rb_read_sum(const void *buf, size_t bytes, int threads);
+
 /* ---- helpers (bench_common.c) ------------------------------------------------------ */
 double rb_now(void);                               /* monotonic seconds */
 double rb_cpu_now(void);                           /* CPU seconds of the calling thread */

@@ -192,39 +192,31 @@ def bandwidth_refs(cases):
             for c in cases if c["kind"] == "bandwidth"}
 
 
-def nearest_ref(refs, nbytes, thr):
-    same = [(mb, bps) for (mb, t), bps in refs.items() if t == thr and bps > 0]
-    if not same:
-        return None, None
-    mb, bps = min(same, key=lambda x: abs(math.log(x[0] * 2**20 / max(nbytes, 1))))
-    return mb, bps
-
-
 DECODE_TITLES = {
-    "decode_cache": "Decode through the KV cache (1 query; K, V stored rotated)",
-    "decode": "Decode through rove_attention_forward (1 query; K, V rotated on every call)",
+    "decode_cache": "Decode through the KV cache (K, V stored rotated; the read reference "
+                    "sums a buffer of the K+V size in the same loop)",
+    "decode": "Decode through rove_attention_forward (K, V rotated on every call)",
 }
 
 
 def decode_table(cases, kind):
     dec = [c for c in cases if c["kind"] == kind]
-    refs = bandwidth_refs(cases)
     rows = []
-    for c in sorted(dec, key=lambda c: (c["p"]["n"], c["p"]["thr"], isa_rank(c["sub"]))):
+    for c in sorted(dec, key=lambda c: (c["p"].get("q", 1), c["p"]["kvh"], c["p"]["n"],
+                                        c["p"]["thr"], isa_rank(c["sub"]))):
         p, b = c["p"], c["b"]
-        kv_bytes = 2.0 * p["n"] * p["kvh"] * p["d"] * 4
-        mb, bps = nearest_ref(refs, kv_bytes, p["thr"])
         gbps = b.get("kv_bytes_per_second", 0.0) / 1e9
-        pct = "%.0f%% (%d MB)" % (100.0 * gbps * 1e9 / bps, mb) if bps else "-"
-        rows.append([p["n"], "%s" % shape_text(p), p["thr"], c["sub"],
+        rows.append([p["n"], "%s" % shape_text(p), p.get("q", 1), p["thr"], c["sub"],
                      "%.3f" % b.get("rove_ms", 0), "%.3f" % b.get("rope_ms", 0),
-                     "%.3f" % b.get("ratio", float("nan")), fmt(gbps, 1), pct])
+                     "%.3f" % b.get("ratio", float("nan")), fmt(gbps, 1),
+                     "%.3f" % b["read_ms"] if "read_ms" in b else "-",
+                     "%.0f%%" % b["pct_read"] if "pct_read" in b else "-"])
     if not rows:
         return []
-    header = ["cache length", "shape", "threads", "ISA", "RoVE ms", "RoPE ms", "ratio",
-              "K+V GB/s", "% of read bandwidth ref"]
+    header = ["cache length", "shape", "q_len", "threads", "ISA", "RoVE ms", "RoPE ms",
+              "ratio", "K+V GB/s", "read of K+V bytes ms", "RoVE % of read"]
     return ["### %s\n\n" % DECODE_TITLES[kind] +
-            table(header, rows, ["---:", "---", "---:", "---"] + ["---:"] * 5)]
+            table(header, rows, ["---:", "---", "---:", "---:", "---"] + ["---:"] * 6)]
 
 
 def rotate_table(cases):
@@ -430,7 +422,8 @@ def write_decode(data_dir, cases, gp):
     # The plot shows decode through the KV cache when it was measured (a real decode
     # step), else decode through rove_attention_forward.
     kind = "decode_cache" if any(c["kind"] == "decode_cache" for c in cases) else "decode"
-    dec = [c for c in cases if c["kind"] == kind]
+    dec = [c for c in cases if c["kind"] == kind and c["p"].get("q", 1) == 1
+           and c["p"]["kvh"] == c["p"]["h"]]
     series = {}
     for c in dec:
         series.setdefault((c["sub"], c["p"]["thr"]), []).append(c)
