@@ -70,7 +70,8 @@ typedef struct {
   int64_t ks, vs;
   const double *angles; /* NULL, or [batch][n][n_kv_heads][half] (Selective RoPE) */
   int64_t tab_w;        /* table floats per token: half, or n_kv_heads * half with angles */
-  float *tab;           /* per thread: cos [CACHE_CHUNK][tab_w], then sin */
+  float *tab;           /* per thread: cos [rows][tab_w], then sin */
+  int64_t rows;         /* min(n, CACHE_CHUNK) */
   int64_t chunks;
 } append_ctx;
 
@@ -83,7 +84,7 @@ static void append_task(int64_t t, int tid, void *vctx) {
   const int64_t b = t / a->chunks, t0 = (t % a->chunks) * CACHE_CHUNK, w = a->tab_w;
   const int64_t n = a->n - t0 < CACHE_CHUNK ? a->n - t0 : CACHE_CHUNK;
   const int64_t tok = c->len + t0; /* first cache token written */
-  float *cs = a->tab + (int64_t)tid * 2 * CACHE_CHUNK * w, *sn = cs + CACHE_CHUNK * w;
+  float *cs = a->tab + (int64_t)tid * 2 * a->rows * w, *sn = cs + a->rows * w;
   if (a->angles)
     rove_angle_table(p->cfg.isa, cs, sn, a->angles + (b * a->n + t0) * w, n * w);
   else
@@ -133,14 +134,15 @@ static rove_status append(rove_kv_cache *c, int32_t n_tokens, const float *k, in
   if ((int64_t)c->len + n_tokens > c->cap) return ROVE_ERR_SIZE_OVERFLOW;
   if (c->len > 0 && c->angles != (angles != NULL)) return ROVE_ERR_INVALID_ARGUMENT; /* mixed */
   if (angles && !rove_angles_finite(angles, tab)) return ROVE_ERR_INVALID_ARGUMENT;
-  /* one table of CACHE_CHUNK rows per thread */
-  float *table = rove_alloc((size_t)c->p->cfg.n_threads * 2 * CACHE_CHUNK * (size_t)tab_w * sizeof(float));
+  /* one table of up to CACHE_CHUNK rows per thread */
+  const int64_t trows = n_tokens < CACHE_CHUNK ? n_tokens : CACHE_CHUNK;
+  float *table = rove_alloc((size_t)c->p->cfg.n_threads * 2 * (size_t)trows * (size_t)tab_w * sizeof(float));
   int32_t *newpos = rove_alloc((size_t)rows * sizeof(int32_t));
   rove_status st = table && newpos ? new_positions(c, n_tokens, pos, newpos) : ROVE_ERR_OUT_OF_MEMORY;
   if (st == ROVE_OK) {
     for (int64_t b = 0; b < c->batch; b++)
       memcpy(c->pos + b * c->cap + c->len, newpos + b * n_tokens, sizeof(int32_t) * (size_t)n_tokens);
-    append_ctx a = {c, n_tokens, k, v, k_stride, v_stride, angles, tab_w, table,
+    append_ctx a = {c, n_tokens, k, v, k_stride, v_stride, angles, tab_w, table, trows,
                     (n_tokens + CACHE_CHUNK - 1) / CACHE_CHUNK};
     rove_parallel_for(c->p->cfg.n_threads, c->batch * a.chunks, append_task, &a);
     c->len += n_tokens;

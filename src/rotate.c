@@ -9,7 +9,8 @@
 typedef struct {
   const rove_plan *p;
   float *x;
-  float *tab;            /* per thread: cos [ROTATE_CHUNK][w], then sin [ROTATE_CHUNK][w] */
+  float *tab;            /* per thread: cos [rows][w], then sin [rows][w] */
+  int64_t rows;          /* min(n_tokens, ROTATE_CHUNK) */
   int64_t n_tokens, stride;
   int32_t n_heads, inverse;
   const int32_t *pos;
@@ -24,7 +25,7 @@ static void rotate_task(int64_t t, int tid, void *vctx) {
   const int32_t half = c->p->half, d = c->p->cfg.head_dim;
   const int64_t w = (int64_t)c->angle_heads * half, t0 = t * ROTATE_CHUNK;
   const int64_t n = c->n_tokens - t0 < ROTATE_CHUNK ? c->n_tokens - t0 : ROTATE_CHUNK;
-  float *cs = c->tab + (int64_t)tid * 2 * ROTATE_CHUNK * w, *sn = cs + ROTATE_CHUNK * w;
+  float *cs = c->tab + (int64_t)tid * 2 * c->rows * w, *sn = cs + c->rows * w;
   if (c->angles)
     rove_angle_table(c->p->cfg.isa, cs, sn, c->angles + t0 * w, n * w);
   else
@@ -55,10 +56,11 @@ static rove_status rotate(const rove_plan *p, float *x, int32_t n_tokens, int32_
   if (angles && !rove_angles_finite(angles, table)) return ROVE_ERR_INVALID_ARGUMENT;
   /* one cos + sin table of ROTATE_CHUNK rows per thread (angle_heads <= n_heads, so this
    * is at most 2 * n_threads * 256 * n_heads * r/2 floats) */
-  const size_t per_thread = (size_t)2 * ROTATE_CHUNK * (size_t)angle_heads * (size_t)p->half;
+  const int64_t rows = n_tokens < ROTATE_CHUNK ? n_tokens : ROTATE_CHUNK;
+  const size_t per_thread = (size_t)2 * (size_t)rows * (size_t)angle_heads * (size_t)p->half;
   float *tab = rove_alloc(per_thread * (size_t)p->cfg.n_threads * sizeof(float));
   if (!tab) return ROVE_ERR_OUT_OF_MEMORY;
-  rotate_ctx c = {p, x, tab, n_tokens, token_stride, n_heads, inverse, pos,
+  rotate_ctx c = {p, x, tab, rows, n_tokens, token_stride, n_heads, inverse, pos,
                   angles, angle_heads};
   rove_parallel_for(p->cfg.n_threads, (n_tokens + ROTATE_CHUNK - 1) / ROTATE_CHUNK, rotate_task, &c);
   rove_free(tab);
