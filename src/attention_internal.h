@@ -14,6 +14,15 @@
 #define ROVE_SPLIT_TASKS 64
 #define ROVE_SPLIT_MIN_TILES 4
 
+/* rove_parallel_for with an affine schedule: thread t first runs the contiguous block
+ * [t n / nt, (t + 1) n / nt) in order, then takes what is left of the others' blocks.
+ * Consecutive tasks that share data (a head's pack, then its query tiles) stay on one
+ * core: the packed K/V a thread writes is the K/V it reads, in its own cache, and the
+ * next call's pack overwrites lines no other core holds. Which thread runs a task never
+ * changes its result. */
+void rove_parallel_for_blocked(int32_t n_threads, int64_t n,
+                               void (*body)(int64_t i, int tid, void *ctx), void *ctx);
+
 typedef struct rove_fwd {
   const rove_plan *p;
   const rove_attention_args *a;

@@ -37,3 +37,40 @@ void rove_parallel_for(int32_t n_threads, int64_t n, void (*body)(int64_t i, int
 #endif
   for (int64_t i = 0; i < n; i++) body(i, 0, ctx);
 }
+
+/* Up to this many threads take the blocked schedule (a counter per thread on the stack);
+ * more fall back to rove_parallel_for. */
+#define ROVE_BLOCKED_MAX_THREADS 64
+
+void rove_parallel_for_blocked(int32_t n_threads, int64_t n,
+                               void (*body)(int64_t i, int tid, void *ctx), void *ctx) {
+#ifdef _OPENMP
+  if (n_threads > 1 && n > 1 && n_threads <= ROVE_BLOCKED_MAX_THREADS) {
+    const int32_t nb = n_threads < n ? n_threads : (int32_t)n;
+    /* Block r = [r n / nb, (r + 1) n / nb): its next index, one cache line per block. */
+    _Alignas(64) struct {
+      int64_t next, end;
+      char pad[64 - 2 * sizeof(int64_t)];
+    } blk[ROVE_BLOCKED_MAX_THREADS];
+    for (int32_t r = 0; r < nb; r++) {
+      blk[r].next = n * r / nb;
+      blk[r].end = n * (r + 1) / nb;
+    }
+#pragma omp parallel num_threads(nb)
+    {
+      const int tid = omp_get_thread_num();
+      /* Own block first, then help the others in order (taking from their front). */
+      for (int32_t k = 0; k < nb; k++) {
+        const int32_t r = (int32_t)((tid + k) % nb);
+        for (;;) {
+          const int64_t i = __atomic_fetch_add(&blk[r].next, 1, __ATOMIC_RELAXED);
+          if (i >= blk[r].end) break;
+          body(i, tid, ctx);
+        }
+      }
+    }
+    return;
+  }
+#endif
+  rove_parallel_for(n_threads, n, body, ctx);
+}
