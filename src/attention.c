@@ -59,7 +59,8 @@ rove_qtile rove_fwd_qtile(const rove_fwd *f, int64_t qtask) {
   const int64_t H = p->cfg.n_heads, bh = qtask / f->n_qt;
   const int64_t qt = f->n_qt - 1 - qtask % f->n_qt;
   rove_qtile q = {.b = bh / H, .h = bh % H, .i0 = qt * p->kern->tile_q};
-  q.kvbh = q.b * p->cfg.n_kv_heads + q.h / (H / p->cfg.n_kv_heads);
+  q.kvh = q.h / (H / p->cfg.n_kv_heads);
+  q.kvbh = q.b * p->cfg.n_kv_heads + q.kvh;
   q.row0 = q.b * f->q_len + q.i0;
   q.nq = (int32_t)(f->q_len - q.i0 < p->kern->tile_q ? f->q_len - q.i0 : p->kern->tile_q);
   return q;
@@ -70,7 +71,7 @@ void rove_fwd_begin(const rove_fwd *f, const rove_qtile *q, float *qbuf, float *
   const rove_plan *p = f->p;
   const int32_t d = p->cfg.head_dim;
   const float scale = p->cfg.scale;
-  rove_rot rq = rove_fwd_qrot(f, q->b, q->kvbh % p->cfg.n_kv_heads, q->i0, p->cfg.rotate & ROVE_ROTATE_Q);
+  rove_rot rq = rove_fwd_qrot(f, q->b, q->kvh, q->i0, p->cfg.rotate & ROVE_ROTATE_Q);
   p->kern->rotate(qbuf, d, f->a->q + q->row0 * f->qs + q->h * d, f->qs, q->nq, d, &rq,
                   scale * (float)p->attn_factor, scale, 0);
   memset(o, 0, sizeof(float) * (size_t)q->nq * (size_t)d);
@@ -109,7 +110,7 @@ static void finish_tile(const rove_fwd *f, const rove_qtile *q, const float *o, 
                         const float *l) {
   const rove_plan *p = f->p;
   const int32_t d = p->cfg.head_dim;
-  rove_rot ro = rove_fwd_qrot(f, q->b, q->kvbh % p->cfg.n_kv_heads, q->i0, p->cfg.rotate & ROVE_ROTATE_O);
+  rove_rot ro = rove_fwd_qrot(f, q->b, q->kvh, q->i0, p->cfg.rotate & ROVE_ROTATE_O);
   float *lse = f->a->lse ? f->a->lse + (q->b * p->cfg.n_heads + q->h) * f->q_len + q->i0 : NULL;
   p->kern->finish(f->a->out + q->row0 * f->os + q->h * d, f->os, lse, o, m, l, q->nq, d, &ro);
 }

@@ -77,7 +77,7 @@ static inline void rove_pos_range(const int32_t *pos, int64_t n, int32_t *lo, in
 
 /* One query tile of one (batch, head); q-task index = (b * H + h) * n_qt + (n_qt - 1 - tile). */
 typedef struct rove_qtile {
-  int64_t b, h, kvbh, i0, row0;
+  int64_t b, h, kvh, kvbh, i0, row0; /* kvh: the head's KV head; kvbh = b * Hkv + kvh */
   int32_t nq;
 } rove_qtile;
 rove_qtile rove_fwd_qtile(const rove_fwd *f, int64_t qtask);

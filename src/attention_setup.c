@@ -61,7 +61,9 @@ static rove_status check_angles(rove_fwd *f, const rove_attention_args *a) {
   if (!rove_mul_i64(f->batch * f->q_len, f->tab_w, &nq) ||
       !rove_mul_i64(f->batch * f->kv_len, f->tab_w, &nk) || nq > INT64_MAX / 8 || nk > INT64_MAX / 8)
     return ROVE_ERR_SIZE_OVERFLOW;
-  if (!rove_angles_finite(a->q_angles, nq) || (a->kv_angles && !rove_angles_finite(a->kv_angles, nk)))
+  const int kv_checked = a->kv_angles == a->q_angles && nk <= nq; /* self-attention: one array */
+  if (!rove_angles_finite(a->q_angles, nq) ||
+      (a->kv_angles && !kv_checked && !rove_angles_finite(a->kv_angles, nk)))
     return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
 }

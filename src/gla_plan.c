@@ -58,7 +58,7 @@ rove_status rove_gla_plan_create(const rove_gla_config *c, rove_gla_plan **out) 
   if (p->cfg.n_threads == 0) p->cfg.n_threads = rove_default_threads();
   p->cfg.isa = isa;
   p->kern = rove_kernels_for(isa);
-  p->gk = rove_gla_kernels_for(isa);
+  p->gk = p->kern ? p->kern->gla : NULL;
   p->pool = rove_pool_create();
   if (!p->pool) {
     rove_gla_plan_destroy(p);
@@ -79,19 +79,3 @@ void rove_gla_plan_destroy(rove_gla_plan *p) {
 }
 
 rove_isa rove_gla_plan_isa(const rove_gla_plan *p) { return p ? p->cfg.isa : ROVE_ISA_AUTO; }
-
-const rove_gla_kernels *rove_gla_kernels_for(rove_isa isa) {
-  switch (isa) {
-    case ROVE_ISA_SCALAR: return &rove_gla_kernels_scalar;
-#if defined(ROVE_HAVE_AVX2)
-    case ROVE_ISA_AVX2: return &rove_gla_kernels_avx2;
-#endif
-#if defined(ROVE_HAVE_AVX512)
-    case ROVE_ISA_AVX512: return &rove_gla_kernels_avx512;
-#endif
-#if defined(ROVE_HAVE_NEON)
-    case ROVE_ISA_NEON: return &rove_gla_kernels_neon;
-#endif
-    default: return NULL;
-  }
-}

@@ -1,11 +1,12 @@
 /* Selective RoPE tables: cos/sin of explicit (double) angles through the per-ISA kernels of
- * kernels/selective_kernels.h, and the default temperatures. Angles are reduced in double
+ * the kernel table (slot sincos, see kernels/selective_kernels.h), and the default
+ * temperatures. Angles are reduced in double
  * before cos/sin, so a float table stays accurate for angles far beyond what a float
  * could hold (the SIMD kernels: Cody-Waite by pi/2 up to 2^40, libm beyond). */
 #include <math.h>
 #include <string.h>
 
-#include "kernels/selective_kernels.h"
+#include "kernels/kernels.h"
 #include "selective.h"
 
 void rove_selective_temp_default(int32_t n_pairs, double *temp) {
@@ -14,41 +15,17 @@ void rove_selective_temp_default(int32_t n_pairs, double *temp) {
   for (int32_t k = 0; k < n_pairs; k++) temp[k] = pow(500000.0, -(2.0 * k) / r);
 }
 
-static rove_isa resolve(rove_isa isa) { return isa == ROVE_ISA_AUTO ? rove_best_isa() : isa; }
-
-rove_angle_accum_fn rove_angle_accum_for(rove_isa isa) {
-  switch (resolve(isa)) {
-#if defined(ROVE_HAVE_AVX2)
-    case ROVE_ISA_AVX2: return rove_angle_accum__avx2;
-#endif
-#if defined(ROVE_HAVE_AVX512)
-    case ROVE_ISA_AVX512: return rove_angle_accum__avx512;
-#endif
-#if defined(ROVE_HAVE_NEON)
-    case ROVE_ISA_NEON: return rove_angle_accum__neon;
-#endif
-    default: return rove_angle_accum__scalar;
-  }
+/* The plan's ISA (ROVE_ISA_AUTO: the best one here); its table exists since the plan or
+ * rove_best_isa chose it. */
+static const rove_kernels *kernels(rove_isa isa) {
+  return rove_kernels_for(isa == ROVE_ISA_AUTO ? rove_best_isa() : isa);
 }
 
-rove_sincos_fn rove_sincos_for(rove_isa isa) {
-  switch (resolve(isa)) {
-#if defined(ROVE_HAVE_AVX2)
-    case ROVE_ISA_AVX2: return rove_sincos_f32__avx2;
-#endif
-#if defined(ROVE_HAVE_AVX512)
-    case ROVE_ISA_AVX512: return rove_sincos_f32__avx512;
-#endif
-#if defined(ROVE_HAVE_NEON)
-    case ROVE_ISA_NEON: return rove_sincos_f32__neon;
-#endif
-    default: return rove_sincos_f32__scalar;
-  }
-}
+rove_angle_accum_fn rove_angle_accum_of(rove_isa isa) { return kernels(isa)->angle_accum; }
 
 void rove_angle_table(rove_isa isa, float *cos_t, float *sin_t, const double *angles,
                       int64_t n) {
-  if (n > 0) rove_sincos_for(isa)(cos_t, sin_t, angles, n);
+  if (n > 0) kernels(isa)->sincos(cos_t, sin_t, angles, n);
 }
 
 /* Exponent bits all ones = inf or NaN; written on the bits so that the loop vectorises. */

@@ -12,7 +12,7 @@
 
 #include "testutil.h"
 /* testutil.h first: cmocka needs its standard headers before it */
-#include "kernels/gla_kernels.h"
+#include "kernels/kernels.h"
 
 #define TOL 2e-6 /* relative to the max |scalar result| of a case */
 #define GUARD 32
@@ -168,9 +168,15 @@ static void compare(const rove_gla_kernels *kn, int steps, int chunks, int n, in
   in_free(&x);
 }
 
+/* The GLA kernels of an ISA compiled into this build, else NULL. */
+static const rove_gla_kernels *gla_kernels(rove_isa isa) {
+  const rove_kernels *k = rove_kernels_for(isa);
+  return k ? k->gla : NULL;
+}
+
 static const rove_gla_kernels *table_or_skip(rove_isa isa) {
   n_fail = 0, worst = 0;
-  if (!rove_gla_kernels_for(isa)) {
+  if (!gla_kernels(isa)) {
     printf("  SKIPPED %s: ISA not compiled into this build\n", rove_isa_name(isa));
     skip();
   }
@@ -178,7 +184,7 @@ static const rove_gla_kernels *table_or_skip(rove_isa isa) {
     printf("  SKIPPED %s: this CPU (or OS) cannot run it\n", rove_isa_name(isa));
     skip();
   }
-  return rove_gla_kernels_for(isa);
+  return gla_kernels(isa);
 }
 
 static const int dims[] = {1,  2,  3,  4,  5,  7,  8,  9,  15, 16, 17,
@@ -218,7 +224,7 @@ int main(void) {
   static rove_isa isas[] = {ROVE_ISA_AVX2, ROVE_ISA_AVX512, ROVE_ISA_NEON};
   int available = 0;
   for (int i = 0; i < 3; i++) {
-    const int in = rove_gla_kernels_for(isas[i]) != NULL, runs = in && rove_isa_available(isas[i]);
+    const int in = gla_kernels(isas[i]) != NULL, runs = in && rove_isa_available(isas[i]);
     printf("ktest_gla: %-6s %s\n", rove_isa_name(isas[i]),
            runs ? "compiled in and available: tested against scalar"
            : in ? "compiled in, but this CPU cannot run it: skipped"

@@ -14,7 +14,7 @@
 
 #include "testutil.h"
 /* testutil.h first: cmocka needs its standard headers before it */
-#include "kernels/selective_kernels.h"
+#include "kernels/kernels.h"
 #include "selective.h"
 
 #define ABS_TOL 2e-7
@@ -48,9 +48,7 @@ static void gb_check_free(gbuf *g) {
 
 /* ---- which ISA ------------------------------------------------------------------------ */
 
-static int compiled_in(rove_isa isa) {
-  return isa == ROVE_ISA_SCALAR || rove_sincos_for(isa) != rove_sincos_f32__scalar;
-}
+static int compiled_in(rove_isa isa) { return rove_kernels_for(isa) != NULL; }
 
 /* The ISA under test, or skip() (reported as skipped, never passed). */
 static rove_isa need_isa(void **state) {
@@ -81,7 +79,7 @@ static void accum_case(rove_isa isa, int64_t n, size_t mis, rove_rng *rng) {
     c[i] = c_ref[i] = (double)rove_rng_uniform(rng, -1e6f, 1e6f) / 3.0;
     temp[i] = (double)rove_rng_uniform(rng, 1e-6f, 2.0f) / 7.0;
   }
-  const rove_angle_accum_fn f = rove_angle_accum_for(isa);
+  const rove_angle_accum_fn f = rove_kernels_for(isa)->angle_accum;
   for (int step = 0; step < 3; step++) { /* three tokens in a row, as the driver calls it */
     for (int64_t i = 0; i < n; i++) phi[i] = rove_rng_uniform(rng, -3.0f, 3.0f);
     rove_angle_accum__scalar(c_ref, o_ref, phi, temp, n);
@@ -187,7 +185,7 @@ static void sincos_case(rove_sincos_fn f, const double *angles, int64_t n, size_
 
 static void test_sincos(void **state) {
   const rove_isa isa = need_isa(state);
-  const rove_sincos_fn f = rove_sincos_for(isa);
+  const rove_sincos_fn f = rove_kernels_for(isa)->sincos;
   double *a = malloc(MAX_ANGLES * sizeof(double));
   float *c1 = malloc(MAX_ANGLES * sizeof(float)), *s1 = malloc(MAX_ANGLES * sizeof(float));
   assert_true(a && c1 && s1);
@@ -211,7 +209,7 @@ static void test_table_dispatch(void **state) {
   float c[13], s[13], c2[13], s2[13];
   for (int i = 0; i < 13; i++) a[i] = 0.37 * i - 2.0 + 1e6 * (i % 3);
   rove_angle_table(isa, c, s, a, 13);
-  rove_sincos_for(isa)(c2, s2, a, 13);
+  rove_kernels_for(isa)->sincos(c2, s2, a, 13);
   assert_memory_equal(c, c2, sizeof c);
   assert_memory_equal(s, s2, sizeof s);
   rove_angle_table(isa, c, s, a, 0); /* n = 0 touches nothing */

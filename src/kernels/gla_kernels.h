@@ -117,8 +117,6 @@ ROVE_DECLARE_GLA_KERNELS(avx2)
 ROVE_DECLARE_GLA_KERNELS(avx512)
 ROVE_DECLARE_GLA_KERNELS(neon)
 
-/* The table of an ISA compiled into this build, else NULL (gla_plan.c). Does not check
- * that the CPU can run it. */
-const rove_gla_kernels *rove_gla_kernels_for(rove_isa isa);
+/* Each ISA's table is the gla slot of its kernel table (kernels.h). */
 
 #endif

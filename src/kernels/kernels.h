@@ -30,6 +30,8 @@
 #include <stdint.h>
 
 #include "rove.h"
+#include "gla_kernels.h"
+#include "selective_kernels.h"
 
 /* Rotation of n token rows: row i uses cos[i*stride + k], sin[i*stride + k] (k < half).
  * stride 0 means half (a table per token); explicit angles per (token, KV head) use
@@ -115,6 +117,11 @@ typedef struct rove_kernels {
   rove_attn_tile_fn attn_tile;
   rove_finish_fn finish;
   rove_attn_rows_fn attn_rows;
+  /* The other kernel families of the ISA (one table per ISA serves every driver):
+   * Selective RoPE (selective_kernels.h) and gated linear attention (gla_kernels.h). */
+  rove_angle_accum_fn angle_accum;
+  rove_sincos_fn sincos;
+  const rove_gla_kernels *gla;
 } rove_kernels;
 
 /* Kernels are named rove_<op>_f32__<isa>; every ISA declares the five of its table here. */

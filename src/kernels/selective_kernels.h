@@ -44,9 +44,6 @@ ROVE_DECLARE_ANGLE_KERNELS(neon)
 /* Scalar libm path for one element (the reference and the SIMD kernels' fallback). */
 void rove_sincos1_f32(double angle, float *cos_out, float *sin_out);
 
-/* The kernels of an ISA (selective_table.c): the ISA's own when compiled in, else scalar.
- * ROVE_ISA_AUTO means rove_best_isa(). The caller has checked that the CPU runs the ISA. */
-rove_angle_accum_fn rove_angle_accum_for(rove_isa isa);
-rove_sincos_fn rove_sincos_for(rove_isa isa);
+/* Each ISA's kernels are slots angle_accum and sincos of its table in kernels.h. */
 
 #endif

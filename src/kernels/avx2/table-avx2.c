@@ -10,4 +10,7 @@ const rove_kernels rove_kernels_avx2 = {
     .attn_tile = rove_attn_tile_f32__avx2,
     .finish = rove_finish_f32__avx2,
     .attn_rows = rove_attn_rows_f32__avx2,
+    .angle_accum = rove_angle_accum__avx2,
+    .sincos = rove_sincos_f32__avx2,
+    .gla = &rove_gla_kernels_avx2,
 };

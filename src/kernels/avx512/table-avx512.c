@@ -11,4 +11,7 @@ const rove_kernels rove_kernels_avx512 = {
     .attn_tile = rove_attn_tile_f32__avx512,
     .finish = rove_finish_f32__avx512,
     .attn_rows = rove_attn_rows_f32__avx512,
+    .angle_accum = rove_angle_accum__avx512,
+    .sincos = rove_sincos_f32__avx512,
+    .gla = &rove_gla_kernels_avx512,
 };

@@ -11,4 +11,7 @@ const rove_kernels rove_kernels_neon = {
     .attn_tile = rove_attn_tile_f32__neon,
     .finish = rove_finish_f32__neon,
     .attn_rows = rove_attn_rows_f32__neon,
+    .angle_accum = rove_angle_accum__neon,
+    .sincos = rove_sincos_f32__neon,
+    .gla = &rove_gla_kernels_neon,
 };

@@ -10,4 +10,7 @@ const rove_kernels rove_kernels_scalar = {
     .attn_tile = rove_attn_tile_f32__scalar,
     .finish = rove_finish_f32__scalar,
     .attn_rows = rove_attn_rows_f32__scalar,
+    .angle_accum = rove_angle_accum__scalar,
+    .sincos = rove_sincos_f32__scalar,
+    .gla = &rove_gla_kernels_scalar,
 };
