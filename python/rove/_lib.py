@@ -1,0 +1,216 @@
+"""Loading librove.so and the ctypes mirror of include/rove.h.
+
+Everything that knows the C ABI lives here: the struct layouts (checked against rove.h by
+tests/python/test_capi_layout.py, which compiles a C program printing sizeof/offsetof),
+the constants, the function prototypes and the status -> exception mapping.
+
+The library is loaded with ctypes.CDLL, which releases the GIL for the duration of every
+foreign call: other Python threads run while librove computes (tests/python/test_threads.py
+checks it), and several Python threads may call librove at once.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int, c_int32,
+                    c_int64, c_uint32, c_void_p)
+
+# ---- constants (values of rove.h; test_capi_layout.py compares every one) -------------
+OK, ERR_INVALID_ARGUMENT, ERR_UNSUPPORTED, ERR_OUT_OF_MEMORY, ERR_SIZE_OVERFLOW, \
+    ERR_INTERNAL = range(6)
+ISA_AUTO, ISA_SCALAR, ISA_AVX2, ISA_AVX512, ISA_NEON = range(5)
+ISA_BY_NAME = {"auto": ISA_AUTO, "scalar": ISA_SCALAR, "avx2": ISA_AVX2,
+               "avx512": ISA_AVX512, "neon": ISA_NEON}
+PAIRING_HALF, PAIRING_INTERLEAVED = 0, 1
+PAIRING_BY_NAME = {"half": PAIRING_HALF, "interleaved": PAIRING_INTERLEAVED}
+SCALING_BY_NAME = {"none": 0, "linear": 1, "ntk": 2, "yarn": 3, "llama3": 4}
+ROTATE_Q, ROTATE_K, ROTATE_V, ROTATE_O = 1, 2, 4, 8
+ROTATE_ROPE = ROTATE_Q | ROTATE_K
+ROTATE_ROVE = ROTATE_ROPE | ROTATE_V | ROTATE_O
+MAX_HEAD_DIM = 1024
+CPU_FEATURES = {  # bit -> name, as rove_cpu_features() reports them
+    1 << 0: "avx2", 1 << 1: "fma", 1 << 2: "avx512f", 1 << 3: "avx512dq",
+    1 << 4: "avx512vl", 1 << 5: "avx512bw", 1 << 6: "avx512bf16", 1 << 8: "neon",
+    1 << 9: "fp16", 1 << 10: "bf16", 1 << 11: "sve"}
+
+c_enum = c_int  # every rove.h enum is an int-sized C enum (checked by the layout test)
+
+
+# ---- structs ----------------------------------------------------------------------------
+# Pointers are c_void_p so that a call sets them from plain integers (data_ptr()).
+class RopeConfig(Structure):
+    _fields_ = [("rotary_dim", c_int32), ("pairing", c_enum), ("theta", c_double),
+                ("scaling", c_enum), ("factor", c_double),
+                ("original_max_position", c_int32), ("beta_fast", c_double),
+                ("beta_slow", c_double), ("attention_factor", c_double),
+                ("truncate", c_int32), ("low_freq_factor", c_double),
+                ("high_freq_factor", c_double), ("freq_factors", c_void_p)]
+
+
+class AttentionConfig(Structure):
+    _fields_ = [("n_heads", c_int32), ("n_kv_heads", c_int32), ("head_dim", c_int32),
+                ("rotate", c_uint32), ("causal", c_int32), ("window", c_int32),
+                ("scale", c_float), ("softcap", c_float), ("rope", RopeConfig),
+                ("isa", c_enum), ("n_threads", c_int32)]
+
+
+class AttentionArgs(Structure):
+    _fields_ = [("batch", c_int32), ("q_len", c_int32), ("kv_len", c_int32),
+                ("q", c_void_p), ("k", c_void_p), ("v", c_void_p), ("out", c_void_p),
+                ("q_stride", c_int64), ("k_stride", c_int64), ("v_stride", c_int64),
+                ("out_stride", c_int64), ("q_pos", c_void_p), ("kv_pos", c_void_p),
+                ("lse", c_void_p), ("q_angles", c_void_p), ("kv_angles", c_void_p)]
+
+
+class LayerWeights(Structure):
+    _fields_ = [("d_model", c_int32), ("wq", c_void_p), ("wk", c_void_p), ("wv", c_void_p),
+                ("wo", c_void_p), ("bq", c_void_p), ("bk", c_void_p), ("bv", c_void_p),
+                ("bo", c_void_p)]
+
+
+class SelectivePhaseWeights(Structure):
+    _fields_ = [("n_heads", c_int32), ("in_dim", c_int32), ("n_pairs", c_int32),
+                ("w", c_void_p), ("gain", c_void_p), ("conv_w", c_void_p),
+                ("conv_b", c_void_p), ("gate_w", c_void_p), ("gate_b", c_void_p)]
+
+
+class GLAConfig(Structure):
+    _fields_ = [("n_heads", c_int32), ("key_dim", c_int32), ("value_dim", c_int32),
+                ("scale", c_float), ("rotate", c_uint32), ("rotary_dim", c_int32),
+                ("pairing", c_enum), ("chunk", c_int32), ("isa", c_enum),
+                ("n_threads", c_int32)]
+
+
+class GLAArgs(Structure):
+    _fields_ = [("batch", c_int32), ("seq_len", c_int32), ("q", c_void_p), ("k", c_void_p),
+                ("v", c_void_p), ("g", c_void_p), ("angles", c_void_p),
+                ("initial_state", c_void_p), ("final_state", c_void_p), ("out", c_void_p)]
+
+
+# Every struct the bindings mirror, by its C name (the layout test iterates over this).
+STRUCTS = {"rove_rope_config": RopeConfig, "rove_attention_config": AttentionConfig,
+           "rove_attention_args": AttentionArgs, "rove_layer_weights": LayerWeights,
+           "rove_selective_phase_weights": SelectivePhaseWeights,
+           "rove_gla_config": GLAConfig, "rove_gla_args": GLAArgs}
+
+
+# ---- errors -----------------------------------------------------------------------------
+class RoveError(RuntimeError):
+    """A librove call failed. ``.status`` is the rove_status number, ``.status_string``
+    librove's text for it (rove_status_string), ``.function`` the C function."""
+
+    def __init__(self, function: str, status: int, detail: str = ""):
+        self.function, self.status = function, status
+        self.status_string = status_string(status)
+        msg = f"{function}: {self.status_string} (rove_status {status})"
+        super().__init__(msg + (f": {detail}" if detail else ""))
+
+
+class RoveInvalidArgument(RoveError, ValueError):
+    """ROVE_ERR_INVALID_ARGUMENT."""
+
+
+class RoveUnsupported(RoveError):
+    """ROVE_ERR_UNSUPPORTED: a valid request this CPU or build cannot serve."""
+
+
+class RoveOutOfMemory(RoveError, MemoryError):
+    """ROVE_ERR_OUT_OF_MEMORY."""
+
+
+class RoveSizeOverflow(RoveError, OverflowError):
+    """ROVE_ERR_SIZE_OVERFLOW: a count does not fit (also: a full KV cache)."""
+
+
+class RoveInternalError(RoveError):
+    """ROVE_ERR_INTERNAL: a bug in librove; please report it."""
+
+
+_ERRORS = {ERR_INVALID_ARGUMENT: RoveInvalidArgument, ERR_UNSUPPORTED: RoveUnsupported,
+           ERR_OUT_OF_MEMORY: RoveOutOfMemory, ERR_SIZE_OVERFLOW: RoveSizeOverflow,
+           ERR_INTERNAL: RoveInternalError}
+
+
+def check(function: str, status: int, detail: str = "") -> None:
+    """Raise the RoveError subclass of a non-zero status."""
+    if status != OK:
+        raise _ERRORS.get(status, RoveError)(function, status, detail)
+
+
+# ---- loading ----------------------------------------------------------------------------
+def _find_library() -> str:
+    """ROVE_LIBRARY (a path, for development) or the librove.so shipped next to this file.
+    It is loaded by absolute path, so neither LD_LIBRARY_PATH nor an installed librove is
+    consulted."""
+    env = os.environ.get("ROVE_LIBRARY")
+    if env:
+        return os.path.abspath(env)
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("librove.so", "librove.so.0", *sorted(glob.glob(os.path.join(here, "librove.so.*")))):
+        path = os.path.join(here, name)
+        if os.path.isfile(path):
+            return path
+    raise ImportError(f"librove.so not found next to {__file__}: install the package with "
+                      "`pip install .` from the librove repository, or set ROVE_LIBRARY")
+
+
+LIBRARY_PATH = _find_library()
+lib = ctypes.CDLL(LIBRARY_PATH)  # CDLL: the GIL is released during every call
+
+_P = c_void_p
+_PROTOTYPES = {  # name: (restype, argtypes)
+    "rove_status_string": (c_char_p, [c_enum]),
+    "rove_version_string": (c_char_p, []),
+    "rove_cpu_features": (c_uint32, []),
+    "rove_isa_available": (c_int, [c_enum]),
+    "rove_best_isa": (c_enum, []),
+    "rove_isa_name": (c_char_p, [c_enum]),
+    "rove_default_threads": (c_int32, []),
+    "rove_rope_config_init": (None, [POINTER(RopeConfig)]),
+    "rove_rope_inv_freq": (c_enum, [POINTER(RopeConfig), c_int32, _P, _P]),
+    "rove_attention_config_init": (None, [POINTER(AttentionConfig), c_int32, c_int32, c_int32]),
+    "rove_plan_create": (c_enum, [POINTER(AttentionConfig), POINTER(c_void_p)]),
+    "rove_plan_destroy": (None, [_P]),
+    "rove_plan_isa": (c_enum, [_P]),
+    "rove_plan_threads": (c_int32, [_P]),
+    "rove_plan_config": (c_enum, [_P, POINTER(AttentionConfig)]),
+    "rove_attention_forward": (c_enum, [_P, POINTER(AttentionArgs)]),
+    "rove_rotate": (c_enum, [_P, _P, c_int32, c_int32, c_int64, _P, c_int32]),
+    "rove_rotate_angles": (c_enum, [_P, _P, c_int32, c_int32, c_int64, _P, c_int32, c_int32]),
+    "rove_kv_cache_create": (c_enum, [_P, c_int32, c_int32, POINTER(c_void_p)]),
+    "rove_kv_cache_destroy": (None, [_P]),
+    "rove_kv_cache_length": (c_int32, [_P]),
+    "rove_kv_cache_capacity": (c_int32, [_P]),
+    "rove_kv_cache_append": (c_enum, [_P, c_int32, _P, c_int64, _P, c_int64, _P]),
+    "rove_kv_cache_append_angles": (c_enum, [_P, c_int32, _P, c_int64, _P, c_int64, _P, _P]),
+    "rove_kv_cache_attention": (c_enum, [_P, POINTER(AttentionArgs)]),
+    "rove_kv_cache_shift": (c_enum, [_P, c_int32, c_int32, c_int32]),
+    "rove_kv_cache_truncate": (c_enum, [_P, c_int32]),
+    "rove_kv_cache_reset": (c_enum, [_P]),
+    "rove_kv_cache_positions": (c_enum, [_P, _P]),
+    "rove_selective_temperatures": (c_enum, [c_int32, _P]),
+    "rove_selective_angles": (c_enum, [c_int32, c_int32, c_int32, c_int32, _P, _P, _P, _P, _P]),
+    "rove_selective_phase": (c_enum, [POINTER(SelectivePhaseWeights), c_int32, c_int32, _P,
+                                      c_int64, _P, _P]),
+    "rove_gla_config_init": (None, [POINTER(GLAConfig), c_int32, c_int32, c_int32]),
+    "rove_gla_plan_create": (c_enum, [POINTER(GLAConfig), POINTER(c_void_p)]),
+    "rove_gla_plan_destroy": (None, [_P]),
+    "rove_gla_plan_isa": (c_enum, [_P]),
+    "rove_gla_forward": (c_enum, [_P, POINTER(GLAArgs)]),
+    "rove_gla_recurrent": (c_enum, [_P, POINTER(GLAArgs)]),
+}
+for _name, (_res, _args) in _PROTOTYPES.items():
+    _fn = getattr(lib, _name)
+    _fn.restype, _fn.argtypes = _res, _args
+
+
+def status_string(status: int) -> str:
+    return lib.rove_status_string(status).decode()
+
+
+def isa_name(isa: int) -> str:
+    return lib.rove_isa_name(isa).decode()
+
+
+VERSION = lib.rove_version_string().decode()

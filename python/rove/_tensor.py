@@ -1,0 +1,193 @@
+"""NumPy / torch tensors seen as (pointer, shape, strides): checks, views, allocation.
+
+Only float32 (float64 for angles, integers for positions) CPU tensors are accepted, and
+nothing is ever cast silently. A tensor whose strides the C API can express is passed by
+pointer (zero-copy); otherwise one contiguous copy is made, and ``copies`` counts it so
+that tests can tell the two paths apart.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+copies = 0  # number of input/output copies made so far (for tests and curious users)
+
+_INT32_MIN, _INT32_MAX = -(2 ** 31), 2 ** 31 - 1
+
+
+def _torch():
+    """The torch module if it has been imported (we never import it ourselves)."""
+    return sys.modules.get("torch")
+
+
+def is_torch(x) -> bool:
+    t = _torch()
+    return t is not None and isinstance(x, t.Tensor)
+
+
+class View:
+    """A CPU array as librove sees it: the original object, its kind, the address of
+    element 0, its shape and its strides in elements."""
+    __slots__ = ("obj", "torch", "ptr", "shape", "strides")
+
+    def __init__(self, obj, torch_kind, ptr, shape, strides):
+        self.obj, self.torch, self.ptr = obj, torch_kind, ptr
+        self.shape, self.strides = shape, strides
+
+
+def _torch_checks(x, name: str, dtype_name: str, t) -> None:
+    if x.device.type != "cpu":
+        raise ValueError(f"{name} is on device '{x.device}': librove runs on the CPU; "
+                         f"move it with {name}.cpu()")
+    if x.layout != t.strided:
+        raise TypeError(f"{name} has layout {x.layout}: librove needs a dense (strided) tensor")
+    if x.requires_grad and t.is_grad_enabled():
+        raise RuntimeError(f"{name} requires grad, but librove has no backward yet: call it "
+                           "under torch.no_grad() (or pass a detached tensor)")
+
+
+def view(x, name: str, dtype=np.float32) -> View:
+    """Check that x is a CPU ndarray/Tensor of exactly ``dtype`` and describe it."""
+    np_dtype = np.dtype(dtype)
+    if isinstance(x, np.ndarray):
+        if x.dtype != np_dtype:  # also rejects a byte-swapped float32
+            raise TypeError(f"{name} has dtype {x.dtype}; librove needs {np_dtype} and never "
+                            f"casts silently: pass {name}.astype(np.{np_dtype.name})")
+        item = np_dtype.itemsize
+        strides = tuple(s // item if s % item == 0 else None for s in x.strides)
+        ptr = x.__array_interface__["data"][0]
+        if ptr % item:  # a misaligned array: mark it as not expressible
+            strides = tuple(None for _ in strides)
+        return View(x, False, ptr, x.shape, strides)
+    t = _torch()
+    if t is not None and isinstance(x, t.Tensor):
+        _torch_checks(x, name, np_dtype.name, t)
+        want = getattr(t, np_dtype.name)
+        if x.dtype != want:
+            raise TypeError(f"{name} has dtype {x.dtype}; librove needs {want} and never "
+                            f"casts silently: pass {name}.{'float' if want == t.float32 else 'double'}()")
+        if x.is_conj() or x.is_neg():
+            x = x.resolve_conj().resolve_neg()
+        return View(x, True, x.data_ptr(), tuple(x.shape), tuple(x.stride()))
+    raise TypeError(f"{name} must be a numpy.ndarray or a CPU torch.Tensor, not "
+                    f"{type(x).__name__}")
+
+
+def permuted(v: View, order) -> View:
+    """The same memory with its axes in ``order`` (no copy)."""
+    return View(v.obj, v.torch, v.ptr, tuple(v.shape[i] for i in order),
+                tuple(v.strides[i] for i in order))
+
+
+def token_stride(shape, strides):
+    """Token stride (floats) of a [b, s, h, d] tensor for the C API, or None.
+
+    The C API wants the heads and dims of one token dense ([h][d] contiguous), a token
+    stride >= h*d between consecutive tokens, and batch row b at b * s * stride (token t
+    of batch b is row b*s + t). Strides of size-1 axes do not matter."""
+    b, s, h, d = shape
+    sb, ss, sh, sd = strides
+    if None in strides or sd != 1 or (h > 1 and sh != d):
+        return None
+    dense = h * d
+    ts = ss if s > 1 else (sb if b > 1 else dense)
+    if ts < dense or (b > 1 and sb != s * ts):
+        return None
+    return ts
+
+
+def dense_copy(v: View, logical_order) -> View:
+    """One contiguous copy of v with its axes in ``logical_order`` (counted in ``copies``)."""
+    global copies
+    copies += 1
+    if v.torch:
+        c = v.obj.detach().permute(*logical_order).contiguous()
+        return View(c, True, c.data_ptr(), tuple(c.shape), tuple(c.stride()))
+    c = np.ascontiguousarray(np.transpose(v.obj, logical_order))
+    return View(c, False, c.__array_interface__["data"][0], c.shape,
+                tuple(s // c.itemsize for s in c.strides))
+
+
+def empty(like_torch: bool, shape, dtype=np.float32):
+    """A fresh C-contiguous array of the kind of the inputs; returns (obj, ptr)."""
+    if like_torch:
+        t = _torch()
+        x = t.empty(shape, dtype=getattr(t, np.dtype(dtype).name))
+        return x, x.data_ptr()
+    x = np.empty(shape, dtype=dtype)
+    return x, x.__array_interface__["data"][0]
+
+
+def contiguous(x, name: str, dtype, shape=None, writable=False):
+    """(obj, ptr) of a C-contiguous array of exactly ``dtype`` and ``shape``; a
+    non-contiguous input is copied (counted) unless ``writable`` (the caller writes into
+    it, so a copy would lose the result: then it must be contiguous already)."""
+    global copies
+    v = view(x, name, dtype)
+    if shape is not None and tuple(v.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(v.shape)}, expected {tuple(shape)}")
+    obj = v.obj
+    if v.torch:
+        if obj.requires_grad:
+            obj = obj.detach()
+        ok = obj.is_contiguous()
+        if writable and not ok:
+            raise ValueError(f"{name} must be contiguous (it is written in place)")
+        if not ok:
+            copies += 1
+            obj = obj.contiguous()
+        return obj, obj.data_ptr()
+    ok = obj.flags.c_contiguous and obj.flags.aligned
+    if writable:
+        if not ok:
+            raise ValueError(f"{name} must be C-contiguous (it is written in place)")
+        if not obj.flags.writeable:
+            raise ValueError(f"{name} is read-only (it is written in place)")
+    if not ok:
+        copies += 1
+        obj = np.ascontiguousarray(obj)
+    return obj, obj.__array_interface__["data"][0]
+
+
+def to_numpy(x, name: str):
+    """An ndarray of x (CPU torch tensors and lists/ints are accepted, never copied beyond
+    what numpy needs)."""
+    if isinstance(x, np.ndarray):
+        return x
+    t = _torch()
+    if t is not None and isinstance(x, t.Tensor):
+        if x.device.type != "cpu":
+            raise ValueError(f"{name} is on device '{x.device}': move it with {name}.cpu()")
+        return x.detach().numpy()
+    return np.asarray(x)
+
+
+def positions(pos, name: str, batch: int, length: int):
+    """int32 C-contiguous [batch, length] positions (or None), and its pointer.
+
+    Any integer dtype is accepted when every value fits int32 (otherwise ValueError); a
+    1-D [length] array is broadcast over the batch with one small copy."""
+    if pos is None:
+        return None, None
+    a = to_numpy(pos, name)
+    if a.dtype == np.bool_ or not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"{name} must hold integers (got dtype {a.dtype})")
+    if a.ndim == 1:
+        shape_ok = a.shape[0] == length
+    elif a.ndim == 2:
+        shape_ok = a.shape == (batch, length)
+    else:
+        shape_ok = False
+    if not shape_ok:
+        raise ValueError(f"{name} has shape {a.shape}; expected [{length}] or "
+                         f"[batch={batch}, {length}]")
+    if a.dtype != np.int32:
+        if a.size and (int(a.min()) < _INT32_MIN or int(a.max()) > _INT32_MAX):
+            raise ValueError(f"{name} has values outside int32 "
+                             f"[{int(a.min())}, {int(a.max())}]")
+        a = a.astype(np.int32)
+    if a.ndim == 1 and batch > 1:
+        a = np.broadcast_to(a, (batch, length))
+    a = np.ascontiguousarray(a)
+    return a, a.__array_interface__["data"][0]

@@ -1,0 +1,351 @@
+"""Plan, attention() and the plan cache.
+
+Tensors: q [batch, q_len, n_heads, d] and k, v [batch, kv_len, n_kv_heads, d] in the
+default layout "bshd"; layout="bhsd" takes [batch, heads, seq, d] (torch / HF). 3-D
+tensors are one sequence without the batch axis. float32 only, on the CPU.
+
+Zero-copy: librove takes a pointer and a token stride per tensor and needs the heads and
+dims of one token dense (strides (.., >= h*d, d, 1) in bshd order) with batch row b at
+b * len * token_stride. Such tensors -- contiguous bshd, views into a fused QKV buffer,
+and the bhsd views that HF makes with x.view(b, s, h, d).transpose(1, 2) -- are read in
+place. Anything else (e.g. a contiguous [b, h, s, d] tensor, where the tokens of one
+head are adjacent) is copied once into a contiguous bshd buffer.
+
+Output: a fresh output is a contiguous [batch, q_len, n_heads, d] buffer, returned as
+is for "bshd" and as its [batch, heads, q_len, d] view (``out.transpose(1, 2)``, not
+contiguous: ``.transpose(1, 2).reshape(b, s, h*d)`` is then free) for "bhsd". A given
+``out=`` with expressible strides is written in place; otherwise the result is computed
+into a temporary and copied into it.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from collections import OrderedDict
+
+import numpy as np
+
+from . import _lib, _params, _tensor
+from .rope import RopeConfig
+
+_BHSD_TO_BSHD = (0, 2, 1, 3)  # the same permutation both ways
+
+
+def _layout(layout: str) -> bool:
+    """True for bhsd."""
+    if layout not in ("bshd", "bhsd"):
+        raise ValueError(f"layout must be 'bshd' or 'bhsd' (got {layout!r})")
+    return layout == "bhsd"
+
+
+def _logical(v: _tensor.View, name: str, bhsd: bool, ndim: int) -> _tensor.View:
+    """v as [b, s, h, d] (3-D gets a batch axis of 1; bhsd is permuted; no copy)."""
+    if len(v.shape) != ndim:
+        raise ValueError(f"{name} has {len(v.shape)} dims, q has {ndim}: give q, k, v the "
+                         "same rank (4-D [batch, ...] or 3-D without batch)")
+    if ndim == 3:
+        v = _tensor.View(v.obj, v.torch, v.ptr, (1,) + tuple(v.shape), (0,) + tuple(v.strides))
+    elif ndim != 4:
+        raise ValueError(f"{name} must be 4-D (or 3-D without batch), got shape {v.shape}")
+    return _tensor.permuted(v, _BHSD_TO_BSHD) if bhsd else v
+
+
+def _strided(v: _tensor.View, name: str, bhsd: bool, ndim: int):
+    """(View of a bshd-expressible tensor, token stride); copies when needed."""
+    ts = _tensor.token_stride(v.shape, v.strides)
+    if ts is None:
+        obj = v.obj
+        if ndim == 3:
+            obj = obj[None]
+        src = _tensor.View(obj, v.torch, 0, (), ())
+        order = _BHSD_TO_BSHD if bhsd else (0, 1, 2, 3)
+        v = _tensor.dense_copy(src, order)
+        ts = v.shape[2] * v.shape[3]
+    return v, ts
+
+
+def _user_view(x, torch_kind: bool, bhsd: bool, ndim: int):
+    """A bshd buffer [b, s, h, d] as the caller's layout and rank (no copy)."""
+    if bhsd:
+        x = x.transpose(1, 2) if torch_kind else np.transpose(x, _BHSD_TO_BSHD)
+    return x[0] if ndim == 3 else x
+
+
+def _angles(a, name, shape):
+    """float64 C-contiguous angles of exactly ``shape`` (a copy if not contiguous)."""
+    obj, ptr = _tensor.contiguous(a, name, np.float64, shape)
+    arr = obj.numpy() if _tensor.is_torch(obj) else obj
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} has non-finite values")
+    return obj, ptr
+
+
+class Plan:
+    """An immutable, validated attention configuration (rove_plan_create).
+
+    Plan(n_heads, n_kv_heads, head_dim, *, rotate="rove", causal=True, window=0,
+    softcap=0.0, scale=None, rope=None, isa="auto", threads=None). ``rotate`` is "rove"
+    (Q|K|V|O), "rope" (Q|K), "none" or an int of rove.ROTATE_* flags; ``scale`` None is
+    1/sqrt(head_dim) (librove takes scale and softcap as float32); ``rope`` a RopeConfig
+    (None: the defaults); ``threads`` None is rove_default_threads(). Thread-safe: one
+    plan may run on many threads at once. Freed when garbage-collected.
+    """
+    __slots__ = ("_ptr", "_finalizer", "n_heads", "n_kv_heads", "head_dim", "rotate",
+                 "causal", "window", "softcap", "scale", "rope", "rotary_dim", "isa",
+                 "threads", "__weakref__")
+
+    def __init__(self, n_heads, n_kv_heads, head_dim, *, rotate="rove", causal=True,
+                 window=0, softcap=0.0, scale=None, rope=None, isa="auto", threads=None):
+        c = _lib.AttentionConfig()
+        H = _params.positive_int("n_heads", n_heads)
+        Hk = _params.positive_int("n_kv_heads", n_kv_heads)
+        d = _params.positive_int("head_dim", head_dim, minimum=2)
+        if H % Hk:
+            raise ValueError(f"n_heads ({H}) must be a multiple of n_kv_heads ({Hk})")
+        if d % 2:
+            raise ValueError(f"head_dim must be even (got {d})")
+        _lib.lib.rove_attention_config_init(c, H, Hk, d)
+        c.rotate = _params.rotate_flags(rotate)
+        if not isinstance(causal, (bool, np.bool_, int)) or causal not in (0, 1):
+            raise TypeError(f"causal must be a bool (got {causal!r})")
+        c.causal = int(bool(causal))
+        c.window = _params.positive_int("window", window, minimum=0)
+        c.softcap = _params.float32_param("softcap", softcap, nonneg=True)
+        sc = _params.scale(scale)
+        c.scale = 0.0 if sc is None else sc
+        rope = RopeConfig() if rope is None else rope
+        if not isinstance(rope, RopeConfig):
+            raise TypeError(f"rope must be a rove.RopeConfig, not {type(rope).__name__}")
+        if (rope.rotary_dim or d) > d:
+            raise ValueError(f"RopeConfig.rotary_dim {rope.rotary_dim} exceeds head_dim {d}")
+        c.rope, keep = rope.to_c(d)
+        c.isa = _params.isa(isa)
+        c.n_threads = _params.threads(threads)
+        ptr = ctypes.c_void_p()
+        st = _lib.lib.rove_plan_create(c, ctypes.byref(ptr))
+        del keep
+        _lib.check("rove_plan_create", st)
+        self._ptr = ptr.value
+        self._finalizer = weakref.finalize(self, _lib.lib.rove_plan_destroy, ptr.value)
+        r = _lib.AttentionConfig()
+        _lib.check("rove_plan_config", _lib.lib.rove_plan_config(self._ptr, r))
+        self.n_heads, self.n_kv_heads, self.head_dim = H, Hk, d
+        self.rotate, self.causal, self.window = int(r.rotate), bool(r.causal), int(r.window)
+        self.softcap, self.scale = float(r.softcap), float(r.scale)  # as float32 resolved
+        self.rope, self.rotary_dim = rope, int(r.rope.rotary_dim)
+        self.isa = _lib.isa_name(_lib.lib.rove_plan_isa(self._ptr))
+        self.threads = int(_lib.lib.rove_plan_threads(self._ptr))
+
+    @property
+    def config(self) -> dict:
+        """The validated configuration (rove_plan_config: rotary_dim, scale resolved)."""
+        return {k: getattr(self, k) for k in ("n_heads", "n_kv_heads", "head_dim", "rotate",
+                                              "causal", "window", "softcap", "scale", "rope",
+                                              "rotary_dim", "isa", "threads")}
+
+    def __repr__(self):
+        return (f"rove.Plan(n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, "
+                f"head_dim={self.head_dim}, rotate={self.rotate}, causal={self.causal}, "
+                f"window={self.window}, softcap={self.softcap}, scale={self.scale:.6g}, "
+                f"isa={self.isa!r}, threads={self.threads})")
+
+    def attention(self, q, k, v, *, q_pos=None, kv_pos=None, layout="bshd",
+                  return_lse=False, out=None, q_angles=None, kv_angles=None):
+        """out = attention(q, k, v) with this plan (rove_attention_forward; DESIGN.md §1).
+
+        q_pos: None (P_i = kv_len - q_len + i, bottom-right aligned), or int positions
+        [q_len] (shared by the batch) or [batch, q_len]; kv_pos likewise (None: 0..kv_len-1).
+        q_angles / kv_angles: Selective RoPE angles, float64 [batch, len, n_kv_heads,
+        rotary_dim/2] (both or neither), replacing pos * w_k in every rotation.
+        return_lse: also return the log-sum-exp, float32 [batch, n_heads, q_len].
+        """
+        return _forward(self, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles,
+                        kv_angles)
+
+    # Used by KVCache and rotate: the raw pointer of the plan (borrowed).
+    @property
+    def _handle(self):
+        return self._ptr
+
+
+def _prepare_out(out, torch_kind, bhsd, ndim, shape4, name="out"):
+    """(user-visible result, View for C, token stride, copy-back target or None)."""
+    b, s, h, d = shape4
+    if out is None:
+        buf, ptr = _tensor.empty(torch_kind, shape4)
+        v = _tensor.View(buf, torch_kind, ptr, shape4, (s * h * d, h * d, d, 1))
+        return _user_view(buf, torch_kind, bhsd, ndim), v, h * d, None
+    ov = _tensor.view(out, name)
+    if ov.torch != torch_kind:
+        raise TypeError(f"{name} must be the same kind (numpy/torch) as q")
+    if not ov.torch and not out.flags.writeable:
+        raise ValueError(f"{name} is read-only")
+    lv = _logical(ov, name, bhsd, ndim)
+    if tuple(lv.shape) != tuple(shape4):
+        raise ValueError(f"{name} has shape {tuple(ov.shape)}; expected the shape of q")
+    ts = _tensor.token_stride(lv.shape, lv.strides)
+    if ts is not None:
+        return out, lv, ts, None
+    buf, ptr = _tensor.empty(torch_kind, shape4)  # compute here, copy into out afterwards
+    v = _tensor.View(buf, torch_kind, ptr, shape4, (s * h * d, h * d, d, 1))
+    return out, v, h * d, _user_view(buf, torch_kind, bhsd, ndim)
+
+
+def _copy_back(out, tmp, torch_kind):
+    _tensor.copies += 1
+    if torch_kind:
+        out.copy_(tmp)
+    else:
+        np.copyto(out, tmp)
+
+
+def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv_angles,
+             cache=None):
+    """The shared body of Plan.attention and KVCache.attention (k, v None for a cache)."""
+    bhsd = _layout(layout)
+    vq = _tensor.view(q, "q")
+    ndim = len(vq.shape)
+    lq = _logical(vq, "q", bhsd, ndim)
+    B, Lq, H, D = lq.shape
+    if (H, D) != (plan.n_heads, plan.head_dim):
+        raise ValueError(f"q has {H} heads of dim {D}; the plan has n_heads={plan.n_heads}, "
+                         f"head_dim={plan.head_dim}")
+    if cache is None:
+        vk, vv = _tensor.view(k, "k"), _tensor.view(v, "v")
+        if vk.torch != vq.torch or vv.torch != vq.torch:
+            raise TypeError("q, k and v must all be numpy arrays or all torch tensors")
+        lk, lv = _logical(vk, "k", bhsd, ndim), _logical(vv, "v", bhsd, ndim)
+        if lk.shape != lv.shape:
+            raise ValueError(f"k and v shapes differ: {tuple(vk.shape)} vs {tuple(vv.shape)}")
+        Bk, Lk, Hk, Dk = lk.shape
+        if Bk != B:
+            raise ValueError(f"batch of q ({B}) and k/v ({Bk}) differ")
+        if Dk != D:
+            raise ValueError(f"head_dim of q ({D}) and k/v ({Dk}) differ")
+        if Hk != plan.n_kv_heads:
+            raise ValueError(f"k/v have {Hk} heads; the plan has n_kv_heads={plan.n_kv_heads}")
+        if Lk <= 0:
+            raise ValueError("kv_len must be > 0")
+    else:
+        lk = lv = None
+        if B != cache.batch:
+            raise ValueError(f"q has batch {B}; the cache holds {cache.batch} rows")
+        Lk = 0
+    if B <= 0 or Lq <= 0:
+        raise ValueError(f"batch and q_len must be > 0 (q has shape {tuple(vq.shape)})")
+    if max(B, Lq, Lk) > 2 ** 31 - 1:
+        raise ValueError("batch and sequence lengths must fit int32")
+
+    a = _lib.AttentionArgs()
+    a.batch, a.q_len, a.kv_len = B, Lq, Lk
+    lq, a.q_stride = _strided(lq, "q", bhsd, ndim)
+    a.q = lq.ptr
+    if cache is None:
+        lk, a.k_stride = _strided(lk, "k", bhsd, ndim)
+        lv, a.v_stride = _strided(lv, "v", bhsd, ndim)
+        a.k, a.v = lk.ptr, lv.ptr
+    qp, a.q_pos = _tensor.positions(q_pos, "q_pos", B, Lq)
+    kp, a.kv_pos = (None, None) if cache is not None else _tensor.positions(kv_pos, "kv_pos", B, Lk)
+    if cache is not None and kv_pos is not None:
+        raise ValueError("kv_pos is not taken with a KV cache (the cache holds positions)")
+    half = plan.rotary_dim // 2
+    qa = ka = None
+    if cache is None and (q_angles is None) != (kv_angles is None):
+        raise ValueError("q_angles and kv_angles go together: give both or neither")
+    if cache is not None and kv_angles is not None:
+        raise ValueError("kv_angles is not taken with a KV cache (it stores rotated K/V)")
+    Hk = plan.n_kv_heads
+    if q_angles is not None:
+        shp = (B, Lq, Hk, half) if ndim == 4 else (Lq, Hk, half)
+        qa, a.q_angles = _angles(q_angles, "q_angles", shp)
+    if kv_angles is not None:
+        shp = (B, Lk, Hk, half) if ndim == 4 else (Lk, Hk, half)
+        ka, a.kv_angles = _angles(kv_angles, "kv_angles", shp)
+
+    result, ov, a.out_stride, tmp = _prepare_out(out, vq.torch, bhsd, ndim, (B, Lq, H, D))
+    a.out = ov.ptr
+    lse = None
+    if return_lse:
+        lse, a.lse = _tensor.empty(vq.torch, (B, H, Lq))
+    if cache is None:
+        st = _lib.lib.rove_attention_forward(plan._ptr, a)
+        fn = "rove_attention_forward"
+    else:
+        st = _lib.lib.rove_kv_cache_attention(cache._ptr, a)
+        fn = "rove_kv_cache_attention"
+    del lk, lv, qp, kp, qa, ka  # kept alive until here: C read them
+    _lib.check(fn, st)
+    if tmp is not None:
+        _copy_back(result, tmp, vq.torch)
+    if return_lse:
+        return result, (lse[0] if ndim == 3 else lse)
+    return result
+
+
+# ---- the plan cache ------------------------------------------------------------------
+PLAN_CACHE_SIZE = 64
+_plans: "OrderedDict[tuple, Plan]" = OrderedDict()
+_plans_lock = threading.Lock()
+
+
+def get_plan(n_heads, n_kv_heads, head_dim, *, rotate="rove", causal=True, window=0,
+             softcap=0.0, scale=None, rope=None, isa="auto", threads=None) -> Plan:
+    """A cached Plan for these values (an LRU of PLAN_CACHE_SIZE plans, thread-safe)."""
+    key = (n_heads, n_kv_heads, head_dim, rotate, causal, window, softcap, scale, rope,
+           isa, threads)
+    try:
+        hash(key)
+    except TypeError:
+        key = None  # an unhashable argument: Plan() will say what is wrong with it
+    with _plans_lock:
+        p = _plans.get(key) if key is not None else None
+        if p is not None:
+            _plans.move_to_end(key)
+            return p
+    p = Plan(n_heads, n_kv_heads, head_dim, rotate=rotate, causal=causal, window=window,
+             softcap=softcap, scale=scale, rope=rope, isa=isa, threads=threads)
+    if key is not None:
+        with _plans_lock:
+            p = _plans.setdefault(key, p)
+            _plans.move_to_end(key)
+            while len(_plans) > PLAN_CACHE_SIZE:
+                _plans.popitem(last=False)
+    return p
+
+
+def clear_plan_cache() -> None:
+    with _plans_lock:
+        _plans.clear()
+
+
+def _heads(x, name, bhsd):
+    """(n_heads, head_dim) of q/k in the caller's layout, for the plan."""
+    shape = tuple(x.shape) if hasattr(x, "shape") else None
+    if shape is None:
+        raise TypeError(f"{name} must be a numpy.ndarray or a CPU torch.Tensor, not "
+                        f"{type(x).__name__}")
+    if len(shape) not in (3, 4):
+        raise ValueError(f"{name} must be 4-D (or 3-D without batch), got shape {shape}")
+    h_axis = (-3 if bhsd else -2)
+    return shape[h_axis], shape[-1]
+
+
+def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, rope=None,
+              window=0, softcap=0.0, scale=None, return_lse=False, threads=None,
+              layout="bshd", out=None, isa="auto", q_angles=None, kv_angles=None):
+    """Attention with RoPE/RoVE on the CPU (librove): see Plan and Plan.attention.
+
+    GQA/MQA come from the head counts of q and k. Returns the kind it was given (numpy
+    or torch), with return_lse a tuple (out, lse). The plan is cached (get_plan).
+    """
+    bhsd = _layout(layout)
+    H, D = _heads(q, "q", bhsd)
+    Hk, _ = _heads(k, "k", bhsd)
+    if Hk <= 0 or H % Hk:
+        raise ValueError(f"q has {H} heads, k has {Hk}: n_heads must be a multiple of "
+                         "n_kv_heads (GQA/MQA)")
+    plan = get_plan(H, Hk, D, rotate=rotate, causal=causal, window=window, softcap=softcap,
+                    scale=scale, rope=rope, isa=isa, threads=threads)
+    return _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles,
+                    kv_angles)

@@ -1,0 +1,174 @@
+"""Gated linear attention (flash-linear-attention semantics) with selective rotations."""
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from collections import OrderedDict
+
+import numpy as np
+
+from . import _lib, _params, _tensor
+
+_C_DEFAULTS = _lib.GLAConfig()
+_lib.lib.rove_gla_config_init(_C_DEFAULTS, 1, 2, 2)
+
+
+class GLAPlan:
+    """An immutable GLA configuration (rove_gla_plan_create), per head a state
+    S [key_dim, value_dim]: S_t = diag(exp(g_t)) S_{t-1} + k~_t v~_t^T,
+    o_t = R_t^{-1}(scale S_t^T q~_t).
+
+    scale None = 1/sqrt(key_dim); rotate ("rope" by default, "rove", "none" or flags) is
+    used only when angles are given; rotary_dim 0 = key_dim; chunk None = librove's
+    default (64), else 16, 32, 64 or 128.
+    """
+    __slots__ = ("_ptr", "_finalizer", "n_heads", "key_dim", "value_dim", "scale", "rotate",
+                 "rotary_dim", "pairing", "chunk", "isa", "threads", "__weakref__")
+
+    def __init__(self, n_heads, key_dim, value_dim, *, scale=None, rotate="rope",
+                 rotary_dim=0, pairing="half", chunk=None, isa="auto", threads=None):
+        c = _lib.GLAConfig()
+        H = _params.positive_int("n_heads", n_heads)
+        K = _params.positive_int("key_dim", key_dim)
+        V = _params.positive_int("value_dim", value_dim)
+        _lib.lib.rove_gla_config_init(c, H, K, V)
+        sc = _params.scale(scale)
+        if sc is not None:
+            c.scale = sc
+        c.rotate = _params.rotate_flags(rotate)
+        c.rotary_dim = _params.positive_int("rotary_dim", rotary_dim, minimum=0, maximum=K)
+        if pairing not in _lib.PAIRING_BY_NAME:
+            raise ValueError(f"pairing must be 'half' or 'interleaved' (got {pairing!r})")
+        c.pairing = _lib.PAIRING_BY_NAME[pairing]
+        if chunk is not None:
+            if chunk not in (16, 32, 64, 128):
+                raise ValueError(f"chunk must be 16, 32, 64 or 128 (got {chunk!r})")
+            c.chunk = chunk
+        c.isa = _params.isa(isa)
+        c.n_threads = _params.threads(threads)
+        ptr = ctypes.c_void_p()
+        _lib.check("rove_gla_plan_create", _lib.lib.rove_gla_plan_create(c, ctypes.byref(ptr)))
+        self._ptr = ptr.value
+        self._finalizer = weakref.finalize(self, _lib.lib.rove_gla_plan_destroy, ptr.value)
+        self.n_heads, self.key_dim, self.value_dim = H, K, V
+        self.scale, self.rotate, self.pairing = float(c.scale), int(c.rotate), pairing
+        self.rotary_dim = int(c.rotary_dim) or K
+        self.chunk = int(c.chunk) or int(_C_DEFAULTS.chunk)
+        self.isa = _lib.isa_name(_lib.lib.rove_gla_plan_isa(self._ptr))
+        self.threads = int(c.n_threads)
+
+    def __repr__(self):
+        return (f"rove.GLAPlan(n_heads={self.n_heads}, key_dim={self.key_dim}, "
+                f"value_dim={self.value_dim}, rotate={self.rotate}, chunk={self.chunk}, "
+                f"isa={self.isa!r})")
+
+    def forward(self, q, k, v, g, *, angles=None, initial_state=None,
+                return_final_state=False, out=None):
+        """Chunked GLA (prefill): q, k, g [batch, seq, H, key_dim], v [batch, seq, H,
+        value_dim] float32 (3-D without batch; non-contiguous inputs are copied once),
+        g <= 0 log decays, angles None or float64 [batch, seq, H, rotary_dim/2],
+        initial_state None (zeros) or float32 [batch, H, key_dim, value_dim]. Returns out
+        (and the final state with return_final_state)."""
+        return self._run("rove_gla_forward", q, k, v, g, angles, initial_state,
+                         return_final_state, out)
+
+    def recurrent(self, q, k, v, g, *, angles=None, initial_state=None,
+                  return_final_state=False, out=None):
+        """Token-by-token GLA (decode); the same arguments and result as forward()."""
+        return self._run("rove_gla_recurrent", q, k, v, g, angles, initial_state,
+                         return_final_state, out)
+
+    def _run(self, fn, q, k, v, g, angles, initial_state, return_final_state, out):
+        vq = _tensor.view(q, "q")
+        nd = len(vq.shape)
+        if nd not in (3, 4):
+            raise ValueError(f"q must be [batch, seq, H, key_dim] (or 3-D), got {vq.shape}")
+        B, T = ((1,) + tuple(vq.shape))[-4:-2] if nd == 3 else vq.shape[:2]
+        H, K, V = self.n_heads, self.key_dim, self.value_dim
+        lead = (B, T) if nd == 4 else (T,)
+        keep = []
+
+        def arr(x, name, last, dtype=np.float32):
+            obj, ptr = _tensor.contiguous(x, name, dtype, lead + (H, last))
+            if _tensor.is_torch(obj) != vq.torch:
+                raise TypeError("q, k, v, g must all be numpy arrays or all torch tensors")
+            keep.append(obj)
+            return ptr
+
+        if B <= 0 or T <= 0:
+            raise ValueError(f"q has an empty axis (shape {tuple(vq.shape)})")
+        a = _lib.GLAArgs()
+        a.batch, a.seq_len = B, T
+        a.q, a.k, a.v, a.g = arr(q, "q", K), arr(k, "k", K), arr(v, "v", V), arr(g, "g", K)
+        gk = keep[-1].numpy() if vq.torch else keep[-1]
+        if not (np.all(np.isfinite(gk)) and np.all(gk <= 0)):
+            raise ValueError("g (log decays) must be finite and <= 0")
+        if angles is not None:
+            a.angles = arr(angles, "angles", self.rotary_dim // 2, np.float64)
+            if not np.all(np.isfinite(keep[-1].numpy() if vq.torch else keep[-1])):
+                raise ValueError("angles has non-finite values")
+        sshape = (B, H, K, V) if nd == 4 else (H, K, V)
+        if initial_state is not None:
+            s0, a.initial_state = _tensor.contiguous(initial_state, "initial_state",
+                                                     np.float32, sshape)
+            keep.append(s0)
+        fs = None
+        if return_final_state:
+            fs, a.final_state = _tensor.empty(vq.torch, sshape)
+        if out is None:
+            o, a.out = _tensor.empty(vq.torch, lead + (H, V))
+        else:
+            o, a.out = _tensor.contiguous(out, "out", np.float32, lead + (H, V), writable=True)
+        st = getattr(_lib.lib, fn)(self._ptr, a)
+        del keep
+        _lib.check(fn, st)
+        return (o, fs) if return_final_state else o
+
+
+_plans: "OrderedDict[tuple, GLAPlan]" = OrderedDict()
+_lock = threading.Lock()
+
+
+def _plan(H, K, V, **kw) -> GLAPlan:
+    key = (H, K, V) + tuple(sorted(kw.items()))
+    with _lock:
+        p = _plans.get(key)
+        if p is not None:
+            _plans.move_to_end(key)
+            return p
+    p = GLAPlan(H, K, V, **kw)
+    with _lock:
+        p = _plans.setdefault(key, p)
+        while len(_plans) > 32:
+            _plans.popitem(last=False)
+    return p
+
+
+def _shapes(q, v):
+    sq, sv = tuple(getattr(q, "shape", ())), tuple(getattr(v, "shape", ()))
+    if len(sq) not in (3, 4) or len(sv) != len(sq):
+        raise ValueError(f"q {sq} and v {sv} must be [batch, seq, H, dim] (or 3-D)")
+    return sq[-2], sq[-1], sv[-1]
+
+
+def gla(q, k, v, g, *, angles=None, scale=None, rotate="rope", rotary_dim=0,
+        pairing="half", chunk=None, initial_state=None, return_final_state=False,
+        threads=None, isa="auto", out=None):
+    """Chunked GLA (prefill) with a cached GLAPlan; see GLAPlan.forward."""
+    H, K, V = _shapes(q, v)
+    p = _plan(H, K, V, scale=scale, rotate=rotate, rotary_dim=rotary_dim, pairing=pairing,
+              chunk=chunk, isa=isa, threads=threads)
+    return p.forward(q, k, v, g, angles=angles, initial_state=initial_state,
+                     return_final_state=return_final_state, out=out)
+
+
+def gla_recurrent(q, k, v, g, *, angles=None, scale=None, rotate="rope", rotary_dim=0,
+                  pairing="half", initial_state=None, return_final_state=False,
+                  threads=None, isa="auto", out=None):
+    """Token-by-token GLA (decode) with a cached GLAPlan; see GLAPlan.recurrent."""
+    H, K, V = _shapes(q, v)
+    p = _plan(H, K, V, scale=scale, rotate=rotate, rotary_dim=rotary_dim, pairing=pairing,
+              isa=isa, threads=threads)
+    return p.recurrent(q, k, v, g, angles=angles, initial_state=initial_state,
+                       return_final_state=return_final_state, out=out)

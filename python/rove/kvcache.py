@@ -1,0 +1,147 @@
+"""KVCache: rove_kv_cache, K and V stored already rotated into the global frame."""
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+
+import numpy as np
+
+from . import _lib, _params, _tensor
+from .attention import Plan, _forward, _layout, _logical, _strided
+
+
+class KVCache:
+    """A KV cache for ``batch`` sequences of up to ``capacity`` tokens each, for the
+    shape and rotations of ``plan`` (a rove.Plan, kept alive by the cache).
+
+    append(k, v, pos=None) rotates and stores new tokens (k, v: [batch, n, n_kv_heads,
+    d], or bhsd with layout=, or 3-D when batch is 1); attention(q, ...) attends new
+    queries over everything stored (q_pos None: the positions of the last q_len cached
+    tokens, i.e. append first, then attend). shift(start, end, delta) moves cached
+    positions (rotating stored K and V by R_delta), truncate(n) keeps the first n
+    tokens, reset() empties it, positions() returns int32 [batch, len(self)].
+
+    Calls on one cache are serialised by a lock (librove forbids mutating a cache while
+    another call uses it); separate caches run in parallel.
+    """
+
+    def __init__(self, plan: Plan, batch: int, capacity: int):
+        if not isinstance(plan, Plan):
+            raise TypeError(f"plan must be a rove.Plan, not {type(plan).__name__}")
+        self.plan = plan
+        self.batch = _params.positive_int("batch", batch)
+        cap = _params.positive_int("capacity", capacity)
+        ptr = ctypes.c_void_p()
+        _lib.check("rove_kv_cache_create",
+                   _lib.lib.rove_kv_cache_create(plan._ptr, self.batch, cap, ctypes.byref(ptr)))
+        self._ptr = ptr.value
+        self._finalizer = weakref.finalize(self, _lib.lib.rove_kv_cache_destroy, ptr.value)
+        self._lock = threading.Lock()
+        self._kind = None  # "positions" or "angles", fixed by the first append
+
+    @property
+    def capacity(self) -> int:
+        return int(_lib.lib.rove_kv_cache_capacity(self._ptr))
+
+    def __len__(self) -> int:
+        return int(_lib.lib.rove_kv_cache_length(self._ptr))
+
+    def __repr__(self):
+        return f"rove.KVCache(batch={self.batch}, len={len(self)}, capacity={self.capacity})"
+
+    def _kv(self, k, v, layout):
+        bhsd = _layout(layout)
+        vk, vv = _tensor.view(k, "k"), _tensor.view(v, "v")
+        ndim = len(vk.shape)
+        if ndim == 3 and self.batch != 1:
+            raise ValueError(f"3-D k/v need a cache of batch 1 (this one has {self.batch})")
+        lk, lv = _logical(vk, "k", bhsd, ndim), _logical(vv, "v", bhsd, ndim)
+        p = self.plan
+        want = (self.batch, lk.shape[1], p.n_kv_heads, p.head_dim)
+        if lk.shape != want or lv.shape != want or lk.shape[1] <= 0:
+            raise ValueError(f"k {tuple(vk.shape)} / v {tuple(vv.shape)}: expected [batch="
+                             f"{self.batch}, n > 0, n_kv_heads={p.n_kv_heads}, "
+                             f"head_dim={p.head_dim}] (in layout {layout!r})")
+        lk, ks = _strided(lk, "k", bhsd, ndim)
+        lv, vs = _strided(lv, "v", bhsd, ndim)
+        return lk, ks, lv, vs, lk.shape[1], ndim
+
+    def append(self, k, v, pos=None, *, layout="bshd"):
+        """Rotate and store n new tokens per row; pos None continues each row (0 for an
+        empty cache), else int [n] or [batch, n]. OverflowError (RoveSizeOverflow) when
+        the cache is full."""
+        lk, ks, lv, vs, n, _ = self._kv(k, v, layout)
+        p, pp = _tensor.positions(pos, "pos", self.batch, n)
+        with self._lock:
+            st = _lib.lib.rove_kv_cache_append(self._ptr, n, lk.ptr, ks, lv.ptr, vs, pp)
+            _lib.check("rove_kv_cache_append", st,
+                       "" if st != _lib.ERR_SIZE_OVERFLOW else
+                       f"{len(self)} + {n} tokens exceed the capacity {self.capacity}")
+            self._kind = "positions"
+        del lk, lv, p
+
+    def append_angles(self, k, v, angles, pos=None, *, layout="bshd"):
+        """append() for Selective RoPE: K and V rotated by explicit float64 angles
+        [batch, n, n_kv_heads, rotary_dim/2]; pos still records positions for the mask.
+        The first append into an empty cache fixes its kind (positions or angles)."""
+        lk, ks, lv, vs, n, ndim = self._kv(k, v, layout)
+        shape = (self.batch, n, self.plan.n_kv_heads, self.plan.rotary_dim // 2)
+        shape = shape[1:] if ndim == 3 else shape
+        a, ap = _tensor.contiguous(angles, "angles", np.float64, shape)
+        if not np.all(np.isfinite(a.numpy() if _tensor.is_torch(a) else a)):
+            raise ValueError("angles has non-finite values")
+        p, pp = _tensor.positions(pos, "pos", self.batch, n)
+        with self._lock:
+            st = _lib.lib.rove_kv_cache_append_angles(self._ptr, n, lk.ptr, ks, lv.ptr, vs,
+                                                      pp, ap)
+            _lib.check("rove_kv_cache_append_angles", st,
+                       "a cache filled by append() takes no angles" if st ==
+                       _lib.ERR_INVALID_ARGUMENT and len(self) and self._kind == "positions"
+                       else "")
+            self._kind = "angles"
+        del lk, lv, p, a
+
+    def attention(self, q, *, q_pos=None, q_angles=None, return_lse=False, out=None,
+                  layout="bshd"):
+        """Attention of q [batch, q_len, n_heads, d] over the cached tokens, with the
+        plan's options; as Plan.attention (q_angles for an angle cache)."""
+        with self._lock:
+            if len(self) == 0:
+                raise ValueError("the KV cache is empty: append() first")
+            return _forward(self.plan, q, None, None, q_pos, None, layout, return_lse, out,
+                            q_angles, None, cache=self)
+
+    def shift(self, start: int, end: int, delta: int) -> None:
+        """Positions of cached tokens [start, end) += delta, stored K and V rotated by
+        R_delta (context shift)."""
+        a = [_params.positive_int(n, x, minimum=-(2 ** 31)) for n, x in
+             (("start", start), ("end", end), ("delta", delta))]
+        with self._lock:
+            n = len(self)
+            if not 0 <= a[0] <= a[1] <= n:
+                raise ValueError(f"shift needs 0 <= start <= end <= len ({n}); got "
+                                 f"start={a[0]}, end={a[1]}")
+            _lib.check("rove_kv_cache_shift", _lib.lib.rove_kv_cache_shift(self._ptr, *a))
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` tokens (0 <= length <= len(self))."""
+        length = _params.positive_int("length", length, minimum=0)
+        with self._lock:
+            if length > len(self):
+                raise ValueError(f"truncate({length}) beyond the cached {len(self)} tokens")
+            _lib.check("rove_kv_cache_truncate", _lib.lib.rove_kv_cache_truncate(self._ptr, length))
+
+    def reset(self) -> None:
+        """Empty the cache (its kind is chosen again by the next append)."""
+        with self._lock:
+            _lib.check("rove_kv_cache_reset", _lib.lib.rove_kv_cache_reset(self._ptr))
+
+    def positions(self) -> np.ndarray:
+        """int32 [batch, len(self)]: the positions of the cached tokens."""
+        with self._lock:
+            pos = np.empty((self.batch, len(self)), dtype=np.int32)
+            if pos.size:
+                _lib.check("rove_kv_cache_positions", _lib.lib.rove_kv_cache_positions(
+                    self._ptr, pos.__array_interface__["data"][0]))
+            return pos

@@ -1,0 +1,185 @@
+"""RopeConfig (the mirror of rove_rope_config) and inv_freq."""
+from __future__ import annotations
+
+import ctypes
+import math
+import sys
+from dataclasses import dataclass, field, fields
+from typing import Optional, Tuple
+
+import numpy as np
+
+from . import _lib
+
+_PAIRING_NAMES = {v: k for k, v in _lib.PAIRING_BY_NAME.items()}
+_SCALING_NAMES = {v: k for k, v in _lib.SCALING_BY_NAME.items()}
+
+# The defaults are librove's own: rove_rope_config_init() fills them, nothing is repeated.
+_C_DEFAULTS = _lib.RopeConfig()
+_lib.lib.rove_rope_config_init(_C_DEFAULTS)
+
+
+def _finite(name, x, positive=False, nonneg=False):
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise TypeError(f"RopeConfig.{name} must be a number, not {type(x).__name__}")
+    x = float(x)
+    if not math.isfinite(x):
+        raise ValueError(f"RopeConfig.{name} must be finite (got {x})")
+    if positive and not x > 0:
+        raise ValueError(f"RopeConfig.{name} must be > 0 (got {x})")
+    if nonneg and x < 0:
+        raise ValueError(f"RopeConfig.{name} must be >= 0 (got {x})")
+    return x
+
+
+def _int(name, x, minimum=0):
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise TypeError(f"RopeConfig.{name} must be an int, not {type(x).__name__}")
+    x = int(x)
+    if x < minimum or x > 2 ** 31 - 1:
+        raise ValueError(f"RopeConfig.{name} must be in [{minimum}, 2^31-1] (got {x})")
+    return x
+
+
+@dataclass(frozen=True)
+class RopeConfig:
+    """RoPE parameters, exactly rove_rope_config of rove.h (DESIGN.md §1).
+
+    rotary_dim: rotated dims r (even; 0 = head_dim). pairing: "half" (NeoX / HF
+    rotate_half) or "interleaved" (GPT-J / Meta). theta: base. scaling: "none", "linear",
+    "ntk" (static NTK-aware), "yarn" or "llama3", with factor s and
+    original_max_position L0 (required by yarn and llama3). YaRN: beta_fast, beta_slow,
+    attention_factor (0 = derive 0.1 ln s + 1), truncate. Llama 3: low_freq_factor,
+    high_freq_factor. freq_factors: None or rotary_dim/2 per-pair divisors (LongRoPE).
+    Frozen and hashable (freq_factors is stored as a tuple), so plans can be cached.
+    """
+    rotary_dim: int = int(_C_DEFAULTS.rotary_dim)
+    pairing: str = _PAIRING_NAMES[_C_DEFAULTS.pairing]
+    theta: float = float(_C_DEFAULTS.theta)
+    scaling: str = _SCALING_NAMES[_C_DEFAULTS.scaling]
+    factor: float = float(_C_DEFAULTS.factor)
+    original_max_position: int = int(_C_DEFAULTS.original_max_position)
+    beta_fast: float = float(_C_DEFAULTS.beta_fast)
+    beta_slow: float = float(_C_DEFAULTS.beta_slow)
+    attention_factor: float = float(_C_DEFAULTS.attention_factor)
+    truncate: bool = bool(_C_DEFAULTS.truncate)
+    low_freq_factor: float = float(_C_DEFAULTS.low_freq_factor)
+    high_freq_factor: float = float(_C_DEFAULTS.high_freq_factor)
+    freq_factors: Optional[Tuple[float, ...]] = field(default=None)
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        r = _int("rotary_dim", self.rotary_dim)
+        if r % 2:
+            raise ValueError(f"RopeConfig.rotary_dim must be even (got {r})")
+        put("rotary_dim", r)
+        if self.pairing not in _lib.PAIRING_BY_NAME:
+            raise ValueError(f"RopeConfig.pairing must be 'half' or 'interleaved' "
+                             f"(got {self.pairing!r})")
+        if self.scaling not in _lib.SCALING_BY_NAME:
+            raise ValueError(f"RopeConfig.scaling must be one of "
+                             f"{sorted(_lib.SCALING_BY_NAME)} (got {self.scaling!r})")
+        theta = _finite("theta", self.theta)
+        if not theta > 1:
+            raise ValueError(f"RopeConfig.theta must be > 1 (got {theta})")
+        put("theta", theta)
+        put("factor", _finite("factor", self.factor, positive=self.scaling != "none"))
+        L0 = _int("original_max_position", self.original_max_position)
+        if self.scaling in ("yarn", "llama3") and L0 == 0:
+            raise ValueError(f"RopeConfig.original_max_position must be > 0 for "
+                             f"scaling={self.scaling!r}")
+        put("original_max_position", L0)
+        put("beta_fast", _finite("beta_fast", self.beta_fast, positive=True))
+        put("beta_slow", _finite("beta_slow", self.beta_slow, positive=True))
+        put("attention_factor", _finite("attention_factor", self.attention_factor, nonneg=True))
+        if not isinstance(self.truncate, (bool, int, np.bool_)) or self.truncate not in (0, 1):
+            raise ValueError(f"RopeConfig.truncate must be a bool (got {self.truncate!r})")
+        put("truncate", bool(self.truncate))
+        lo = _finite("low_freq_factor", self.low_freq_factor)
+        hi = _finite("high_freq_factor", self.high_freq_factor)
+        if self.scaling == "llama3" and not (lo > 0 and hi > 0 and lo != hi):
+            raise ValueError("RopeConfig: llama3 needs low_freq_factor > 0, "
+                             f"high_freq_factor > 0 and different (got {lo}, {hi})")
+        put("low_freq_factor", lo)
+        put("high_freq_factor", hi)
+        if self.freq_factors is not None:
+            ff = np.asarray(_as_numpy(self.freq_factors), dtype=np.float64).ravel()
+            if ff.size == 0 or not np.all(np.isfinite(ff)) or not np.all(ff > 0):
+                raise ValueError("RopeConfig.freq_factors must be finite divisors > 0")
+            put("freq_factors", tuple(float(f) for f in ff))
+
+    @classmethod
+    def from_hf(cls, config, head_dim=None) -> "RopeConfig":
+        """The RopeConfig of a transformers PretrainedConfig (rope_theta / rope_scaling /
+        rope_parameters, partial_rotary_factor, head_dim); ValueError naming the field it
+        cannot honour. See rove.hf_config.rope_config_from_hf."""
+        from .hf_config import rope_config_from_hf  # lazy: transformers is optional
+        return rope_config_from_hf(config, head_dim)
+
+    def replace(self, **changes) -> "RopeConfig":
+        """A copy with some fields changed (validated again)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update(changes)
+        return RopeConfig(**values)
+
+    def to_c(self, head_dim: int):
+        """(rove_rope_config, keep-alive) for a head of head_dim; the second value owns
+        the freq_factors buffer and must live until the C call returns."""
+        c = _lib.RopeConfig()
+        _lib.lib.rove_rope_config_init(c)
+        c.rotary_dim = self.rotary_dim
+        c.pairing = _lib.PAIRING_BY_NAME[self.pairing]
+        c.theta = self.theta
+        c.scaling = _lib.SCALING_BY_NAME[self.scaling]
+        c.factor = self.factor
+        c.original_max_position = self.original_max_position
+        c.beta_fast, c.beta_slow = self.beta_fast, self.beta_slow
+        c.attention_factor = self.attention_factor
+        c.truncate = int(self.truncate)
+        c.low_freq_factor, c.high_freq_factor = self.low_freq_factor, self.high_freq_factor
+        keep = None
+        if self.freq_factors is not None:
+            r = self.rotary_dim or head_dim
+            if len(self.freq_factors) != r // 2:
+                raise ValueError(f"RopeConfig.freq_factors has {len(self.freq_factors)} "
+                                 f"values; rotary_dim {r} needs {r // 2}")
+            keep = np.array(self.freq_factors, dtype=np.float64)
+            c.freq_factors = keep.__array_interface__["data"][0]
+        return c, keep
+
+
+def _as_numpy(x):
+    t = sys.modules.get("torch")
+    if t is not None and isinstance(x, t.Tensor):
+        return x.detach().cpu().numpy()
+    return x
+
+
+def _head_dim(head_dim) -> int:
+    if isinstance(head_dim, bool) or not isinstance(head_dim, (int, np.integer)):
+        raise TypeError(f"head_dim must be an int, not {type(head_dim).__name__}")
+    head_dim = int(head_dim)
+    if head_dim < 2 or head_dim % 2:
+        raise ValueError(f"head_dim must be even and >= 2 (got {head_dim})")
+    return head_dim
+
+
+def inv_freq(rope: Optional[RopeConfig], head_dim: int):
+    """(w, m): the inverse frequencies w_k (float64 [rotary_dim/2]) and the attention
+    factor m of ``rope`` for a head of ``head_dim``, in double, as librove uses them
+    (rove_rope_inv_freq), for comparison with your framework's inv_freq."""
+    rope = RopeConfig() if rope is None else rope
+    if not isinstance(rope, RopeConfig):
+        raise TypeError(f"rope must be a rove.RopeConfig, not {type(rope).__name__}")
+    head_dim = _head_dim(head_dim)
+    r = rope.rotary_dim or head_dim
+    if r > head_dim:
+        raise ValueError(f"RopeConfig.rotary_dim {r} exceeds head_dim {head_dim}")
+    c, keep = rope.to_c(head_dim)
+    w = np.empty(r // 2, dtype=np.float64)
+    m = ctypes.c_double()
+    st = _lib.lib.rove_rope_inv_freq(c, head_dim, w.__array_interface__["data"][0],
+                                     ctypes.addressof(m))
+    del keep
+    _lib.check("rove_rope_inv_freq", st)
+    return w, float(m.value)

@@ -1,0 +1,142 @@
+"""rotate / rotate_angles: the standalone rotation R_pos (or R_pos^{-1}) of rove_rotate.
+
+x is [batch, seq, heads, d] ("bshd"), [batch, heads, seq, d] ("bhsd"), or 3-D without
+the batch axis ([n_tokens, n_heads, d] for "bshd"). A pure rotation: the YaRN attention
+factor is not applied. With inplace=False the result is a new contiguous array in the
+layout of x; with inplace=True x itself is rotated and returned (when its strides are not
+expressible, through one copy that is written back).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _lib, _params, _tensor
+from .attention import _BHSD_TO_BSHD, _layout, _logical, get_plan
+
+
+def _target(x, v: _tensor.View, inplace: bool):
+    """The array that gets rotated: x itself, or a fresh C-contiguous copy of it."""
+    if inplace:
+        if not v.torch and not x.flags.writeable:
+            raise ValueError("x is read-only (inplace=True)")
+        if v.torch and x.requires_grad:
+            raise RuntimeError("x requires grad: librove has no backward yet")
+        return x
+    if v.torch:
+        return x.detach().clone(memory_format=__import__("torch").contiguous_format)
+    return np.array(x, dtype=np.float32, order="C", copy=True)
+
+
+def _modes(lv: _tensor.View):
+    """How to pass a [b, s, h, d] tensor to rove_rotate in one call:
+    ("tokens", stride): rows b*s + t of h heads (bshd-like); ("heads", stride): rows
+    (b, h, t) of one head each (contiguous bhsd); or None."""
+    b, s, h, d = lv.shape
+    ts = _tensor.token_stride(lv.shape, lv.strides)
+    if ts is not None:
+        return "tokens", ts
+    sb, ss, sh, sd = lv.strides
+    if None in lv.strides or sd != 1:
+        return None
+    step = ss if s > 1 else (sh if h > 1 else (sb if b > 1 else d))
+    if step >= d and (h == 1 or sh == s * step) and (b == 1 or sb == h * s * step):
+        return "heads", step
+    return None
+
+
+def _run(x, rope, layout, inplace, threads, inverse, call):
+    """Shared body: validation, target, mode; ``call(plan, ptr, n_tokens, n_heads,
+    stride, mode, shape)`` does the C call."""
+    bhsd = _layout(layout)
+    if inverse not in (False, True, 0, 1):
+        raise ValueError(f"inverse must be a bool (got {inverse!r})")
+    v = _tensor.view(x, "x")
+    ndim = len(v.shape)
+    if ndim not in (3, 4):
+        raise ValueError(f"x must be 4-D (or 3-D without batch), got shape {tuple(v.shape)}")
+    b, s, h, d = _logical(v, "x", bhsd, ndim).shape
+    if min(b, s, h) <= 0:
+        raise ValueError(f"x has an empty axis (shape {tuple(v.shape)})")
+    plan = get_plan(1, 1, d, rotate="rope", rope=rope, threads=threads)
+    t = _target(x, v, inplace)
+    lv = _logical(_tensor.view(t, "x"), "x", bhsd, ndim)
+    mode = _modes(lv)
+    back = None
+    if mode is None:  # only for inplace on strides rove_rotate cannot take
+        src = _tensor.View(t[None] if ndim == 3 else t, v.torch, 0, (), ())
+        lv = _tensor.dense_copy(src, _BHSD_TO_BSHD if bhsd else (0, 1, 2, 3))
+        back, mode = lv, ("tokens", h * d)
+    kind, stride = mode
+    n_tokens, n_heads = (b * s, h) if kind == "tokens" else (b * h * s, 1)
+    if n_tokens > 2 ** 31 - 1:
+        raise ValueError("x has more than 2^31-1 rows")
+    call(plan, lv.ptr, n_tokens, n_heads, stride, kind, (b, s, h, d))
+    if back is not None:
+        res = back.obj
+        if bhsd:
+            res = res.transpose(1, 2) if v.torch else np.transpose(res, _BHSD_TO_BSHD)
+        res = res[0] if ndim == 3 else res
+        _tensor.copies += 1
+        if v.torch:
+            t.copy_(res)
+        else:
+            np.copyto(t, res)
+    return t
+
+
+def rotate(x, pos=None, *, rope=None, inverse=False, layout="bshd", inplace=False,
+           threads=None):
+    """x rotated by R_pos (inverse: R_pos^{-1}) with the frequencies of ``rope``.
+
+    pos: None (0 .. seq-1 in every batch row), int positions [seq] or [batch, seq].
+    """
+    def call(plan, ptr, n_tokens, n_heads, stride, kind, shape):
+        b, s, h, d = shape
+        if pos is None:
+            p = None if (kind == "tokens" and b == 1) else np.arange(s, dtype=np.int32)
+        else:
+            p, _ = _tensor.positions(pos, "pos", b, s)
+        if p is not None:
+            p = np.broadcast_to(p, (b, s))
+            if kind == "heads":
+                p = np.broadcast_to(p[:, None, :], (b, h, s))
+            p = np.ascontiguousarray(p, dtype=np.int32)
+        pp = None if p is None else p.__array_interface__["data"][0]
+        st = _lib.lib.rove_rotate(plan._ptr, ptr, n_tokens, n_heads, stride, pp, int(inverse))
+        _lib.check("rove_rotate", st)
+
+    return _run(x, rope, layout, inplace, threads, inverse, call)
+
+
+def rotate_angles(x, angles, *, rope=None, inverse=False, layout="bshd", inplace=False,
+                  threads=None):
+    """x rotated by explicit (Selective RoPE) angles: float64 [batch, seq, angle_heads,
+    rotary_dim/2] (3-D without batch), where angle_heads divides the heads of x and a
+    head uses the angles of its group (h // (heads / angle_heads)). ``rope`` gives
+    rotary_dim and the pairing; its frequencies are not used."""
+    def call(plan, ptr, n_tokens, n_heads, stride, kind, shape):
+        b, s, h, d = shape
+        half = plan.rotary_dim // 2
+        a = _tensor.to_numpy(angles, "angles")
+        if a.dtype != np.float64:
+            raise TypeError(f"angles has dtype {a.dtype}; librove needs float64 and never "
+                            "casts silently")
+        if a.ndim == 3:
+            a = a[None]
+        if a.ndim != 4 or a.shape[0] != b or a.shape[1] != s or a.shape[3] != half:
+            raise ValueError(f"angles has shape {a.shape}; expected [batch={b}, seq={s}, "
+                             f"angle_heads, rotary_dim/2={half}]")
+        ah = a.shape[2]
+        if ah <= 0 or h % ah:
+            raise ValueError(f"angle_heads ({ah}) must divide the {h} heads of x")
+        if not np.all(np.isfinite(a)):
+            raise ValueError("angles has non-finite values")
+        if kind == "heads":  # one head per row: angles of head i's group, rows (b, h, t)
+            a = np.transpose(a[:, :, np.arange(h) // (h // ah), :], (0, 2, 1, 3))
+            ah = 1
+        a = np.ascontiguousarray(a)
+        st = _lib.lib.rove_rotate_angles(plan._ptr, ptr, n_tokens, n_heads, stride,
+                                         a.__array_interface__["data"][0], ah, int(inverse))
+        _lib.check("rove_rotate_angles", st)
+
+    return _run(x, rope, layout, inplace, threads, inverse, call)
