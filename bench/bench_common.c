@@ -56,7 +56,7 @@ static int parse_isa_mask(void) {
   while (*s) {
     size_t len = strcspn(s, ",");
     int found = 0;
-    for (int i = ROVE_ISA_SCALAR; i <= ROVE_ISA_NEON; i++) {
+    for (int i = ROVE_ISA_SCALAR; i < ROVE_ISA_COUNT; i++) {
       const char *name = rove_isa_name((rove_isa)i);
       if (strlen(name) == len && strncmp(s, name, len) == 0) {
         rb_cfg.isa_mask |= 1u << i;
@@ -64,8 +64,10 @@ static int parse_isa_mask(void) {
       }
     }
     if (!found) {
-      fprintf(stderr, "rove_bench: ROVE_BENCH_ISAS: unknown ISA '%.*s' "
-              "(scalar, avx2, avx512, neon)\n", (int)len, s);
+      fprintf(stderr, "rove_bench: ROVE_BENCH_ISAS: unknown ISA '%.*s' (", (int)len, s);
+      for (int i = ROVE_ISA_SCALAR; i < ROVE_ISA_COUNT; i++)
+        fprintf(stderr, "%s%s", i > ROVE_ISA_SCALAR ? ", " : "", rove_isa_name((rove_isa)i));
+      fprintf(stderr, ")\n");
       return -1;
     }
     s += len;
@@ -82,11 +84,10 @@ int rb_config_load(void) {
       env_int("ROVE_BENCH_MAX_KV", 32768, &rb_cfg.max_kv) || parse_threads() ||
       parse_isa_mask())
     return -1;
-  static const rove_isa order[] = {ROVE_ISA_AVX512, ROVE_ISA_AVX2, ROVE_ISA_NEON,
-                                   ROVE_ISA_SCALAR};
-  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-    if (rove_isa_available(order[i]) && (rb_cfg.isa_mask & (1u << order[i])))
-      rb_cfg.isas[rb_cfg.n_isas++] = order[i];
+  /* Later rove_isa values are the more specialised ISAs: descending order, best first. */
+  for (int i = ROVE_ISA_COUNT - 1; i >= ROVE_ISA_SCALAR; i--)
+    if (rove_isa_available((rove_isa)i) && (rb_cfg.isa_mask & (1u << i)))
+      rb_cfg.isas[rb_cfg.n_isas++] = (rove_isa)i;
   if (rb_cfg.n_isas == 0) {
     fprintf(stderr, "rove_bench: ROVE_BENCH_ISAS leaves no ISA this build and CPU offer\n");
     return -1;

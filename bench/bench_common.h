@@ -9,7 +9,7 @@
 #include "rove_bench_shim.h"
 
 #define RB_MAX_THREADS 8
-#define RB_N_ISAS 5 /* indexable by rove_isa */
+#define RB_N_ISAS ROVE_ISA_COUNT /* indexable by rove_isa */
 
 /* What to run; filled from the environment by rb_config_load() (bench/README.md). */
 typedef struct rb_config {

@@ -18,10 +18,9 @@ static void publish(rove_isa isa, double gflops) {
 }
 
 void rb_measure_peaks(void) {
-  static const rove_isa isas[] = {ROVE_ISA_AVX512, ROVE_ISA_AVX2, ROVE_ISA_NEON};
-  for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
-    const double g = rove_fma_peak_gflops(isas[i]);
-    if (g > 0) publish(isas[i], g);
+  for (int i = ROVE_ISA_COUNT - 1; i > ROVE_ISA_SCALAR; i--) { /* vector ISAs, best first */
+    const double g = rove_fma_peak_gflops((rove_isa)i);
+    if (g > 0) publish((rove_isa)i, g);
   }
   if (rb_cfg.peak_best <= 0)
     fprintf(stderr, "rove_bench: no FMA peak measured on this CPU: pct_peak reads 0\n");

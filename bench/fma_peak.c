@@ -4,6 +4,7 @@
  * `rove bench`. */
 #include "fma_peak.h"
 
+#include <string.h>
 #include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -110,21 +111,30 @@ static double measure(fma_loop_fn fn, double flops_per_iter) {
   return best > 0 ? flops_per_iter * (double)iters / best * 1e-9 : 0;
 }
 
-double rove_fma_peak_gflops(rove_isa isa) {
-  const uint32_t f = rove_cpu_features();
-  (void)f;
-  switch (isa) {
+/* The loop of each vector width, matched to an ISA by its name (rove_isa_name) and run
+ * only when the CPU has the features the loop needs. */
+static const struct {
+  const char *isa;
+  fma_loop_fn fn;
+  double flops_per_iter;
+  uint32_t needs;
+} probes[] = {
 #ifdef RB_X86
-    case ROVE_ISA_AVX512:
-      return (f & ROVE_CPU_AVX512F) ? measure(fma_avx512, NACC_512 * 16 * 2) : 0.0;
-    case ROVE_ISA_AVX2:
-      return ((f & ROVE_CPU_AVX2) && (f & ROVE_CPU_FMA)) ? measure(fma_avx2, NACC_256 * 8 * 2) : 0.0;
+    {"avx512", fma_avx512, NACC_512 * 16 * 2, ROVE_CPU_AVX512F},
+    {"avx2", fma_avx2, NACC_256 * 8 * 2, ROVE_CPU_AVX2 | ROVE_CPU_FMA},
 #endif
 #ifdef RB_ARM
-    case ROVE_ISA_NEON:
-      return measure(fma_neon, NACC_NEON * 4 * 2);
+    {"neon", fma_neon, NACC_NEON * 4 * 2, ROVE_CPU_NEON},
 #endif
-    default:
-      return 0.0;
-  }
+    {NULL, NULL, 0, 0},
+};
+
+double rove_fma_peak_gflops(rove_isa isa) {
+  const uint32_t f = rove_cpu_features();
+  for (int i = 0; probes[i].isa; i++)
+    if (strcmp(probes[i].isa, rove_isa_name(isa)) == 0)
+      return (f & probes[i].needs) == probes[i].needs
+                 ? measure(probes[i].fn, probes[i].flops_per_iter)
+                 : 0.0;
+  return 0.0;
 }

@@ -36,9 +36,8 @@ static long maxrss_kb(void) {
 }
 
 static rove_isa parse_isa(const char *s) {
-  for (int i = ROVE_ISA_AUTO; i <= ROVE_ISA_NEON; i++)
-    if (strcmp(s, rove_isa_name((rove_isa)i)) == 0) return (rove_isa)i;
-  return (rove_isa)-1;
+  rove_isa isa;
+  return rove_isa_parse(s, &isa) == ROVE_OK ? isa : (rove_isa)-1;
 }
 
 /* The child: one forward at n; prints "rss0 rss_inputs rss_peak seconds isa threads". */

@@ -69,7 +69,10 @@ typedef enum rove_isa {
   ROVE_ISA_SCALAR,
   ROVE_ISA_AVX2,    /**< x86-64 with AVX2 + FMA and OS support of the ymm state */
   ROVE_ISA_AVX512,  /**< x86-64 with AVX-512 F, DQ, VL, BW and OS support of the zmm state */
-  ROVE_ISA_NEON     /**< aarch64 (baseline) */
+  ROVE_ISA_NEON,    /**< aarch64 (baseline) */
+  /** Number of rove_isa values, ROVE_ISA_AUTO included (not an ISA). Iterate the ISAs as
+   *  `for (int i = ROVE_ISA_SCALAR; i < ROVE_ISA_COUNT; i++)`; new ISAs are appended. */
+  ROVE_ISA_COUNT
 } rove_isa;
 
 /** CPU feature bits reported by rove_cpu_features(). */
@@ -97,6 +100,9 @@ ROVE_API int rove_isa_available(rove_isa isa);
 ROVE_API rove_isa rove_best_isa(void);
 /** "auto", "scalar", "avx2", "avx512", "neon", or "unknown". Never NULL. */
 ROVE_API const char *rove_isa_name(rove_isa isa);
+/** The ISA called @p name (exactly as rove_isa_name spells it, "auto" included) in @p isa.
+ *  ROVE_ERR_INVALID_ARGUMENT (and @p isa untouched) for NULL or an unknown name. */
+ROVE_API rove_status rove_isa_parse(const char *name, rove_isa *isa);
 /** Number of threads a plan with n_threads = 0 uses (the OpenMP default; 1 without OpenMP). */
 ROVE_API int32_t rove_default_threads(void);
 /**@}*/

@@ -1,4 +1,6 @@
-/* The attention driver: the parallel phases of rove_attention_forward.
+/* The attention driver: the parallel phases of rove_attention_forward (validation and
+ * workspace: attention_setup.c; the per-task helpers the phases share with streaming
+ * decode, incl. the phase 0 table task and the phase 3 merge: attention_tile.c).
  *
  * Phase 0 (tables): cos/sin [rows][r/2] for the key positions and the query positions
  *   (the query table is a view into the key table for default positions, q_len <= kv_len);
@@ -23,6 +25,7 @@
 #include <string.h>
 
 #include "attention_internal.h"
+#include "attention_tile.h"
 
 /* Phase 1 task: up to ROVE_PACK_TILES key tiles of one (batch, kv head). */
 static void pack_task(int64_t task, int tid, void *vctx) {
@@ -47,37 +50,6 @@ static void pack_task(int64_t task, int tid, void *vctx) {
     int64_t kt = j0 / tk + t, nk = nj - t * tk < tk ? nj - t * tk : tk;
     rove_pos_range(f->kpos + b * f->kpos_bstride + kt * tk, nk, &f->kmin[b * f->n_kt + kt],
                    &f->kmax[b * f->n_kt + kt]);
-  }
-}
-
-/* Query tiles of one head are consecutive tasks; within a head the heaviest causal tiles
- * (the last ones) come first. Pack and attend run on rove_parallel_for_blocked, so a
- * thread attends mostly the heads it packed (its own cache, no lines moving between
- * cores; 2 threads at n = 1024: pack 1.18 -> 0.59 ms, attend 9.8 -> 9.3 ms). */
-rove_qtile rove_fwd_qtile(const rove_fwd *f, int64_t qtask) {
-  const rove_plan *p = f->p;
-  const int64_t H = p->cfg.n_heads, bh = qtask / f->n_qt;
-  const int64_t qt = f->n_qt - 1 - qtask % f->n_qt;
-  rove_qtile q = {.b = bh / H, .h = bh % H, .i0 = qt * p->kern->tile_q};
-  q.kvh = q.h / (H / p->cfg.n_kv_heads);
-  q.kvbh = q.b * p->cfg.n_kv_heads + q.kvh;
-  q.row0 = q.b * f->q_len + q.i0;
-  q.nq = (int32_t)(f->q_len - q.i0 < p->kern->tile_q ? f->q_len - q.i0 : p->kern->tile_q);
-  return q;
-}
-
-void rove_fwd_begin(const rove_fwd *f, const rove_qtile *q, float *qbuf, float *o, float *m,
-                    float *l) {
-  const rove_plan *p = f->p;
-  const int32_t d = p->cfg.head_dim;
-  const float scale = p->cfg.scale;
-  rove_rot rq = rove_fwd_qrot(f, q->b, q->kvh, q->i0, p->cfg.rotate & ROVE_ROTATE_Q);
-  p->kern->rotate(qbuf, d, f->a->q + q->row0 * f->qs + q->h * d, f->qs, q->nq, d, &rq,
-                  scale * (float)p->attn_factor, scale, 0);
-  memset(o, 0, sizeof(float) * (size_t)q->nq * (size_t)d);
-  for (int32_t i = 0; i < q->nq; i++) {
-    m[i] = -INFINITY;
-    l[i] = 0.0f;
   }
 }
 
@@ -106,15 +78,6 @@ static void attend_range(const rove_fwd *f, const rove_qtile *q, int64_t kt0, in
   }
 }
 
-static void finish_tile(const rove_fwd *f, const rove_qtile *q, const float *o, const float *m,
-                        const float *l) {
-  const rove_plan *p = f->p;
-  const int32_t d = p->cfg.head_dim;
-  rove_rot ro = rove_fwd_qrot(f, q->b, q->kvh, q->i0, p->cfg.rotate & ROVE_ROTATE_O);
-  float *lse = f->a->lse ? f->a->lse + (q->b * p->cfg.n_heads + q->h) * f->q_len + q->i0 : NULL;
-  p->kern->finish(f->a->out + q->row0 * f->os + q->h * d, f->os, lse, o, m, l, q->nq, d, &ro);
-}
-
 /* Phase 2 task: query tile `task / n_splits` over its share of the key tiles. Without a
  * split it finishes the tile; with one it leaves (o, m, l) in the partial buffer. */
 static void attend_task(int64_t task, int tid, void *vctx) {
@@ -128,33 +91,7 @@ static void attend_task(int64_t task, int tid, void *vctx) {
   if (f->n_splits > 1) o = f->partial + task * f->partial_floats;
   float *m = o + tq * d, *l = m + tq;
   attend_range(f, &q, kt0, kt1, qbuf, s, o, m, l);
-  if (f->n_splits == 1) finish_tile(f, &q, o, m, l);
-}
-
-/* Merge in split order (independent of the thread count):
- *   M = max_s m_s,  l = sum_s exp(m_s - M) l_s,  o = sum_s exp(m_s - M) o_s. */
-void rove_fwd_merge_task(int64_t qtask, int tid, void *vctx) {
-  rove_fwd *f = vctx;
-  const int64_t d = f->p->cfg.head_dim, tq = f->p->kern->tile_q;
-  const rove_qtile q = rove_fwd_qtile(f, qtask);
-  const float *part = f->partial + qtask * f->n_splits * f->partial_floats;
-  float *o = f->scratch + (int64_t)tid * f->scratch_floats, *m = o + tq * d, *l = m + tq;
-  for (int32_t i = 0; i < q.nq; i++) {
-    float mx = -INFINITY, sum = 0.0f;
-    for (int64_t sp = 0; sp < f->n_splits; sp++) mx = fmaxf(mx, part[sp * f->partial_floats + tq * d + i]);
-    float *oi = o + i * d;
-    memset(oi, 0, sizeof(float) * (size_t)d);
-    for (int64_t sp = 0; mx > -INFINITY && sp < f->n_splits; sp++) {
-      const float *ps = part + sp * f->partial_floats;
-      if (ps[tq * d + i] == -INFINITY) continue;
-      const float w = expf(ps[tq * d + i] - mx);
-      sum += w * ps[tq * d + tq + i];
-      for (int64_t c = 0; c < d; c++) oi[c] += w * ps[i * d + c];
-    }
-    m[i] = mx;
-    l[i] = sum;
-  }
-  finish_tile(f, &q, o, m, l);
+  if (f->n_splits == 1) rove_fwd_finish(f, &q, o, m, l);
 }
 
 /* Below this many multiply-adds (QK^T and PV, ignoring masks) a call runs on the calling

@@ -15,7 +15,7 @@
  * tile kernel, which is then run against the query tile of every head of the group. */
 #include <string.h>
 
-#include "attention_internal.h"
+#include "attention_tile.h"
 
 #define ROWS_RUN 16 /* key tiles per run */
 

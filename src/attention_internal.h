@@ -14,15 +14,6 @@
 #define ROVE_SPLIT_TASKS 64
 #define ROVE_SPLIT_MIN_TILES 4
 
-/* rove_parallel_for with an affine schedule: thread t first runs the contiguous block
- * [t n / nt, (t + 1) n / nt) in order, then takes what is left of the others' blocks.
- * Consecutive tasks that share data (a head's pack, then its query tiles) stay on one
- * core: the packed K/V a thread writes is the K/V it reads, in its own cache, and the
- * next call's pack overwrites lines no other core holds. Which thread runs a task never
- * changes its result. */
-void rove_parallel_for_blocked(int32_t n_threads, int64_t n,
-                               void (*body)(int64_t i, int tid, void *ctx), void *ctx);
-
 typedef struct rove_fwd {
   const rove_plan *p;
   const rove_attention_args *a;
@@ -75,19 +66,6 @@ static inline void rove_pos_range(const int32_t *pos, int64_t n, int32_t *lo, in
   *hi = b;
 }
 
-/* One query tile of one (batch, head); q-task index = (b * H + h) * n_qt + (n_qt - 1 - tile). */
-typedef struct rove_qtile {
-  int64_t b, h, kvh, kvbh, i0, row0; /* kvh: the head's KV head; kvbh = b * Hkv + kvh */
-  int32_t nq;
-} rove_qtile;
-rove_qtile rove_fwd_qtile(const rove_fwd *f, int64_t qtask);
-/* Pack the rotated, scaled query rows of q into qbuf; o = 0, m = -inf, l = 0. */
-void rove_fwd_begin(const rove_fwd *f, const rove_qtile *q, float *qbuf, float *o, float *m, float *l);
-/* Phase 3 (split-KV): merge the partial (o, m, l) of q-task t exactly, then finish it. */
-void rove_fwd_merge_task(int64_t t, int tid, void *vctx);
-/* Streaming decode (attention_decode.c): one (batch, key split) task. */
-void rove_fwd_stream_task(int64_t t, int tid, void *vctx);
-
 /* Keys and values held by a KV cache (rotated, with their positions): token j of head h
  * of batch b at k + b * bstride + h * hstride + j * tstride (v likewise). */
 typedef struct rove_kv_view {
@@ -105,9 +83,8 @@ rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_
 /* Run the phases of an initialised call and release it. */
 void rove_fwd_run(rove_fwd *f);
 void rove_fwd_release(rove_fwd *f);
-/* Table task t in [0, n_tables): fills a chunk of the key or query cos/sin table. */
-void rove_fwd_table_task(int64_t t, int tid, void *vctx);
-
+/* Streaming decode (attention_decode.c): one (batch, key split) task of rove_fwd_run. */
+void rove_fwd_stream_task(int64_t t, int tid, void *vctx);
 /* Rotation of rows from table c/s at row offset off (floats), for KV head kvh. */
 static inline rove_rot rove_fwd_rot(const rove_fwd *f, const float *c, const float *s,
                                     int64_t off, int64_t kvh, int on) {

@@ -223,26 +223,3 @@ void rove_fwd_release(rove_fwd *f) {
   rove_pool_put(f->p->pool, f->block, f->block_bytes);
   f->block = NULL;
 }
-
-void rove_fwd_table_task(int64_t t, int tid, void *vctx) {
-  (void)tid;
-  rove_fwd *f = vctx;
-  const int32_t half = f->p->half;
-  const int is_k = t < f->n_ktab_tasks;
-  const int64_t r0 = (is_k ? t : t - f->n_ktab_tasks) * ROVE_TABLE_ROWS;
-  const int64_t rows = is_k ? f->k_tab_batches * f->kv_len : f->q_tab_batches * f->q_len;
-  const int64_t n = rows - r0 < ROVE_TABLE_ROWS ? rows - r0 : ROVE_TABLE_ROWS;
-  if (f->angles) { /* rows of tab_w angles, [batch][len][n_kv_heads][half] */
-    const int64_t w = f->tab_w;
-    const double *ang = (is_k ? f->a->kv_angles : f->a->q_angles) + r0 * w;
-    rove_angle_table(f->p->cfg.isa, (is_k ? f->kcos : f->qcos) + r0 * w,
-                     (is_k ? f->ksin : f->qsin) + r0 * w, ang, n * w);
-  } else if (is_k) {
-    const int32_t *pos = f->a->kv_pos ? f->a->kv_pos + r0 : NULL;
-    rove_rope_table(f->kcos + r0 * half, f->ksin + r0 * half, f->p->inv_freq, half, pos, r0, n);
-  } else {
-    const int32_t *pos = f->a->q_pos ? f->a->q_pos + r0 : NULL;
-    rove_rope_table(f->qcos + r0 * half, f->qsin + r0 * half, f->p->inv_freq, half, pos,
-                    f->kv_len - f->q_len + r0, n);
-  }
-}

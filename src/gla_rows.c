@@ -102,7 +102,7 @@ static void load_token(const gla_call *c, gla_scratch *ws, int64_t r, int32_t i,
   const int32_t S = c->sub, dk = p->cfg.key_dim, dv = p->cfg.value_dim;
   const int64_t hk = (int64_t)c->rows * dk, hv = (int64_t)c->rows * dv, w = p->half;
   if (c->rot_q | c->rot_k | c->rot_v | c->rot_o)
-    rove_angle_table(p->cfg.isa, ws->cos_t + i * S * w, ws->sin_t + i * S * w,
+    rove_angle_table(p->kern, ws->cos_t + i * S * w, ws->sin_t + i * S * w,
                      a->angles + r * w, G * w);
   const rove_rot rq = rot_of(c, ws, i, c->rot_q), rk = rot_of(c, ws, i, c->rot_k);
   const rove_rot rv = rot_of(c, ws, i, c->rot_v);

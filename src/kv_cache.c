@@ -86,7 +86,7 @@ static void append_task(int64_t t, int tid, void *vctx) {
   const int64_t tok = c->len + t0; /* first cache token written */
   float *cs = a->tab + (int64_t)tid * 2 * a->rows * w, *sn = cs + a->rows * w;
   if (a->angles)
-    rove_angle_table(p->cfg.isa, cs, sn, a->angles + (b * a->n + t0) * w, n * w);
+    rove_angle_table(p->kern, cs, sn, a->angles + (b * a->n + t0) * w, n * w);
   else
     rove_rope_table(cs, sn, p->inv_freq, half, c->pos + b * c->cap + tok, 0, n);
   const uint32_t rot = p->cfg.rotate;

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plan.h"
+#include "rope.h"
 #include "rove.h"
 
 #define ROPE_PI 3.14159265358979323846

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "plan.h"
+#include "rope.h"
 
 #define ROPE_BLOCK 32
 #define ROPE_MAX_HALF 512 /* ROVE_MAX_HEAD_DIM / 2 */

@@ -27,7 +27,7 @@ static void rotate_task(int64_t t, int tid, void *vctx) {
   const int64_t n = c->n_tokens - t0 < ROTATE_CHUNK ? c->n_tokens - t0 : ROTATE_CHUNK;
   float *cs = c->tab + (int64_t)tid * 2 * c->rows * w, *sn = cs + c->rows * w;
   if (c->angles)
-    rove_angle_table(c->p->cfg.isa, cs, sn, c->angles + t0 * w, n * w);
+    rove_angle_table(c->p->kern, cs, sn, c->angles + t0 * w, n * w);
   else
     rove_rope_table(cs, sn, c->p->inv_freq, half, c->pos ? c->pos + t0 : NULL, t0, n);
   const int32_t group = c->n_heads / c->angle_heads;

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "kernels/selective_kernels.h"
+#include "kernels/kernels.h"
 #include "rove.h"
 
 /* temp[k] = 1 / 500000^(2k/r), r = 2 n_pairs, computed exactly as rove_rope_inv_freq
@@ -13,14 +13,11 @@
 void rove_selective_temp_default(int32_t n_pairs, double *temp);
 
 /* cos_t[i] = (float)cos(angles[i]), sin_t[i] = (float)sin(angles[i]) for i < n, the
- * angle reduced in double (so huge angles keep float accuracy). Uses the vectorised kernel
- * of @p isa when it has one (reduction by pi/2 in double, within 1 float ulp of libm up to
- * |angle| = 2^40, libm beyond); the scalar one rounds libm's double cos/sin. */
-void rove_angle_table(rove_isa isa, float *cos_t, float *sin_t, const double *angles,
+ * angle reduced in double (so huge angles keep float accuracy), through the sincos slot
+ * of the caller's table @p k (SIMD: reduction by pi/2 in double, within 1 float ulp of
+ * libm up to |angle| = 2^40, libm beyond; scalar: libm's double cos/sin rounded). */
+void rove_angle_table(const rove_kernels *k, float *cos_t, float *sin_t, const double *angles,
                       int64_t n);
-
-/* The angle accumulation kernel of @p isa (ROVE_ISA_AUTO: the best here). */
-rove_angle_accum_fn rove_angle_accum_of(rove_isa isa);
 
 /* Nonzero when every angles[i], i < n, is finite. */
 int rove_angles_finite(const double *angles, int64_t n);

@@ -122,7 +122,7 @@ rove_status rove_selective_angles(int32_t batch, int32_t seq_len, int32_t n_head
     if (x.bad) st = ROVE_ERR_INVALID_ARGUMENT;
   }
   if (st == ROVE_OK) {
-    x.accum = rove_angle_accum_of(ROVE_ISA_AUTO);
+    x.accum = rove_kernels_for(rove_best_isa())->angle_accum;
     x.n_blocks = (x.row + ANGLE_BLOCK - 1) / ANGLE_BLOCK;
     rove_parallel_for(threads, (int64_t)batch * x.n_blocks, angles_task, &x);
   }

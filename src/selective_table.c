@@ -6,7 +6,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
 #include "selective.h"
 
 void rove_selective_temp_default(int32_t n_pairs, double *temp) {
@@ -15,17 +14,9 @@ void rove_selective_temp_default(int32_t n_pairs, double *temp) {
   for (int32_t k = 0; k < n_pairs; k++) temp[k] = pow(500000.0, -(2.0 * k) / r);
 }
 
-/* The plan's ISA (ROVE_ISA_AUTO: the best one here); its table exists since the plan or
- * rove_best_isa chose it. */
-static const rove_kernels *kernels(rove_isa isa) {
-  return rove_kernels_for(isa == ROVE_ISA_AUTO ? rove_best_isa() : isa);
-}
-
-rove_angle_accum_fn rove_angle_accum_of(rove_isa isa) { return kernels(isa)->angle_accum; }
-
-void rove_angle_table(rove_isa isa, float *cos_t, float *sin_t, const double *angles,
+void rove_angle_table(const rove_kernels *k, float *cos_t, float *sin_t, const double *angles,
                       int64_t n) {
-  if (n > 0) kernels(isa)->sincos(cos_t, sin_t, angles, n);
+  if (n > 0) k->sincos(cos_t, sin_t, angles, n);
 }
 
 /* Exponent bits all ones = inf or NaN; written on the bits so that the loop vectorises. */

@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "plan.h"
+#include "util.h"
 
 #define ROVE_POOL_BLOCKS 4
 #define ROVE_POOL_KEEP_BYTES ((size_t)256 << 20)

@@ -64,20 +64,12 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
 }
 
 int cli_isa_from_name(const char *s, rove_isa *out) {
-  static const rove_isa all[] = {ROVE_ISA_AUTO, ROVE_ISA_SCALAR, ROVE_ISA_AVX2,
-                                 ROVE_ISA_AVX512, ROVE_ISA_NEON};
-  char low[16];
+  char low[32]; /* the CLI takes any case; librove's names are lower case */
   size_t n = strlen(s);
   if (n == 0 || n >= sizeof low) return -1;
   for (size_t i = 0; i <= n; i++)
     low[i] = (char)((s[i] >= 'A' && s[i] <= 'Z') ? s[i] - 'A' + 'a' : s[i]);
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-    if (strcmp(low, rove_isa_name(all[i])) == 0) {
-      *out = all[i];
-      return 0;
-    }
-  }
-  return -1;
+  return rove_isa_parse(low, out) == ROVE_OK ? 0 : -1;
 }
 
 /* Decimal integer (optional sign) filling the whole string. */

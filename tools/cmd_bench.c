@@ -58,7 +58,7 @@ static int bench_row(const bench_opts *o, int32_t n, int32_t d, rove_isa isa, in
   if (st != ROVE_OK) fprintf(stderr, "rove bench: plan failed: %s\n", rove_status_string(st));
   if (rc == 0) {
     const double gflops = 2.0 * n * (double)n * d * o->heads / (ms[0] * 1e6);
-    static double peaks[ROVE_ISA_NEON + 1]; /* measured once per ISA */
+    static double peaks[ROVE_ISA_COUNT]; /* measured once per ISA */
     if (peaks[isa] == 0) peaks[isa] = rove_fma_peak_gflops(isa);
     const double peak = peaks[isa];
     char pct[16] = "-";
@@ -108,10 +108,10 @@ int cmd_bench(int argc, char **argv) {
            rove_version_string(), o.runs);
     printf("| shape | threads | ISA | RoVE ms | RoPE ms | ratio | GFLOP/s | %% of peak |\n");
     printf("|---|---:|---|---:|---:|---:|---:|---:|\n");
-    static const rove_isa all[] = {ROVE_ISA_AVX512, ROVE_ISA_AVX2, ROVE_ISA_NEON, ROVE_ISA_SCALAR};
     static const int32_t dims[] = {64, 128};
-    for (size_t i = 0; i < sizeof all / sizeof all[0] && rc == 0; i++) {
-      const rove_isa isa = all[i];
+    /* Later rove_isa values are the more specialised ISAs: descending order, best first. */
+    for (int i = ROVE_ISA_COUNT - 1; i >= ROVE_ISA_SCALAR && rc == 0; i--) {
+      const rove_isa isa = (rove_isa)i;
       if ((o.isa != ROVE_ISA_AUTO && isa != o.isa) || !rove_isa_available(isa)) continue;
       const int32_t top = isa == ROVE_ISA_SCALAR && o.max_n > 512 ? 512 : o.max_n; /* scalar is slow */
       for (size_t j = 0; j < 2 && rc == 0; j++)

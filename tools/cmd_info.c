@@ -17,9 +17,6 @@ static const struct {
     {ROVE_CPU_SVE, "sve"},
 };
 
-static const rove_isa all_isas[] = {ROVE_ISA_SCALAR, ROVE_ISA_AVX2, ROVE_ISA_AVX512,
-                                    ROVE_ISA_NEON};
-
 static void print_features(void) {
   const uint32_t f = rove_cpu_features();
   int any = 0;
@@ -36,11 +33,11 @@ static void print_features(void) {
 static void print_isas(void) {
   int any_missing = 0;
   printf("ISAs available:  ");
-  for (size_t i = 0; i < sizeof all_isas / sizeof all_isas[0]; i++)
-    if (rove_isa_available(all_isas[i])) printf("%s ", rove_isa_name(all_isas[i]));
-  for (size_t i = 0; i < sizeof all_isas / sizeof all_isas[0]; i++) {
-    if (rove_isa_available(all_isas[i])) continue;
-    printf("%s%s", any_missing ? ", " : "(not available: ", rove_isa_name(all_isas[i]));
+  for (int i = ROVE_ISA_SCALAR; i < ROVE_ISA_COUNT; i++)
+    if (rove_isa_available((rove_isa)i)) printf("%s ", rove_isa_name((rove_isa)i));
+  for (int i = ROVE_ISA_SCALAR; i < ROVE_ISA_COUNT; i++) {
+    if (rove_isa_available((rove_isa)i)) continue;
+    printf("%s%s", any_missing ? ", " : "(not available: ", rove_isa_name((rove_isa)i));
     any_missing = 1;
   }
   printf("%s\n", any_missing ? ")" : "");
@@ -56,10 +53,8 @@ int cmd_info(int argc, char **argv) {
   const char *cap = getenv("ROVE_ISA");
   printf("chosen ISA:      %s", rove_isa_name(rove_best_isa()));
   if (cap && *cap) {
-    int known = 0; /* librove matches the lower-case names exactly */
-    for (size_t i = 0; i < sizeof all_isas / sizeof all_isas[0]; i++)
-      known |= strcmp(cap, rove_isa_name(all_isas[i])) == 0;
-    if (known)
+    rove_isa named = ROVE_ISA_AUTO; /* librove matches the lower-case names exactly */
+    if (rove_isa_parse(cap, &named) == ROVE_OK && named != ROVE_ISA_AUTO)
       printf(" (capped by ROVE_ISA=%s)", cap);
     else
       printf(" (ROVE_ISA=%s is not an ISA name and is ignored)", cap);

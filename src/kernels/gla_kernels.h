@@ -100,23 +100,10 @@ typedef void (*rove_gla_steps_fn)(float *s, float *o, const float *q, const floa
                                   const float *v, const float *g, int32_t n, int32_t dk, int32_t dv,
                                   float *work);
 
+/* The GLA sub-table of an ISA's kernel table (kernels.h, slot gla). */
 typedef struct rove_gla_kernels {
-  rove_isa isa;
   rove_gla_chunk_fn chunk;
   rove_gla_steps_fn steps;
 } rove_gla_kernels;
-
-#define ROVE_DECLARE_GLA_KERNELS(isa)                                                   \
-  void rove_gla_chunk_f32__##isa(const rove_gla_chunk *c);                              \
-  void rove_gla_steps_f32__##isa(float *s, float *o, const float *q, const float *k,    \
-                                 const float *v, const float *g, int32_t n, int32_t dk, \
-                                 int32_t dv, float *work);                              \
-  extern const rove_gla_kernels rove_gla_kernels_##isa;
-ROVE_DECLARE_GLA_KERNELS(scalar)
-ROVE_DECLARE_GLA_KERNELS(avx2)
-ROVE_DECLARE_GLA_KERNELS(avx512)
-ROVE_DECLARE_GLA_KERNELS(neon)
-
-/* Each ISA's table is the gla slot of its kernel table (kernels.h). */
 
 #endif

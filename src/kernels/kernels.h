@@ -1,4 +1,5 @@
-/* The kernel table: what every ISA provides to the attention driver.
+/* The kernel table: what every ISA provides to the drivers (one table per ISA, listed in
+ * the ISA registry, src/isa_registry.c).
  *
  * The driver (src/attention.c) works per (batch, kv head) and per (batch, head, query
  * tile); the kernels see one head at a time:
@@ -103,28 +104,45 @@ typedef struct rove_rows_args {
 } rove_rows_args;
 typedef void (*rove_attn_rows_fn)(const rove_rows_args *t);
 
-/* out_i = R_i^{-1} (o_i / l_i) (rotation only if rot->cos), lse_i = m_i + ln l_i;
- * a row with l_i == 0 gets 0 and -inf. lse may be NULL (contiguous over i otherwise). */
-typedef void (*rove_finish_fn)(float *out, int64_t out_stride, float *lse, const float *o,
-                               const float *m, const float *l, int32_t nq, int32_t d,
-                               const rove_rot *rot);
+/* Vectorised exp over an array (the exp the ISA's softmax uses, exposed for the accuracy
+ * test): dst[i] = exp(src[i]), exp(-inf) = 0, results for src < -87.3 flush to 0 (or are
+ * denormal-accurate). dst == src is fine. Scalar: libm expf. */
+typedef void (*rove_exp_fn)(float *dst, const float *src, int64_t n);
 
+/* One ISA's kernels: every slot is filled. A SIMD table names the scalar kernel for a slot
+ * it does not accelerate (BLIS style: start from the reference, override what is faster).
+ *
+ * Coupling: tile_q, tile_kv, pack_k and attn_tile change together. pack_k writes K in the
+ * ISA's private packed layout of tile_kv keys per tile, attn_tile reads exactly that
+ * layout, and the driver sizes the packed K/V, query tiles and scratch from tile_q and
+ * tile_kv. rotate, attn_rows, exp, angle_accum, sincos and gla are independent of them.
+ * The finish of a query tile (O / l, inverse rotation, LSE) is one generic function over
+ * the table's rotate slot (rove_finish_f32 below). */
 typedef struct rove_kernels {
   rove_isa isa;
   int32_t tile_q, tile_kv;
   rove_rotate_fn rotate;
   rove_pack_k_fn pack_k;
   rove_attn_tile_fn attn_tile;
-  rove_finish_fn finish;
   rove_attn_rows_fn attn_rows;
-  /* The other kernel families of the ISA (one table per ISA serves every driver):
-   * Selective RoPE (selective_kernels.h) and gated linear attention (gla_kernels.h). */
+  rove_exp_fn exp;
+  /* Selective RoPE (selective_kernels.h) and gated linear attention (gla_kernels.h). */
   rove_angle_accum_fn angle_accum;
   rove_sincos_fn sincos;
-  const rove_gla_kernels *gla;
+  rove_gla_kernels gla;
 } rove_kernels;
 
-/* Kernels are named rove_<op>_f32__<isa>; every ISA declares the five of its table here. */
+/* Finish nq rows of a query tile (src/kernels/finish.c, one version for every ISA):
+ * out_i = R_i^{-1} (o_i / l_i) through k->rotate (rotation only if rot->cos),
+ * lse_i = m_i + ln l_i; a row with l_i == 0 gets 0 and -inf. lse may be NULL (contiguous
+ * over i otherwise). Rows of out are out_stride floats apart. */
+void rove_finish_f32(const rove_kernels *k, float *out, int64_t out_stride, float *lse,
+                     const float *o, const float *m, const float *l, int32_t nq, int32_t d,
+                     const rove_rot *rot);
+
+/* Kernels are named rove_<op>_f32__<isa>. Each ISA declares all of its kernels with this
+ * one macro in its folder's kernels-<isa>.h, which every kernel file of the folder
+ * includes; its table-<isa>.c defines rove_kernels_<isa>. */
 #define ROVE_DECLARE_KERNELS(isa)                                                            \
   void rove_rotate_f32__##isa(float *dst, int64_t dst_stride, const float *src,              \
                               int64_t src_stride, int64_t n, int32_t d, const rove_rot *rot, \
@@ -132,34 +150,15 @@ typedef struct rove_kernels {
   void rove_pack_k_f32__##isa(float *dst, const float *src, int64_t src_stride, int64_t n,   \
                               int32_t d, const rove_rot *rot, float rot_mul);                \
   void rove_attn_tile_f32__##isa(const rove_tile_args *t);                                   \
-  void rove_finish_f32__##isa(float *out, int64_t out_stride, float *lse, const float *o,    \
-                              const float *m, const float *l, int32_t nq, int32_t d,         \
-                              const rove_rot *rot);                                          \
-  void rove_attn_rows_f32__##isa(const rove_rows_args *t);
-ROVE_DECLARE_KERNELS(scalar)
-ROVE_DECLARE_KERNELS(avx2)
-ROVE_DECLARE_KERNELS(avx512)
-ROVE_DECLARE_KERNELS(neon)
-
-/* Vectorised exp of each SIMD ISA, exposed for the accuracy test: dst[i] = exp(src[i]),
- * exp(-inf) = 0, results for src < -87.3 flush to 0 (or are denormal-accurate). */
-void rove_exp_f32__avx2(float *dst, const float *src, int64_t n);
-void rove_exp_f32__avx512(float *dst, const float *src, int64_t n);
-void rove_exp_f32__neon(float *dst, const float *src, int64_t n);
-
-/* Per-ISA tables (only those compiled in exist). */
-extern const rove_kernels rove_kernels_scalar;
-#if defined(ROVE_HAVE_AVX2)
-extern const rove_kernels rove_kernels_avx2;
-#endif
-#if defined(ROVE_HAVE_AVX512)
-extern const rove_kernels rove_kernels_avx512;
-#endif
-#if defined(ROVE_HAVE_NEON)
-extern const rove_kernels rove_kernels_neon;
-#endif
-
-/* The table for an available ISA, or NULL (dispatch.c). */
-const rove_kernels *rove_kernels_for(rove_isa isa);
+  void rove_attn_rows_f32__##isa(const rove_rows_args *t);                                   \
+  void rove_exp_f32__##isa(float *dst, const float *src, int64_t n);                         \
+  void rove_angle_accum_f32__##isa(double *c, double *out, const float *phi,                 \
+                                   const double *temp, int64_t n);                           \
+  void rove_sincos_f32__##isa(float *cos_t, float *sin_t, const double *angles, int64_t n);  \
+  void rove_gla_chunk_f32__##isa(const rove_gla_chunk *c);                                   \
+  void rove_gla_steps_f32__##isa(float *s, float *o, const float *q, const float *k,         \
+                                 const float *v, const float *g, int32_t n, int32_t dk,      \
+                                 int32_t dv, float *work);                                   \
+  extern const rove_kernels rove_kernels_##isa;
 
 #endif

@@ -32,18 +32,9 @@ typedef void (*rove_angle_accum_fn)(double *c, double *out, const float *phi,
                                     const double *temp, int64_t n);
 typedef void (*rove_sincos_fn)(float *cos_t, float *sin_t, const double *angles, int64_t n);
 
-#define ROVE_DECLARE_ANGLE_KERNELS(isa)                                                    \
-  void rove_angle_accum__##isa(double *c, double *out, const float *phi, const double *temp, \
-                               int64_t n);                                                 \
-  void rove_sincos_f32__##isa(float *cos_t, float *sin_t, const double *angles, int64_t n);
-ROVE_DECLARE_ANGLE_KERNELS(scalar)
-ROVE_DECLARE_ANGLE_KERNELS(avx2)
-ROVE_DECLARE_ANGLE_KERNELS(avx512)
-ROVE_DECLARE_ANGLE_KERNELS(neon)
-
 /* Scalar libm path for one element (the reference and the SIMD kernels' fallback). */
 void rove_sincos1_f32(double angle, float *cos_out, float *sin_out);
 
-/* Each ISA's kernels are slots angle_accum and sincos of its table in kernels.h. */
+/* Each ISA's kernels are slots angle_accum and sincos of its table (kernels.h). */
 
 #endif

@@ -14,9 +14,9 @@
  * Tails use masked loads and stores: an element's result does not depend on its index. */
 #include <immintrin.h>
 
-#include "kernels/selective_kernels.h"
+#include "kernels-avx2.h"
 
-void rove_angle_accum__avx2(double *c, double *out, const float *phi, const double *temp,
+void rove_angle_accum_f32__avx2(double *c, double *out, const float *phi, const double *temp,
                             int64_t n) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {

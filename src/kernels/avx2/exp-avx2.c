@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../kernels.h"
+#include "kernels-avx2.h"
 #include "exp-avx2.h"
 
 /* exp of 8 lanes from in[] into out[] (both 8 floats, may alias). */

@@ -10,7 +10,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "../gla_kernels.h"
+#include "kernels-avx2.h"
 #include "exp-avx2.h"
 
 #define MR 4
@@ -285,5 +285,3 @@ void rove_gla_steps_f32__avx2(float *s, float *o, const float *q, const float *k
   }
 }
 
-const rove_gla_kernels rove_gla_kernels_avx2 = {ROVE_ISA_AVX2, rove_gla_chunk_f32__avx2,
-                                                rove_gla_steps_f32__avx2};

@@ -6,7 +6,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "../kernels.h"
+#include "kernels-avx2.h"
 
 #define ROVE_AVX2_TILE_Q 96  /* query rows per tile (16 blocks of 6): K and V stream */
                              /* from L2/L3 once per 96 query rows */

@@ -1,4 +1,4 @@
-/* The AVX2 + FMA kernel table (selected when the CPU has both; see dispatch.c). */
+/* The AVX2 + FMA kernel table (selected when the CPU has both; see src/isa_registry.c). */
 #include "rotate-avx2.h"
 
 const rove_kernels rove_kernels_avx2 = {
@@ -8,9 +8,9 @@ const rove_kernels rove_kernels_avx2 = {
     .rotate = rove_rotate_f32__avx2,
     .pack_k = rove_pack_k_f32__avx2,
     .attn_tile = rove_attn_tile_f32__avx2,
-    .finish = rove_finish_f32__avx2,
     .attn_rows = rove_attn_rows_f32__avx2,
-    .angle_accum = rove_angle_accum__avx2,
+    .exp = rove_exp_f32__avx2,
+    .angle_accum = rove_angle_accum_f32__avx2,
     .sincos = rove_sincos_f32__avx2,
-    .gla = &rove_gla_kernels_avx2,
+    .gla = {.chunk = rove_gla_chunk_f32__avx2, .steps = rove_gla_steps_f32__avx2},
 };

@@ -3,9 +3,9 @@
  * the quadrant swap and for the tail). */
 #include <immintrin.h>
 
-#include "kernels/selective_kernels.h"
+#include "kernels-avx512.h"
 
-void rove_angle_accum__avx512(double *c, double *out, const float *phi, const double *temp,
+void rove_angle_accum_f32__avx512(double *c, double *out, const float *phi, const double *temp,
                               int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {

@@ -20,7 +20,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "../kernels.h"
+#include "kernels-avx512.h"
 #include "../mask.h"
 #include "exp-avx512.h"
 

@@ -1,7 +1,7 @@
 /* rove_exp_f32__avx512: the inline vector exp of exp-avx512.h over an array, so the
  * accuracy test can sweep every float the softmax may feed it. The tail is handled with
  * masked loads and stores: nothing past src[n-1] / dst[n-1] is touched. */
-#include "../kernels.h"
+#include "kernels-avx512.h"
 #include "exp-avx512.h"
 
 void rove_exp_f32__avx512(float *dst, const float *src, int64_t n) {

@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "../gla_kernels.h"
+#include "kernels-avx512.h"
 #include "exp-avx512.h"
 
 #define MR 4    /* rows of a GEMM register tile */
@@ -259,5 +259,3 @@ void rove_gla_steps_f32__avx512(float *s, float *o, const float *q, const float 
   }
 }
 
-const rove_gla_kernels rove_gla_kernels_avx512 = {ROVE_ISA_AVX512, rove_gla_chunk_f32__avx512,
-                                                  rove_gla_steps_f32__avx512};

@@ -1,5 +1,5 @@
-/* The AVX-512 tile geometry, shared by the packer, the flash tile and the table (the
- * kernels themselves are declared in kernels.h).
+/* Declarations of every avx512 kernel (one macro, kernels.h) and the AVX-512 tile
+ * geometry, shared by the packer, the flash tile and the table.
  *
  * Packed K tile (private to this ISA): the tile's TK keys transposed, [d][TK] floats, so
  * row c holds dimension c of keys 0..TK-1 and one zmm load gives 16 keys. Rows past the
@@ -8,6 +8,8 @@
 #define ROVE_KERNELS_AVX512_H
 
 #include "../kernels.h"
+
+ROVE_DECLARE_KERNELS(avx512)
 
 #define ROVE_AVX512_TK 64 /* keys per tile: 4 zmm of scores per query row */
 #define ROVE_AVX512_TQ 96 /* queries per tile: 16 panels of MR rows */

@@ -1,4 +1,4 @@
-/* The AVX-512 kernel table (F + DQ + VL + BW; the dispatcher checks the CPU and the OS
+/* The AVX-512 kernel table (F + DQ + VL + BW; the registry checks the CPU and the OS
  * zmm state). Tile sizes and the packed-K layout are described in kernels-avx512.h. */
 #include "kernels-avx512.h"
 
@@ -9,9 +9,9 @@ const rove_kernels rove_kernels_avx512 = {
     .rotate = rove_rotate_f32__avx512,
     .pack_k = rove_pack_k_f32__avx512,
     .attn_tile = rove_attn_tile_f32__avx512,
-    .finish = rove_finish_f32__avx512,
     .attn_rows = rove_attn_rows_f32__avx512,
-    .angle_accum = rove_angle_accum__avx512,
+    .exp = rove_exp_f32__avx512,
+    .angle_accum = rove_angle_accum_f32__avx512,
     .sincos = rove_sincos_f32__avx512,
-    .gla = &rove_gla_kernels_avx512,
+    .gla = {.chunk = rove_gla_chunk_f32__avx512, .steps = rove_gla_steps_f32__avx512},
 };

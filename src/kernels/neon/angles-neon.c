@@ -6,9 +6,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/selective_kernels.h"
+#include "kernels-neon.h"
 
-void rove_angle_accum__neon(double *c, double *out, const float *phi, const double *temp,
+void rove_angle_accum_f32__neon(double *c, double *out, const float *phi, const double *temp,
                             int64_t n) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../kernels.h"
+#include "kernels-neon.h"
 #include "exp-neon.h"
 
 /* exp of 4 lanes from in[] into out[] (both 4 floats, may alias). */

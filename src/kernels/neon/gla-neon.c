@@ -8,7 +8,7 @@
 #include <arm_neon.h>
 #include <string.h>
 
-#include "../gla_kernels.h"
+#include "kernels-neon.h"
 #include "exp-neon.h"
 
 #define MR 4
@@ -207,5 +207,3 @@ void rove_gla_steps_f32__neon(float *s, float *o, const float *q, const float *k
   }
 }
 
-const rove_gla_kernels rove_gla_kernels_neon = {ROVE_ISA_NEON, rove_gla_chunk_f32__neon,
-                                                rove_gla_steps_f32__neon};

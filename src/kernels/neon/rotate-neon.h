@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "../kernels.h"
+#include "kernels-neon.h"
 
 #define ROVE_NEON_TILE_Q 32  /* query rows per tile: 8 blocks of the 4-row microkernel */
 #define ROVE_NEON_TILE_KV 64 /* keys per tile: 4 groups of 16 */

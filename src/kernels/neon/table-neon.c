@@ -1,4 +1,4 @@
-/* The NEON kernel table (fp32, 128-bit FMA). NEON is baseline on aarch64, so dispatch.c
+/* The NEON kernel table (fp32, 128-bit FMA). NEON is baseline on aarch64, so the registry
  * selects it whenever it is compiled in (unless ROVE_ISA caps the choice). */
 #include "rotate-neon.h"
 
@@ -9,9 +9,9 @@ const rove_kernels rove_kernels_neon = {
     .rotate = rove_rotate_f32__neon,
     .pack_k = rove_pack_k_f32__neon,
     .attn_tile = rove_attn_tile_f32__neon,
-    .finish = rove_finish_f32__neon,
     .attn_rows = rove_attn_rows_f32__neon,
-    .angle_accum = rove_angle_accum__neon,
+    .exp = rove_exp_f32__neon,
+    .angle_accum = rove_angle_accum_f32__neon,
     .sincos = rove_sincos_f32__neon,
-    .gla = &rove_gla_kernels_neon,
+    .gla = {.chunk = rove_gla_chunk_f32__neon, .steps = rove_gla_steps_f32__neon},
 };

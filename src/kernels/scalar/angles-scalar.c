@@ -1,9 +1,9 @@
 /* Selective RoPE reference kernels (see kernels/selective_kernels.h). */
 #include <math.h>
 
-#include "kernels/selective_kernels.h"
+#include "kernels-scalar.h"
 
-void rove_angle_accum__scalar(double *c, double *out, const float *phi, const double *temp,
+void rove_angle_accum_f32__scalar(double *c, double *out, const float *phi, const double *temp,
                               int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     const double s = c[i] + (double)phi[i]; /* the running sum, in double */

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../gla_kernels.h"
+#include "kernels-scalar.h"
 
 /* c[m][n] (row stride ldc) = (acc ? c : 0) + a[m][l] b[l][n]. */
 static void gemm(float *c, int64_t ldc, const float *a, int64_t lda, const float *b, int64_t ldb,
@@ -115,5 +115,3 @@ void rove_gla_steps_f32__scalar(float *s, float *o, const float *q, const float 
   }
 }
 
-const rove_gla_kernels rove_gla_kernels_scalar = {ROVE_ISA_SCALAR, rove_gla_chunk_f32__scalar,
-                                                  rove_gla_steps_f32__scalar};

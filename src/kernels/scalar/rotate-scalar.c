@@ -5,7 +5,7 @@
  * inverse negates sin. Dims 2*half .. d-1 are passed through (times pass_mul). */
 #include <string.h>
 
-#include "../kernels.h"
+#include "kernels-scalar.h"
 
 static void rotate_row(float *y, const float *x, int32_t d, const rove_rot *rot, const float *c,
                        const float *s, float rot_mul, float pass_mul, int inverse) {

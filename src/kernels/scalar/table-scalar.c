@@ -1,5 +1,5 @@
 /* The scalar kernel table: every slot is the portable reference. */
-#include "../kernels.h"
+#include "kernels-scalar.h"
 
 const rove_kernels rove_kernels_scalar = {
     .isa = ROVE_ISA_SCALAR,
@@ -8,9 +8,9 @@ const rove_kernels rove_kernels_scalar = {
     .rotate = rove_rotate_f32__scalar,
     .pack_k = rove_pack_k_f32__scalar,
     .attn_tile = rove_attn_tile_f32__scalar,
-    .finish = rove_finish_f32__scalar,
     .attn_rows = rove_attn_rows_f32__scalar,
-    .angle_accum = rove_angle_accum__scalar,
+    .exp = rove_exp_f32__scalar,
+    .angle_accum = rove_angle_accum_f32__scalar,
     .sincos = rove_sincos_f32__scalar,
-    .gla = &rove_gla_kernels_scalar,
+    .gla = {.chunk = rove_gla_chunk_f32__scalar, .steps = rove_gla_steps_f32__scalar},
 };

@@ -1,0 +1,62 @@
+/* The reference online-softmax update, the one version used by the scalar flash tile
+ * (attn_tile-scalar.c) and the scalar decode row kernel (attn_rows-scalar.c).
+ *
+ * One query row q against nb keys (key j at k + j * ks, value j at v + j * vs, position
+ * kp[j]) with running max m, sum l and accumulator o[d]:
+ *   s_j = q . k_j (softcap: c tanh(s_j / c)), -inf when masked
+ *   m' = max(m, max_j s_j);  alpha = exp(m - m');  p_j = exp(s_j - m')
+ *   l = alpha l + sum_j p_j;  o = alpha o + sum_j p_j v_j
+ * A row that sees no visible key among the nb is left as it is (m = -inf, l = 0, o = 0
+ * until its first visible key). s: nb floats of scratch. */
+#ifndef ROVE_SOFTMAX_SCALAR_H
+#define ROVE_SOFTMAX_SCALAR_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "../mask.h"
+
+static inline float rove_scalar_dot(const float *a, const float *b, int32_t d) {
+  float acc = 0.0f;
+  for (int32_t i = 0; i < d; i++) acc += a[i] * b[i];
+  return acc;
+}
+
+typedef struct rove_scalar_keys {
+  const float *k, *v;
+  int64_t ks, vs;
+  const int32_t *kp; /* read only when mask */
+  int32_t nb, mask, causal, window;
+  float softcap;
+} rove_scalar_keys;
+
+static inline void rove_scalar_softmax_row(const float *q, int32_t qp, const rove_scalar_keys *b,
+                                           int32_t d, float *o, float *m, float *l, float *s) {
+  float row_max = -INFINITY;
+  for (int32_t j = 0; j < b->nb; j++) {
+    float x = -INFINITY;
+    if (!b->mask || rove_visible(qp, b->kp[j], b->causal, b->window)) {
+      x = rove_scalar_dot(q, b->k + j * b->ks, d);
+      if (b->softcap > 0.0f) x = b->softcap * tanhf(x / b->softcap);
+    }
+    s[j] = x;
+    row_max = fmaxf(row_max, x);
+  }
+  if (row_max == -INFINITY) return; /* nothing visible among these keys */
+  const float m_new = fmaxf(*m, row_max);
+  const float alpha = expf(*m - m_new); /* exp(-inf) = 0 on the first visible keys */
+  float sum = 0.0f;
+  for (int32_t j = 0; j < b->nb; j++) {
+    s[j] = expf(s[j] - m_new);
+    sum += s[j];
+  }
+  for (int32_t c = 0; c < d; c++) o[c] *= alpha;
+  for (int32_t j = 0; j < b->nb; j++) {
+    const float *v = b->v + j * b->vs;
+    for (int32_t c = 0; c < d; c++) o[c] += s[j] * v[c];
+  }
+  *l = *l * alpha + sum;
+  *m = m_new;
+}
+
+#endif

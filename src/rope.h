@@ -1,0 +1,18 @@
+/* Internal: rope frequencies (rope_freq.c) and cos/sin tables (rope_table.c). */
+#ifndef ROVE_ROPE_H
+#define ROVE_ROPE_H
+
+#include <stdint.h>
+
+#include "rove.h"
+
+/* rope_freq.c: validate the rope part of a config for head_dim; writes the resolved
+ * rotary dim. Returns INVALID_ARGUMENT / UNSUPPORTED as rove_rope_inv_freq documents. */
+rove_status rove_rope_validate(const rove_rope_config *c, int32_t head_dim, int32_t *rotary_dim);
+
+/* rope_table.c: cos/sin [n][half] of angle fmod((double)pos_i * inv_freq[k], 2 pi),
+ * pos_i = pos ? pos[i] : pos0 + i. */
+void rove_rope_table(float *cos_t, float *sin_t, const double *inv_freq, int32_t half,
+                     const int32_t *pos, int64_t pos0, int64_t n);
+
+#endif

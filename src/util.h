@@ -1,0 +1,36 @@
+/* Internal utilities (util.c, workspace.c): checked arithmetic, aligned allocation, the
+ * overlap test, the OpenMP loops, and the workspace pool. Below the drivers: includes
+ * nothing of the plan. */
+#ifndef ROVE_UTIL_H
+#define ROVE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* util.c: checked arithmetic (return 0 on overflow) and aligned allocation. */
+int rove_mul_i64(int64_t a, int64_t b, int64_t *out);
+int rove_add_i64(int64_t a, int64_t b, int64_t *out);
+void *rove_alloc(size_t bytes); /* 64-byte aligned, NULL on failure or 0 bytes */
+void rove_free(void *p);
+/* [lo, hi) byte ranges of two buffers overlap? */
+int rove_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes);
+/* Run body(i, ctx) for i in [0, n) on n_threads (OpenMP dynamic schedule). */
+void rove_parallel_for(int32_t n_threads, int64_t n, void (*body)(int64_t i, int tid, void *ctx),
+                       void *ctx);
+/* rove_parallel_for with an affine schedule: thread t first runs the contiguous block
+ * [t n / nt, (t + 1) n / nt) in order, then takes what is left of the others' blocks.
+ * Consecutive tasks that share data (a head's pack, then its query tiles) stay on one
+ * core: the packed K/V a thread writes is the K/V it reads, in its own cache, and the
+ * next call's pack overwrites lines no other core holds. Which thread runs a task never
+ * changes its result. */
+void rove_parallel_for_blocked(int32_t n_threads, int64_t n,
+                               void (*body)(int64_t i, int tid, void *ctx), void *ctx);
+
+/* workspace.c: a mutex-protected pool of freed workspace blocks. */
+typedef struct rove_pool rove_pool;
+rove_pool *rove_pool_create(void);
+void rove_pool_destroy(rove_pool *p);
+void *rove_pool_get(rove_pool *p, size_t bytes, size_t *size); /* NULL when out of memory */
+void rove_pool_put(rove_pool *p, void *block, size_t size);
+
+#endif
