@@ -104,7 +104,7 @@ def dense_copy(v: View, logical_order) -> View:
     if v.torch:
         c = v.obj.detach().permute(*logical_order).contiguous()
         return View(c, True, c.data_ptr(), tuple(c.shape), tuple(c.stride()))
-    c = np.ascontiguousarray(np.transpose(v.obj, logical_order))
+    c = np.array(np.transpose(v.obj, logical_order), order="C", copy=True)  # aligned too
     return View(c, False, c.__array_interface__["data"][0], c.shape,
                 tuple(s // c.itemsize for s in c.strides))
 
@@ -146,7 +146,7 @@ def contiguous(x, name: str, dtype, shape=None, writable=False):
             raise ValueError(f"{name} is read-only (it is written in place)")
     if not ok:
         copies += 1
-        obj = np.ascontiguousarray(obj)
+        obj = np.array(obj, order="C", copy=True)  # a fresh buffer: aligned as well
     return obj, obj.__array_interface__["data"][0]
 
 
@@ -187,7 +187,8 @@ def positions(pos, name: str, batch: int, length: int):
             raise ValueError(f"{name} has values outside int32 "
                              f"[{int(a.min())}, {int(a.max())}]")
         a = a.astype(np.int32)
-    if a.ndim == 1 and batch > 1:
+    if a.ndim == 1 and batch > 1:  # the one documented copy: [length] -> [batch, length]
         a = np.broadcast_to(a, (batch, length))
-    a = np.ascontiguousarray(a)
+    if not (a.flags.c_contiguous and a.flags.aligned):
+        a = np.array(a, order="C", copy=True)
     return a, a.__array_interface__["data"][0]

@@ -201,14 +201,24 @@ def _copy_back(out, tmp, torch_kind):
 
 
 def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv_angles,
-             cache=None):
-    """The shared body of Plan.attention and KVCache.attention (k, v None for a cache)."""
+             cache=None, plan_kw=None):
+    """The shared body of attention(), Plan.attention and KVCache.attention (k, v None for
+    a cache). With plan None, the plan is get_plan(heads of q and k, **plan_kw), fetched
+    after every tensor check (so that bad input never reaches librove, not even
+    rove_plan_create)."""
     bhsd = _layout(layout)
     vq = _tensor.view(q, "q")
     ndim = len(vq.shape)
     lq = _logical(vq, "q", bhsd, ndim)
     B, Lq, H, D = lq.shape
-    if (H, D) != (plan.n_heads, plan.head_dim):
+    if plan is None:
+        if D < 2 or D % 2:
+            raise ValueError(f"head_dim must be even and >= 2 (q has head_dim {D})")
+        rope = plan_kw.get("rope")
+        rotary_dim = rope.rotary_dim or D if isinstance(rope, RopeConfig) else D
+    else:
+        rotary_dim = plan.rotary_dim
+    if plan is not None and (H, D) != (plan.n_heads, plan.head_dim):
         raise ValueError(f"q has {H} heads of dim {D}; the plan has n_heads={plan.n_heads}, "
                          f"head_dim={plan.head_dim}")
     if cache is None:
@@ -223,12 +233,16 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
             raise ValueError(f"batch of q ({B}) and k/v ({Bk}) differ")
         if Dk != D:
             raise ValueError(f"head_dim of q ({D}) and k/v ({Dk}) differ")
-        if Hk != plan.n_kv_heads:
+        if plan is None and (Hk <= 0 or H % Hk):
+            raise ValueError(f"q has {H} heads, k has {Hk}: n_heads must be a multiple of "
+                             "n_kv_heads (GQA/MQA)")
+        if plan is not None and Hk != plan.n_kv_heads:
             raise ValueError(f"k/v have {Hk} heads; the plan has n_kv_heads={plan.n_kv_heads}")
         if Lk <= 0:
             raise ValueError("kv_len must be > 0")
     else:
         lk = lv = None
+        Hk = plan.n_kv_heads
         if B != cache.batch:
             raise ValueError(f"q has batch {B}; the cache holds {cache.batch} rows")
         Lk = 0
@@ -249,13 +263,12 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
     kp, a.kv_pos = (None, None) if cache is not None else _tensor.positions(kv_pos, "kv_pos", B, Lk)
     if cache is not None and kv_pos is not None:
         raise ValueError("kv_pos is not taken with a KV cache (the cache holds positions)")
-    half = plan.rotary_dim // 2
+    half = rotary_dim // 2
     qa = ka = None
     if cache is None and (q_angles is None) != (kv_angles is None):
         raise ValueError("q_angles and kv_angles go together: give both or neither")
     if cache is not None and kv_angles is not None:
         raise ValueError("kv_angles is not taken with a KV cache (it stores rotated K/V)")
-    Hk = plan.n_kv_heads
     if q_angles is not None:
         shp = (B, Lq, Hk, half) if ndim == 4 else (Lq, Hk, half)
         qa, a.q_angles = _angles(q_angles, "q_angles", shp)
@@ -264,6 +277,8 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
         ka, a.kv_angles = _angles(kv_angles, "kv_angles", shp)
 
     result, ov, a.out_stride, tmp = _prepare_out(out, vq.torch, bhsd, ndim, (B, Lq, H, D))
+    if plan is None:
+        plan = get_plan(H, Hk, D, **plan_kw)
     a.out = ov.ptr
     lse = None
     if return_lse:
@@ -319,18 +334,6 @@ def clear_plan_cache() -> None:
         _plans.clear()
 
 
-def _heads(x, name, bhsd):
-    """(n_heads, head_dim) of q/k in the caller's layout, for the plan."""
-    shape = tuple(x.shape) if hasattr(x, "shape") else None
-    if shape is None:
-        raise TypeError(f"{name} must be a numpy.ndarray or a CPU torch.Tensor, not "
-                        f"{type(x).__name__}")
-    if len(shape) not in (3, 4):
-        raise ValueError(f"{name} must be 4-D (or 3-D without batch), got shape {shape}")
-    h_axis = (-3 if bhsd else -2)
-    return shape[h_axis], shape[-1]
-
-
 def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, rope=None,
               window=0, softcap=0.0, scale=None, return_lse=False, threads=None,
               layout="bshd", out=None, isa="auto", q_angles=None, kv_angles=None):
@@ -339,13 +342,7 @@ def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, r
     GQA/MQA come from the head counts of q and k. Returns the kind it was given (numpy
     or torch), with return_lse a tuple (out, lse). The plan is cached (get_plan).
     """
-    bhsd = _layout(layout)
-    H, D = _heads(q, "q", bhsd)
-    Hk, _ = _heads(k, "k", bhsd)
-    if Hk <= 0 or H % Hk:
-        raise ValueError(f"q has {H} heads, k has {Hk}: n_heads must be a multiple of "
-                         "n_kv_heads (GQA/MQA)")
-    plan = get_plan(H, Hk, D, rotate=rotate, causal=causal, window=window, softcap=softcap,
-                    scale=scale, rope=rope, isa=isa, threads=threads)
-    return _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles,
-                    kv_angles)
+    kw = dict(rotate=rotate, causal=causal, window=window, softcap=softcap, scale=scale,
+              rope=rope, isa=isa, threads=threads)
+    return _forward(None, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles,
+                    kv_angles, plan_kw=kw)
