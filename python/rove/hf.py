@@ -1,0 +1,697 @@
+"""librove as a Hugging Face transformers attention backend (transformers 5.x).
+
+Two entry points:
+
+``rove.hf.register()``
+    Registers the attention function ``"rove"`` with ``transformers.AttentionInterface``
+    and a mask function of the same name with ``AttentionMaskInterface``, so that
+    ``AutoModelForCausalLM.from_config(cfg, attn_implementation="rove")`` (or
+    ``from_pretrained(..., attn_implementation="rove")``, or
+    ``model.set_attn_implementation("rove")``) runs every attention call through librove.
+    The model rotates q and k itself, so librove runs with ``rotate="none"``; GQA, the
+    scaling (``scaling``, e.g. Gemma's ``query_pre_attn_scalar``), the logit softcap
+    (``softcap``, Gemma-2), causality and sliding windows come from the module, its kwargs
+    and the mask.
+
+``rove.hf.apply(model, mode="rope" | "rove")``
+    librove takes over the rotation of a supported model (Llama, Mistral, Qwen2, Qwen3,
+    Gemma-2, Gemma-3, GPT-NeoX, GPT-J, Phi-3): ``"rope"`` reproduces the unmodified model,
+    ``"rove"`` makes it the model's RoVE variant (values rotated by their key positions,
+    the output rotated back by the query position: ``y_i = sum_j a_ij R_{p_j - P_i} v_j``).
+
+Masks (both entry points)
+    transformers builds one mask per forward through the mask function registered for the
+    attention implementation. Ours evaluates transformers' own mask (``sdpa_mask``, the
+    exact boolean mask sdpa and eager would apply, row block by row block so that memory
+    stays O(block x kv_len)) and checks that it equals, element for element, one pattern
+    librove computes: causal (bottom-right aligned in transformers' cache-index frame) or
+    bidirectional, with an optional window, AND a key-padding vector (the 2-D
+    ``attention_mask``). Sliding windows: transformers' key j is visible iff
+    ``q_idx - kv_idx < sliding_window`` (``kv_idx > q_idx - W``), which is librove's
+    ``window=W`` (``P_i - p_j < window``); the bidirectional windows are tried as both
+    ``<= W`` and ``< W``, and the check decides. Padded keys are honoured exactly through
+    librove's positions: a padded key gets position 2^31-1, which no causal query can
+    see (bidirectional: with a window of 2^30). Any other mask (packed sequences, a
+    custom ``or``/``and`` mask function, token-type blocks, a 4-D float mask with biases)
+    raises ``ValueError`` when attention runs: it is never approximated or ignored.
+    The mask handed to the model is a small ``[batch, 1, 1, kv_len]`` boolean tensor (the
+    key-padding vector) carrying the checked description as ``._rove``. Query rows that see
+    no key at all (left padding) get output 0, as librove defines it; their values are
+    never read by unpadded tokens, whose outputs are exact.
+
+Design of ``apply`` (no re-rotation of the past)
+    * A forward pre-hook on every attention module replaces ``position_embeddings`` by the
+      identity (cos = 1, sin = 0: the model's own ``apply_rotary_pos_emb`` then returns
+      q and k bit for bit unchanged) and takes the positions from the ``position_ids``
+      kwarg that every decoder layer passes (never assumed: left padding, offsets and
+      restarts are honoured).
+    * The cache kwarg (``cache`` / ``layer_past``) is wrapped: its ``update`` first
+      rotates the NEW keys (and, for RoVE, the new values) by their absolute positions
+      with ``rove.rotate`` (double-precision angles) and multiplies the rotated dims of k
+      by the attention factor m (YaRN / LongRoPE; m never touches v), then hands them to
+      transformers' cache. The cache (Dynamic, sliding-window, static alike) so holds K
+      and V in the global frame, and a decode step rotates only its own token
+      (``stats`` counts the rows).
+    * Attention runs in librove with ``rotate = ROTATE_Q`` (RoPE) or ``ROTATE_Q |
+      ROTATE_O`` (RoVE) and explicit ``q_pos``: librove rotates the queries (with m, as
+      a YaRN config says) and, for RoVE, rotates the output back by the query position.
+      The mask positions are transformers' cache indices shifted per batch row so that
+      they coincide with the queries' ``position_ids``; where that is impossible
+      (positions that are not cache index + constant) q is rotated and the output
+      rotated back in Python instead, with index positions for the mask.
+    * RoPE parameters per layer come from ``rope_config_from_hf`` (per layer type for
+      Gemma-3's local / global bases; LongRoPE's short / long factors by
+      ``max(position_ids) + 1`` each forward, as transformers chooses them; dynamic NTK
+      only while positions stay below ``max_position_embeddings``, where it is exactly
+      plain RoPE). ``apply`` compares them with the model's own rotary embedding
+      (inv_freq and attention scaling) and refuses a model whose frequencies differ.
+
+float32 only (librove computes in fp32); no backward (inference: use ``torch.no_grad()``
+or ``model.eval()`` with generate); dropout > 0 is refused.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+
+from . import _lib
+from .attention import get_plan
+from .hf_config import hf_head_dim, hf_rope_parameters, rope_config_from_hf
+from .rope import RopeConfig, inv_freq as _inv_freq
+from .rotate import rotate as _rotate
+
+__all__ = ["register", "apply", "remove", "NAME", "stats", "set_threads", "SUPPORTED"]
+
+NAME = "rove"
+_SENTINEL = 2 ** 31 - 1     # position of a padded key: never visible to a causal query
+_FAR_WINDOW = 2 ** 30       # window that makes the sentinel invisible without causality
+_MASK_BLOCK = 1 << 22       # elements of transformers' mask evaluated at a time
+
+# Counters for tests and the curious: rows rotated before the cache, attention calls.
+stats = {"k_rows": 0, "v_rows": 0, "attention_calls": 0, "fallback_calls": 0}
+_threads: Optional[int] = None
+_lock = threading.Lock()
+
+
+def set_threads(n: Optional[int]) -> None:
+    """Threads librove uses in the HF integration (None: librove's default)."""
+    global _threads
+    if n is not None and (isinstance(n, bool) or int(n) != n or n < 1):
+        raise ValueError(f"threads must be None or >= 1 (got {n!r})")
+    _threads = None if n is None else int(n)
+
+
+# ----------------------------------------------------------------------------------------
+# masks
+@dataclass
+class MaskInfo:
+    """What the rove mask function found transformers' mask to be."""
+    q_len: int
+    kv_len: int
+    q_offset: int             # transformers' cache index of query row 0
+    kv_offset: int            # ... of key column 0
+    causal: bool = True
+    window: int = 0           # librove semantics: visible iff |P - p| < window (0: none)
+    key_valid: Optional[torch.Tensor] = None   # [B, kv_len] bool, None = all valid
+    error: Optional[str] = None
+
+
+def _visible(diff: torch.Tensor, causal: bool, window: int) -> torch.Tensor:
+    """librove's visibility of a (q_idx - kv_idx) difference grid."""
+    vis = diff >= 0 if causal else torch.ones_like(diff, dtype=torch.bool)
+    if window:
+        vis = vis & (diff.abs() < window)
+    return vis
+
+
+def _candidates(local_size):
+    c = [(True, int(local_size or 0))]
+    c.append((False, 0))
+    if local_size:
+        c += [(False, int(local_size)), (False, int(local_size) + 1)]
+    return c
+
+
+def _match(blocks, q_offset, kv_offset, kv_len, key_valid, candidates):
+    """First (causal, window) of candidates with which every block of the mask equals
+    visibility AND key_valid; None if none does. blocks yields (row0, M [B, n, K])."""
+    ok = [True] * len(candidates)
+    kj = torch.arange(kv_len, dtype=torch.int64) + kv_offset
+    for row0, M in blocks:
+        n = M.shape[1]
+        qi = torch.arange(n, dtype=torch.int64) + (q_offset + row0)
+        diff = qi[:, None] - kj[None, :]
+        for c, (causal, w) in enumerate(candidates):
+            if not ok[c]:
+                continue
+            R = _visible(diff, causal, w)[None]
+            if key_valid is not None:
+                R = R & key_valid[:, None, :]
+            ok[c] = bool(torch.equal(M, R.expand_as(M)))
+        if not any(ok):
+            return None
+    for c, good in enumerate(ok):
+        if good:
+            return candidates[c]
+    return None
+
+
+def rove_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None,
+              attention_mask=None, local_size=None, use_vmap=False, device="cpu", **kwargs):
+    """Mask function registered as "rove" with transformers' AttentionMaskInterface."""
+    from transformers.masking_utils import (causal_mask_function, prepare_padding_mask,
+                                            sdpa_mask)
+    if mask_function is None:
+        mask_function = causal_mask_function
+    q_offset, kv_offset = int(q_offset), int(kv_offset)
+    B, Lq, Lk = int(batch_size), int(q_length), int(kv_length)
+    padding = prepare_padding_mask(attention_mask, Lk, kv_offset)
+    key_valid = None
+    if padding is not None:
+        kv = padding[:, kv_offset:kv_offset + Lk].to(torch.bool)
+        if kv.shape[-1] != Lk:
+            raise ValueError(f"attention_mask has {padding.shape[-1]} columns, fewer than the "
+                             f"{kv_offset + Lk} the cache needs")
+        if not bool(kv.all()):
+            key_valid = kv.expand(B, Lk).contiguous()
+    rows = max(1, _MASK_BLOCK // max(1, B * Lk))
+
+    def blocks():
+        for r0 in range(0, Lq, rows):
+            n = min(rows, Lq - r0)
+            M = sdpa_mask(batch_size=B, q_length=n, kv_length=Lk, q_offset=q_offset + r0,
+                          kv_offset=kv_offset, mask_function=mask_function,
+                          attention_mask=attention_mask, allow_is_causal_skip=False,
+                          allow_is_bidirectional_skip=False, use_vmap=use_vmap, device=device)
+            yield r0, M.expand(B, 1, n, Lk)[:, 0]
+
+    found = _match(blocks(), q_offset, kv_offset, Lk, key_valid, _candidates(local_size))
+    info = MaskInfo(Lq, Lk, q_offset, kv_offset, key_valid=key_valid)
+    if found is None:
+        info.error = ("the attention mask transformers built is not a causal or bidirectional "
+                      "mask (with an optional sliding window) combined with key padding -- e.g. "
+                      "packed sequences, token-type blocks or a custom mask function -- which "
+                      "librove cannot honour exactly")
+    else:
+        info.causal, info.window = found
+    out = (key_valid if key_valid is not None else
+           torch.ones((B, Lk), dtype=torch.bool)).view(B, 1, 1, Lk)
+    out._rove = info
+    return out
+
+
+def _info_from_tensor(mask: torch.Tensor, Lq, Lk, causal, window) -> MaskInfo:
+    """A user-supplied 4-D mask (no ._rove): bool, or float with only 0 / -inf-like values."""
+    if mask.dim() != 4 or mask.shape[-2:] != (Lq, Lk):
+        raise ValueError(f"attention mask of shape {tuple(mask.shape)} does not match q_len "
+                         f"{Lq} x kv_len {Lk}")
+    if mask.dtype == torch.bool:
+        M = mask
+    elif mask.is_floating_point():
+        M = mask == 0
+        blocked = (mask <= torch.finfo(mask.dtype).min / 2) | torch.isneginf(mask)
+        if not bool((M | blocked).all()):
+            raise ValueError("the float attention mask adds biases (values other than 0 and "
+                             "-inf / finfo.min): librove cannot honour them")
+    else:
+        raise ValueError(f"attention mask dtype {mask.dtype} is not supported")
+    if M.shape[1] != 1:
+        if not bool((M == M[:, :1]).all()):
+            raise ValueError("the attention mask differs per head: librove cannot honour it")
+    M = M[:, 0]
+    B = M.shape[0]
+    key_valid = M.any(dim=1)
+    if bool(key_valid.all()):
+        key_valid = None
+    q_offset = Lk - Lq
+    cands = [(bool(causal), int(window or 0)), (True, 0), (False, 0)]
+    found = _match([(0, M)], q_offset, 0, Lk, key_valid, cands)
+    info = MaskInfo(Lq, Lk, q_offset, 0, key_valid=None if key_valid is None else
+                    key_valid.expand(B, Lk).contiguous())
+    if found is None:
+        info.error = ("the 4-D attention mask is not causal/bidirectional (+ window) with key "
+                      "padding in the bottom-right aligned frame: librove cannot honour it")
+    else:
+        info.causal, info.window = found
+    return info
+
+
+def _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window) -> MaskInfo:
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    window = sliding_window if sliding_window is not None else getattr(module, "sliding_window", None)
+    window = int(window or 0)
+    if attention_mask is None:
+        if causal and Lq > 1 and Lq != Lk:
+            raise ValueError(
+                f"rove attention got no mask with q_len {Lq} != kv_len {Lk}: transformers' "
+                "eager (no mask) and sdpa (top-left causal) disagree here; pass a mask")
+        return MaskInfo(Lq, Lk, Lk - Lq, 0, causal=bool(causal), window=window)
+    info = getattr(attention_mask, "_rove", None)
+    if info is None:
+        return _info_from_tensor(attention_mask, Lq, Lk, causal, window)
+    if info.error:
+        raise ValueError(f"rove attention (layer {getattr(module, 'layer_idx', '?')}): "
+                         f"{info.error}")
+    if (info.q_len, info.kv_len) != (Lq, Lk):
+        raise ValueError(f"rove mask was built for q_len {info.q_len} x kv_len {info.kv_len}, "
+                         f"attention has {Lq} x {Lk}")
+    return info
+
+
+def _index_positions(info: MaskInfo, B: int):
+    """(q_pos [Lq] or None, kv_pos [B, Lk] or None, window, causal) in the cache-index
+    frame, shifted so that key 0 is position 0; None/None when librove's defaults are it."""
+    Lq, Lk = info.q_len, info.kv_len
+    shift = info.q_offset - info.kv_offset
+    window, causal = info.window, info.causal
+    if info.key_valid is None and shift == Lk - Lq:
+        return None, None, window, causal
+    if abs(shift) + Lq + Lk >= _FAR_WINDOW:
+        raise ValueError("sequence too long for librove's int32 positions")
+    q_pos = np.arange(Lq, dtype=np.int64) + shift
+    kv_pos = np.broadcast_to(np.arange(Lk, dtype=np.int64), (B, Lk)).copy()
+    if info.key_valid is not None:
+        kv_pos[~info.key_valid.numpy()] = _SENTINEL
+        if not causal and window == 0:
+            window = _FAR_WINDOW
+    return q_pos.astype(np.int32), kv_pos.astype(np.int32), window, causal
+
+
+def _rows_with_keys(info: MaskInfo, B: int) -> np.ndarray:
+    """[B, Lq] bool: query rows that see at least one key."""
+    Lq, Lk = info.q_len, info.kv_len
+    qi = np.arange(Lq, dtype=np.int64) + (info.q_offset - info.kv_offset)  # in key columns
+    if info.causal:
+        hi = np.minimum(qi, Lk - 1)
+        lo = np.maximum(qi - info.window + 1, 0) if info.window else np.zeros_like(qi)
+    else:
+        hi = np.minimum(qi + info.window - 1, Lk - 1) if info.window else np.full_like(qi, Lk - 1)
+        lo = np.maximum(qi - info.window + 1, 0) if info.window else np.zeros_like(qi)
+    valid = (np.ones((B, Lk), dtype=bool) if info.key_valid is None
+             else info.key_valid.numpy())
+    cs = np.concatenate([np.zeros((B, 1), np.int64), np.cumsum(valid, axis=1)], axis=1)
+    hic, loc = np.clip(hi, -1, Lk - 1), np.clip(lo, 0, Lk)
+    cnt = np.where(hic >= loc, cs[:, hic + 1] - cs[:, np.minimum(loc, Lk)], 0)
+    return cnt > 0
+
+
+# ----------------------------------------------------------------------------------------
+# the attention function
+def _check_kwargs(module, dropout, kwargs):
+    if dropout:
+        raise ValueError(f"rove attention: dropout={dropout} is not supported (librove is "
+                         "inference only); call model.eval()")
+    for key in ("position_bias", "s_aux", "sinks", "attention_bias", "head_mask"):
+        if kwargs.get(key) is not None:
+            raise ValueError(f"rove attention: `{key}` is not supported by librove")
+    if kwargs.get("output_attentions"):
+        raise ValueError("rove attention does not return attention weights "
+                         "(output_attentions=True): use attn_implementation='eager'")
+
+
+def _run_attention(query, key, value, *, rotate, causal, window, softcap, scaling, q_pos,
+                   kv_pos, rope):
+    """librove attention on HF's [b, h, s, d] tensors; returns [b, q, h, d] (contiguous).
+
+    Tensors whose tokens librove can read in place (HF's q/k/v views of a projection) go in
+    one call; a contiguous [b, h, s, d] K/V (transformers' caches) would need a copy, so it
+    is attended per batch row and KV head instead (one zero-copy call each)."""
+    B, H, Lq, D = query.shape
+    Hk, Lk = key.shape[1], key.shape[2]
+    if value.shape[-1] != D or tuple(value.shape[:3]) != (B, Hk, Lk):
+        raise ValueError(f"rove attention: value shape {tuple(value.shape)} does not match key "
+                         f"{tuple(key.shape)} / head_dim {D}")
+    if H % Hk:
+        raise ValueError(f"{H} query heads are not a multiple of {Hk} KV heads")
+    G = H // Hk
+    plan_kw = dict(rotate=rotate, causal=bool(causal), window=int(window),
+                   softcap=float(softcap or 0.0), scale=scaling, rope=rope, threads=_threads)
+    stats["attention_calls"] += 1
+    out = torch.empty((B, Lq, H, D), dtype=torch.float32)
+
+    def tokens_dense(x):  # bshd token layout readable in place?
+        s = x.stride()
+        return x.shape[1] == 1 or (s[1] == D and s[3] == 1)
+
+    if tokens_dense(key) and tokens_dense(value):
+        plan = get_plan(H, Hk, D, **plan_kw)
+        plan.attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos, layout="bhsd",
+                       out=out.transpose(1, 2))
+        return out
+    plan = get_plan(G, 1, D, **plan_kw)
+    ot = out.transpose(1, 2)
+    for b in range(B):
+        qp = None if q_pos is None else (q_pos if q_pos.ndim == 1 else q_pos[b])
+        kp = None if kv_pos is None else kv_pos[b]
+        for g in range(Hk):
+            hs = slice(g * G, (g + 1) * G)
+            plan.attention(query[b:b + 1, hs], key[b:b + 1, g:g + 1], value[b:b + 1, g:g + 1],
+                           q_pos=qp, kv_pos=kp, layout="bhsd", out=ot[b:b + 1, hs])
+    return out
+
+
+def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.0,
+                           scaling=None, sliding_window=None, softcap=None, is_causal=None,
+                           **kwargs):
+    """Attention function registered as "rove" (transformers' signature: q [b, h, q, d],
+    k/v [b, kv_h, k, d] -> (out [b, q, h, d], None))."""
+    _check_kwargs(module, dropout, kwargs)
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if t.dtype != torch.float32:
+            raise TypeError(f"rove attention: {name} is {t.dtype}; librove computes in float32 "
+                            "(load the model with dtype=torch.float32)")
+        if t.device.type != "cpu":
+            raise ValueError(f"rove attention: {name} is on {t.device}; librove runs on the CPU")
+    B, H, Lq, D = query.shape
+    Lk = key.shape[2]
+    info = _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window)
+    state = getattr(module, "_rove_apply", None)
+    with torch.no_grad():
+        if state is None:
+            q_pos, kv_pos, window, causal = _index_positions(info, B)
+            out = _run_attention(query, key, value, rotate="none", causal=causal, window=window,
+                                 softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos,
+                                 rope=None)
+        else:
+            out = _applied_attention(module, state, query, key, value, info, softcap, scaling)
+    return out, None
+
+
+# ----------------------------------------------------------------------------------------
+# apply: librove rotates
+SUPPORTED = {  # model_type -> (attention class name, order of position_embeddings)
+    "llama": ("LlamaAttention", "cos_sin"),
+    "mistral": ("MistralAttention", "cos_sin"),
+    "qwen2": ("Qwen2Attention", "cos_sin"),
+    "qwen3": ("Qwen3Attention", "cos_sin"),
+    "gemma2": ("Gemma2Attention", "cos_sin"),
+    "gemma3_text": ("Gemma3Attention", "cos_sin"),
+    "gpt_neox": ("GPTNeoXAttention", "cos_sin"),
+    "gptj": ("GPTJAttention", "sin_cos"),
+    "phi3": ("Phi3Attention", "cos_sin"),
+}
+_CACHE_KWARGS = ("cache", "layer_past", "past_key_values", "past_key_value")
+
+
+class _ApplyState:
+    """Per attention module: mode, config, layer type and the RoPE of the current call."""
+
+    def __init__(self, mode, config, layer_type, head_dim):
+        self.mode, self.config, self.layer_type, self.head_dim = mode, config, layer_type, head_dim
+        rp = {} if config.model_type in ("gptj", "codegen") else hf_rope_parameters(config, layer_type)
+        self.rope_type = rp.get("rope_type", rp.get("type", "default"))
+        self._ropes = {}
+        self.call = None
+
+    def rope(self, seq_len: int):
+        """(RopeConfig, attention factor m, rotary dim) for a forward whose longest
+        position is seq_len - 1."""
+        if self.rope_type == "dynamic":
+            mpe = self.config.max_position_embeddings
+            if seq_len > mpe:
+                raise ValueError(
+                    f"rove.hf.apply: dynamic NTK RoPE at position {seq_len - 1} >= "
+                    f"max_position_embeddings={mpe}: transformers then rescales its frequencies "
+                    "per call without re-rotating cached keys, which librove does not reproduce")
+            key = "short"
+        elif self.rope_type == "longrope":
+            L0 = hf_rope_parameters(self.config, self.layer_type)["original_max_position_embeddings"]
+            key = "long" if seq_len > L0 else "short"
+        else:
+            key = "static"
+        r = self._ropes.get(key)
+        if r is None:
+            cfg = rope_config_from_hf(self.config, self.head_dim, seq_len=seq_len,
+                                      layer_type=self.layer_type)
+            w, m = _inv_freq(cfg, self.head_dim)
+            r = self._ropes[key] = (cfg, m, 2 * len(w), w)
+        return r
+
+
+@dataclass
+class _Call:
+    pos: torch.Tensor          # [B or 1, Lq] int64 position_ids
+    rope: RopeConfig
+    m: float
+    rdim: int
+    kv_rotated: bool = False
+
+
+def _rotate_kv(state, call, key, value):
+    """New k (times m on the rotated dims) and, for RoVE, v in the global frame."""
+    B, Hk, L, D = key.shape
+    pos = call.pos.expand(B, L) if call.pos.shape[0] == 1 else call.pos
+    if pos.shape != (B, L):
+        raise ValueError(f"position_ids of shape {tuple(call.pos.shape)} do not match the "
+                         f"{B} x {L} new keys")
+    pos = pos.to(torch.int64).numpy()
+    with torch.no_grad():
+        k = _rotate(key.detach(), pos, rope=call.rope, layout="bhsd", threads=_threads)
+        if call.m != 1.0:
+            k[..., :call.rdim] *= call.m
+        stats["k_rows"] += B * L
+        if state.mode == "rove":
+            value = _rotate(value.detach(), pos, rope=call.rope, layout="bhsd", threads=_threads)
+            stats["v_rows"] += B * L
+    call.kv_rotated = True
+    return k, value
+
+
+class _RotatingCache:
+    """Wraps a transformers cache for one attention call: update() rotates the new K/V
+    first. Everything else is the wrapped cache's."""
+
+    def __init__(self, cache, state):
+        object.__setattr__(self, "_cache", cache)
+        object.__setattr__(self, "_state", state)
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        state = self._state
+        k, v = _rotate_kv(state, state.call, key_states, value_states)
+        return self._cache.update(k, v, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._cache, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._cache, name, value)
+
+    def __bool__(self):
+        return True
+
+
+def _pre_hook(module, args, kwargs):
+    state = module._rove_apply
+    if getattr(state.config, "_attn_implementation", None) != NAME:
+        raise RuntimeError("rove.hf.apply: the model's attention implementation was changed "
+                           f"to {state.config._attn_implementation!r} after apply(); the model's "
+                           "own rotation is disabled, so it must stay 'rove' (or call "
+                           "rove.hf.remove(model))")
+    pe = kwargs.get("position_embeddings")
+    if pe is None:
+        raise ValueError("rove.hf.apply: the attention module got no position_embeddings kwarg")
+    pos = kwargs.get("position_ids")
+    if pos is None:
+        raise ValueError("rove.hf.apply: the attention module got no position_ids; librove "
+                         "needs the positions of the tokens")
+    pos = pos.detach().to("cpu")
+    if pos.dim() != 2:
+        raise ValueError(f"rove.hf.apply: position_ids must be [batch, seq] (got shape "
+                         f"{tuple(pos.shape)}, e.g. multimodal 3-D positions are not supported)")
+    if pos.numel() and (int(pos.min()) < -(2 ** 30) or int(pos.max()) >= 2 ** 30):
+        raise ValueError("rove.hf.apply: position_ids outside [-2^30, 2^30)")
+    seq_len = int(pos.max()) + 1 if pos.numel() else 1
+    cfg, m, rdim, _ = state.rope(max(seq_len, 1))
+    state.call = _Call(pos=pos, rope=cfg, m=m, rdim=rdim)
+    a, b = pe
+    if module._rove_order == "cos_sin":
+        ident = (torch.ones_like(a), torch.zeros_like(b))
+    else:  # (sin, cos)
+        ident = (torch.zeros_like(a), torch.ones_like(b))
+    kwargs = dict(kwargs)
+    kwargs["position_embeddings"] = ident
+    for name in _CACHE_KWARGS:
+        if kwargs.get(name) is not None:
+            kwargs[name] = _RotatingCache(kwargs[name], state)
+    return args, kwargs
+
+
+def _post_hook(module, args, kwargs, output):
+    module._rove_apply.call = None
+    return output
+
+
+def _applied_attention(module, state, query, key, value, info, softcap, scaling):
+    call = state.call
+    if call is None:
+        raise RuntimeError("rove.hf.apply: attention ran outside the patched module forward")
+    B, H, Lq, D = query.shape
+    if not call.kv_rotated:  # no cache: the keys are this call's tokens
+        if key.shape[2] != Lq:
+            raise ValueError("rove.hf.apply: keys without a cache must be the call's own tokens")
+        key, value = _rotate_kv(state, call, key, value)
+    pos = (call.pos.expand(B, Lq) if call.pos.shape[0] == 1 else call.pos).to(torch.int64).numpy()
+    if pos.shape != (B, Lq):
+        raise ValueError(f"position_ids of shape {tuple(call.pos.shape)} do not match q "
+                         f"[{B}, {Lq}]")
+    rot_o = state.mode == "rove"
+    # Fused path: mask positions = cache index + delta_b, equal to position_ids on every row
+    # that sees a key (rows that see none give 0 whatever their position).
+    idx = np.arange(Lq, dtype=np.int64) + (info.q_offset - info.kv_offset)
+    delta = pos - idx[None, :]
+    rows = _rows_with_keys(info, B)
+    d0 = np.where(rows.any(axis=1), delta[np.arange(B), rows.argmax(axis=1)], delta[:, 0])
+    fused = bool(np.all((delta == d0[:, None]) | ~rows))
+    if fused:
+        q_pos = idx[None, :] + d0[:, None]
+        kv_pos = np.arange(info.kv_len, dtype=np.int64)[None, :] + d0[:, None]
+        window, causal = info.window, info.causal
+        if info.key_valid is not None:
+            kv_pos = np.where(info.key_valid.numpy(), kv_pos, _SENTINEL)
+            if not causal and window == 0:
+                window = _FAR_WINDOW
+        lo, hi = min(q_pos.min(), kv_pos.min()), max(q_pos.max(), np.where(
+            kv_pos == _SENTINEL, q_pos.min(), kv_pos).max())
+        fused = lo > -(2 ** 30) and hi < 2 ** 30
+    if fused:
+        flags = _lib.ROTATE_Q | (_lib.ROTATE_O if rot_o else 0)
+        return _run_attention(query, key, value, rotate=flags, causal=causal, window=window,
+                              softcap=softcap, scaling=scaling, q_pos=q_pos.astype(np.int32),
+                              kv_pos=kv_pos.astype(np.int32), rope=call.rope)
+    # General path: rotate q here (with m), index positions for the mask, rotate back here.
+    stats["fallback_calls"] += 1
+    q = _rotate(query.detach(), pos, rope=call.rope, layout="bhsd", threads=_threads)
+    if call.m != 1.0:
+        q[..., :call.rdim] *= call.m
+    q_pos, kv_pos, window, causal = _index_positions(info, B)
+    out = _run_attention(q, key, value, rotate="none", causal=causal, window=window,
+                         softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos, rope=None)
+    if rot_o:
+        out = _rotate(out, pos, rope=call.rope, inverse=True, layout="bshd", threads=_threads)
+    return out
+
+
+def _model_rotary_check(model, states):
+    """Refuse a model whose own rotary embedding disagrees with rope_config_from_hf."""
+    rotary = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+    if not rotary:
+        return
+    rot = rotary[0]
+    seen = set()
+    for st in states:
+        lt = st.layer_type
+        if (lt, st.rope_type) in seen:
+            continue
+        seen.add((lt, st.rope_type))
+        if st.config.model_type in ("gptj", "codegen"):
+            buf = getattr(rot, "embed_positions", None)
+            cfg, m, rdim, w = st.rope(1)
+            if buf is not None and buf.shape[-1] != rdim:
+                raise ValueError(f"rove.hf.apply: GPT-J rotary table has {buf.shape[-1]} dims, "
+                                 f"rope_config_from_hf gives {rdim}")
+            if buf is not None and buf.shape[0] > 1:  # sin(1 * w_k) of row 1
+                hf = torch.asin(buf[1, : rdim // 2].double()).numpy()
+                if not np.allclose(hf, w, rtol=1e-5, atol=1e-7):
+                    raise ValueError("rove.hf.apply: GPT-J frequencies differ from librove's")
+            continue
+        if st.rope_type in ("dynamic",):
+            seq = 1
+        elif st.rope_type == "longrope":
+            seq = 1  # the buffer holds the short factors until a long sequence comes
+        else:
+            seq = 1
+        cfg, m, rdim, w = st.rope(seq)
+        prefix = f"{lt}_" if hasattr(rot, f"{lt}_inv_freq") else ""
+        hf_w = getattr(rot, f"{prefix}original_inv_freq", None)
+        if hf_w is None:
+            hf_w = getattr(rot, f"{prefix}inv_freq")
+        hf_m = getattr(rot, f"{prefix}attention_scaling", getattr(rot, "attention_scaling", 1.0))
+        hf_w = hf_w.detach().double().cpu().numpy()
+        if hf_w.shape != w.shape or not np.allclose(hf_w, w, rtol=1e-5, atol=0):
+            raise ValueError(f"rove.hf.apply: librove's inv_freq for layer type {lt!r} differs "
+                             "from the model's rotary embedding; refusing to run it")
+        if not math.isclose(float(hf_m), m, rel_tol=1e-6):
+            raise ValueError(f"rove.hf.apply: attention factor {m} differs from the model's "
+                             f"{float(hf_m)} (layer type {lt!r})")
+
+
+def register(name: str = NAME) -> str:
+    """Register the "rove" attention and mask functions with transformers (idempotent)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+    with _lock:
+        AttentionInterface.register(name, rove_attention_forward)
+        AttentionMaskInterface.register(name, rove_mask)
+    return name
+
+
+def apply(model, mode: str = "rope", *, threads: Optional[int] = None):
+    """Let librove do the rotation of a supported transformers model (in place; returns it).
+
+    mode "rope" reproduces the unmodified model, "rove" makes its RoVE variant. Sets the
+    model's attention implementation to "rove" (registering it). See the module docstring.
+    """
+    if mode not in ("rope", "rove"):
+        raise ValueError(f"mode must be 'rope' or 'rove' (got {mode!r})")
+    if threads is not None:
+        set_threads(threads)
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    mt = config.model_type
+    if mt not in SUPPORTED:
+        raise ValueError(f"rove.hf.apply does not know model type {mt!r} (supported: "
+                         f"{sorted(SUPPORTED)}); rove.hf.register() still runs its attention")
+    if getattr(model, "_rove_hooks", None):
+        remove(model)
+    cls_name, order = SUPPORTED[mt]
+    mods = [m for m in model.modules() if type(m).__name__ == cls_name]
+    if not mods:
+        raise ValueError(f"rove.hf.apply: no {cls_name} modules in this {type(model).__name__}")
+    register()
+    model.set_attn_implementation(NAME)
+    hooks, states = [], []
+    for m in mods:
+        lt = getattr(m, "layer_type", None)
+        if lt is None and getattr(config, "layer_types", None) and hasattr(m, "layer_idx"):
+            lt = config.layer_types[m.layer_idx]
+        rp = getattr(config, "rope_parameters", None) or {}
+        if not any(k in rp for k in (getattr(config, "layer_types", None) or ())):
+            lt_rope = None
+        else:
+            lt_rope = lt
+        hd = getattr(m, "head_dim", None) or getattr(m, "head_size", None) or hf_head_dim(config)
+        st = _ApplyState(mode, config, lt_rope, int(hd))
+        m._rove_apply, m._rove_order = st, order
+        states.append(st)
+        hooks.append(m.register_forward_pre_hook(_pre_hook, with_kwargs=True))
+        hooks.append(m.register_forward_hook(_post_hook, with_kwargs=True))
+    try:
+        _model_rotary_check(model, states)
+    except Exception:
+        for h in hooks:
+            h.remove()
+        for m in mods:
+            del m._rove_apply, m._rove_order
+        raise
+    model._rove_hooks = (hooks, mods)
+    model._rove_mode = mode
+    return model
+
+
+def remove(model):
+    """Undo apply(): the model rotates by itself again (its attention implementation stays
+    "rove", i.e. librove without rotation, until you set another)."""
+    hooks, mods = getattr(model, "_rove_hooks", None) or ((), ())
+    for h in hooks:
+        h.remove()
+    for m in mods:
+        for a in ("_rove_apply", "_rove_order"):
+            if hasattr(m, a):
+                delattr(m, a)
+    model._rove_hooks = None
+    model._rove_mode = None
+    return model

@@ -1,0 +1,374 @@
+"""RopeConfig from a Hugging Face transformers config (``RopeConfig.from_hf``).
+
+``rope_config_from_hf(config)`` reads a ``transformers.PretrainedConfig`` -- the
+``rope_parameters`` dict of transformers 5.x (per layer type for models such as Gemma-3),
+or the legacy ``rope_theta`` / ``rope_scaling`` attributes -- and returns the
+:class:`rove.RopeConfig` whose frequencies and attention factor are the ones the model's
+own rotary embedding computes (in float32 there, in double in librove: they agree to
+float rounding, ~1e-7 relative). Anything it cannot reproduce exactly raises
+``ValueError`` naming the field; nothing is approximated or ignored.
+
+What is read, per ``rope_type``:
+
+* all types: ``rope_theta``; ``head_dim`` (the argument, else ``config.head_dim``, else
+  ``hidden_size // num_attention_heads``); the rotary dim ``int(head_dim *
+  partial_rotary_factor)`` (``rotary_pct`` of GPT-NeoX is already folded into
+  ``partial_rotary_factor`` by transformers; GPT-J's ``rotary_dim``); the pairing:
+  ``"interleaved"`` for the GPT-J family (``rotate_every_two``), ``"half"``
+  (``rotate_half``) otherwise, or the ``pairing`` argument.
+* ``default``; ``linear`` (``factor``); ``llama3`` (``factor``, ``low_freq_factor``,
+  ``high_freq_factor``, ``original_max_position_embeddings``).
+* ``yarn``: ``factor`` (None: ``max_position_embeddings / original_max_position_embeddings``
+  as transformers does), ``original_max_position_embeddings``, ``beta_fast`` /
+  ``beta_slow`` (falsy: 32 / 1, as transformers), ``truncate`` (read from the top-level
+  ``rope_parameters`` like transformers does, default True) and the attention factor by
+  transformers' exact rule: ``attention_factor`` if given, else
+  ``get_mscale(s, mscale) / get_mscale(s, mscale_all_dim)`` when both ``mscale`` and
+  ``mscale_all_dim`` are set (DeepSeek), else ``0.1 ln s + 1``
+  (``get_mscale(s) = 0.1 * m * ln s + 1`` for ``s > 1``, else 1). It is always passed to
+  librove explicitly (``RopeConfig.attention_factor``), never re-derived.
+* ``dynamic`` (dynamic NTK): transformers recomputes the base at run time from the
+  longest sequence seen, ``L = max(position_ids) + 1``. For ``L <= max_position_embeddings``
+  its frequencies are exactly the default ones; beyond, exactly static NTK with
+  ``s = factor * L / max_position_embeddings - (factor - 1)``. So a RopeConfig is only
+  exact for a given ``L``: pass ``seq_len=L`` (ValueError without it). Note that
+  transformers keeps the frequencies of the longest sequence seen so far and does not
+  re-rotate cached keys when they change; ``rove.hf.apply`` therefore supports dynamic
+  NTK only while every position is below ``max_position_embeddings``.
+* ``longrope`` (Phi-3): per-pair divisors ``short_factor`` (``L <=
+  original_max_position_embeddings``) or ``long_factor`` (longer), chosen by transformers at
+  run time from ``L = max(position_ids) + 1``: pass ``seq_len`` unless both lists are
+  equal. The attention factor (``attention_factor``, else
+  ``sqrt(1 + ln(factor) / ln(original_max_position_embeddings))`` for ``factor > 1``, with
+  ``factor`` defaulting to ``max_position_embeddings / original_max_position_embeddings``)
+  multiplies the rotated dims of q and k, like YaRN's. A ``rove_rope_config`` carries an
+  attention factor only for YaRN, so when it is not 1 the result is expressed as
+  ``scaling="yarn"`` with ``factor=1`` (for which the YaRN ramp is the identity:
+  ``w/1 * ramp + w * (1 - ramp) = w``), ``freq_factors`` = the chosen factors and the
+  explicit ``attention_factor``: exactly LongRoPE's frequencies and factor.
+
+Not supported (ValueError): ``proportional`` and any other rope type, unknown keys in
+``rope_parameters`` (e.g. multimodal ``mrope_section``), odd rotary dims (transformers
+rounds their frequency count up with exponents over the odd dim), and
+``partial_rotary_factor != 1`` with ``rope_type="default"`` on the families whose default
+rotary embedding ignores it (Llama, Mistral, Qwen2/3, Gemma-2/3) -- there transformers'
+own scaled types would honour it, so the intent is ambiguous.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Tuple
+
+from .rope import RopeConfig
+
+__all__ = ["rope_config_from_hf", "hf_rope_parameters", "hf_head_dim", "hf_attention_factor"]
+
+# Families whose rotary embedding pairs dims (x[2k], x[2k+1]) (rotate_every_two).
+INTERLEAVED_MODEL_TYPES = frozenset({"gptj", "codegen"})
+# Families whose compute_default_rope_parameters uses head_dim and ignores
+# partial_rotary_factor (their scaled types, from ROPE_INIT_FUNCTIONS, honour it).
+DEFAULT_IGNORES_PARTIAL = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
+                                     "gemma3", "gemma3_text"})
+
+_COMMON_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
+_TYPE_KEYS = {
+    "default": set(),
+    "linear": {"factor"},
+    # transformers' dynamic NTK reads config.max_position_embeddings, never this key
+    "dynamic": {"factor", "original_max_position_embeddings"},
+    "yarn": {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast",
+             "beta_slow", "mscale", "mscale_all_dim", "truncate"},
+    "longrope": {"short_factor", "long_factor", "factor", "attention_factor",
+                 "original_max_position_embeddings"},
+    "llama3": {"factor", "low_freq_factor", "high_freq_factor",
+               "original_max_position_embeddings"},
+}
+
+
+def _text_config(config):
+    get = getattr(config, "get_text_config", None)
+    if callable(get):
+        try:
+            return get(decoder=True)
+        except TypeError:
+            return get()
+    return config
+
+
+def _model_type(config) -> str:
+    return str(getattr(config, "model_type", "") or "")
+
+
+def hf_head_dim(config, head_dim: Optional[int] = None) -> int:
+    """head_dim as transformers' rotary embeddings read it."""
+    if head_dim is not None:
+        return int(head_dim)
+    config = _text_config(config)
+    hd = getattr(config, "head_dim", None)
+    if hd:
+        return int(hd)
+    hidden = getattr(config, "hidden_size", None)
+    heads = getattr(config, "num_attention_heads", None)
+    if not hidden or not heads:
+        raise ValueError("config has neither head_dim nor hidden_size / num_attention_heads")
+    if hidden % heads:
+        raise ValueError(f"hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
+    return hidden // heads
+
+
+def hf_rope_parameters(config, layer_type: Optional[str] = None) -> dict:
+    """The rope parameter dict transformers uses for ``layer_type`` (a copy).
+
+    transformers 5.x: ``config.rope_parameters`` (nested by layer type for e.g. Gemma-3);
+    older configs: ``rope_theta`` and ``rope_scaling``."""
+    config = _text_config(config)
+    rp = getattr(config, "rope_parameters", None)
+    if rp is None:
+        rp = dict(getattr(config, "rope_scaling", None) or {})
+        if "rope_theta" not in rp:
+            rp["rope_theta"] = getattr(config, "rope_theta", None) or getattr(
+                config, "default_theta", 10000.0)
+        prf = getattr(config, "partial_rotary_factor", None)
+        if prf is not None:
+            rp.setdefault("partial_rotary_factor", prf)
+        rp.setdefault("rope_type", rp.get("type", "default"))
+        return rp
+    if not isinstance(rp, dict):
+        raise ValueError(f"config.rope_parameters must be a dict (got {type(rp).__name__})")
+    labels = getattr(config, "_rope_type_labels", None) or getattr(config, "layer_types", None) or ()
+    nested = [k for k in rp if k in labels]
+    if nested:
+        if layer_type is None:
+            distinct = {repr(sorted(rp[k].items())) if rp[k] else None for k in nested}
+            if len(distinct) > 1:
+                raise ValueError(
+                    f"config.rope_parameters differs per layer type ({sorted(nested)}): pass "
+                    "layer_type=... (e.g. the attention module's layer_type)")
+            layer_type = nested[0]
+        if layer_type not in rp:
+            raise ValueError(f"config.rope_parameters has no entry for layer_type "
+                             f"{layer_type!r} (it has {sorted(nested)})")
+        sub = rp[layer_type]
+        if sub is None:
+            raise ValueError(f"config.rope_parameters[{layer_type!r}] is None: that layer type "
+                             "has no RoPE")
+        return dict(sub)
+    if layer_type is not None and getattr(config, "layer_types", None) and \
+            layer_type not in config.layer_types:
+        raise ValueError(f"layer_type {layer_type!r} is not one of config.layer_types")
+    return dict(rp)
+
+
+def _num(name, x, positive=True) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        try:
+            x = float(x)
+        except (TypeError, ValueError):
+            raise ValueError(f"rope_parameters[{name!r}] must be a number (got {x!r})") from None
+    x = float(x)
+    if not math.isfinite(x) or (positive and not x > 0):
+        raise ValueError(f"rope_parameters[{name!r}] must be finite{' and > 0' if positive else ''} "
+                         f"(got {x})")
+    return x
+
+
+def _get_mscale(scale: float, mscale: float = 1.0) -> float:
+    # transformers' _compute_yarn_parameters.get_mscale, verbatim
+    if scale <= 1:
+        return 1.0
+    return 0.1 * mscale * math.log(scale) + 1.0
+
+
+def hf_attention_factor(config, layer_type: Optional[str] = None) -> float:
+    """The attention factor (cos/sin multiplier) transformers derives for this config:
+    YaRN and LongRoPE rules; 1 for the other types."""
+    config = _text_config(config)
+    rp = hf_rope_parameters(config, layer_type)
+    t = rp.get("rope_type", rp.get("type", "default"))
+    if t == "yarn":
+        return _yarn_parts(config, rp)[1]
+    if t == "longrope":
+        return _longrope_parts(config, rp)[1]
+    return 1.0
+
+
+def _yarn_parts(config, rp) -> Tuple[float, float]:
+    """(factor, attention_factor) exactly as _compute_yarn_parameters."""
+    L0 = rp.get("original_max_position_embeddings")
+    if not L0:
+        raise ValueError("rope_parameters['original_max_position_embeddings'] is required for yarn")
+    factor = rp.get("factor")
+    if factor is None:
+        mpe = getattr(config, "max_position_embeddings", None)
+        if not mpe:
+            raise ValueError("rope_parameters['factor'] is None and config has no "
+                             "max_position_embeddings to derive it from")
+        factor = mpe / L0
+    factor = _num("factor", factor)
+    af = rp.get("attention_factor")
+    if af is None:
+        mscale, mscale_all_dim = rp.get("mscale"), rp.get("mscale_all_dim")
+        if mscale and mscale_all_dim:
+            af = float(_get_mscale(factor, _num("mscale", mscale)) /
+                       _get_mscale(factor, _num("mscale_all_dim", mscale_all_dim)))
+        else:
+            af = _get_mscale(factor)
+    return factor, _num("attention_factor", af)
+
+
+def _longrope_parts(config, rp) -> Tuple[float, float]:
+    """(factor, attention_factor) exactly as _compute_longrope_parameters."""
+    L0 = rp.get("original_max_position_embeddings")
+    if not L0:
+        raise ValueError("rope_parameters['original_max_position_embeddings'] is required for "
+                         "longrope")
+    factor = rp.get("factor")
+    if factor is None:
+        factor = getattr(config, "max_position_embeddings") / L0
+    factor = _num("factor", factor)
+    af = rp.get("attention_factor")
+    if af is None:
+        af = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(L0))
+    return factor, _num("attention_factor", af)
+
+
+def _int_pos(name, x) -> int:
+    if isinstance(x, bool) or x is None or int(x) != x or int(x) <= 0:
+        raise ValueError(f"{name} must be a positive int (got {x!r})")
+    return int(x)
+
+
+def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Optional[int] = None,
+                        layer_type: Optional[str] = None,
+                        pairing: Optional[str] = None) -> RopeConfig:
+    """The :class:`rove.RopeConfig` of a transformers config (see the module docstring).
+
+    head_dim: override (default: ``config.head_dim`` or ``hidden_size //
+    num_attention_heads``). seq_len: ``max(position_ids) + 1`` of the forward, needed
+    only by ``dynamic`` and by ``longrope`` with different short and long factors.
+    layer_type: for configs whose ``rope_parameters`` differ per layer type (Gemma-3:
+    ``"sliding_attention"`` / ``"full_attention"``). pairing: override ("half" /
+    "interleaved"). Raises ValueError naming any field it cannot honour exactly.
+    """
+    config = _text_config(config)
+    mt = _model_type(config)
+    hd = hf_head_dim(config, head_dim)
+    if pairing is None:
+        pairing = "interleaved" if mt in INTERLEAVED_MODEL_TYPES else "half"
+    if seq_len is not None:
+        seq_len = _int_pos("seq_len", seq_len)
+
+    if mt in ("gptj", "codegen"):
+        # GPTJRotaryEmbedding: theta 10000 (hard-coded), pos_embd_dim = rotary_dim or
+        # hidden_size, interleaved pairs; no rope_parameters at all.
+        rd = getattr(config, "rotary_dim", None)
+        for key in ("rope_parameters", "rope_scaling"):
+            extra = getattr(config, key, None)
+            if extra:
+                raise ValueError(f"config.{key}={extra!r}: transformers' {mt} ignores it "
+                                 "(theta 10000, no scaling); refusing to guess")
+        if not rd:
+            rd = getattr(config, "hidden_size", None) or getattr(config, "n_embd")
+        rd = int(rd)
+        if rd > hd:
+            raise ValueError(f"config.rotary_dim={rd} exceeds head_dim={hd}")
+        if rd % 2:
+            raise ValueError(f"config.rotary_dim={rd} is odd: librove rotates pairs")
+        return RopeConfig(rotary_dim=rd, pairing=pairing, theta=10000.0)
+
+    rp = hf_rope_parameters(config, layer_type)
+    rtype = rp.get("rope_type", rp.get("type", "default"))
+    if rtype not in _TYPE_KEYS:
+        raise ValueError(f"rope_parameters['rope_type']={rtype!r} is not supported by librove "
+                         f"(supported: {sorted(_TYPE_KEYS)})")
+    unknown = sorted(set(rp) - _COMMON_KEYS - _TYPE_KEYS[rtype])
+    if unknown:
+        raise ValueError(f"rope_parameters has field(s) {unknown} that librove cannot honour "
+                         f"for rope_type={rtype!r}")
+    theta = rp.get("rope_theta")
+    if theta is None:
+        theta = getattr(config, "rope_theta", None) or getattr(config, "default_theta", 10000.0)
+    theta = _num("rope_theta", theta)
+
+    prf = rp.get("partial_rotary_factor", 1.0)
+    prf = 1.0 if prf is None else _num("partial_rotary_factor", prf)
+    if rtype == "default" and mt in DEFAULT_IGNORES_PARTIAL and prf != 1.0:
+        raise ValueError(f"rope_parameters['partial_rotary_factor']={prf} with rope_type "
+                         f"'default': transformers' {mt} rotary embedding ignores it (its "
+                         "scaled types honour it); refusing to guess")
+    dim = int(hd * prf)
+    if dim < 2 or dim > hd:
+        raise ValueError(f"partial_rotary_factor={prf} gives rotary dim {dim} for head_dim {hd}")
+    if dim % 2:
+        raise ValueError(f"partial_rotary_factor={prf} gives an odd rotary dim {dim} (head_dim "
+                         f"{hd}): transformers rounds its pair count up with exponents over "
+                         "the odd dim, which librove does not reproduce")
+    base = dict(rotary_dim=0 if dim == hd else dim, pairing=pairing, theta=theta)
+
+    if rtype == "default":
+        return RopeConfig(**base)
+    if rtype == "linear":
+        return RopeConfig(**base, scaling="linear", factor=_num("factor", rp.get("factor")))
+    if rtype == "llama3":
+        L0 = _int_pos("rope_parameters['original_max_position_embeddings']",
+                      rp.get("original_max_position_embeddings"))
+        return RopeConfig(**base, scaling="llama3", factor=_num("factor", rp.get("factor")),
+                          original_max_position=L0,
+                          low_freq_factor=_num("low_freq_factor", rp.get("low_freq_factor")),
+                          high_freq_factor=_num("high_freq_factor", rp.get("high_freq_factor")))
+    if rtype == "yarn":
+        factor, af = _yarn_parts(config, rp)
+        L0 = _int_pos("rope_parameters['original_max_position_embeddings']",
+                      rp.get("original_max_position_embeddings"))
+        top = getattr(config, "rope_parameters", None) or {}
+        truncate = top.get("truncate", True)  # transformers reads the top-level dict
+        if truncate not in (True, False, 0, 1):
+            raise ValueError(f"rope_parameters['truncate'] must be a bool (got {truncate!r})")
+        return RopeConfig(**base, scaling="yarn", factor=factor, original_max_position=L0,
+                          beta_fast=_num("beta_fast", rp.get("beta_fast") or 32),
+                          beta_slow=_num("beta_slow", rp.get("beta_slow") or 1),
+                          attention_factor=af, truncate=bool(truncate))
+    if rtype == "dynamic":
+        factor = _num("factor", rp.get("factor"))
+        mpe = _int_pos("config.max_position_embeddings",
+                       getattr(config, "max_position_embeddings", None))
+        if seq_len is None:
+            raise ValueError(
+                "rope_parameters['rope_type']='dynamic': transformers rescales the base at run "
+                "time from the sequence length, so a RopeConfig is exact only for a given "
+                f"length: pass seq_len=max(position_ids)+1 (<= max_position_embeddings={mpe} "
+                "gives the default RoPE, longer gives static NTK)")
+        L = max(seq_len, mpe)
+        s = factor * L / mpe - (factor - 1)
+        if L == mpe or s == 1.0:
+            return RopeConfig(**base)
+        if dim <= 2:
+            raise ValueError("dynamic NTK needs a rotary dim > 2")
+        return RopeConfig(**base, scaling="ntk", factor=s)
+    # longrope
+    L0 = _int_pos("rope_parameters['original_max_position_embeddings']",
+                  rp.get("original_max_position_embeddings"))
+    short, long_ = rp.get("short_factor"), rp.get("long_factor")
+    if short is None or long_ is None:
+        raise ValueError("rope_parameters['short_factor'] and ['long_factor'] are required for "
+                         "longrope")
+    short = tuple(_num("short_factor[]", f) for f in short)
+    long_ = tuple(_num("long_factor[]", f) for f in long_)
+    for name, ff in (("short_factor", short), ("long_factor", long_)):
+        if len(ff) != dim // 2:
+            raise ValueError(f"rope_parameters['{name}'] has {len(ff)} values; rotary dim {dim} "
+                             f"needs {dim // 2}")
+    if seq_len is None:
+        if short != long_:
+            raise ValueError(
+                "rope_parameters['rope_type']='longrope': transformers uses short_factor for "
+                f"sequences up to original_max_position_embeddings={L0} and long_factor beyond "
+                "(chosen at run time): pass seq_len=max(position_ids)+1")
+        ff = short
+    else:
+        ff = long_ if seq_len > L0 else short
+    _, af = _longrope_parts(config, rp)
+    if af == 1.0:
+        return RopeConfig(**base, freq_factors=ff)
+    return RopeConfig(**base, scaling="yarn", factor=1.0, original_max_position=L0,
+                      attention_factor=af, freq_factors=ff)
