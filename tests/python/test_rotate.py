@@ -1,0 +1,113 @@
+"""rove.rotate / rove.rotate_angles and rove.inv_freq against float64 references."""
+import numpy as np
+import pytest
+
+import rove
+from rove import _tensor
+from conftest import randn
+from reference import ref_inv_freq, ref_rotate, rel_err
+
+
+@pytest.mark.parametrize("kw", [
+    {}, dict(theta=5e5), dict(rotary_dim=48), dict(scaling="linear", factor=4.0),
+    dict(scaling="ntk", factor=3.0), dict(scaling="yarn", factor=16.0, L0=4096),
+    dict(scaling="yarn", factor=4.0, L0=2048, truncate=False, attention_factor=1.3,
+         beta_fast=16.0, beta_slow=2.0),
+    dict(scaling="llama3", factor=8.0, L0=8192, theta=5e5),
+    dict(freq_factors=np.linspace(1, 3, 32)),
+])
+def test_inv_freq_matches_the_formulas(kw):
+    kw = dict(kw)
+    d = 128 if kw.get("scaling") == "llama3" else 64
+    L0 = kw.pop("L0", 0)
+    rope = rove.RopeConfig(original_max_position=L0, **kw)
+    w, m = rove.inv_freq(rope, d)
+    names = {"rotary_dim": "r", "low_freq_factor": "low", "high_freq_factor": "high"}
+    want_w, want_m = ref_inv_freq(d, L0=L0, **{names.get(k, k): val for k, val in kw.items()})
+    assert w.dtype == np.float64 and w.shape == ((kw.get("rotary_dim") or d) // 2,)
+    assert np.max(np.abs(w / want_w - 1)) < 1e-12 and abs(m - want_m) < 1e-12
+
+
+def test_rope_config_defaults_come_from_c():
+    from rove import _lib
+    c = _lib.RopeConfig()
+    _lib.lib.rove_rope_config_init(c)
+    r = rove.RopeConfig()
+    assert (r.theta, r.factor, r.beta_fast, r.beta_slow, r.truncate, r.low_freq_factor,
+            r.high_freq_factor) == (c.theta, c.factor, c.beta_fast, c.beta_slow,
+                                    bool(c.truncate), c.low_freq_factor, c.high_freq_factor)
+    assert hash(r) == hash(rove.RopeConfig()) and r.replace(theta=5e5).theta == 5e5
+
+
+def angles_of(pos, rope, d):
+    w, _ = rove.inv_freq(rope, d)
+    return np.asarray(pos, np.float64)[..., None] * w
+
+
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+@pytest.mark.parametrize("rope", [rove.RopeConfig(), rove.RopeConfig(rotary_dim=32, pairing="interleaved"),
+                                  rove.RopeConfig(scaling="yarn", factor=4.0, original_max_position=32)])
+def test_rotate(rng, layout, rope):
+    B, S, H, d = 2, 21, 3, 64
+    x = randn(rng, B, S, H, d)
+    pos = rng.integers(-1000, 2 ** 20, size=(B, S))
+    r = rope.rotary_dim or d
+    want = ref_rotate(x, angles_of(pos, rope, d)[:, :, None, :], r, rope.pairing)  # no m
+    xin = np.ascontiguousarray(x.transpose(0, 2, 1, 3)) if layout == "bhsd" else x
+    got = rove.rotate(xin, pos, rope=rope, layout=layout)
+    assert got is not xin and got.shape == xin.shape and got.flags.c_contiguous
+    g = got.transpose(0, 2, 1, 3) if layout == "bhsd" else got
+    assert rel_err(g, want) < 2e-6
+    back = rove.rotate(got, pos, rope=rope, layout=layout, inverse=True)
+    assert rel_err(back, xin) < 2e-6
+
+
+def test_rotate_defaults_inplace_torch_and_copies(rng, torch):
+    x = randn(rng, 2, 10, 2, 32)
+    want = ref_rotate(x, angles_of(np.arange(10), rove.RopeConfig(), 32)[None, :, None], 32)
+    assert rel_err(rove.rotate(x), want) < 2e-6  # pos None: 0..seq-1 in every row
+    assert rel_err(rove.rotate(x[0]), want[0]) < 2e-6  # 3-D: [n_tokens, heads, d]
+    t = torch.from_numpy(x.copy())
+    res = rove.rotate(t, inplace=True)
+    assert res is t and rel_err(t.numpy(), want) < 2e-6
+    # inplace on strides rove_rotate cannot take: through one copy, written back
+    big = np.zeros((2, 10, 2, 64), np.float32)
+    big[..., ::2] = x
+    view = big[..., ::2]
+    before = _tensor.copies
+    rove.rotate(view, inplace=True)
+    assert _tensor.copies - before == 2 and rel_err(view, want) < 2e-6
+    assert np.all(big[..., 1::2] == 0)
+    # bhsd made from a bshd buffer (HF's transpose view): rotated in place, no copy
+    y = x.copy()
+    before = _tensor.copies
+    rove.rotate(np.transpose(y, (0, 2, 1, 3)), layout="bhsd", inplace=True)
+    assert _tensor.copies == before and rel_err(y, want) < 2e-6
+
+
+def test_rotate_angles_gqa(rng):
+    B, S, H, ah, d = 1, 12, 4, 2, 64
+    x = randn(rng, B, S, H, d)
+    ang = rng.uniform(-100, 100, size=(B, S, ah, d // 2))
+    want = ref_rotate(x, np.repeat(ang, H // ah, axis=2), d)
+    assert rel_err(rove.rotate_angles(x, ang), want) < 2e-6
+    xb = np.ascontiguousarray(x.transpose(0, 2, 1, 3))
+    got = rove.rotate_angles(xb, ang, layout="bhsd")
+    assert rel_err(got.transpose(0, 2, 1, 3), want) < 2e-6
+    with pytest.raises(ValueError, match="divide"):
+        rove.rotate_angles(x, rng.uniform(size=(B, S, 3, d // 2)))
+    with pytest.raises(TypeError, match="float64"):
+        rove.rotate_angles(x, ang.astype(np.float32))
+
+
+def test_rotate_bad_input(rng):
+    x = randn(rng, 1, 4, 2, 32)
+    with pytest.raises(ValueError, match="outside int32"):
+        rove.rotate(x, np.array([0, 1, 2, 2 ** 33]))
+    with pytest.raises(TypeError, match="float32"):
+        rove.rotate(x.astype(np.float64))
+    ro = x.copy()
+    ro.setflags(write=False)
+    with pytest.raises(ValueError, match="read-only"):
+        rove.rotate(ro, inplace=True)
+    assert np.array_equal(rove.rotate(ro), rove.rotate(x))
