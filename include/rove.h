@@ -148,7 +148,7 @@ ROVE_API void rove_rope_config_init(rove_rope_config *c);
 
 /**
  * Inverse frequencies w_k (k = 0 .. r/2-1) and the attention factor m of @p c for a head
- * of @p head_dim, evaluated in double exactly as DESIGN.md §1 defines them.
+ * of @p head_dim, evaluated in double exactly as docs/DESIGN.md §1 defines them.
  * @param inv_freq          out: r/2 doubles (r = rotary_dim, or head_dim when 0)
  * @param attention_factor  out, may be NULL: m (1 unless YARN)
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT for NULL @p c or @p inv_freq, a bad head_dim
@@ -240,7 +240,7 @@ typedef struct rove_attention_args {
 } rove_attention_args;
 
 /**
- * out = attention(q, k, v) with the rotations selected by the plan (DESIGN.md §1).
+ * out = attention(q, k, v) with the rotations selected by the plan (docs/DESIGN.md §1).
  * A query with no visible key gets output 0 and LSE -inf. @p a->out and @p a->lse must
  * not overlap any input (checked). Bitwise identical results for any thread count.
  * Safe to call concurrently with the same plan and distinct outputs.
@@ -418,7 +418,7 @@ ROVE_API rove_status rove_layer_forward_cached(const rove_layer *l, rove_kv_cach
 
 /* ------------------------------------------------------------------------------------ */
 /** @name Selective RoPE
- * Input-dependent rotation angles (Movahedi et al., 2025; DESIGN.md §1): the angle of pair
+ * Input-dependent rotation angles (Movahedi et al., 2025; docs/DESIGN.md §1): the angle of pair
  * k at token t of head h is theta_{t,h,k} = temp_k * (c_{h,k} + sum_{s<=t} phi_{s,h,k}),
  * with increments phi, temperatures temp_k and a carried sum c. phi = 1 and c = p0 - 1
  * give the RoPE angles (p0 + t) * w_k exactly. Angles are double: after 10^6 tokens a

@@ -1,5 +1,5 @@
 /* A naive double-precision attention oracle (see rove_oracle.h). Written straight from
- * DESIGN.md §1; it deliberately shares no code with the library. */
+ * docs/DESIGN.md §1; it deliberately shares no code with the library. */
 #include "rove_oracle.h"
 
 #include <math.h>

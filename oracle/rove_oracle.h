@@ -1,6 +1,6 @@
 /* A naive double-precision attention oracle: the truth the public API is tested against.
  * Materialises the score row, two-pass softmax, rotations evaluated in double straight
- * from DESIGN.md §1. Slow on purpose; shares no code with the library. */
+ * from docs/DESIGN.md §1. Slow on purpose; shares no code with the library. */
 #ifndef ROVE_ORACLE_H
 #define ROVE_ORACLE_H
 
@@ -8,7 +8,7 @@
 
 #include "rove.h"
 
-/* Attention of DESIGN.md §1 for config @p c (rotary_dim 0 = head_dim, scale 0 =
+/* Attention of docs/DESIGN.md §1 for config @p c (rotary_dim 0 = head_dim, scale 0 =
  * 1/sqrt(head_dim)) on the tensors of @p a (strides and positions honoured; a->out and
  * a->lse are ignored). inv_freq[r/2] and the attention factor m are inputs (take them from
  * rove_rope_inv_freq, which has its own tests).

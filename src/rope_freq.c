@@ -1,4 +1,4 @@
-/* Rotary inverse frequencies and the YaRN attention factor (DESIGN.md §1).
+/* Rotary inverse frequencies and the YaRN attention factor (docs/DESIGN.md §1).
  *
  * Everything is evaluated in double. The scalings follow HuggingFace transformers'
  * modeling_rope_utils.py (default, linear, static NTK-aware, yarn, llama3), with the

@@ -1,5 +1,5 @@
 /* rove_attention_forward against the double-precision oracle over a sweep of shapes,
- * flags, positions, strides and scalings (DESIGN.md §4). Links the public librove.so. */
+ * flags, positions, strides and scalings (docs/DESIGN.md §4). Links the public librove.so. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

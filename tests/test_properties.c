@@ -1,4 +1,4 @@
-/* Property tests of DESIGN.md §4 on the public API: rotation identities, RoVE = attentive
+/* Property tests of docs/DESIGN.md §4 on the public API: rotation identities, RoVE = attentive
  * convolution, shift invariance, flag decomposition, bitwise thread invariance, concurrent
  * use of one plan, determinism, LSE merging. Links the public librove.so. */
 #include <math.h>

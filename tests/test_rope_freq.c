@@ -1,4 +1,4 @@
-/* rove_rope_config_init and rove_rope_inv_freq (DESIGN.md §1 "Frequencies") against
+/* rove_rope_config_init and rove_rope_inv_freq (docs/DESIGN.md §1 "Frequencies") against
  * reference values computed independently of librove, for real model configurations,
  * every scaling, per-pair divisors, the YaRN attention factor and bad inputs.
  * Links the public librove.so only. */
@@ -9,7 +9,7 @@
 
 #include "testutil.h"
 
-#define REL_TOL 1e-12   /* DESIGN.md §1: the formulas evaluated in double, to 1e-12 rel */
+#define REL_TOL 1e-12   /* docs/DESIGN.md §1: the formulas evaluated in double, to 1e-12 rel */
 #define SENTINEL (-777.25)
 #define HALF_MAX (ROVE_MAX_HEAD_DIM / 2)
 

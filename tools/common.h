@@ -14,7 +14,7 @@
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
 
 /* fp32 outputs must be within this of the oracle, relative to the output's max magnitude
- * (DESIGN.md §4). */
+ * (docs/DESIGN.md §4). */
 #define CLI_TOLERANCE 2e-5
 
 /* ---- command line ------------------------------------------------------------------- */

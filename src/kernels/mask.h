@@ -1,4 +1,4 @@
-/* Visibility of key position kp to query position qp (DESIGN.md §1), shared by every ISA
+/* Visibility of key position kp to query position qp (docs/DESIGN.md §1), shared by every ISA
  * and the driver.
  * Differences are taken in int64: positions are any int32. */
 #ifndef ROVE_MASK_H
@@ -16,7 +16,7 @@ static inline int rove_visible(int64_t qp, int64_t kp, int32_t causal, int32_t w
   return 1;
 }
 
-/* Tile-pair visibility from the position ranges (DESIGN.md §1 visibility over every pair):
+/* Tile-pair visibility from the position ranges (docs/DESIGN.md §1 visibility over every pair):
  * 0 none visible (skip the tile), 1 all visible (no mask), 2 mixed (mask per element). */
 static inline int rove_classify(int64_t qmin, int64_t qmax, int64_t kmin, int64_t kmax,
                                 int32_t causal, int32_t window) {

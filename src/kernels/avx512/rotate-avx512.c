@@ -1,6 +1,6 @@
 /* AVX-512 rotation of head rows (Q, V, output) and rotate-and-pack of K.
  *
- * Pairs (DESIGN.md §1): HALF pairs x[k] with x[k + half], INTERLEAVED pairs x[2k] with
+ * Pairs (docs/DESIGN.md §1): HALF pairs x[k] with x[k + half], INTERLEAVED pairs x[2k] with
  * x[2k+1]; R maps (a, b) -> (a cos - b sin, a sin + b cos), the inverse negates sin.
  * rot_mul scales the rotated dims, pass_mul the dims 2*half .. d-1 (or every dim when
  * there is no rotation). Rows are strided views into user memory: every load and store
