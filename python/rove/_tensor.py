@@ -37,7 +37,7 @@ class View:
 
 
 def _torch_checks(x, name: str, dtype_name: str, t) -> None:
-    if x.device.type != "cpu":
+    if not x.is_cpu:
         raise ValueError(f"{name} is on device '{x.device}': librove runs on the CPU; "
                          f"move it with {name}.cpu()")
     if x.layout != t.strided:
@@ -47,9 +47,20 @@ def _torch_checks(x, name: str, dtype_name: str, t) -> None:
                            "under torch.no_grad() (or pass a detached tensor)")
 
 
+_DTYPES = {}  # numpy dtype -> (np.dtype, name); dtype.name is slow (a Python property)
+
+
+def _dtype(dtype):
+    d = _DTYPES.get(dtype)
+    if d is None:
+        nd = np.dtype(dtype)
+        d = _DTYPES[dtype] = (nd, nd.name)
+    return d
+
+
 def view(x, name: str, dtype=np.float32) -> View:
     """Check that x is a CPU ndarray/Tensor of exactly ``dtype`` and describe it."""
-    np_dtype = np.dtype(dtype)
+    np_dtype, dname = _dtype(dtype)
     if isinstance(x, np.ndarray):
         if x.dtype != np_dtype:  # also rejects a byte-swapped float32
             raise TypeError(f"{name} has dtype {x.dtype}; librove needs {np_dtype} and never "
@@ -62,8 +73,8 @@ def view(x, name: str, dtype=np.float32) -> View:
         return View(x, False, ptr, x.shape, strides)
     t = _torch()
     if t is not None and isinstance(x, t.Tensor):
-        _torch_checks(x, name, np_dtype.name, t)
-        want = getattr(t, np_dtype.name)
+        _torch_checks(x, name, dname, t)
+        want = getattr(t, dname)
         if x.dtype != want:
             raise TypeError(f"{name} has dtype {x.dtype}; librove needs {want} and never "
                             f"casts silently: pass {name}.{'float' if want == t.float32 else 'double'}()")
@@ -113,7 +124,7 @@ def empty(like_torch: bool, shape, dtype=np.float32):
     """A fresh C-contiguous array of the kind of the inputs; returns (obj, ptr)."""
     if like_torch:
         t = _torch()
-        x = t.empty(shape, dtype=getattr(t, np.dtype(dtype).name))
+        x = t.empty(shape, dtype=getattr(t, _dtype(dtype)[1]))
         return x, x.data_ptr()
     x = np.empty(shape, dtype=dtype)
     return x, x.__array_interface__["data"][0]
