@@ -1,21 +1,19 @@
-/* Kernel-table conformance: every SIMD table (AVX2, AVX-512, NEON) against the scalar one,
- * slot by slot, over the sweeps of DESIGN.md §4. The packed-K layout is private to each ISA,
+/* Kernel-table conformance: every SIMD table of the registry against the scalar one, slot
+ * by slot, over the sweeps of docs/DESIGN.md §4. The packed-K layout is private to each ISA,
  * so pack_k + attn_tile + finish are compared through a small driver-like attention run with
  * each table's own tile sizes. Every buffer a kernel touches is guarded: canaries around it
  * (under ASan, every other buffer ends where its allocation ends instead, so that reads past
  * it are seen), sentinels in the gaps of strided rows, NaN in rows the contract calls garbage.
- * An ISA this CPU/build lacks is reported as skipped; with none at all the run exits 77.
- * ROVE_KTEST_SELF=1 adds scalar-vs-scalar (harness sanity). */
-#define _POSIX_C_SOURCE 200112L
+ * ISA iteration, skips (exit 77 without a SIMD ISA) and ROVE_KTEST_SELF=1 (scalar against
+ * itself): ktest_util.h. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "testutil.h"
-/* testutil.h first: cmocka needs its standard headers before it */
-#include "kernels/kernels.h"
+#include "ktest_util.h"
+/* ktest_util.h first: cmocka needs its standard headers before it */
 #include "kernels/mask.h"
 
 #define ROT_TOL 1e-6 /* rotate / pack: relative to the case's max |expected| */
@@ -23,145 +21,13 @@
 #define OUT_TOL 2e-5 /* attention output (relative to max |out|) and LSE (x max(1,|lse|)) */
 #define EXP_TOL 4e-7 /* vectorised exp, relative, where exp(x) >= FLT_MIN */
 
-/* ---- failure reporting ---------------------------------------------------------------- */
-
-static int n_fail;
-static char ctx[320];
-static double worst, worst_lse; /* largest relative error seen by the current test */
-
-static void setctx(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(ctx, sizeof ctx, fmt, ap);
-  va_end(ap);
-}
-
-static void kfail(const char *fmt, ...) {
-  static int all = -1; /* ROVE_KTEST_VERBOSE=1 prints every failure, else the first 15 */
-  if (all < 0) all = getenv("ROVE_KTEST_VERBOSE") && strcmp(getenv("ROVE_KTEST_VERBOSE"), "1") == 0;
-  if (n_fail++ >= 15 && !all) return;
-  va_list ap;
-  va_start(ap, fmt);
-  printf("  FAIL [%s] ", ctx);
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-}
-
-/* ---- guarded buffers ------------------------------------------------------------------ */
-
-#define GUARD 32                            /* floats: 128 bytes, keeps 64-byte alignment */
-static const uint32_t canary = 0x7FC0B0B0u; /* NaN patterns nobody computes */
-static const uint32_t sentinel = 0x7FA5A5A5u;
-
-typedef struct {
-  float *p, *base;
-  int64_t n, pre, post;
-} gbuf;
-
-#if defined(__SANITIZE_ADDRESS__)
-#define KTEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KTEST_ASAN 1
-#endif
-#endif
-
-/* n floats at (64-byte boundary + mis floats), canaries before; after them too when
- * `post` (always without ASan), else the data ends exactly where the allocation ends so
- * that ASan sees any access past it. */
-static float *gb_alloc(gbuf *g, int64_t n, int mis, int post) {
-#if !defined(KTEST_ASAN)
-  post = 1;
-#endif
-  g->pre = GUARD + mis;
-  g->post = post ? GUARD : 0;
-  g->n = n;
-  void *b = NULL;
-  assert_int_equal(posix_memalign(&b, 64, (size_t)(g->pre + n + g->post) * sizeof(float)), 0);
-  g->base = b;
-  for (int64_t i = 0; i < g->pre + n + g->post; i++) memcpy(g->base + i, &canary, 4);
-  g->p = g->base + g->pre;
-  return g->p;
-}
-
-static void gb_fill_bits(float *x, int64_t n, uint32_t bits) {
-  for (int64_t i = 0; i < n; i++) memcpy(x + i, &bits, 4);
-}
-
-static int is_bits(const float *x, uint32_t bits) { /* by address: NaN bits stay as they are */
-  uint32_t u;
-  memcpy(&u, x, 4);
-  return u == bits;
-}
-
-static void gb_check(const gbuf *g, const char *what) {
-  for (int64_t i = 0; i < g->pre; i++)
-    if (!is_bits(g->base + i, canary)) {
-      kfail("%s: written %lld floats before the buffer", what, (long long)(g->pre - i));
-      break;
-    }
-  for (int64_t i = g->pre + g->n; i < g->pre + g->n + g->post; i++)
-    if (!is_bits(g->base + i, canary)) {
-      kfail("%s: written %lld floats past the end", what, (long long)(i - g->pre - g->n + 1));
-      break;
-    }
-}
-
-static void gb_free(gbuf *g) {
-  free(g->base);
-  g->base = g->p = NULL;
-}
-
-/* n strided rows of d floats: the gaps hold the sentinel. */
-static int64_t rows_len(int64_t n, int64_t stride, int32_t d) {
-  return n > 0 ? (n - 1) * stride + d : 0;
-}
-
-static float *rows_alloc(gbuf *g, int64_t n, int64_t stride, int32_t d, int mis, int post) {
-  float *p = gb_alloc(g, rows_len(n, stride, d), mis, post);
-  gb_fill_bits(p, g->n, sentinel);
-  return p;
-}
-
-static void rows_fill(rove_rng *r, float *x, int64_t n, int64_t stride, int32_t d, float amp) {
-  for (int64_t i = 0; i < n; i++) rove_rng_fill(r, x + i * stride, d, -amp, amp);
-}
-
-static void gaps_check(const float *x, int64_t n, int64_t stride, int32_t d, const char *what) {
-  for (int64_t i = 0; i + 1 < n; i++)
-    for (int64_t c = d; c < stride; c++)
-      if (!is_bits(x + i * stride + c, sentinel)) {
-        kfail("%s: gap after row %lld written at column %lld", what, (long long)i, (long long)c);
-        return;
-      }
-}
-
-/* got vs want over n rows of d: max |diff| <= tol * max |want|; NaN anywhere fails. */
-static double rows_cmp(const float *got, int64_t gs, const float *want, int64_t ws, int64_t n,
-                       int32_t d, double tol, const char *what) {
-  double mx = 1e-30, err = 0;
-  int64_t bi = -1, bc = 0;
-  for (int64_t i = 0; i < n; i++)
-    for (int32_t c = 0; c < d; c++) mx = fmax(mx, fabs((double)want[i * ws + c]));
-  for (int64_t i = 0; i < n; i++)
-    for (int32_t c = 0; c < d; c++) {
-      const double g = got[i * gs + c], w = want[i * ws + c];
-      const double e = isnan(g) || isnan(w) ? INFINITY : fabs(g - w);
-      if (e > err || bi < 0) err = e, bi = i, bc = c;
-    }
-  worst = fmax(worst, err / mx);
-  if (err > tol * mx)
-    kfail("%s: rel err %.3g > %.1g at row %lld col %lld: got %.9g want %.9g (max|want| %.4g)", what,
-          err / mx, tol, (long long)bi, (long long)bc, got[bi * gs + bc], want[bi * ws + bc], mx);
-  return err / mx;
-}
+static double worst_lse; /* largest LSE error seen by the current test */
 
 /* LSE within OUT_TOL * max(1, |want|). */
 static void lse_cmp(float got, float want, int32_t row) {
   const double e = fabs((double)got - (double)want) / fmax(1.0, fabs((double)want));
   worst_lse = fmax(worst_lse, isnan(e) ? INFINITY : e);
-  if (!(e <= OUT_TOL)) kfail("lse row %d: got %.9g want %.9g", row, got, want);
+  if (!(e <= OUT_TOL)) kt_fail("lse row %d: got %.9g want %.9g", row, got, want);
 }
 
 /* ---- rotation tables, built in double like the library -------------------------------- */
@@ -205,52 +71,65 @@ static rove_rot rot_at(const table *t, int64_t row0, int on, int32_t pairing) {
   return r;
 }
 
-/* ---- ISA plumbing --------------------------------------------------------------------- */
+/* ---- the tables ---------------------------------------------------------------------- */
 
-typedef struct {
-  rove_isa isa;
-  int self; /* scalar vs scalar */
-} isa_arg;
-
-static const char *arg_name(const isa_arg *a) {
-  return a->self ? "scalar(self)" : rove_isa_name(a->isa);
+/* Every table compiled into this build (runnable here or not): registered under its own
+ * ISA, every slot filled, sane tile sizes; rove_kernels_for gives it exactly when the CPU
+ * can run it. */
+static void test_tables(const rove_kernels *unused) {
+  (void)unused;
+  int n = 0;
+  for (int i = ROVE_ISA_SCALAR; i < ROVE_ISA_COUNT; i++) {
+    const rove_isa_desc *d = rove_isa_desc_of((rove_isa)i);
+    assert_non_null(d);
+    assert_int_equal(d->isa, i);
+    assert_string_equal(d->name, rove_isa_name((rove_isa)i));
+    const rove_kernels *k = d->kern;
+    assert_true(rove_kernels_for((rove_isa)i) == NULL || rove_kernels_for((rove_isa)i) == k);
+    assert_int_equal(rove_kernels_for((rove_isa)i) != NULL, rove_isa_available((rove_isa)i));
+    if (!k) continue;
+    kt_ctx("table %s", d->name);
+    if (k->isa != d->isa) kt_fail("isa field %d", (int)k->isa);
+    /* packed tiles and scratch stay 64-byte aligned when both are multiples of 16 */
+    if (!(k->tile_q >= 16 && k->tile_q <= 1024 && k->tile_q % 16 == 0 && k->tile_kv >= 16 &&
+          k->tile_kv <= 1024 && k->tile_kv % 16 == 0))
+      kt_fail("tile sizes %d x %d", k->tile_q, k->tile_kv);
+    const struct {
+      const char *name;
+      int set;
+    } slots[] = {{"rotate", k->rotate != NULL},
+                 {"pack_k", k->pack_k != NULL},
+                 {"attn_tile", k->attn_tile != NULL},
+                 {"attn_rows", k->attn_rows != NULL},
+                 {"exp", k->exp != NULL},
+                 {"angle_accum", k->angle_accum != NULL},
+                 {"sincos", k->sincos != NULL},
+                 {"gla.chunk", k->gla.chunk != NULL},
+                 {"gla.steps", k->gla.steps != NULL}};
+    for (size_t j = 0; j < sizeof slots / sizeof *slots; j++)
+      if (!slots[j].set) kt_fail("slot %s is NULL", slots[j].name);
+    /* kernels.h: pack_k, attn_tile and tile_kv change together (the packed-K layout) */
+    const rove_kernels *ref = kt_ref();
+    if ((k->pack_k == ref->pack_k) != (k->attn_tile == ref->attn_tile) ||
+        (k->pack_k == ref->pack_k && k->tile_kv != ref->tile_kv))
+      kt_fail("pack_k, attn_tile and tile_kv are not from one ISA");
+    n++;
+  }
+  printf("  %d tables compiled in, %d failures\n", n, kt_failures());
 }
 
-/* The table under test, or skip() (reported as skipped, never passed). */
-static const rove_kernels *table_or_skip(void **state, const char *what) {
-  const isa_arg *a = *state;
-  n_fail = 0;
-  worst = worst_lse = 0;
-  setctx("%s %s", arg_name(a), what);
-  if (rove_kernels_for(a->isa) == NULL) {
-    printf("  SKIPPED %s %s: ISA not compiled into this build\n", arg_name(a), what);
-    skip();
-  }
-  if (!rove_isa_available(a->isa)) {
-    printf("  SKIPPED %s %s: this CPU (or OS) cannot run it\n", arg_name(a), what);
-    skip();
-  }
-  return rove_kernels_for(a->isa);
-}
-
-static const rove_kernels *const ref = &rove_kernels_scalar;
-
-static void test_table(void **state) {
-  const rove_kernels *kn = table_or_skip(state, "table");
-  const isa_arg *a = *state;
-  assert_int_equal(kn->isa, a->isa);
-  assert_true(kn->tile_q > 0 && kn->tile_q <= 1024 && kn->tile_kv > 0 && kn->tile_kv <= 1024);
-  assert_non_null(kn->rotate);
-  assert_non_null(kn->pack_k);
-  assert_non_null(kn->attn_tile);
-  assert_non_null(kn->finish);
-  assert_non_null(kn->attn_rows);
-  printf("  %s: tile_q %d tile_kv %d; own slots:%s%s%s%s%s\n", arg_name(a), kn->tile_q,
+/* The table under test: what it accelerates (its own slots). */
+static void test_table(const rove_kernels *kn) {
+  const rove_kernels *ref = kt_ref();
+  printf("  %s: tile_q %d tile_kv %d; own slots:%s%s%s%s%s%s%s%s%s\n", kt_isa(), kn->tile_q,
          kn->tile_kv, kn->rotate != ref->rotate ? " rotate" : "",
          kn->pack_k != ref->pack_k ? " pack_k" : "",
          kn->attn_tile != ref->attn_tile ? " attn_tile" : "",
-         kn->finish != ref->finish ? " finish" : "",
-         kn->attn_rows != ref->attn_rows ? " attn_rows" : "");
+         kn->attn_rows != ref->attn_rows ? " attn_rows" : "", kn->exp != ref->exp ? " exp" : "",
+         kn->angle_accum != ref->angle_accum ? " angle_accum" : "",
+         kn->sincos != ref->sincos ? " sincos" : "",
+         kn->gla.chunk != ref->gla.chunk ? " gla.chunk" : "",
+         kn->gla.steps != ref->gla.steps ? " gla.steps" : "");
 }
 
 /* ---- rotate --------------------------------------------------------------------------- */
@@ -264,49 +143,49 @@ typedef struct {
 } rcase;
 
 static void rotate_case(const rove_kernels *kn, rove_rng *rng, const rcase *c) {
-  setctx("%s rotate d=%d r=%d %s inv=%d %s n=%d ss=%lld ds=%lld%s mis=%d/%d pos0=%d mul=%g/%g",
-         rove_isa_name(kn->isa), c->d, c->r, c->pairing ? "interleaved" : "half", c->inverse,
-         c->nullrot ? "cos=NULL" : "rot", c->n, (long long)c->ss, (long long)c->ds,
-         c->inplace ? " in-place" : "", c->mis_s, c->mis_d, c->pos0, c->rot_mul, c->pass_mul);
+  const rove_kernels *ref = kt_ref();
+  kt_ctx("rotate d=%d r=%d %s inv=%d %s n=%d ss=%lld ds=%lld%s mis=%d/%d pos0=%d mul=%g/%g", c->d,
+         c->r, c->pairing ? "interleaved" : "half", c->inverse, c->nullrot ? "cos=NULL" : "rot",
+         c->n, (long long)c->ss, (long long)c->ds, c->inplace ? " in-place" : "", c->mis_s,
+         c->mis_d, c->pos0, c->rot_mul, c->pass_mul);
   const int32_t half = c->r / 2, n = c->n, d = c->d;
   int32_t pos[17];
   for (int32_t i = 0; i < n; i++) pos[i] = c->pos0 + i * (1 + (int32_t)(rove_rng_u64(rng) % 3));
   table t;
   table_make(&t, pos, n, half);
   rove_rot rot = rot_at(&t, 0, !c->nullrot, c->pairing);
-  gbuf s_ref, s_isa, d_ref, d_isa;
-  float *sr = rows_alloc(&s_ref, n, c->ss, d, 0, 1);
-  float *si = rows_alloc(&s_isa, n, c->ss, d, c->mis_s, c->post || c->inplace);
-  rows_fill(rng, sr, n, c->ss, d, 2.0f);
+  rove_guarded s_ref, s_isa, d_ref, d_isa;
+  float *sr = kt_rows_alloc(&s_ref, n, c->ss, d, 0, 1);
+  float *si = kt_rows_alloc(&s_isa, n, c->ss, d, c->mis_s, c->post || c->inplace);
+  kt_rows_fill(rng, sr, n, c->ss, d, 2.0f);
   memcpy(si, sr, sizeof(float) * (size_t)s_ref.n);
   if (c->inplace) {
     ref->rotate(sr, c->ss, sr, c->ss, n, d, &rot, c->rot_mul, c->pass_mul, c->inverse);
     kn->rotate(si, c->ss, si, c->ss, n, d, &rot, c->rot_mul, c->pass_mul, c->inverse);
-    rows_cmp(si, c->ss, sr, c->ss, n, d, ROT_TOL, "in place");
-    gaps_check(si, n, c->ss, d, "in place");
+    kt_cmp(si, c->ss, sr, c->ss, n, d, ROT_TOL, "in place");
+    kt_gaps_check(si, n, c->ss, d, "in place");
   } else {
-    float *dr = rows_alloc(&d_ref, n, c->ds, d, 0, 1);
-    float *di = rows_alloc(&d_isa, n, c->ds, d, c->mis_d, c->post);
+    float *dr = kt_rows_alloc(&d_ref, n, c->ds, d, 0, 1);
+    float *di = kt_rows_alloc(&d_isa, n, c->ds, d, c->mis_d, c->post);
     ref->rotate(dr, c->ds, sr, c->ss, n, d, &rot, c->rot_mul, c->pass_mul, c->inverse);
     kn->rotate(di, c->ds, si, c->ss, n, d, &rot, c->rot_mul, c->pass_mul, c->inverse);
-    rows_cmp(di, c->ds, dr, c->ds, n, d, ROT_TOL, "dst");
-    gaps_check(di, n, c->ds, d, "dst");
-    if (memcmp(si, sr, sizeof(float) * (size_t)s_ref.n) != 0) kfail("src was modified");
-    gb_check(&d_isa, "dst");
-    gb_free(&d_ref);
-    gb_free(&d_isa);
+    kt_cmp(di, c->ds, dr, c->ds, n, d, ROT_TOL, "dst");
+    kt_gaps_check(di, n, c->ds, d, "dst");
+    if (memcmp(si, sr, sizeof(float) * (size_t)s_ref.n) != 0) kt_fail("src was modified");
+    kt_check(&d_isa, "dst");
+    rove_guarded_free(&d_ref);
+    rove_guarded_free(&d_isa);
   }
-  gb_check(&s_isa, c->inplace ? "dst=src" : "src");
-  gb_free(&s_ref);
-  gb_free(&s_isa);
+  kt_check(&s_isa, c->inplace ? "dst=src" : "src");
+  rove_guarded_free(&s_ref);
+  rove_guarded_free(&s_isa);
   table_free(&t);
 }
 
 static const int32_t rot_dims[] = {2, 4, 8, 16, 30, 32, 64, 80, 96, 128, 130, 256};
 static const int32_t positions[] = {0, (1 << 20) - 7, (1 << 20) + 3, -5, -(1 << 20) - 1, -123457};
 
-static void test_rotate(void **state) {
-  const rove_kernels *kn = table_or_skip(state, "rotate");
+static void test_rotate(const rove_kernels *kn) {
   rove_rng rng;
   rove_rng_seed(&rng, 101);
   static const int32_t ns[] = {1, 3, 17};
@@ -341,9 +220,8 @@ static void test_rotate(void **state) {
             rotate_case(kn, &rng, &c);
           }
   }
-  printf("  %s rotate: %lld cases, %d failures; max rel err %.3g\n", rove_isa_name(kn->isa),
-         (long long)count, n_fail, worst);
-  assert_int_equal(n_fail, 0);
+  printf("  %s rotate: %lld cases, %d failures; max rel err %.3g\n", kt_isa(), (long long)count,
+         kt_failures(), kt_worst());
 }
 
 /* ---- pack_k + attn_tile (+ rotate of Q/V and finish): a small attention -------------- */
@@ -376,10 +254,10 @@ static int tile_class(const tprob *P, int64_t i0, int32_t nq, int64_t j0, int32_
 static void run_attention(const rove_kernels *kn, const tprob *P, float *out, float *lse) {
   const int32_t d = P->d, tq = kn->tile_q, tk = kn->tile_kv;
   const int64_t kv_pad = (P->kv + tk - 1) / tk * tk;
-  gbuf kb, vb, qb, ob, mb, lb, sb;
-  float *kp = gb_alloc(&kb, kv_pad * d, 0, P->post), *vp = gb_alloc(&vb, kv_pad * d, 0, P->post);
-  gb_fill_bits(kp, kb.n, 0x7FC00001u); /* NaN: pack_k must zero the padding itself */
-  gb_fill_bits(vp, vb.n, 0x7FC00002u);
+  rove_guarded kb, vb, qb, ob, mb, lb, sb;
+  float *kp = kt_alloc(&kb, kv_pad * d, 0, P->post), *vp = kt_alloc(&vb, kv_pad * d, 0, P->post);
+  rove_fill_bits(kp, kb.n, 0x7FC00001u); /* NaN: pack_k must zero the padding itself */
+  rove_fill_bits(vp, vb.n, 0x7FC00002u);
   for (int64_t j0 = 0; j0 < P->kv; j0 += (int64_t)P->chunk * tk) {
     const int64_t nj = P->kv - j0 < (int64_t)P->chunk * tk ? P->kv - j0 : (int64_t)P->chunk * tk;
     rove_rot rk = rot_at(&P->kt, j0, P->rot_qk, P->pairing);
@@ -388,16 +266,16 @@ static void run_attention(const rove_kernels *kn, const tprob *P, float *out, fl
     kn->rotate(vp + j0 * d, d, P->v + j0 * P->vs, P->vs, nj, d, &rv, 1.0f, 1.0f, 0);
   }
   memset(vp + (int64_t)P->kv * d, 0, sizeof(float) * (size_t)((kv_pad - P->kv) * d));
-  float *q = gb_alloc(&qb, (int64_t)tq * d, 0, P->post), *o = gb_alloc(&ob, (int64_t)tq * d, 0, 1);
-  float *m = gb_alloc(&mb, tq, 0, 1), *l = gb_alloc(&lb, tq, 0, 1);
-  float *s = gb_alloc(&sb, (int64_t)tq * tk, 0, 1);
+  float *q = kt_alloc(&qb, (int64_t)tq * d, 0, P->post), *o = kt_alloc(&ob, (int64_t)tq * d, 0, 1);
+  float *m = kt_alloc(&mb, tq, 0, 1), *l = kt_alloc(&lb, tq, 0, 1);
+  float *s = kt_alloc(&sb, (int64_t)tq * tk, 0, 1);
   for (int64_t i0 = 0; i0 < P->nq; i0 += tq) {
     const int32_t nq = (int32_t)(P->nq - i0 < tq ? P->nq - i0 : tq);
-    gb_fill_bits(q, qb.n, 0x7FC00003u); /* rows past nq are garbage */
-    gb_fill_bits(o, ob.n, 0x7FC00004u);
-    gb_fill_bits(m, tq, 0x7FC00005u);
-    gb_fill_bits(l, tq, 0x7FC00006u);
-    gb_fill_bits(s, sb.n, 0x7FC00007u);
+    rove_fill_bits(q, qb.n, 0x7FC00003u); /* rows past nq are garbage */
+    rove_fill_bits(o, ob.n, 0x7FC00004u);
+    rove_fill_bits(m, tq, 0x7FC00005u);
+    rove_fill_bits(l, tq, 0x7FC00006u);
+    rove_fill_bits(s, sb.n, 0x7FC00007u);
     rove_rot rq = rot_at(&P->qt, i0, P->rot_qk, P->pairing);
     kn->rotate(q, d, P->q + i0 * P->qs, P->qs, nq, d, &rq, P->q_rot_mul, P->q_pass_mul, 0);
     memset(o, 0, sizeof(float) * (size_t)nq * (size_t)d);
@@ -415,22 +293,28 @@ static void run_attention(const rove_kernels *kn, const tprob *P, float *out, fl
       kn->attn_tile(&t);
     }
     rove_rot ro = rot_at(&P->qt, i0, P->rot_o, P->pairing);
-    kn->finish(out + i0 * P->os, P->os, lse ? lse + i0 : NULL, o, m, l, nq, d, &ro);
+    rove_finish_f32(kn, out + i0 * P->os, P->os, lse ? lse + i0 : NULL, o, m, l, nq, d, &ro);
   }
-  gb_check(&kb, "packed K");
-  gb_check(&vb, "packed V");
-  gb_check(&qb, "packed Q");
-  gb_check(&ob, "o acc");
-  gb_check(&mb, "m acc");
-  gb_check(&lb, "l acc");
-  gb_check(&sb, "scratch");
-  gb_free(&kb), gb_free(&vb), gb_free(&qb), gb_free(&ob), gb_free(&mb), gb_free(&lb), gb_free(&sb);
+  kt_check(&kb, "packed K");
+  kt_check(&vb, "packed V");
+  kt_check(&qb, "packed Q");
+  kt_check(&ob, "o acc");
+  kt_check(&mb, "m acc");
+  kt_check(&lb, "l acc");
+  kt_check(&sb, "scratch");
+  rove_guarded_free(&kb), rove_guarded_free(&vb), rove_guarded_free(&qb), rove_guarded_free(&ob),
+      rove_guarded_free(&mb), rove_guarded_free(&lb), rove_guarded_free(&sb);
 }
 
 enum { N_MODES = 8 };
-static const char *const mode_names[N_MODES] = {
-    "full", "full+softcap", "causal(bottom-right)", "causal+window+softcap", "window(2-sided)",
-    "causal(top-left)", "causal random pos", "int32 extremes"};
+static const char *const mode_names[N_MODES] = {"full",
+                                                "full+softcap",
+                                                "causal(bottom-right)",
+                                                "causal+window+softcap",
+                                                "window(2-sided)",
+                                                "causal(top-left)",
+                                                "causal random pos",
+                                                "int32 extremes"};
 static const int32_t bases[] = {0, (1 << 20) - 37, -(1 << 20) + 5, -3000, 1 << 20};
 
 /* Positions and mask for mode `mode` (qpos [nq], kpos [kv]). */
@@ -478,6 +362,7 @@ static float lse_lo, lse_hi; /* range of the finite LSEs (>= the largest logit o
 /* One problem through the table under test and the scalar one. */
 static void tile_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq, int32_t kv,
                       int64_t idx) {
+  const rove_kernels *ref = kt_ref();
   /* mode, pairing and base in turn; everything else from independent random bits */
   const int mode = (int)(idx % N_MODES);
   const int32_t B = bases[(idx / (2 * N_MODES)) % (sizeof bases / sizeof *bases)];
@@ -500,55 +385,56 @@ static void tile_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq
    * up so that the running max keeps moving and the rescaling is exercised */
   const float amp = sqrtf(50.0f / sqrtf((float)d));
   const int ramp = (int)((h >> 18) % 2);
-  gbuf qg, kg, vg;
-  float *q = rows_alloc(&qg, nq, P.qs, d, 1, 0), *k = rows_alloc(&kg, kv, P.ks, d, 2, 0);
-  float *v = rows_alloc(&vg, kv, P.vs, d, 3, 0);
+  rove_guarded qg, kg, vg;
+  float *q = kt_rows_alloc(&qg, nq, P.qs, d, 1, 0), *k = kt_rows_alloc(&kg, kv, P.ks, d, 2, 0);
+  float *v = kt_rows_alloc(&vg, kv, P.vs, d, 3, 0);
   for (int32_t i = 0; i < nq; i++)
-    rows_fill(g, q + i * P.qs, 1, P.qs, d, amp * rove_rng_uniform(g, 0.5f, 1.5f));
+    kt_rows_fill(g, q + i * P.qs, 1, P.qs, d, amp * rove_rng_uniform(g, 0.5f, 1.5f));
   for (int32_t j = 0; j < kv; j++)
-    rows_fill(g, k + j * P.ks, 1, P.ks, d,
-              amp * (ramp ? 0.2f + 1.6f * (float)j / (float)kv : rove_rng_uniform(g, 0.3f, 1.3f)));
-  rows_fill(g, v, kv, P.vs, d, 3.0f);
+    kt_rows_fill(
+        g, k + j * P.ks, 1, P.ks, d,
+        amp * (ramp ? 0.2f + 1.6f * (float)j / (float)kv : rove_rng_uniform(g, 0.3f, 1.3f)));
+  kt_rows_fill(g, v, kv, P.vs, d, 3.0f);
   P.q = q, P.k = k, P.v = v;
-  setctx(
-      "%s attention d=%d r=%d %s nq=%d kv=%d mode=%s base=%d window=%d softcap=%g%s rot "
+  kt_ctx(
+      "attention d=%d r=%d %s nq=%d kv=%d mode=%s base=%d window=%d softcap=%g%s rot "
       "qk/v/o=%d/%d/%d chunk=%d",
-      rove_isa_name(kn->isa), d, r, P.pairing ? "interleaved" : "half", nq, kv, mode_names[mode], B,
-      P.window, P.softcap, P.always_mask ? " mask-all-tiles" : "", P.rot_qk, P.rot_v, P.rot_o,
-      P.chunk);
-  gbuf o_ref, o_isa, l_ref, l_isa;
-  float *out_r = rows_alloc(&o_ref, nq, P.os, d, 0, 1),
-        *out_i = rows_alloc(&o_isa, nq, P.os, d, 5, P.post);
-  float *lse_r = gb_alloc(&l_ref, nq, 0, 1), *lse_i = gb_alloc(&l_isa, nq, 7, P.post);
+      d, r, P.pairing ? "interleaved" : "half", nq, kv, mode_names[mode], B, P.window, P.softcap,
+      P.always_mask ? " mask-all-tiles" : "", P.rot_qk, P.rot_v, P.rot_o, P.chunk);
+  rove_guarded o_ref, o_isa, l_ref, l_isa;
+  float *out_r = kt_rows_alloc(&o_ref, nq, P.os, d, 0, 1),
+        *out_i = kt_rows_alloc(&o_isa, nq, P.os, d, 5, P.post);
+  float *lse_r = kt_alloc(&l_ref, nq, 0, 1), *lse_i = kt_alloc(&l_isa, nq, 7, P.post);
   run_attention(ref, &P, out_r, P.want_lse ? lse_r : NULL);
   run_attention(kn, &P, out_i, P.want_lse ? lse_i : NULL);
-  rows_cmp(out_i, P.os, out_r, P.os, nq, d, OUT_TOL, "out");
-  gaps_check(out_i, nq, P.os, d, "out");
-  gb_check(&o_isa, "out");
-  gb_check(&l_isa, "lse");
+  kt_cmp(out_i, P.os, out_r, P.os, nq, d, OUT_TOL, "out");
+  kt_gaps_check(out_i, nq, P.os, d, "out");
+  kt_check(&o_isa, "out");
+  kt_check(&l_isa, "lse");
   for (int32_t i = 0; i < nq; i++) {
     int vis = !P.masked;
     for (int32_t j = 0; j < kv && !vis; j++) vis = rove_visible(qp[i], kp[j], P.causal, P.window);
     if (!vis) { /* fully masked row: exactly 0 and -inf, from both tables */
       for (int32_t c = 0; c < d; c++)
         if (out_i[i * P.os + c] != 0.0f || out_r[i * P.os + c] != 0.0f)
-          kfail("fully masked row %d col %d: got %g, scalar %g, want 0", i, c, out_i[i * P.os + c],
-                out_r[i * P.os + c]);
+          kt_fail("fully masked row %d col %d: got %g, scalar %g, want 0", i, c,
+                  out_i[i * P.os + c], out_r[i * P.os + c]);
       if (P.want_lse && (lse_i[i] != -INFINITY || lse_r[i] != -INFINITY))
-        kfail("fully masked row %d: lse %g, scalar %g, want -inf", i, lse_i[i], lse_r[i]);
+        kt_fail("fully masked row %d: lse %g, scalar %g, want -inf", i, lse_i[i], lse_r[i]);
     } else if (P.want_lse) {
       lse_cmp(lse_i[i], lse_r[i], i);
       lse_lo = fminf(lse_lo, lse_r[i]), lse_hi = fmaxf(lse_hi, lse_r[i]);
     }
   }
-  gb_free(&o_ref), gb_free(&o_isa), gb_free(&l_ref), gb_free(&l_isa);
-  gb_free(&qg), gb_free(&kg), gb_free(&vg);
+  rove_guarded_free(&o_ref), rove_guarded_free(&o_isa), rove_guarded_free(&l_ref),
+      rove_guarded_free(&l_isa);
+  rove_guarded_free(&qg), rove_guarded_free(&kg), rove_guarded_free(&vg);
   table_free(&P.qt), table_free(&P.kt);
   free(qp), free(kp);
 }
 
-static void test_attention(void **state) {
-  const rove_kernels *kn = table_or_skip(state, "pack_k+attn_tile");
+static void test_attention(const rove_kernels *kn) {
+  worst_lse = 0;
   rove_rng g;
   rove_rng_seed(&g, 202);
   lse_lo = INFINITY, lse_hi = -INFINITY;
@@ -564,62 +450,63 @@ static void test_attention(void **state) {
   printf(
       "  %s attention: %lld problems, %d failures; max rel err out %.3g, lse %.3g; "
       "LSE range [%.1f, %.1f]\n",
-      rove_isa_name(kn->isa), (long long)idx, n_fail, worst, worst_lse, lse_lo, lse_hi);
-  assert_int_equal(n_fail, 0);
+      kt_isa(), (long long)idx, kt_failures(), kt_worst(), worst_lse, lse_lo, lse_hi);
 }
 
 /* ---- finish --------------------------------------------------------------------------- */
 
 static void finish_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq, int64_t idx) {
+  const rove_kernels *ref = kt_ref();
   const uint64_t h = rove_rng_u64(g); /* independent bit fields */
   const int32_t pairing = (int32_t)(idx % 2), r = h % 3 == 0 && d > 2 ? (3 * d / 4) & ~1 : d;
   const int rot = (h >> 2) % 4 != 0, want_lse = (idx / 2) % 2, post = (int)((h >> 4) % 2);
   const int64_t os = (h >> 5) % 3 == 0 ? d : d + 1 + (int64_t)((h >> 7) % 7);
   const int mis_o = (int)((h >> 10) % 16), mis_l = (int)((h >> 14) % 5);
-  setctx("%s finish d=%d r=%d %s nq=%d rot=%d lse=%d os=%lld", rove_isa_name(kn->isa), d, r,
-         pairing ? "interleaved" : "half", nq, rot, want_lse, (long long)os);
+  kt_ctx("finish d=%d r=%d %s nq=%d rot=%d lse=%d os=%lld", d, r, pairing ? "interleaved" : "half",
+         nq, rot, want_lse, (long long)os);
   int32_t pos[40];
   for (int32_t i = 0; i < nq; i++) pos[i] = positions[(h >> 17) % 6] + 2 * i;
   table t;
   table_make(&t, pos, nq, r / 2);
-  gbuf og, mg, lg, outr, outi, lser, lsei;
-  float *o = gb_alloc(&og, (int64_t)nq * d, 1, 0), *m = gb_alloc(&mg, nq, 2, 0),
-        *l = gb_alloc(&lg, nq, 3, 0);
+  rove_guarded og, mg, lg, outr, outi, lser, lsei;
+  float *o = kt_alloc(&og, (int64_t)nq * d, 1, 0), *m = kt_alloc(&mg, nq, 2, 0),
+        *l = kt_alloc(&lg, nq, 3, 0);
   for (int32_t i = 0; i < nq; i++) {
     const int empty = i % 4 == 3 || (nq == 1 && (h >> 20) % 3 == 0); /* l == 0 */
     m[i] = empty ? -INFINITY : rove_rng_uniform(g, -30.0f, 30.0f);
     l[i] = empty ? 0.0f : rove_rng_uniform(g, 1.0f, 500.0f);
     rove_rng_fill(g, o + (int64_t)i * d, d, -3.0f * l[i], 3.0f * l[i]);
   }
-  float *yr = rows_alloc(&outr, nq, os, d, 0, 1), *yi = rows_alloc(&outi, nq, os, d, mis_o, post);
-  float *lr = gb_alloc(&lser, nq, 0, 1), *li = gb_alloc(&lsei, nq, mis_l, post);
+  float *yr = kt_rows_alloc(&outr, nq, os, d, 0, 1),
+        *yi = kt_rows_alloc(&outi, nq, os, d, mis_o, post);
+  float *lr = kt_alloc(&lser, nq, 0, 1), *li = kt_alloc(&lsei, nq, mis_l, post);
   rove_rot ro = rot_at(&t, 0, rot, pairing);
-  ref->finish(yr, os, want_lse ? lr : NULL, o, m, l, nq, d, &ro);
-  kn->finish(yi, os, want_lse ? li : NULL, o, m, l, nq, d, &ro);
-  rows_cmp(yi, os, yr, os, nq, d, FIN_TOL, "out");
-  gaps_check(yi, nq, os, d, "out");
+  rove_finish_f32(ref, yr, os, want_lse ? lr : NULL, o, m, l, nq, d, &ro);
+  rove_finish_f32(kn, yi, os, want_lse ? li : NULL, o, m, l, nq, d, &ro);
+  kt_cmp(yi, os, yr, os, nq, d, FIN_TOL, "out");
+  kt_gaps_check(yi, nq, os, d, "out");
   for (int32_t i = 0; i < nq; i++) {
     if (l[i] == 0.0f) {
       for (int32_t c = 0; c < d; c++)
         if (yi[i * os + c] != 0.0f)
-          kfail("row %d has l = 0: out[%d] = %g, want 0", i, c, yi[i * os + c]);
-      if (want_lse && li[i] != -INFINITY) kfail("row %d has l = 0: lse %g, want -inf", i, li[i]);
+          kt_fail("row %d has l = 0: out[%d] = %g, want 0", i, c, yi[i * os + c]);
+      if (want_lse && li[i] != -INFINITY) kt_fail("row %d has l = 0: lse %g, want -inf", i, li[i]);
     } else if (want_lse) {
       lse_cmp(li[i], lr[i], i);
     }
   }
   if (!want_lse)
     for (int32_t i = 0; i < nq; i++)
-      if (!is_bits(li + i, canary)) kfail("lse == NULL but lse buffer written");
-  gb_check(&outi, "out");
-  gb_check(&lsei, "lse");
-  gb_free(&og), gb_free(&mg), gb_free(&lg), gb_free(&outr), gb_free(&outi), gb_free(&lser),
-      gb_free(&lsei);
+      if (!rove_has_bits(li + i, ROVE_GUARD_CANARY)) kt_fail("lse == NULL but lse buffer written");
+  kt_check(&outi, "out");
+  kt_check(&lsei, "lse");
+  rove_guarded_free(&og), rove_guarded_free(&mg), rove_guarded_free(&lg), rove_guarded_free(&outr),
+      rove_guarded_free(&outi), rove_guarded_free(&lser), rove_guarded_free(&lsei);
   table_free(&t);
 }
 
-static void test_finish(void **state) {
-  const rove_kernels *kn = table_or_skip(state, "finish");
+static void test_finish(const rove_kernels *kn) {
+  worst_lse = 0;
   rove_rng g;
   rove_rng_seed(&g, 303);
   static const int32_t nqs[] = {1, 3, 7, 8, 9, 16, 17, 33};
@@ -627,9 +514,8 @@ static void test_finish(void **state) {
   for (size_t a = 0; a < sizeof rot_dims / sizeof *rot_dims; a++)
     for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++)
       for (int rep = 0; rep < 4; rep++) finish_case(kn, &g, rot_dims[a], nqs[b], idx++);
-  printf("  %s finish: %lld cases, %d failures; max rel err out %.3g, lse %.3g\n",
-         rove_isa_name(kn->isa), (long long)idx, n_fail, worst, worst_lse);
-  assert_int_equal(n_fail, 0);
+  printf("  %s finish: %lld cases, %d failures; max rel err out %.3g, lse %.3g\n", kt_isa(),
+         (long long)idx, kt_failures(), kt_worst(), worst_lse);
 }
 
 /* ---- attn_rows: a few query rows against K/V read in place ------------------------------ */
@@ -638,7 +524,7 @@ typedef struct {
   int32_t nq, nk, d, calls; /* calls: the keys go in this many consecutive calls (1..3) */
   int64_t ks, vs;
   const float *q, *k, *v;
-  tprob pos;                /* positions, mask mode, softcap (make_positions) */
+  tprob pos;                   /* positions, mask mode, softcap (make_positions) */
   const rove_rot *krot, *vrot; /* NULL, or rotation tables of the nk keys (row j: key j) */
   float k_mul;
 } rprob;
@@ -656,8 +542,8 @@ static void rwide_make(rwide_table *t, const int32_t *pos, int64_t n, int32_t ha
   for (int64_t i = 0; i < n; i++)
     for (int hh = 0; hh < heads; hh++)
       for (int32_t k = 0; k < half; k++) {
-        const double a = fmod((double)pos[i] * pow(10000.0, -(double)k / half) + 0.7 * hh,
-                              6.283185307179586);
+        const double a =
+            fmod((double)pos[i] * pow(10000.0, -(double)k / half) + 0.7 * hh, 6.283185307179586);
         t->c[(i * heads + hh) * half + k] = (float)cos(a);
         t->s[(i * heads + hh) * half + k] = (float)sin(a);
       }
@@ -680,16 +566,26 @@ static int rows_class(const rprob *P, int64_t j0, int64_t j1) {
 static void run_rows(const rove_kernels *kn, const rprob *P, int mis, int always_mask, float *out,
                      float *lse) {
   const int32_t nq = P->nq, d = P->d;
-  gbuf og, mg, lg, sg;
-  float *o = gb_alloc(&og, (int64_t)nq * d, mis, 1), *m = gb_alloc(&mg, nq, mis / 2, 1);
-  float *l = gb_alloc(&lg, nq, mis / 3, 1);
-  float *s = gb_alloc(&sg, ROVE_ROWS_SCRATCH(d), 0, 1);
-  gb_fill_bits(s, sg.n, 0x7FC00007u); /* scratch starts as garbage */
+  rove_guarded og, mg, lg, sg;
+  float *o = kt_alloc(&og, (int64_t)nq * d, mis, 1), *m = kt_alloc(&mg, nq, mis / 2, 1);
+  float *l = kt_alloc(&lg, nq, mis / 3, 1);
+  float *s = kt_alloc(&sg, ROVE_ROWS_SCRATCH(d), 0, 1);
+  rove_fill_bits(s, sg.n, 0x7FC00007u); /* scratch starts as garbage */
   memset(o, 0, sizeof(float) * (size_t)og.n);
   for (int32_t i = 0; i < nq; i++) m[i] = -INFINITY, l[i] = 0.0f;
-  rove_rows_args t = {.q = P->q, .ks = P->ks, .vs = P->vs, .nq = nq, .d = d, .o = o, .m = m,
-                      .l = l, .scratch = s, .q_pos = P->pos.qt.pos, .causal = P->pos.causal,
-                      .window = P->pos.window, .softcap = P->pos.softcap};
+  rove_rows_args t = {.q = P->q,
+                      .ks = P->ks,
+                      .vs = P->vs,
+                      .nq = nq,
+                      .d = d,
+                      .o = o,
+                      .m = m,
+                      .l = l,
+                      .scratch = s,
+                      .q_pos = P->pos.qt.pos,
+                      .causal = P->pos.causal,
+                      .window = P->pos.window,
+                      .softcap = P->pos.softcap};
   for (int c = 0; c < P->calls; c++) {
     const int64_t j0 = (int64_t)P->nk * c / P->calls, j1 = (int64_t)P->nk * (c + 1) / P->calls;
     const int cls = P->pos.masked ? rows_class(P, j0, j1) : 1;
@@ -698,23 +594,27 @@ static void run_rows(const rove_kernels *kn, const rprob *P, int mis, int always
     t.k = P->k + j0 * P->ks, t.v = P->v + j0 * P->vs, t.k_pos = P->pos.kt.pos + j0;
     t.nk = (int32_t)(j1 - j0);
     rove_rot kr, vr; /* the tables from row j0 */
-    if (P->krot) kr = *P->krot, kr.cos = kr.cos ? kr.cos + j0 * rove_rot_stride(&kr) : NULL,
-                 kr.sin = kr.sin ? kr.sin + j0 * rove_rot_stride(&kr) : NULL;
-    if (P->vrot) vr = *P->vrot, vr.cos = vr.cos ? vr.cos + j0 * rove_rot_stride(&vr) : NULL,
-                 vr.sin = vr.sin ? vr.sin + j0 * rove_rot_stride(&vr) : NULL;
+    if (P->krot)
+      kr = *P->krot, kr.cos = kr.cos ? kr.cos + j0 * rove_rot_stride(&kr) : NULL,
+      kr.sin = kr.sin ? kr.sin + j0 * rove_rot_stride(&kr) : NULL;
+    if (P->vrot)
+      vr = *P->vrot, vr.cos = vr.cos ? vr.cos + j0 * rove_rot_stride(&vr) : NULL,
+      vr.sin = vr.sin ? vr.sin + j0 * rove_rot_stride(&vr) : NULL;
     t.krot = P->krot ? &kr : NULL, t.vrot = P->vrot ? &vr : NULL, t.k_mul = P->k_mul;
     kn->attn_rows(&t);
   }
   for (int32_t i = 0; i < nq; i++)
-    for (int32_t c = 0; c < d; c++) out[(int64_t)i * d + c] = l[i] > 0.0f ? o[(int64_t)i * d + c] / l[i] : o[(int64_t)i * d + c];
+    for (int32_t c = 0; c < d; c++)
+      out[(int64_t)i * d + c] = l[i] > 0.0f ? o[(int64_t)i * d + c] / l[i] : o[(int64_t)i * d + c];
   for (int32_t i = 0; i < nq; i++) lse[i] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
-  gb_check(&og, "o acc"), gb_check(&mg, "m acc"), gb_check(&lg, "l acc"), gb_check(&sg, "scratch");
-  gb_free(&og), gb_free(&mg), gb_free(&lg), gb_free(&sg);
+  kt_check(&og, "o acc"), kt_check(&mg, "m acc"), kt_check(&lg, "l acc"), kt_check(&sg, "scratch");
+  rove_guarded_free(&og), rove_guarded_free(&mg), rove_guarded_free(&lg), rove_guarded_free(&sg);
 }
 
 /* One problem through the table under test and the scalar one. */
 static void rows_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq, int32_t nk,
                       int64_t idx) {
+  const rove_kernels *ref = kt_ref();
   const int mode = (int)(idx % N_MODES);
   const int32_t B = bases[(idx / N_MODES) % (sizeof bases / sizeof *bases)];
   const uint64_t h = rove_rng_u64(g);
@@ -729,14 +629,15 @@ static void rows_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq
   P.vs = (h >> 8) % 2 ? P.ks : d + (int64_t)((h >> 9) % 5);
   const int mis = (int)((h >> 12) % 16);
   const float amp = sqrtf(50.0f / sqrtf((float)d)); /* logits of std ~12, as test_attention */
-  gbuf qg, kg, vg, orf, oi, lrf, li;
-  float *q = gb_alloc(&qg, (int64_t)nq * d, mis, 0);
-  float *k = rows_alloc(&kg, nk, P.ks, d, (mis + 5) % 16, 0);
-  float *v = rows_alloc(&vg, nk, P.vs, d, (mis + 9) % 16, 0);
+  rove_guarded qg, kg, vg, orf, oi, lrf, li;
+  float *q = kt_alloc(&qg, (int64_t)nq * d, mis, 0);
+  float *k = kt_rows_alloc(&kg, nk, P.ks, d, (mis + 5) % 16, 0);
+  float *v = kt_rows_alloc(&vg, nk, P.vs, d, (mis + 9) % 16, 0);
   rove_rng_fill(g, q, qg.n, -amp, amp);
   for (int32_t j = 0; j < nk; j++)
-    rows_fill(g, k + j * P.ks, 1, P.ks, d, amp * (h >> 16 & 1 ? 0.2f + 1.6f * (float)j / (float)nk : 1.0f));
-  rows_fill(g, v, nk, P.vs, d, 3.0f);
+    kt_rows_fill(g, k + j * P.ks, 1, P.ks, d,
+                 amp * (h >> 16 & 1 ? 0.2f + 1.6f * (float)j / (float)nk : 1.0f));
+  kt_rows_fill(g, v, nk, P.vs, d, 3.0f);
   P.q = q, P.k = k, P.v = v;
   /* half the problems rotate K and V as they are read (the caller's K/V): tables of the key
    * positions, full or partial rotary dims, either pairing, sometimes one of 3 heads of a
@@ -755,31 +656,35 @@ static void rows_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq
     if (rmode == 2) vrot.cos = vrot.sin = NULL; /* only K */
     P.krot = &krot, P.vrot = rmode == 3 ? NULL : &vrot, P.k_mul = (h >> 26) % 2 ? 1.1f : 1.0f;
   }
-  setctx("%s attn_rows d=%d nq=%d nk=%d mode=%s base=%d window=%d softcap=%g calls=%d%s ks=%lld "
-         "vs=%lld mis=%d rot=%d/%d r=%d %s wide=%d",
-         rove_isa_name(kn->isa), d, nq, nk, mode_names[mode], B, P.pos.window, P.pos.softcap,
-         P.calls, always_mask ? " mask-always" : "", (long long)P.ks, (long long)P.vs, mis, rot,
-         rmode, r, krot.pairing ? "interleaved" : "half", wide);
-  float *out_r = gb_alloc(&orf, (int64_t)nq * d, 0, 1), *out_i = gb_alloc(&oi, (int64_t)nq * d, 0, 1);
-  float *lse_r = gb_alloc(&lrf, nq, 0, 1), *lse_i = gb_alloc(&li, nq, 0, 1);
+  kt_ctx(
+      "attn_rows d=%d nq=%d nk=%d mode=%s base=%d window=%d softcap=%g calls=%d%s ks=%lld "
+      "vs=%lld mis=%d rot=%d/%d r=%d %s wide=%d",
+      d, nq, nk, mode_names[mode], B, P.pos.window, P.pos.softcap, P.calls,
+      always_mask ? " mask-always" : "", (long long)P.ks, (long long)P.vs, mis, rot, rmode, r,
+      krot.pairing ? "interleaved" : "half", wide);
+  float *out_r = kt_alloc(&orf, (int64_t)nq * d, 0, 1),
+        *out_i = kt_alloc(&oi, (int64_t)nq * d, 0, 1);
+  float *lse_r = kt_alloc(&lrf, nq, 0, 1), *lse_i = kt_alloc(&li, nq, 0, 1);
   run_rows(ref, &P, 0, always_mask, out_r, lse_r);
   run_rows(kn, &P, mis, always_mask, out_i, lse_i);
-  rows_cmp(out_i, d, out_r, d, nq, d, OUT_TOL, "out");
+  kt_cmp(out_i, d, out_r, d, nq, d, OUT_TOL, "out");
   for (int32_t i = 0; i < nq; i++) {
     if (lse_r[i] == -INFINITY || lse_i[i] == -INFINITY) { /* no visible key: exactly 0, -inf */
-      if (lse_r[i] != lse_i[i]) kfail("row %d: lse %g, scalar %g", i, lse_i[i], lse_r[i]);
+      if (lse_r[i] != lse_i[i]) kt_fail("row %d: lse %g, scalar %g", i, lse_i[i], lse_r[i]);
       for (int32_t c = 0; c < d; c++)
-        if (out_i[(int64_t)i * d + c] != 0.0f) kfail("row %d without keys: o[%d] = %g", i, c, out_i[(int64_t)i * d + c]);
+        if (out_i[(int64_t)i * d + c] != 0.0f)
+          kt_fail("row %d without keys: o[%d] = %g", i, c, out_i[(int64_t)i * d + c]);
     } else {
       lse_cmp(lse_i[i], lse_r[i], i);
     }
   }
-  gb_free(&orf), gb_free(&oi), gb_free(&lrf), gb_free(&li), gb_free(&qg), gb_free(&kg), gb_free(&vg);
+  rove_guarded_free(&orf), rove_guarded_free(&oi), rove_guarded_free(&lrf), rove_guarded_free(&li),
+      rove_guarded_free(&qg), rove_guarded_free(&kg), rove_guarded_free(&vg);
   free(qp), free(kp), free(wt.c), free(wt.s);
 }
 
-static void test_rows(void **state) {
-  const rove_kernels *kn = table_or_skip(state, "attn_rows");
+static void test_rows(const rove_kernels *kn) {
+  worst_lse = 0;
   rove_rng g;
   rove_rng_seed(&g, 505);
   static const int32_t ds[] = {2, 32, 64, 80, 96, 128, 256};
@@ -788,10 +693,10 @@ static void test_rows(void **state) {
   int64_t idx = 0;
   for (size_t a = 0; a < sizeof ds / sizeof *ds; a++)
     for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++)
-      for (size_t c = 0; c < sizeof nks / sizeof *nks; c++) rows_case(kn, &g, ds[a], nqs[b], nks[c], idx++);
-  printf("  %s attn_rows: %lld problems, %d failures; max rel err out %.3g, lse %.3g\n",
-         rove_isa_name(kn->isa), (long long)idx, n_fail, worst, worst_lse);
-  assert_int_equal(n_fail, 0);
+      for (size_t c = 0; c < sizeof nks / sizeof *nks; c++)
+        rows_case(kn, &g, ds[a], nqs[b], nks[c], idx++);
+  printf("  %s attn_rows: %lld problems, %d failures; max rel err out %.3g, lse %.3g\n", kt_isa(),
+         (long long)idx, kt_failures(), kt_worst(), worst_lse);
 }
 
 /* ---- rove_rot.stride: per-(token, head) tables ------------------------------------------ */
@@ -803,13 +708,15 @@ static void stride_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t 
   const int32_t half = r / 2, pairing = (int32_t)(idx % 2), head = (int32_t)(idx / 2 % 3);
   const int64_t w = 3 * (int64_t)half, ss = d + (int64_t)(idx % 3), tk = kn->tile_kv;
   const int64_t np = (n + tk - 1) / tk * tk;
-  setctx("%s rot stride d=%d r=%d %s n=%d head=%d", rove_isa_name(kn->isa), d, r,
-         pairing ? "interleaved" : "half", n, head);
-  float *wc = malloc(sizeof(float) * (size_t)(n * w)), *wsn = malloc(sizeof(float) * (size_t)(n * w));
-  float *dc = malloc(sizeof(float) * (size_t)(n * half)), *dsn = malloc(sizeof(float) * (size_t)(n * half));
+  kt_ctx("rot stride d=%d r=%d %s n=%d head=%d", d, r, pairing ? "interleaved" : "half", n, head);
+  float *wc = malloc(sizeof(float) * (size_t)(n * w)),
+        *wsn = malloc(sizeof(float) * (size_t)(n * w));
+  float *dc = malloc(sizeof(float) * (size_t)(n * half)),
+        *dsn = malloc(sizeof(float) * (size_t)(n * half));
   float *src = malloc(sizeof(float) * (size_t)(n * ss)), *m = malloc(sizeof(float) * (size_t)n);
   float *l = malloc(sizeof(float) * (size_t)n);
-  float *a = malloc(sizeof(float) * (size_t)(np * d)), *b = malloc(sizeof(float) * (size_t)(np * d));
+  float *a = malloc(sizeof(float) * (size_t)(np * d)),
+        *b = malloc(sizeof(float) * (size_t)(np * d));
   float la[64], lb[64];
   assert_true(wc && wsn && dc && dsn && src && m && l && a && b && n <= 64);
   for (int64_t i = 0; i < n * w; i++) {
@@ -819,7 +726,8 @@ static void stride_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t 
   for (int32_t i = 0; i < n; i++) {
     memcpy(dc + i * half, wc + i * w + head * half, sizeof(float) * (size_t)half);
     memcpy(dsn + i * half, wsn + i * w + head * half, sizeof(float) * (size_t)half);
-    m[i] = rove_rng_uniform(g, -5.0f, 5.0f), l[i] = i % 5 == 4 ? 0.0f : rove_rng_uniform(g, 1.0f, 9.0f);
+    m[i] = rove_rng_uniform(g, -5.0f, 5.0f),
+    l[i] = i % 5 == 4 ? 0.0f : rove_rng_uniform(g, 1.0f, 9.0f);
   }
   rove_rng_fill(g, src, n * ss, -2.0f, 2.0f);
   const rove_rot rw = {wc + head * half, wsn + head * half, half, pairing, w};
@@ -827,21 +735,21 @@ static void stride_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t 
   for (int inv = 0; inv < 2; inv++) {
     kn->rotate(a, d, src, ss, n, d, &rw, 0.9f, 0.8f, inv);
     kn->rotate(b, d, src, ss, n, d, &rd, 0.9f, 0.8f, inv);
-    if (memcmp(a, b, sizeof(float) * (size_t)(n * d))) kfail("rotate (inverse %d) differs", inv);
+    if (memcmp(a, b, sizeof(float) * (size_t)(n * d))) kt_fail("rotate (inverse %d) differs", inv);
   }
   kn->pack_k(a, src, ss, n, d, &rw, 1.1f);
   kn->pack_k(b, src, ss, n, d, &rd, 1.1f);
-  if (memcmp(a, b, sizeof(float) * (size_t)(np * d))) kfail("pack_k differs");
-  kn->finish(a, d, la, src, m, l, n, d, &rw);
-  kn->finish(b, d, lb, src, m, l, n, d, &rd);
+  if (memcmp(a, b, sizeof(float) * (size_t)(np * d))) kt_fail("pack_k differs");
+  rove_finish_f32(kn, a, d, la, src, m, l, n, d, &rw);
+  rove_finish_f32(kn, b, d, lb, src, m, l, n, d, &rd);
   if (memcmp(a, b, sizeof(float) * (size_t)(n * d)) || memcmp(la, lb, sizeof(float) * (size_t)n))
-    kfail("finish differs");
+    kt_fail("finish differs");
   free(wc), free(wsn), free(dc), free(dsn), free(src), free(m), free(l), free(a), free(b);
 }
 
 /* The table under test and the scalar one (a property of each, not a comparison). */
-static void test_rot_stride(void **state) {
-  const rove_kernels *const tabs[2] = {table_or_skip(state, "rot stride"), ref};
+static void test_rot_stride(const rove_kernels *kn) {
+  const rove_kernels *const tabs[2] = {kn, kt_ref()};
   rove_rng g;
   rove_rng_seed(&g, 606);
   static const int32_t ns[] = {1, 5, 17, 64};
@@ -853,29 +761,11 @@ static void test_rot_stride(void **state) {
           const int32_t d = rot_dims[a], r = rep == 2 && d > 2 ? (d / 2) & ~1 : d;
           stride_case(tabs[t], &g, d, r, ns[b], idx);
         }
-  printf("  %s and scalar rot stride: %lld cases, %d failures\n", rove_isa_name(tabs[0]->isa),
-         (long long)idx, n_fail);
-  assert_int_equal(n_fail, 0);
+  printf("  %s and scalar rot stride: %lld cases, %d failures\n", kt_isa(), (long long)idx,
+         kt_failures());
 }
 
 /* ---- vectorised exp ------------------------------------------------------------------- */
-
-typedef void (*exp_fn)(float *, const float *, int64_t);
-
-static exp_fn exp_for(rove_isa isa) {
-  switch (isa) {
-#if defined(ROVE_HAVE_AVX2)
-    case ROVE_ISA_AVX2: return rove_exp_f32__avx2;
-#endif
-#if defined(ROVE_HAVE_AVX512)
-    case ROVE_ISA_AVX512: return rove_exp_f32__avx512;
-#endif
-#if defined(ROVE_HAVE_NEON)
-    case ROVE_ISA_NEON: return rove_exp_f32__neon;
-#endif
-    default: return NULL;
-  }
-}
 
 typedef struct {
   double max_rel, at, max_tiny, flush_rel;
@@ -888,30 +778,25 @@ static void exp_check(const float *x, const float *y, int64_t n, exp_stats *st) 
   for (int64_t i = 0; i < n; i++, st->n++) {
     const double e = exp((double)x[i]), rel = fabs((double)y[i] - e) / e;
     if (isnan(y[i])) {
-      kfail("exp(%.9g) = NaN", x[i]);
+      kt_fail("exp(%.9g) = NaN", x[i]);
     } else if (x[i] == -INFINITY || x[i] == 0.0f) {
-      if (y[i] != (x[i] == 0.0f ? 1.0f : 0.0f)) kfail("exp(%g) = %.9g, want it exact", x[i], y[i]);
+      if (y[i] != (x[i] == 0.0f ? 1.0f : 0.0f))
+        kt_fail("exp(%g) = %.9g, want it exact", x[i], y[i]);
     } else if (e >= FLT_MIN && x[i] >= -87.3f) {
       if (rel > st->max_rel) st->max_rel = rel, st->at = x[i];
       if (!(rel <= EXP_TOL))
-        kfail("exp(%.9g) = %.9g, want %.9g (rel err %.3g)", x[i], y[i], e, rel);
+        kt_fail("exp(%.9g) = %.9g, want %.9g (rel err %.3g)", x[i], y[i], e, rel);
     } else {
       if (e >= FLT_MIN && y[i] != 0.0f) st->flush_rel = fmax(st->flush_rel, rel);
       if (e < FLT_MIN) st->max_tiny = fmax(st->max_tiny, fabs(y[i]));
       if (!(y[i] >= 0.0f && (y[i] <= 1e-37f || rel <= EXP_TOL)))
-        kfail("exp(%.9g) = %.9g, want 0 <= y <= 1e-37 (exp = %.3g)", x[i], y[i], e);
+        kt_fail("exp(%.9g) = %.9g, want 0 <= y <= 1e-37 (exp = %.3g)", x[i], y[i], e);
     }
   }
 }
 
-static void test_exp(void **state) {
-  table_or_skip(state, "exp");
-  const isa_arg *a = *state;
-  const exp_fn fn = exp_for(a->isa);
-  if (!fn) {
-    printf("  SKIPPED %s exp: no vectorised exp for this ISA\n", arg_name(a));
-    skip();
-  }
+static void test_exp(const rove_kernels *kn) {
+  const rove_exp_fn fn = kn->exp;
   rove_rng g;
   rove_rng_seed(&g, 404);
   static const float special[] = {
@@ -920,8 +805,8 @@ static void test_exp(void **state) {
       -1.0f,    -FLT_MAX, -86.0f, -87.0f,     -0x1.62e43p+6f, -0x1.9fe368p+6f};
   const int64_t n_dense = 104001, n_rand = 40000, n_sp = sizeof special / sizeof *special;
   const int64_t n = n_dense + 2 * n_rand + n_sp + 1; /* 184022: not a multiple of 8 or 16 */
-  gbuf xg, yg;
-  float *x = gb_alloc(&xg, n, 3, 0), *y = gb_alloc(&yg, n, 1, 1);
+  rove_guarded xg, yg;
+  float *x = kt_alloc(&xg, n, 3, 0), *y = kt_alloc(&yg, n, 1, 1);
   int64_t k = 0;
   for (int64_t i = 0; i < n_dense; i++) x[k++] = (float)(-104.0 + 1e-3 * (double)i);
   for (int64_t i = 0; i < n_rand; i++) x[k++] = rove_rng_uniform(&g, -104.0f, 0.0f);
@@ -932,64 +817,37 @@ static void test_exp(void **state) {
   exp_stats st = {0};
   fn(y, x, n);
   exp_check(x, y, n, &st);
-  gb_check(&yg, "exp dst");
+  kt_check(&yg, "exp dst");
   /* tails n = 1 .. 67, misaligned and guarded (exp is elementwise: any slice will do) */
   for (int64_t m = 1; m <= 67; m++) {
-    gbuf sg, dg;
-    float *s = gb_alloc(&sg, m, (int)(m % 16), 0),
-          *dd = gb_alloc(&dg, m, (int)((m * 7) % 16), m % 2);
+    rove_guarded sg, dg;
+    float *s = kt_alloc(&sg, m, (int)(m % 16), 0),
+          *dd = kt_alloc(&dg, m, (int)((m * 7) % 16), m % 2);
     const int64_t off = (int64_t)(rove_rng_u64(&g) % (uint64_t)(n - m));
     memcpy(s, x + off, sizeof(float) * (size_t)m);
     fn(dd, s, m);
-    setctx("%s exp n=%lld", arg_name(a), (long long)m);
+    kt_ctx("exp n=%lld", (long long)m);
     exp_check(s, dd, m, &st);
-    gb_check(&dg, "exp dst");
-    gb_free(&sg), gb_free(&dg);
+    kt_check(&dg, "exp dst");
+    rove_guarded_free(&sg), rove_guarded_free(&dg);
   }
   printf(
       "  %s exp: %lld points, max rel err %.3g (%.2f x 2^-24) at x = %.9g; x < -87.3 non-flushed "
       "rel err %.3g; max |exp| where exp(x) < FLT_MIN: %.3g\n",
-      arg_name(a), (long long)st.n, st.max_rel, st.max_rel / 0x1p-24, st.at, st.flush_rel,
+      kt_isa(), (long long)st.n, st.max_rel, st.max_rel / 0x1p-24, st.at, st.flush_rel,
       st.max_tiny);
-  gb_free(&xg), gb_free(&yg);
-  assert_int_equal(n_fail, 0);
+  rove_guarded_free(&xg), rove_guarded_free(&yg);
 }
 
 /* ---- main ------------------------------------------------------------------------------ */
 
 int main(void) {
-  rove_test_isa_gate();
-  static isa_arg args[] = {
-      {ROVE_ISA_AVX2, 0}, {ROVE_ISA_AVX512, 0}, {ROVE_ISA_NEON, 0}, {ROVE_ISA_SCALAR, 1}};
-  const char *self = getenv("ROVE_KTEST_SELF");
-  const int n_args = self && strcmp(self, "1") == 0 ? 4 : 3;
-  int available = 0;
-  for (int i = 0; i < 3; i++) {
-    const int in = rove_kernels_for(args[i].isa) != NULL, runs = rove_isa_available(args[i].isa);
-    printf("ktest_kernels: %-6s %s\n", rove_isa_name(args[i].isa),
-           runs ? "compiled in and available: tested against scalar"
-           : in ? "compiled in, but this CPU cannot run it: skipped"
-                : "not compiled into this build: skipped");
-    available += runs;
-  }
-  if (!available && n_args == 3) {
-    printf(
-        "SKIPPED: no SIMD kernel table is available here (none compiled in, or the CPU "
-        "lacks them); nothing to compare with scalar\n");
-    return 77;
-  }
-  enum { N_TESTS = 7 };
-  struct CMUnitTest tests[4 * N_TESTS];
-  static char names[4 * N_TESTS][48];
-  static const char *const what[N_TESTS] = {"table",     "rotate", "finish",    "attention",
-                                            "attn_rows", "exp",    "rot_stride"};
-  const CMUnitTestFunction fns[N_TESTS] = {test_table, test_rotate, test_finish, test_attention,
-                                           test_rows,  test_exp,    test_rot_stride};
-  int nt = 0;
-  for (int i = 0; i < n_args; i++)
-    for (int j = 0; j < N_TESTS; j++, nt++) {
-      snprintf(names[nt], sizeof names[nt], "%s_%s", arg_name(&args[i]), what[j]);
-      tests[nt] = (struct CMUnitTest){names[nt], fns[j], NULL, NULL, &args[i]};
-    }
-  return _cmocka_run_group_tests("ktest_kernels", tests, (size_t)nt, NULL, NULL);
+  static const kt_test once[] = {{"tables", test_tables}};
+  static const kt_test per_isa[] = {{"table", test_table},          {"rotate", test_rotate},
+                                    {"finish", test_finish},        {"attention", test_attention},
+                                    {"attn_rows", test_rows},       {"exp", test_exp},
+                                    {"rot_stride", test_rot_stride}};
+  const kt_suite s = {
+      "ktest_kernels", "scalar", per_isa, (int)(sizeof per_isa / sizeof *per_isa), once, 1, 0};
+  return kt_main(&s);
 }

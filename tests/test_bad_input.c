@@ -37,16 +37,64 @@ static void test_status_strings(void **state) {
   }
 }
 
+/* The ISAs as rove.h documents them, in rove_isa order from ROVE_ISA_AUTO (strings and
+ * feature bits, never the enum: the tests find each ISA by its value and check it against
+ * this table, so a new ISA must be documented here too): name, architecture ("any": every
+ * CPU), preference within the architecture (higher wins), CPU features it needs. */
+typedef struct {
+  const char *name, *arch;
+  int level;
+  uint32_t needs;
+} doc_isa;
+#define AVX512_FDVB (ROVE_CPU_AVX512F | ROVE_CPU_AVX512DQ | ROVE_CPU_AVX512VL | ROVE_CPU_AVX512BW)
+static const doc_isa k_isas[] = {
+    {"auto", "any", 0, 0},
+    {"scalar", "any", 0, 0},
+    {"avx2", "x86", 1, ROVE_CPU_AVX2 | ROVE_CPU_FMA},
+    {"avx512", "x86", 2, AVX512_FDVB},
+    {"neon", "arm", 1, ROVE_CPU_NEON},
+};
+#define N_DOC_ISAS ((int)(sizeof k_isas / sizeof *k_isas))
+
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+#define HOST_ARCH "x86"
+#elif defined(__aarch64__) || defined(_M_ARM64)
+#define HOST_ARCH "arm"
+#else
+#define HOST_ARCH "none"
+#endif
+
+/* An ISA of another architecture than this host's. */
+static int foreign(int i) {
+  return strcmp(k_isas[i].arch, "any") != 0 && strcmp(k_isas[i].arch, HOST_ARCH) != 0;
+}
+
 static void test_isa_names(void **state) {
   (void)state;
-  assert_string_equal(rove_isa_name(ROVE_ISA_AUTO), "auto");
-  assert_string_equal(rove_isa_name(ROVE_ISA_SCALAR), "scalar");
-  assert_string_equal(rove_isa_name(ROVE_ISA_AVX2), "avx2");
-  assert_string_equal(rove_isa_name(ROVE_ISA_AVX512), "avx512");
-  assert_string_equal(rove_isa_name(ROVE_ISA_NEON), "neon");
+  assert_int_equal(ROVE_ISA_COUNT, N_DOC_ISAS); /* every rove_isa value is documented above */
+  assert_int_equal(ROVE_ISA_AUTO, 0);
+  for (int i = ROVE_ISA_AUTO; i < ROVE_ISA_COUNT; i++) {
+    assert_string_equal(rove_isa_name((rove_isa)i), k_isas[i].name);
+    rove_isa back = (rove_isa)-1;
+    assert_int_equal(rove_isa_parse(k_isas[i].name, &back), ROVE_OK);
+    assert_int_equal(back, i);
+  }
   assert_non_null(rove_isa_name((rove_isa)17));
   assert_string_equal(rove_isa_name((rove_isa)17), "unknown");
   assert_string_equal(rove_isa_name((rove_isa)-3), "unknown");
+  assert_string_equal(rove_isa_name(ROVE_ISA_COUNT), "unknown");
+  /* parse: exactly the names, else INVALID_ARGUMENT and *isa untouched */
+  static const char *const bad[] = {"unknown", "",      "SCALAR", "Auto",
+                                    "scalar ", " neon", "avx",    "avx5120"};
+  for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+    rove_isa x = (rove_isa)77;
+    assert_int_equal(rove_isa_parse(bad[b], &x), INV);
+    assert_int_equal(x, 77);
+  }
+  rove_isa x = (rove_isa)77;
+  assert_int_equal(rove_isa_parse(NULL, &x), INV);
+  assert_int_equal(x, 77);
+  assert_int_equal(rove_isa_parse("scalar", NULL), INV);
 }
 
 static void test_version(void **state) {
@@ -59,39 +107,22 @@ static void test_version(void **state) {
   assert_int_equal(ROVE_VERSION, ROVE_VERSION_MAJOR * 10000 + ROVE_VERSION_MINOR * 100 + ROVE_VERSION_PATCH);
 }
 
-#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
-#define HOST_X86 1
-#else
-#define HOST_X86 0
-#endif
-
-static int isa_rank(rove_isa i) {
-  switch (i) {
-    case ROVE_ISA_SCALAR: return 1;
-    case ROVE_ISA_AVX2: return 2;
-    case ROVE_ISA_AVX512: return 3;
-    case ROVE_ISA_NEON: return 2;
-    default: return 0;
-  }
+/* Whether a ROVE_ISA cap `cap` (AUTO: none) allows ISA i: its own ISA, scalar, and the
+ * ISAs of lower preference on the cap's architecture (so a foreign cap allows only scalar). */
+static int cap_allows(int cap, int i) {
+  if (cap == ROVE_ISA_AUTO || cap == i || strcmp(k_isas[i].arch, "any") == 0) return 1;
+  return strcmp(k_isas[cap].arch, k_isas[i].arch) == 0 && k_isas[i].level < k_isas[cap].level;
 }
 
-/* What rove_best_isa() must be under the cap `cap` (AUTO = no cap). */
-static rove_isa expected_best(rove_isa cap) {
-  static const rove_isa x86[] = {ROVE_ISA_AVX512, ROVE_ISA_AVX2, ROVE_ISA_SCALAR};
-  static const rove_isa arm[] = {ROVE_ISA_NEON, ROVE_ISA_SCALAR};
-  const rove_isa *order = HOST_X86 ? x86 : arm;
-  const int n = HOST_X86 ? 3 : 2;
-  for (int i = 0; i < n; i++) {
-    if (cap != ROVE_ISA_AUTO && isa_rank(order[i]) > isa_rank(cap)) continue;
-    if (rove_isa_available(order[i])) return order[i];
-  }
-  return ROVE_ISA_SCALAR;
-}
-
-static rove_isa isa_from_name(const char *s) {
-  for (int i = ROVE_ISA_SCALAR; i <= ROVE_ISA_NEON; i++)
-    if (strcmp(s, rove_isa_name((rove_isa)i)) == 0) return (rove_isa)i;
-  return ROVE_ISA_AUTO;
+/* What rove_best_isa() must be under the cap `cap`: the most preferred available ISA it
+ * allows. */
+static rove_isa expected_best(int cap) {
+  int best = ROVE_ISA_SCALAR;
+  for (int i = ROVE_ISA_SCALAR; i < ROVE_ISA_COUNT; i++)
+    if (rove_isa_available((rove_isa)i) && cap_allows(cap, i) &&
+        k_isas[i].level > k_isas[best].level)
+      best = i;
+  return (rove_isa)best;
 }
 
 static void test_best_isa_and_cap(void **state) {
@@ -102,29 +133,23 @@ static void test_best_isa_and_cap(void **state) {
   assert_true(rove_isa_available(ROVE_ISA_AUTO));
   assert_true(rove_isa_available(ROVE_ISA_SCALAR));
   assert_false(rove_isa_available((rove_isa)99));
-  if (HOST_X86) {
-    assert_false(rove_isa_available(ROVE_ISA_NEON));
-  } else {
-    assert_false(rove_isa_available(ROVE_ISA_AVX2));
-    assert_false(rove_isa_available(ROVE_ISA_AVX512));
-  }
+  assert_false(rove_isa_available(ROVE_ISA_COUNT));
   const uint32_t f = rove_cpu_features();
-  if (rove_isa_available(ROVE_ISA_AVX2)) assert_true((f & ROVE_CPU_AVX2) && (f & ROVE_CPU_FMA));
-  if (rove_isa_available(ROVE_ISA_AVX512)) {
-    const uint32_t need = ROVE_CPU_AVX512F | ROVE_CPU_AVX512DQ | ROVE_CPU_AVX512VL | ROVE_CPU_AVX512BW;
-    assert_true((f & need) == need);
+  for (int i = ROVE_ISA_SCALAR; i < ROVE_ISA_COUNT; i++) {
+    if (foreign(i)) assert_false(rove_isa_available((rove_isa)i));
+    if (rove_isa_available((rove_isa)i)) assert_true((f & k_isas[i].needs) == k_isas[i].needs);
   }
-  if (HOST_X86) assert_false(f & ROVE_CPU_NEON);
+  if (strcmp(HOST_ARCH, "x86") == 0) assert_false(f & ROVE_CPU_NEON);
+  if (strcmp(HOST_ARCH, "arm") == 0) assert_false(f & (ROVE_CPU_AVX2 | ROVE_CPU_FMA | AVX512_FDVB));
   const char *env = getenv("ROVE_ISA");
   rove_isa cap = ROVE_ISA_AUTO;
-  if (env && *env) cap = isa_from_name(env);
-  const int foreign = HOST_X86 ? cap == ROVE_ISA_NEON
-                               : (cap == ROVE_ISA_AVX2 || cap == ROVE_ISA_AVX512);
-  if (cap != ROVE_ISA_AUTO && !foreign) {
-    assert_true(isa_rank(best) <= isa_rank(cap));
+  if (env && *env && rove_isa_parse(env, &cap) != ROVE_OK) cap = ROVE_ISA_AUTO;
+  if (cap != ROVE_ISA_AUTO) {
+    assert_true(cap_allows(cap, best));
     if (rove_isa_available(cap)) assert_int_equal(best, cap);
+    if (foreign(cap)) assert_int_equal(best, ROVE_ISA_SCALAR);
   }
-  if (!foreign) assert_int_equal(best, expected_best(cap));
+  assert_int_equal(best, expected_best(cap));
   /* an AUTO plan takes the best ISA; an explicit SCALAR plan is always possible */
   rove_attention_config c;
   rove_attention_config_init(&c, 2, 1, 32);
@@ -176,12 +201,16 @@ static void test_isa_cap_in_child(void **state) {
     skip();
   }
   assert_int_equal(uncapped, expected_best(ROVE_ISA_AUTO));
+  assert_int_equal(spawn_best_isa("auto"), uncapped);
   assert_int_equal(spawn_best_isa("scalar"), ROVE_ISA_SCALAR);
-  if (HOST_X86) {
-    assert_int_equal(spawn_best_isa("avx2"), expected_best(ROVE_ISA_AVX2));
-    assert_int_equal(spawn_best_isa("avx512"), expected_best(ROVE_ISA_AVX512));
-  } else {
-    assert_int_equal(spawn_best_isa("neon"), expected_best(ROVE_ISA_NEON));
+  /* every cap: itself when available, else the best available ISA it allows (scalar for
+   * a cap of another architecture) */
+  for (int i = ROVE_ISA_SCALAR; i < ROVE_ISA_COUNT; i++) {
+    const int got = spawn_best_isa(k_isas[i].name);
+    print_message("ROVE_ISA=%s: best %s\n", k_isas[i].name, rove_isa_name((rove_isa)got));
+    assert_int_equal(got, expected_best(i));
+    if (rove_isa_available((rove_isa)i)) assert_int_equal(got, i);
+    if (foreign(i)) assert_int_equal(got, ROVE_ISA_SCALAR);
   }
   /* an unknown cap is ignored (or at worst lowers the choice); never AUTO */
   const int bogus = spawn_best_isa("bogus");
@@ -378,15 +407,18 @@ static void test_plan_create_bad(void **state) {
   BAD(c.isa = (rove_isa)99, INV, "isa 99");
   BAD(c.isa = (rove_isa)-1, INV, "isa -1");
   for (size_t i = 0; i < N_ROPE_BAD; i++) BAD(k_rope_bad[i].f(&c.rope), INV, k_rope_bad[i].name);
-  if (HOST_X86) {
-    BAD(c.isa = ROVE_ISA_NEON, ROVE_ERR_UNSUPPORTED, "NEON on x86");
-  } else {
-    BAD(c.isa = ROVE_ISA_AVX2, ROVE_ERR_UNSUPPORTED, "AVX2 on non-x86");
+  BAD(c.isa = ROVE_ISA_COUNT, INV, "isa ROVE_ISA_COUNT");
+  for (int i = ROVE_ISA_SCALAR; i < ROVE_ISA_COUNT; i++) { /* foreign ones: e.g. NEON on x86 */
+    char what[64];
+    snprintf(what, sizeof what, "isa %s (%s)", k_isas[i].name,
+             foreign(i)                        ? "other architecture"
+             : rove_isa_available((rove_isa)i) ? "available"
+                                               : "unavailable");
+    if (foreign(i) || !rove_isa_available((rove_isa)i))
+      BAD(c.isa = (rove_isa)i, ROVE_ERR_UNSUPPORTED, what);
+    else
+      BAD(c.isa = (rove_isa)i, ROVE_OK, what);
   }
-  if (!rove_isa_available(ROVE_ISA_AVX512))
-    BAD(c.isa = ROVE_ISA_AVX512, ROVE_ERR_UNSUPPORTED, "AVX512 unavailable");
-  if (!rove_isa_available(ROVE_ISA_AVX2))
-    BAD(c.isa = ROVE_ISA_AVX2, ROVE_ERR_UNSUPPORTED, "AVX2 unavailable");
   /* valid edges */
   BAD((c.head_dim = 2, c.rope.rotary_dim = 2), ROVE_OK, "head_dim 2");
   BAD(c.rope.rotary_dim = 64, ROVE_OK, "rotary_dim = head_dim");

@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200112L /* posix_memalign */
 #include "testutil.h"
 
 #include <math.h>
@@ -9,9 +10,7 @@ void rove_test_isa_gate(void) {
   const char *want = getenv("ROVE_TEST_REQUIRE_ISA");
   if (!want || !*want) return;
   rove_isa isa = ROVE_ISA_AUTO;
-  for (int i = ROVE_ISA_SCALAR; i <= ROVE_ISA_NEON; i++)
-    if (strcmp(want, rove_isa_name((rove_isa)i)) == 0) isa = (rove_isa)i;
-  if (isa == ROVE_ISA_AUTO || !rove_isa_available(isa)) {
+  if (rove_isa_parse(want, &isa) != ROVE_OK || isa == ROVE_ISA_AUTO || !rove_isa_available(isa)) {
     printf("SKIPPED: ISA '%s' is not available on this CPU/build\n", want);
     exit(77);
   }
@@ -36,31 +35,59 @@ void rove_rng_fill(rove_rng *r, float *x, int64_t n, float lo, float hi) {
   for (int64_t i = 0; i < n; i++) x[i] = rove_rng_uniform(r, lo, hi);
 }
 
-#define CANARY 64
-static const uint32_t canary_bits = 0x7FC0DEADu; /* a NaN pattern nobody writes */
+#if defined(__SANITIZE_ADDRESS__)
+#define TESTUTIL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TESTUTIL_ASAN 1
+#endif
+#endif
 
-void rove_guarded_alloc(rove_guarded *g, int64_t n, int misalign) {
-  g->pre = CANARY + misalign;
+void rove_fill_bits(float *x, int64_t n, uint32_t bits) {
+  for (int64_t i = 0; i < n; i++) memcpy(x + i, &bits, 4);
+}
+
+int rove_has_bits(const float *x, uint32_t bits) {
+  uint32_t u;
+  memcpy(&u, x, 4);
+  return u == bits;
+}
+
+float *rove_guarded_alloc_tight(rove_guarded *g, int64_t n, int misalign, int tight) {
+#if !defined(TESTUTIL_ASAN)
+  tight = 0;
+#endif
+  g->pre = ROVE_GUARD_FLOATS + misalign;
+  g->post = tight ? 0 : ROVE_GUARD_FLOATS;
   g->n = n;
-  g->base = malloc((size_t)(g->pre + n + CANARY) * sizeof(float));
-  assert_non_null(g->base);
-  uint32_t *w = (uint32_t *)g->base;
-  for (int64_t i = 0; i < g->pre + n + CANARY; i++) w[i] = canary_bits;
-  g->data = (float *)g->base + g->pre;
-  memset(g->data, 0, (size_t)n * sizeof(float));
+  void *b = NULL;
+  assert_int_equal(posix_memalign(&b, 64, (size_t)(g->pre + n + g->post) * sizeof(float)), 0);
+  g->base = b;
+  rove_fill_bits(g->base, g->pre + n + g->post, ROVE_GUARD_CANARY);
+  g->data = g->base + g->pre;
+  return g->data;
 }
-int rove_guarded_intact(const rove_guarded *g) {
-  const uint32_t *w = (const uint32_t *)g->base;
-  for (int64_t i = 0; i < g->pre; i++)
-    if (w[i] != canary_bits) return 0;
-  for (int64_t i = g->pre + g->n; i < g->pre + g->n + CANARY; i++)
-    if (w[i] != canary_bits) return 0;
-  return 1;
+
+float *rove_guarded_alloc(rove_guarded *g, int64_t n, int misalign) {
+  return rove_guarded_alloc_tight(g, n, misalign, 0);
 }
+
+int rove_guarded_check(const rove_guarded *g, int64_t *before, int64_t *after) {
+  int64_t b = 0, a = 0;
+  for (int64_t i = 0; i < g->pre && !b; i++)
+    if (!rove_has_bits(g->base + i, ROVE_GUARD_CANARY)) b = g->pre - i;
+  for (int64_t i = 0; i < g->post && !a; i++)
+    if (!rove_has_bits(g->data + g->n + i, ROVE_GUARD_CANARY)) a = i + 1;
+  if (before) *before = b;
+  if (after) *after = a;
+  return !a && !b;
+}
+
+int rove_guarded_intact(const rove_guarded *g) { return rove_guarded_check(g, NULL, NULL); }
+
 void rove_guarded_free(rove_guarded *g) {
   free(g->base);
-  g->base = NULL;
-  g->data = NULL;
+  g->base = g->data = NULL;
 }
 
 double rove_max_rel_err_fd(const float *a, const double *b, int64_t n) {

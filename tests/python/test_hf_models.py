@@ -1,0 +1,350 @@
+"""rove.hf against transformers' own attention, for every model family of hf_models.py.
+
+(a) attn_implementation="rove" logits match sdpa (eager for Gemma-2, whose softcap sdpa
+    lacks) to 1e-4 relative; (b) 32 greedy tokens equal; (c) apply(mode="rope") reproduces
+    the unmodified model (logits and tokens); (d) apply(mode="rove") matches a float64
+    PyTorch RoVE reference written here from the formula (values rotated by their key
+    position, output by the query position back), and its generate() agrees with a full
+    recompute; (e) left-padded batches are honoured exactly, other masks are refused;
+    (f) decode rotates only the new token and the cache holds rotated keys.
+
+Greedy comparisons are made robust against logit ties without weakening them: a prompt is
+used only if every step's top-1 / top-2 gap in the reference is far above the agreement
+tolerance (else the next prompt seed is tried, and the test fails if none qualifies).
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch  # no importorskip: missing torch / transformers must fail, not skip
+import transformers as T
+
+import rove
+import rove.hf as RH
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+import hf_models as H
+
+T.logging.set_verbosity_error()
+RH.register()
+torch.set_num_threads(2)
+
+FAMILIES = sorted(H.FAMILIES)
+PROMPT, NEW, RTOL = 40, 32, 1e-4
+GAP = 1e-4  # minimum top-1/top-2 gap (relative to max |logit|): 100x the 1e-6 agreement
+
+
+def _build(family, impl, state=None, seed=0):
+    torch.manual_seed(seed)
+    model = T.AutoModelForCausalLM.from_config(H.FAMILIES[family](), attn_implementation=impl)
+    if state is not None:
+        model.load_state_dict(state)
+    return model.eval()
+
+
+def _ref_impl(family):
+    return "eager" if family == "gemma2" else "sdpa"
+
+
+def _rel(a, b):
+    return ((a - b).abs().max() / b.abs().max()).item()
+
+
+def _gaps_ok(logits):
+    """Every row's top-1 / top-2 gap is > GAP * max |logit|."""
+    top = logits.float().topk(2, dim=-1).values
+    return bool(((top[..., 0] - top[..., 1]) > GAP * logits.abs().max()).all())
+
+
+def _generate(model, ids, mask=None):
+    with torch.no_grad():
+        return model.generate(ids, attention_mask=mask, max_new_tokens=NEW, min_new_tokens=NEW,
+                              do_sample=False, pad_token_id=0)
+
+
+def _prompt(ref_model, batch=1, length=PROMPT, check=True):
+    """A random prompt whose greedy continuation under ref_model has no near-ties, and
+    that continuation (None with check=False)."""
+    for seed in range(8):
+        g = torch.Generator().manual_seed(1000 + seed)
+        ids = torch.randint(3, H.VOCAB, (batch, length), generator=g)
+        if not check:
+            return ids, None
+        out = _generate(ref_model, ids)
+        with torch.no_grad():
+            logits = ref_model(out[:, :-1], use_cache=False).logits[:, length - 1:]
+        if _gaps_ok(logits):
+            return ids, out
+    pytest.fail("no prompt without near-tied logits found: the tie guard would be vacuous")
+
+
+# ---- (a) (b): attn_implementation="rove" ----------------------------------------------
+@pytest.mark.parametrize("family", FAMILIES)
+def test_register_matches_transformers(family):
+    ref = _build(family, _ref_impl(family))
+    mod = _build(family, "rove", ref.state_dict())
+    assert mod.config._attn_implementation == "rove"
+    ids, out_ref = _prompt(ref)
+    calls = RH.stats["attention_calls"]
+    with torch.no_grad():
+        a, b = ref(ids).logits, mod(ids).logits
+    assert RH.stats["attention_calls"] > calls  # librove really ran
+    assert _rel(b, a) <= RTOL, f"{family}: rel {_rel(b, a):.2e}"
+    assert torch.equal(_generate(mod, ids), out_ref)
+
+
+def test_from_pretrained_with_rove(tmp_path):
+    ref = _build("llama3", "sdpa")
+    ref.save_pretrained(tmp_path)
+    mod = T.AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="rove").eval()
+    ids, _ = _prompt(ref, check=False)
+    with torch.no_grad():
+        assert _rel(mod(ids).logits, ref(ids).logits) <= RTOL
+
+
+# ---- (c): apply(mode="rope") reproduces the model --------------------------------------
+@pytest.mark.parametrize("family", FAMILIES)
+def test_apply_rope_reproduces_the_model(family):
+    ref = _build(family, _ref_impl(family))
+    mod = RH.apply(_build(family, "eager", ref.state_dict()), "rope")
+    ids, out_ref = _prompt(ref)
+    with torch.no_grad():
+        a, b = ref(ids).logits, mod(ids).logits
+    assert _rel(b, a) <= RTOL, f"{family}: rel {_rel(b, a):.2e}"
+    assert torch.equal(_generate(mod, ids), out_ref)
+
+
+# ---- (d): apply(mode="rove") against a float64 PyTorch RoVE reference -------------------
+def _rot64(x, pos, w, pairing, inverse):
+    """R_pos x (inverse: R_pos^-1) on the first 2*len(w) dims; x [b, h, s, d] float64."""
+    r = 2 * w.shape[0]
+    ang = pos[:, None, :, None].double() * w  # [b, 1, s, r/2]
+    c, s = torch.cos(ang), torch.sin(ang)
+    if inverse:
+        s = -s
+    y = x.clone()
+    if pairing == "half":
+        a, b = x[..., : r // 2], x[..., r // 2: r]
+        y[..., : r // 2], y[..., r // 2: r] = a * c - b * s, a * s + b * c
+    else:
+        a, b = x[..., 0:r:2], x[..., 1:r:2]
+        y[..., 0:r:2], y[..., 1:r:2] = a * c - b * s, a * s + b * c
+    return y
+
+
+_REF = {}  # attention module -> (inv_freq float64, pairing)
+
+
+def _ref_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+                   softcap=None, **kwargs):
+    """RoVE from the formula, float64: q and k come rotated by the model itself;
+    y_i = R_{P_i}^{-1} sum_j a_ij R_{p_j} v_j (no cache: key j is query token j)."""
+    w, pairing = _REF[module]
+    pos = kwargs["position_ids"].expand(query.shape[0], -1)
+    assert key.shape[2] == query.shape[2], "reference runs without a cache"
+    g = query.shape[1] // key.shape[1]
+    q = query.double()
+    k = key.double().repeat_interleave(g, dim=1)
+    v = _rot64(value.double(), pos, w, pairing, False).repeat_interleave(g, dim=1)
+    s = (q @ k.transpose(-1, -2)) * (scaling if scaling is not None else q.shape[-1] ** -0.5)
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    if attention_mask is not None:
+        s = s + attention_mask.double()
+    y = _rot64(torch.softmax(s, dim=-1) @ v, pos, w, pairing, True)
+    return y.transpose(1, 2).float().contiguous(), None
+
+
+T.AttentionInterface.register("rove_ref", _ref_attention)
+AttentionMaskInterface.register("rove_ref", eager_mask)
+
+
+def _reference_model(family, state):
+    model = _build(family, "rove_ref", state)
+    cfg = model.config
+    rot = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")][0]
+    for m in model.modules():
+        if type(m).__name__ != RH.SUPPORTED[cfg.model_type][0]:
+            continue
+        if family == "gptj":
+            r = cfg.rotary_dim
+            w = 10000.0 ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)
+            _REF[m] = (w, "interleaved")
+            continue
+        lt = getattr(m, "layer_type", None)
+        buf = getattr(rot, f"{lt}_inv_freq", None) if lt else None
+        _REF[m] = ((rot.inv_freq if buf is None else buf).double(), "half")
+    return model
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_apply_rove_matches_reference(family):
+    base = _build(family, "eager")
+    state = base.state_dict()
+    ref = _reference_model(family, state)
+    mod = RH.apply(_build(family, "eager", state), "rove")
+    ids, _ = _prompt(base, check=False)
+    with torch.no_grad():
+        a = ref(ids, use_cache=False).logits
+        b = mod(ids).logits
+        plain = base(ids).logits
+    assert _rel(b, a) <= RTOL, f"{family}: rel {_rel(b, a):.2e}"
+    assert _rel(plain, a) > 100 * RTOL, "RoVE should change this model's logits"
+    # generate() with the cache agrees with a full float64 recompute of the sequence
+    for seed in range(8):
+        ids = torch.randint(3, H.VOCAB, (1, PROMPT), generator=torch.Generator().manual_seed(seed))
+        out = _generate(mod, ids)
+        with torch.no_grad():
+            full = ref(out[:, :-1], use_cache=False).logits[:, PROMPT - 1:]
+        if _gaps_ok(full):
+            break
+    else:
+        pytest.fail("no prompt without near-tied logits found")
+    assert torch.equal(full.argmax(-1), out[:, PROMPT:]), family
+
+
+# ---- (e): padding masks -----------------------------------------------------------------
+def _padded_batch(lengths, total, seed=7):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.zeros((len(lengths), total), dtype=torch.long)
+    mask = torch.zeros((len(lengths), total), dtype=torch.long)
+    for i, n in enumerate(lengths):
+        ids[i, total - n:] = torch.randint(3, H.VOCAB, (n,), generator=g)
+        mask[i, total - n:] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    return ids, mask, pos
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("mode", ["register", "rope", "rove"])
+def test_left_padding_is_honoured_exactly(family, mode):
+    """Padded rows give, at their real tokens, what each sequence gives alone."""
+    base = _build(family, "eager")
+    if mode == "register":
+        mod = _build(family, "rove", base.state_dict())
+    else:
+        mod = RH.apply(_build(family, "eager", base.state_dict()), mode)
+    lengths = (PROMPT, 27)
+    ids, mask, pos = _padded_batch(lengths, PROMPT)
+    with torch.no_grad():
+        batched = mod(ids, attention_mask=mask, position_ids=pos).logits
+        for i, n in enumerate(lengths):
+            alone = mod(ids[i:i + 1, PROMPT - n:]).logits[0]
+            assert _rel(batched[i, PROMPT - n:], alone) <= RTOL, (family, mode, i)
+        if mode != "rove":  # transformers' own model on the same padded batch
+            ref = base(ids, attention_mask=mask, position_ids=pos).logits
+            for i, n in enumerate(lengths):
+                assert _rel(batched[i, PROMPT - n:], ref[i, PROMPT - n:]) <= RTOL
+    if mode != "rove" and family in ("llama3", "mistral", "gemma2", "phi3"):
+        for seed in range(8):  # batched greedy decoding, guarded against near-ties
+            ids, mask, _ = _padded_batch(lengths, PROMPT, seed)
+            out_ref = _generate(base, ids, mask)
+            full_mask = torch.cat([mask, torch.ones((2, NEW - 1), dtype=mask.dtype)], 1)
+            full_pos = (full_mask.cumsum(-1) - 1).clamp(min=0)
+            with torch.no_grad():
+                logits = base(out_ref[:, :-1], attention_mask=full_mask, position_ids=full_pos,
+                              use_cache=False).logits[:, PROMPT - 1:]
+            if _gaps_ok(logits):
+                break
+        else:
+            pytest.fail("no padded batch without near-tied logits found")
+        assert torch.equal(_generate(mod, ids, mask), out_ref), (family, mode)
+
+
+def test_other_masks_are_refused():
+    mod = _build("llama3", "rove")
+    ids = torch.randint(3, H.VOCAB, (1, 12))
+    # packed sequences: positions restart inside the row -> transformers builds a block mask
+    packed = torch.tensor([[0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5]])
+    with torch.no_grad(), pytest.raises(ValueError, match="cannot honour"):
+        mod(ids, position_ids=packed, use_cache=False)
+    # a 4-D float mask carrying biases
+    bias = torch.zeros(1, 1, 12, 12)
+    bias[..., 3] = -0.5
+    with torch.no_grad(), pytest.raises(ValueError, match="biases"):
+        mod(ids, attention_mask=bias)
+    # a 4-D boolean mask that is not causal + padding (a key hidden from one query only)
+    odd = torch.ones(1, 1, 12, 12, dtype=torch.bool).tril()
+    odd[0, 0, 9, 4] = False
+    with torch.no_grad(), pytest.raises(ValueError, match="cannot honour"):
+        mod(ids, attention_mask=odd)
+    # a plain 4-D causal boolean mask is honoured
+    causal = torch.ones(1, 1, 12, 12, dtype=torch.bool).tril()
+    ref = _build("llama3", "eager", mod.state_dict())
+    with torch.no_grad():
+        assert _rel(mod(ids, attention_mask=causal).logits, ref(ids).logits) <= RTOL
+
+
+def test_training_dtype_and_weights_are_refused():
+    mod = _build("llama3", "rove")
+    ids = torch.randint(3, H.VOCAB, (1, 8))
+    mod.config.attention_dropout = 0.1
+    mod.train()
+    for m in mod.modules():
+        if hasattr(m, "attention_dropout"):
+            m.attention_dropout = 0.1
+    with pytest.raises(ValueError, match="dropout"):
+        mod(ids)
+    mod.eval()
+    with torch.no_grad(), pytest.raises(ValueError, match="attention weights"):
+        mod(ids, output_attentions=True)
+    with torch.no_grad(), pytest.raises(TypeError, match="float32"):
+        copy.deepcopy(mod).to(torch.bfloat16)(ids)
+
+
+def test_apply_refuses_unknown_families_and_dynamic_beyond_max():
+    gpt2 = T.AutoModelForCausalLM.from_config(T.GPT2Config(n_layer=1, n_embd=64, n_head=2,
+                                                           vocab_size=64))
+    with pytest.raises(ValueError, match="gpt2"):
+        RH.apply(gpt2)
+    cfg = H.llama3()
+    cfg.rope_parameters = {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}
+    cfg.max_position_embeddings = 32
+    torch.manual_seed(0)
+    model = RH.apply(T.AutoModelForCausalLM.from_config(cfg).eval(), "rope")
+    with torch.no_grad():
+        model(torch.randint(3, H.VOCAB, (1, 32)))  # positions < 32: exactly plain RoPE
+        with pytest.raises(ValueError, match="dynamic"):
+            model(torch.randint(3, H.VOCAB, (1, 33)))
+
+
+# ---- (f): decode does not re-rotate the past ----------------------------------------------
+@pytest.mark.parametrize("family", ["llama3", "mistral", "gemma3", "gpt_neox", "gptj", "phi3"])
+@pytest.mark.parametrize("mode", ["rope", "rove"])
+def test_decode_rotates_only_new_tokens(family, mode):
+    base = _build(family, "eager")
+    mod = RH.apply(_build(family, "eager", base.state_dict()), mode)
+    n_layers = mod.config.num_hidden_layers
+    ids = torch.randint(3, H.VOCAB, (2, PROMPT), generator=torch.Generator().manual_seed(3))
+    before = dict(RH.stats)
+    _generate(mod, ids)
+    k_rows = RH.stats["k_rows"] - before["k_rows"]
+    v_rows = RH.stats["v_rows"] - before["v_rows"]
+    expect = n_layers * 2 * (PROMPT + NEW - 1)  # prompt once, then one token per step
+    assert k_rows == expect
+    assert v_rows == (expect if mode == "rove" else 0)
+    if mode == "rope":  # the cache holds keys rotated into the global frame, as HF's does
+        with torch.no_grad():
+            c_ref = base(ids, use_cache=True).past_key_values
+            c_mod = mod(ids, use_cache=True).past_key_values
+        for l_ref, l_mod in zip(c_ref.layers, c_mod.layers):
+            kr, km = l_ref.keys, l_mod.keys
+            assert km.shape == kr.shape
+            assert _rel(km, kr) <= 1e-5
+            assert torch.equal(l_mod.values, l_ref.values)
+
+
+def test_apply_remove_restores_the_model():
+    base = _build("qwen2", "eager")
+    mod = RH.apply(_build("qwen2", "eager", base.state_dict()), "rove")
+    ids = torch.randint(3, H.VOCAB, (1, 16))
+    RH.remove(mod)
+    with torch.no_grad():
+        assert _rel(mod(ids).logits, base(ids).logits) <= RTOL
+    mod.set_attn_implementation("eager")
+    RH.apply(mod, "rope")
+    mod.set_attn_implementation("sdpa")  # changing it after apply is refused loudly
+    with torch.no_grad(), pytest.raises(RuntimeError, match="after apply"):
+        mod(ids)
