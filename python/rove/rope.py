@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import math
 import sys
 from dataclasses import dataclass, field, fields
@@ -107,6 +108,9 @@ class RopeConfig:
             if ff.size == 0 or not np.all(np.isfinite(ff)) or not np.all(ff > 0):
                 raise ValueError("RopeConfig.freq_factors must be finite divisors > 0")
             put("freq_factors", tuple(float(f) for f in ff))
+        # The JSON form, for the rove::attention custom op (rove.torch_ops), made once here
+        # so that torch.compile traces no serialisation.
+        put("_json", json.dumps({f.name: getattr(self, f.name) for f in fields(self)}))
 
     @classmethod
     def from_hf(cls, config, head_dim=None) -> "RopeConfig":

@@ -1,0 +1,64 @@
+"""torch.library custom ops, so that librove composes with torch.compile:
+
+    import rove.torch_ops                        # registers rove::attention (imports torch)
+    out, lse = torch.ops.rove.attention(q, k, v, None, None, "rove", True, 0, 0.0, None,
+                                        "", "bshd")
+    out = rove.torch_ops.attention(q, k, v, rotate="rope", layout="bhsd")  # keyword form
+
+The op is opaque to the compiler (no graph break; a fake implementation gives its output
+shapes). Its arguments are rove.attention's, with the RopeConfig as a JSON string
+(rope_json, "" = defaults) because custom ops take only tensors and scalars. There is no
+backward (librove has none yet): inputs that require grad are refused by rove.attention.
+"""
+from __future__ import annotations
+
+import json
+from typing import Optional, Tuple
+
+import torch
+
+from .attention import attention as _attention
+from .rope import RopeConfig
+
+
+def _rope(rope_json: str) -> Optional[RopeConfig]:
+    return RopeConfig(**json.loads(rope_json)) if rope_json else None
+
+
+@torch.library.custom_op("rove::attention", mutates_args=())
+def _op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: Optional[torch.Tensor],
+        kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
+        softcap: float, scale: Optional[float], rope_json: str,
+        layout: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    flags = int(rotate) if rotate.isdigit() else rotate
+    out, lse = _attention(q, k, v, rotate=flags, causal=causal, q_pos=q_pos, kv_pos=kv_pos,
+                          rope=_rope(rope_json), window=window, softcap=softcap, scale=scale,
+                          layout=layout, return_lse=True)
+    return out, lse
+
+
+@_op.register_fake
+def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout):
+    torch._check(q.dtype == torch.float32, lambda: "rove::attention needs float32")
+    bhsd = layout == "bhsd"
+    if q.dim() == 3:
+        L, H = (q.shape[1], q.shape[0]) if bhsd else (q.shape[0], q.shape[1])
+        out = q.new_empty((L, H, q.shape[2]))
+        return (out.transpose(0, 1) if bhsd else out), q.new_empty((H, L))
+    B, D = q.shape[0], q.shape[3]
+    L, H = (q.shape[2], q.shape[1]) if bhsd else (q.shape[1], q.shape[2])
+    out = q.new_empty((B, L, H, D))  # librove's output buffer is always bshd-contiguous
+    return (out.transpose(1, 2) if bhsd else out), q.new_empty((B, H, L))
+
+
+def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, rope=None,
+              window=0, softcap=0.0, scale=None, layout="bshd", return_lse=False):
+    """rove.attention through the rove::attention custom op (torch tensors only)."""
+    if isinstance(rotate, int) and not isinstance(rotate, bool):
+        rotate = str(rotate)
+    rope_json = rope._json if rope is not None else ""  # made by RopeConfig itself
+    out, lse = torch.ops.rove.attention(q, k, v, q_pos, kv_pos, rotate, bool(causal),
+                                        int(window), float(softcap),
+                                        None if scale is None else float(scale), rope_json,
+                                        layout)
+    return (out, lse) if return_lse else out
