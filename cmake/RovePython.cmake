@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Included by CMakeLists.txt when scikit-build-core builds the Python package (SKBUILD is
 # set by `pip install .`; see pyproject.toml). The wheel gets librove's real file as
 # rove/librove.so, next to rove/__init__.py, which loads it by absolute path

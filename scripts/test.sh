@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Build librove and run the whole test suite five times:
+# SPDX-License-Identifier: MIT
+# Build librove and run the whole test suite five times, plus the Python package's tests:
 #   build/                 Release                                   (ctest -j2)
 #   build-asan/            RelWithDebInfo + ROVE_SANITIZE=ON (ASan+UBSan)
 #   build-portable/        Release without SIMD kernels and without OpenMP
 #   build-openblas-openmp/ Release with Debian's OpenMP build of OpenBLAS
 #   build-aarch64/         cross-built for aarch64, run under qemu-aarch64 (scripts/test-aarch64.sh)
+#   .venv + build-python/  the Python package, pip-installed and tested (scripts/test-python.sh)
 # Installs missing packages first. Exits non-zero if anything fails to build or any test
 # fails (a test that runs past 900 s counts as failed). Run from anywhere; the build
 # directories are created in the repository root. ROVE_JOBS / ROVE_CTEST_JOBS override
@@ -50,6 +52,22 @@ run_suite build-portable -DCMAKE_BUILD_TYPE=Release -DROVE_ENABLE_SIMD=OFF -DROV
 # The layer with Debian's OpenMP build of OpenBLAS (the default above is the pthread one).
 bash scripts/install-deps.sh libopenblas-openmp-dev
 run_suite build-openblas-openmp -DCMAKE_BUILD_TYPE=Release -DROVE_OPENBLAS_VARIANT=openmp -DROVE_BUILD_BENCH=OFF
+
+# The Python package: a venv (.venv) with torch/transformers/numpy/pytest from PyPI,
+# `pip install .` (scikit-build-core builds librove into the package), pytest tests/python
+# (NumPy/torch against float64 references, transformers models against their own
+# attention); a skipped Python test counts as a failure.
+echo
+echo "==== python: scripts/test-python.sh"
+t0=$SECONDS
+py_log=$(mktemp)
+if bash scripts/test-python.sh 2>&1 | tee "$py_log"; then
+  summaries+=("python: $(grep -E '^[0-9]+ passed' "$py_log" | tail -n 1) ($((SECONDS - t0)) s)")
+else
+  summaries+=("python: FAILED (scripts/test-python.sh) ($((SECONDS - t0)) s)")
+  status=1
+fi
+rm -f "$py_log"
 
 # aarch64: cross-built, the whole suite under qemu-aarch64 (cortex-a53 and max CPUs).
 echo
