@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Attention benchmarks: RoVE against plain RoPE through the same library.
  *
  * Each benchmark builds two plans that differ only in their rotation flags

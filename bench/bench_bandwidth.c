@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bandwidth/read: the read-bandwidth reference for decode. Sums a buffer of 64-bit words
  * (integer adds: the compiler vectorises the reduction; an AVX2 build of the loop is used
  * where the CPU has it), on 1 or more threads (OpenMP, one contiguous chunk per thread).

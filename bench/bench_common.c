@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_bench: configuration from the environment, and small helpers. */
 #include "bench_common.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared state and helpers of the rove_bench suite (bench/README.md). */
 #ifndef ROVE_BENCH_COMMON_H
 #define ROVE_BENCH_COMMON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The attention layer (issue 4 targets), RoVE, 12 heads x 64, d_model 768.
  *
  * layer/<isa>: rove_layer_forward against the sum of its parts timed separately in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_bench: librove's benchmark suite (Google Benchmark through bench/shim).
  * See bench/README.md for what runs, the counters and the environment variables. */
 #include <stdio.h>

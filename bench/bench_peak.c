@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Single-core fp32 FMA peaks measured at start-up (fma_peak.c) and published as report
  * context. The % of peak counters of the suite divide by these (times the thread count). */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rotate/<isa>: rove_rotate alone, in place on x = [n][h][d] with default positions,
  * alternating forward and inverse rotation (so x stays bounded). Reports
  * bytes_per_second (x read + written) and items_per_second (tokens). One thread: CPU

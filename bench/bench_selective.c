@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Selective RoPE and gated linear attention (issue 7), 12 heads x 64, batch 1.
  *
  * gla/<isa>: rove_gla_forward (chunked, chunk 64; also chunk 16 at n = 4096) over n tokens with selective angles and

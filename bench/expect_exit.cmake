@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cmake [-DEMU=emulator] -DEXE=program -DARGS="a;b" -DEXPECT=status -P expect_exit.cmake
 # Passes when the program exits with status EXPECT (not by a signal, not with another code).
 execute_process(COMMAND ${EMU} "${EXE}" ${ARGS} RESULT_VARIABLE rc

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Single-core fp32 FMA peak: loops of independent FMAs (more accumulators than FMA
  * latency x FMA ports), compiled per function for AVX-512 / AVX2 (x86-64) or NEON
  * (aarch64) and run only where the CPU has the instructions. Shared by rove_bench and

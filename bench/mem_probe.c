@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mem_probe: peak resident memory of one RoVE attention forward (causal, batch 1) for a
  * range of sequence lengths, each in a fresh process, to show that memory grows as
  * O(n*d) (no n x n matrix is ever materialised).

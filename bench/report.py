@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """rove_bench JSON -> gnuplot data files and markdown tables (stdlib only).
 
     python3 bench/report.py RESULTS.json [--data-dir DIR] [--mem MEM.tsv] [--markdown OUT.md]

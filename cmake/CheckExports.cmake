@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cmake -DLIB=<librove.so> -DNM=<nm> -DHEADER=<rove.h> -P CheckExports.cmake
 #
 # Fails when librove.so exports a defined global symbol whose name does not start with

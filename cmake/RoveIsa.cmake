@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # rove_add_isa(<name> ARCH <processor regex> [FLAGS <flag>...] HEADER <header>
 #              PROBE <C expression>)
 #

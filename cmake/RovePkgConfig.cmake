@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # rove_configure_pkgconfig(<in> <out>): configure rove.pc.in with a relocatable prefix.
 #
 # rove.pc is installed to <libdir>/pkgconfig. When CMAKE_INSTALL_LIBDIR is relative (the

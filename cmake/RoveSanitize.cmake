@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Runtime options for the sanitizer build (ROVE_SANITIZE=ON). The code is compiled with
 # -fno-sanitize-recover=all, so every UBSan report is already fatal; these options also
 # make ASan/UBSan abort with a stack trace, keep leak checking on and turn on the stricter

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Cross toolchain: aarch64 Linux (glibc) from a Debian 12 x86-64 host.
 #
 #   cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ctest install_and_example: install the build tree into a temporary prefix and use the
 # installed copy the way a consumer would.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hello_rove: the smallest complete use of librove.
  *
  * Builds a RoVE attention plan for 4 heads of dimension 64, runs one causal forward pass

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """RoVE vs RoPE attention on NumPy arrays with librove, checked against a float64
 reference written from the formula y_i = sum_j a_ij R_{p_j - P_i} v_j.
 

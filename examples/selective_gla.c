@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* selective_gla: Selective RoPE end to end with librove.
  *
  * 1. Increments phi from per-head inputs (rove_selective_phase: the reference phase

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file rove.h
  * @brief librove: CPU attention with rotary position embeddings and RoVE.

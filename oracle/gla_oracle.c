@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GLA oracles in double (see gla_oracle.h): the real recurrence and its complex form. */
 #include "gla_oracle.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Double-precision oracles for gated linear attention (rove_gla_forward /
  * rove_gla_recurrent), written straight from the math in rove.h; they share no code with
  * the library. Slow on purpose. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A naive double-precision attention oracle (see rove_oracle.h). Written straight from
  * docs/DESIGN.md §1; it deliberately shares no code with the library. */
 #include "rove_oracle.h"

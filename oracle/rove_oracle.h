@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A naive double-precision attention oracle: the truth the public API is tested against.
  * Materialises the score row, two-pass softmax, rotations evaluated in double straight
  * from docs/DESIGN.md §1. Slow on purpose; shares no code with the library. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Selective RoPE oracles (see selective_oracle.h). Slow and plain on purpose. */
 #include "selective_oracle.h"
 

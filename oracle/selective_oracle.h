@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Selective RoPE oracles: angles with compensated (double-double) sums and the phase
  * network in double, written from the formulas of include/rove.h; no code shared with the
  * library. */

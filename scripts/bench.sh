@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Run librove's benchmark suite and regenerate its tables and plots:
 #   1. install missing packages (scripts/install-deps.sh, plus gnuplot-nox for the plots)
 #   2. build Release in build-bench/ (rove_bench, mem_probe)

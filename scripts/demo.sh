@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Install missing packages, build librove (Release, in build/) and run `rove demo`:
 # GPT-2-small attention (12 heads x 64, n = 1024, causal) with RoVE and plain RoPE,
 # both checked against the double-precision oracle. Extra arguments go to `rove demo`.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Install the Debian/Ubuntu packages librove needs to build and test, and nothing else:
 # only the missing ones are installed, and `apt-get update` runs only when something is
 # missing. Non-interactive. Runs as root, or through sudo when it is available.

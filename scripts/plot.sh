@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Turn rove_bench results into PNG plots (bench/plots/*.png) and markdown tables.
 #
 #   scripts/plot.sh [RESULTS.json [MEM.tsv]]

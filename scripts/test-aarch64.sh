@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Cross-build librove for aarch64 (Release, NEON kernels) and run the whole ctest suite
 # under qemu-aarch64, twice:
 #   QEMU_CPU=cortex-a53   NEON only (no fp16, no bf16, no SVE)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build, install and test the Python package `rove` (python/rove) from this checkout.
 #
 #   bash scripts/test-python.sh            # venv at ./.venv (or $ROVE_VENV)

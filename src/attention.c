@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The attention driver: the parallel phases of rove_attention_forward (validation and
  * workspace: attention_setup.c; the per-task helpers the phases share with streaming
  * decode, incl. the phase 0 table task and the phase 3 merge: attention_tile.c).

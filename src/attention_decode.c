@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Streaming decode: attention when each (batch, head) has a single query tile.
  *
  * Pre-packing K and V (phase 1) would write and re-read every key once more for nothing:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the state of one rove_attention_forward call (see attention.c). */
 #ifndef ROVE_ATTENTION_INTERNAL_H
 #define ROVE_ATTENTION_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_attention_forward's validation, sizes and workspace (see attention.c). */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-task helpers of one attention call, used by the prefill phases (attention.c) and by
  * streaming decode (attention_decode.c): the phase 0 table task, the query tile (its
  * geometry, begin: packed rotated queries and fresh accumulators, finish), and the phase

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the per-task helpers of one attention call (attention_tile.c), shared by the
  * prefill phases (attention.c) and streaming decode (attention_decode.c), which both call
  * down into them and never into each other. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU feature detection, once per process.
  *
  * x86: cpuid leaf 1 / 7 for the instruction sets, xgetbv(0) for the OS saving the ymm

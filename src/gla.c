@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GLA driver: argument checks, the loop over (batch row, head group), and the chunked
  * forward (the rows of a step are moved in gla_rows.c).
  *

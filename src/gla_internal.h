@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the GLA plan and the parts of the driver shared by the chunked forward
  * (gla.c) and the recurrence (gla_recurrent.c); the token rows of a step (gla_rows.c). */
 #ifndef ROVE_GLA_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GLA config defaults, validation, the immutable plan, and the GLA kernel tables. */
 #include <math.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Token-by-token GLA (decode): S = diag(e^{g_t}) S + k~_t v~_t^T, o_t = R_t^{-1} S^T q~_t.
  * Same driver as the chunked forward (gla.c): rows are rotated and stored in steps of
  * STEP_ROWS tokens (fewer for a shorter call, such as a decode step: the scratch holds a

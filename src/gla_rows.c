@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GLA driver, the token rows of a step: the per-thread scratch, and moving one step of a
  * head group between the user tensors and the scratch (gla_internal.h has the layouts).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The ISA registry: one row per instruction set, in rove_isa order. Everything about an
  * ISA that is not its kernels lives here: its name (rove_isa_name, the ROVE_ISA value),
  * its architecture and preference level (rove_best_isa and the cap rule), the CPU

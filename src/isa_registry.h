@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the ISA registry (isa_registry.c), the one list of instruction sets from
  * which dispatch, the ROVE_ISA cap, names and parsing are derived, and CPU detection
  * (cpu_features.c). Code outside the registry iterates it; it never names the last ISA. */

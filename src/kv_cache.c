@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The KV cache: K and V stored already rotated into the global frame.
  *
  * Layout: k, v [batch][n_kv_heads][capacity][head_dim] (head-major, so attention streams

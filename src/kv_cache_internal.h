@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: what other parts of the library may read of a KV cache (kv_cache.c). */
 #ifndef ROVE_KV_CACHE_INTERNAL_H
 #define ROVE_KV_CACHE_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The attention layer: fused QKV projection (OpenBLAS), attention over strided views of
  * its output, output projection (OpenBLAS).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_layer_forward_cached: the attention layer over a KV cache (prefill and decode).
  *
  * Same projections as rove_layer_forward (layer.c) for the n new tokens; their K and V

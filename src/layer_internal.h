@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the attention layer object and the steps shared by rove_layer_forward
  * (layer.c) and rove_layer_forward_cached (layer_cached.c). */
 #ifndef ROVE_LAYER_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Attention config defaults, validation, and the immutable plan. */
 #include <math.h>
 #include <stdlib.h>

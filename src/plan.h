@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the attention plan object. Drivers include this; it brings the headers every
  * driver needs (the kernel table and ISA registry, rope tables, utilities). */
 #ifndef ROVE_PLAN_H

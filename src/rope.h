@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: rope frequencies (rope_freq.c) and cos/sin tables (rope_table.c). */
 #ifndef ROVE_ROPE_H
 #define ROVE_ROPE_H

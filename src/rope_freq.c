@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Rotary inverse frequencies and the YaRN attention factor (docs/DESIGN.md §1).
  *
  * Everything is evaluated in double. The scalings follow HuggingFace transformers'

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cos/sin tables for a set of positions.
  *
  * The angle p * w_k is formed in double and reduced mod 2 pi before cos/sin, then stored

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_rotate: standalone (inverse) rotation of [n_tokens][n_heads][head_dim] in place. */
 #include <stdint.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: Selective RoPE helpers shared by the attention driver, rove_rotate_angles,
  * the KV cache and GLA (implemented in selective_angles.c / selective_table.c). */
 #ifndef ROVE_SELECTIVE_H

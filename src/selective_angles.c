@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_selective_temperatures and rove_selective_angles (include/rove.h, "Selective RoPE").
  *
  * Layout: phi and angles are [batch][seq_len][row] with row = n_heads * n_pairs (the

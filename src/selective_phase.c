@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_selective_phase: the phase network of Selective RoPE (include/rove.h).
  *
  * Per (batch row b, head h), tokens in order, with u = x_h / max(||x_h||, 1e-12):

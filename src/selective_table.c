@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Selective RoPE tables: cos/sin of explicit (double) angles through the per-ISA kernels of
  * the kernel table (slot sincos, see kernels/selective_kernels.h), and the default
  * temperatures. Angles are reduced in double

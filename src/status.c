@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Status strings and the version. */
 #include "rove.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checked integer arithmetic, aligned allocation, overlap test, the OpenMP loop. */
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal utilities (util.c, workspace.c): checked arithmetic, aligned allocation, the
  * overlap test, the OpenMP loops, and the workspace pool. Below the drivers: includes
  * nothing of the plan. */

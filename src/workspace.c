@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A plan's pool of workspace blocks, reused across calls.
  *
  * glibc hands large blocks back to the OS on free(), so a call that allocated its packed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GLA kernel conformance: the chunk and steps kernels of every SIMD table of the registry
  * against the scalar ones over key/value dims below, at and above the vector widths, every
  * chunk length, several chunks in a row (the state carried), decays from none to very

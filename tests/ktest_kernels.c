@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Kernel-table conformance: every SIMD table of the registry against the scalar one, slot
  * by slot, over the sweeps of docs/DESIGN.md §4. The packed-K layout is private to each ISA,
  * so pack_k + attn_tile + finish are compared through a small driver-like attention run with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Selective RoPE kernels (src/kernels/selective_kernels.h) of every table of the registry:
  * angle accumulation bit-identical to scalar; cos/sin of double angles within 2e-7 absolute
  * and 1 float ulp of libm's double cos/sin over a sweep (0, tiny, the pi/4 octant borders,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The kernel-test harness (ktest_util.h). */
 #include "ktest_util.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The kernel-test harness (tests/ktest_*.c link the static rove_internal and this):
  *
  *  - ISA iteration: kt_main runs every test of a suite once per ISA of the registry after

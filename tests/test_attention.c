@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_attention_forward against the double-precision oracle over a sweep of shapes,
  * flags, positions, strides and scalings (docs/DESIGN.md §4). Links the public librove.so. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bad input for every public function of include/rove.h: the right status, and nothing
  * written on failure. Also the small informational functions and the ROVE_ISA cap.
  * Links the public librove.so. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Decode-shaped attention: one or a few query tiles against long key sequences, where the
  * driver streams the keys and splits them across tasks, merging the parts by their LSE
  * (src/attention_decode.c): through the row kernel when a GQA group's query rows fit one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Gated linear attention (rove_gla_forward, rove_gla_recurrent) against the double
  * oracles of oracle/gla_oracle.c: shapes, tails, chunk sizes, rotate flags, decays from
  * none to very strong, state continuity across calls, thread counts, aliasing, and every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The KV cache (rotated K/V in the global frame): equivalences with plain attention,
  * context shift, truncate, and bad input. Links the public librove.so. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The attention layer (src/layer.c, src/layer_cached.c): rove_layer_forward against naive
  * double-precision projections around the oracle attention; the cached forward (prefill,
  * then decode token by token) against one full forward; bad input. Links librove.so. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Property tests of docs/DESIGN.md §4 on the public API: rotation identities, RoVE = attentive
  * convolution, shift invariance, flag decomposition, bitwise thread invariance, concurrent
  * use of one plan, determinism, LSE merging. Links the public librove.so. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_rope_config_init and rove_rope_inv_freq (docs/DESIGN.md §1 "Frequencies") against
  * reference values computed independently of librove, for real model configurations,
  * every scaling, per-pair divisors, the YaRN attention factor and bad inputs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Selective RoPE through the public API: rove_selective_temperatures, rove_selective_angles
  * (RoPE as the phi = 1 case, chunking, long runs against a compensated-sum oracle, thread
  * and ISA independence) and rove_selective_phase (against a double oracle, in pieces with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Softmax attention with explicit Selective RoPE angles (rove_attention_args.q_angles /
  * kv_angles, rove_rotate_angles, rove_kv_cache_append_angles), against the double oracle,
  * which honours the same angle fields. Links the public librove.so. */

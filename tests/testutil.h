@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared test helpers: ISA gate, seeded RNG, guarded buffers, error metrics. Linked by
  * the API suites (against librove.so) and, through the kernel-test harness ktest_util.h,
  * by the kernel tests. */

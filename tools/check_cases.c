@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The case table of `rove check` and how a case becomes an attention config. */
 #include "check_cases.h"
 

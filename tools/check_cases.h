@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The shape sweep of `rove check`: one entry per case, the data it runs on, and the
  * config it builds. */
 #ifndef ROVE_CLI_CHECK_CASES_H

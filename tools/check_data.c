@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Inputs and outputs of one `rove check` case. */
 #include <math.h>
 #include <stdlib.h>

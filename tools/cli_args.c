@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Command-line parsing and the usage text of the `rove` tool. */
 #include <ctype.h>
 #include <errno.h>

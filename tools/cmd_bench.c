@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `rove bench`: a quick sweep of causal prefill, RoVE against plain RoPE through the same
  * library (only the rotation flags differ), printed as a markdown table to paste into a
  * report. The full suite with Google Benchmark is bench/ (scripts/bench.sh). */

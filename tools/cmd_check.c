@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `rove check`: librove against the double-precision oracle over a sweep of shapes and
  * options, once per available ISA (the plan's config.isa selects it). */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `rove demo`: GPT-2-small attention (12 heads x 64, n = 1024, causal) through librove
  * with RoVE and with plain RoPE; both checked against the oracle and timed. Then a toy
  * decoder (demo_decoder.c): prompt prefill and token-by-token decode through attention

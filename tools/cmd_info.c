@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `rove info`: what this librove and this CPU offer. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The subcommands of `rove`. Each takes the arguments after its name and returns the
  * process exit status (see CLI_EXIT_* in common.h). */
 #ifndef ROVE_CLI_COMMANDS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Timing, seeded data, and comparison with the oracle for the `rove` tool. */
 #include "common.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared helpers of the `rove` command-line tool: argument parsing, usage text, timing,
  * seeded random data, and the comparison of library outputs with the oracle. */
 #ifndef ROVE_CLI_COMMON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `rove demo`, toy decoder section: two residual attention layers (h += layer(h); d_model =
  * heads * dim, GPT-2-small by default) with seeded random weights. A prompt is prefilled
  * through one KV cache per layer, then tokens are decoded one at a time, each step's input

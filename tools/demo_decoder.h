@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The toy decoder section of `rove demo` (demo_decoder.c). */
 #ifndef ROVE_CLI_DEMO_DECODER_H
 #define ROVE_CLI_DEMO_DECODER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `rove`: the command-line tool installed with librove (info, demo, check, bench). */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Shared settings of the bench/plots/*.gp scripts. Each script is run by scripts/plot.sh as
 #   gnuplot -e "DATA='dir'; OUT='dir'; PLOTS='bench/plots'" bench/plots/NAME.gp
 # DATA holds the *.dat files and vars.gp written by bench/report.py.

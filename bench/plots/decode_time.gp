@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Decode: one query against a cache of kv_len keys, time vs cache length (RoVE solid,
 # RoPE dashed), log-log, with the time to read K and V at the measured read bandwidth.
 load PLOTS.'/common.gp'

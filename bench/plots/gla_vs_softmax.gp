@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Gated linear attention (chunked, selective angles, RoVE rotations) against causal softmax
 # attention (RoVE) over the same n: time vs n, log-log. GLA solid, softmax dashed; a slope
 # of 1 is linear growth, 2 quadratic.

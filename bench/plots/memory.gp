@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Peak resident memory of one RoVE forward vs n (mem_probe, fresh process per n), log-log,
 # against an O(n) line and the size of a single n x n fp32 score matrix.
 load PLOTS.'/common.gp'

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Causal prefill throughput (RoVE) vs n for every ISA and thread count, log-log, with the
 # measured single-core FMA peaks as horizontal lines (multiply by the thread count).
 load PLOTS.'/common.gp'

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # RoVE/RoPE time ratio (medians, measured alternating in one loop) vs n, per ISA and
 # thread count. 1 = RoVE costs nothing extra.
 load PLOTS.'/common.gp'

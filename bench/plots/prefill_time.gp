@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Causal prefill: time per forward vs n, RoVE (solid) and RoPE (dashed), log-log, with an
 # n^2 slope through the largest 1-thread RoVE point.
 load PLOTS.'/common.gp'

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // rove_bench_shim: the C API of rove_bench_shim.h over Google Benchmark 1.7.1.
 #include "rove_bench_shim.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_bench_shim: a small C API over Google Benchmark (1.7.1), so that librove's
  * benchmarks can be written in C.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Python call overhead of rove.attention against the bare C call (issue 12, item 5).
 
     python python/bench/bench_overhead.py [--n 1024] [--heads 12] [--dim 64] [--runs 41]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rove: CPU attention with rotary position embeddings (RoPE) and rotary value
 embeddings (RoVE), on NumPy arrays and CPU torch tensors, through librove.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Loading librove.so and the ctypes mirror of include/rove.h.
 
 Everything that knows the C ABI lives here: the struct layouts (checked against rove.h by

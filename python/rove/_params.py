@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Validation of scalar parameters shared by the Python entry points (before C is called)."""
 from __future__ import annotations
 

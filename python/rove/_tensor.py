@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """NumPy / torch tensors seen as (pointer, shape, strides): checks, views, allocation.
 
 Only float32 (float64 for angles, integers for positions) CPU tensors are accepted, and

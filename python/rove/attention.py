@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Plan, attention() and the plan cache.
 
 Tensors: q [batch, q_len, n_heads, d] and k, v [batch, kv_len, n_kv_heads, d] in the

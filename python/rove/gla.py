@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Gated linear attention (flash-linear-attention semantics) with selective rotations."""
 from __future__ import annotations
 

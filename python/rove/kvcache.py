@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """KVCache: rove_kv_cache, K and V stored already rotated into the global frame."""
 from __future__ import annotations
 

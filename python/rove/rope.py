@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """RopeConfig (the mirror of rove_rope_config) and inv_freq."""
 from __future__ import annotations
 

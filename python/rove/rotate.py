@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rotate / rotate_angles: the standalone rotation R_pos (or R_pos^{-1}) of rove_rotate.
 
 x is [batch, seq, heads, d] ("bshd"), [batch, heads, seq, d] ("bhsd"), or 3-D without

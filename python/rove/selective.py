@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Selective RoPE: temperatures, angle accumulation with a carry, the phase network."""
 from __future__ import annotations
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """torch.library custom ops, so that librove composes with torch.compile:
 
     import rove.torch_ops                        # registers rove::attention (imports torch)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Finish of a query tile, one version for every ISA: the ISAs' finishes differed only in
  * the row rotation, which is the table's rotate slot called on one row (the same call
  * the ISA's rotate makes per row, so the results are those of the former per-ISA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Gated linear attention kernels: one chunk of the chunked forward, and token steps of
  * the recurrence, for one (batch, head). The driver (src/gla.c, src/gla_recurrent.c) has
  * already rotated q, k, v, folded the scale into q and packed the rows densely.

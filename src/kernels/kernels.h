@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The kernel table: what every ISA provides to the drivers (one table per ISA, listed in
  * the ISA registry, src/isa_registry.c).
  *

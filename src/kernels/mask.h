@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Visibility of key position kp to query position qp (docs/DESIGN.md §1), shared by every ISA
  * and the driver.
  * Differences are taken in int64: positions are any int32. */

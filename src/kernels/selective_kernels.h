@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Selective RoPE kernels: angle accumulation and the angle -> cos/sin table.
  *
  * (a) accum: one token row of n elements (the contiguous (head, pair) entries of one token):

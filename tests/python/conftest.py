@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared fixtures of the rove Python tests (the float64 references are in reference.py).
 
 The tests import the *installed* package (pip install .), never python/rove directly:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """librove's double-precision C oracles (oracle/*.c), compiled here into a small shared
 library with `cc` and called through ctypes with the rove package's struct mirrors
 (whose layouts test_capi_layout.py checks). They share no code with the library."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Float64 NumPy references written from docs/DESIGN.md §1, sharing no code with librove or
 the rove package (except that inv_freq is taken as an input where noted)."""
 import math

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rove.attention / rove.Plan against the float64 NumPy reference of DESIGN.md §1, the C
 oracle and (no rotation) PyTorch SDPA in float64; numpy and torch, both layouts."""
 import math

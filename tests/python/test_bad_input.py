@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Bad input of every kind is rejected with a clear Python exception, before librove is
 called (a spy on the C entry point proves it); C failures carry librove's status."""
 import math

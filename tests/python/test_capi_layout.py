@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The ctypes mirror of rove.h checked against the header itself: a C program compiled
 against include/rove.h prints sizeof/offsetof of every mirrored struct field, enum sizes
 and constants; every bound function's prototype is compared with its declaration."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """examples/rove_numpy.py runs and reports agreement with its float64 reference."""
 import re
 import subprocess

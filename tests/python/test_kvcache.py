@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rove.KVCache: prefill + decode equal full attention, positions, shift, truncate, reset."""
 import numpy as np
 import pytest

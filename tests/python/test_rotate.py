@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rove.rotate / rove.rotate_angles and rove.inv_freq against float64 references."""
 import numpy as np
 import pytest

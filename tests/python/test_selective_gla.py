@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Selective RoPE (temperatures, angles with carry, phase network) and GLA against the C
 oracles and float64 NumPy references."""
 import ctypes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The GIL is released during librove calls (ctypes.CDLL), and calls from several Python
 threads at once are correct."""
 import threading

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The rove::attention custom op: opcheck, and torch.compile(fullgraph=True) around it."""
 import numpy as np
 import pytest

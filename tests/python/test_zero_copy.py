@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Zero-copy where the C API can express the strides, one counted copy where it cannot,
 and out= written in place."""
 import numpy as np

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Selective RoPE kernels, AVX2 + FMA (see kernels/selective_kernels.h).
  *
  * sincos of 4 doubles at a time:

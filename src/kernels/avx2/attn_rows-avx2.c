@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* AVX2 + FMA decode row kernel (attn_rows, kernels.h): nq <= 16 query rows against keys
  * and values read in place (row-major, any token stride; nothing is packed or copied).
  *

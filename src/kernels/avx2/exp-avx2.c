@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_exp_f32__avx2: the softmax exp of the AVX2 kernels over an array, for the accuracy
  * test. Lanes above 88.37 (outside the range the softmax sees, clamped by rove_exp256)
  * and NaN lanes are recomputed with libm so that the whole float range is right.

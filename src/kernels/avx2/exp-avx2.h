@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Vectorised exp for the AVX2 kernels (static inline: each AVX2 file includes it).
  *
  * Range reduction: x = n ln2 + r with n = round(x log2 e), |r| <= ln2/2, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* AVX2 GLA kernels (algorithm and layouts in gla_kernels.h).
  *
  * GEMM register tile: MR = 4 rows x up to 3 ymm (24 floats) of C, 12 accumulators, one

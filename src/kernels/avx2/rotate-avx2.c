@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* AVX2 rotation of Q/V rows (rove_rotate_f32__avx2) and rotate-and-pack of K rows
  * (rove_pack_k_f32__avx2). The one-row rotation (pairings, tails, in place) is
  * rove_avx2_rotate_row in rotate-avx2.h; rows are strided views into user memory and are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the AVX2 kernel files: tile sizes, kernel prototypes, the one-row rotation and
  * a row prefetch. */
 #ifndef ROVE_ROTATE_AVX2_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The AVX2 + FMA kernel table (selected when the CPU has both; see src/isa_registry.c). */
 #include "rotate-avx2.h"
 

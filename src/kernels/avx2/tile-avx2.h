@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The two register-blocked microkernels of the AVX2 flash tile (attn_tile-avx2.c), kept
  * in a header so that each is instantiated (always_inline) for a constant row count R
  * and, on the fast paths, a constant head dim D. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Selective RoPE kernels, AVX-512 (see kernels/selective_kernels.h; the sincos method is
  * the one described in avx2/angles-avx2.c, 8 doubles at a time, with mask registers for
  * the quadrant swap and for the tail). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* AVX-512 flash tile: S = Q K^T, mask, online softmax, O = alpha O + P V.
  *
  * Query rows are taken in register panels of MR = 6 rows (tail panels: 1..5 rows, each a

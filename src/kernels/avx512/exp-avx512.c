@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_exp_f32__avx512: the inline vector exp of exp-avx512.h over an array, so the
  * accuracy test can sweep every float the softmax may feed it. The tail is handled with
  * masked loads and stores: nothing past src[n-1] / dst[n-1] is touched. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Vectorised expf for AVX-512 (static inline: included only by files built with AVX-512).
  *
  * exp(x) = 2^n * exp(r), n = round(x / ln2), r = x - n ln2 in [-ln2/2, ln2/2].

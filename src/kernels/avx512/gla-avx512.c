@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* AVX-512 GLA kernels (algorithm and layouts in gla_kernels.h).
  *
  * The chunk's matrix products run through one register-tiled GEMM: MR rows x up to four

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Declarations of every avx512 kernel (one macro, kernels.h) and the AVX-512 tile
  * geometry, shared by the packer, the flash tile and the table.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* AVX-512 rotation of head rows (Q, V, output) and rotate-and-pack of K.
  *
  * Pairs (docs/DESIGN.md §1): HALF pairs x[k] with x[k + half], INTERLEAVED pairs x[2k] with

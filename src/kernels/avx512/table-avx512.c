@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The AVX-512 kernel table (F + DQ + VL + BW; the registry checks the CPU and the OS
  * zmm state). Tile sizes and the packed-K layout are described in kernels-avx512.h. */
 #include "kernels-avx512.h"

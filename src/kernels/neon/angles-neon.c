@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Selective RoPE kernels, AArch64 NEON (see kernels/selective_kernels.h; the sincos method
  * is the one described in avx2/angles-avx2.c, on two float64x2 vectors at a time). The
  * sincos tail goes through a zero-padded local block, so an element's result does not

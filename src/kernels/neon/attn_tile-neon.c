@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NEON flash tile: S = Q K^T, mask, online softmax, O = alpha O + P V.
  *
  * The tile (nq <= 32 query rows, nk <= 64 keys) is processed in blocks of 4 query rows.

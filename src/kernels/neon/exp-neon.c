@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rove_exp_f32__neon: the exp of the NEON kernels over an array, for the accuracy test.
  * Lanes above 88.37 (outside the range the kernels use, clamped by rove_exp_neon) and NaN
  * lanes are recomputed with libm so that the whole float range is right. dst == src is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Vectorised exp for the NEON kernels (static inline: each NEON file includes it).
  *
  * rove_exp_neon: x = n ln2 + r with n = round(x log2 e) (FRINTN: to nearest, ties to even),

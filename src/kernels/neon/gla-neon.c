@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NEON GLA kernels (algorithm and layouts in gla_kernels.h).
  *
  * GEMM register tile: MR = 4 rows x 4 q registers (16 floats) of C, one broadcast of A and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Declarations of every neon kernel (one macro, kernels.h); included by each kernel
  * file of this folder. */
 #ifndef ROVE_KERNELS_NEON_H

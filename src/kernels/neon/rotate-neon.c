@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NEON rotation of Q/V rows (rove_rotate_f32__neon) and rotate-and-pack of K rows
  * (rove_pack_k_f32__neon).
  *

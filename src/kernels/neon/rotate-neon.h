@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the NEON kernel files: the table's tile sizes and the one-row rotation. */
 #ifndef ROVE_ROTATE_NEON_H
 #define ROVE_ROTATE_NEON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The NEON kernel table (fp32, 128-bit FMA). NEON is baseline on aarch64, so the registry
  * selects it whenever it is compiled in (unless ROVE_ISA caps the choice). */
 #include "rotate-neon.h"

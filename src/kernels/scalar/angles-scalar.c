@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Selective RoPE reference kernels (see kernels/selective_kernels.h). */
 #include <math.h>
 

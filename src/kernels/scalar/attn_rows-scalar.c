@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Portable reference decode row kernel (attn_rows, kernels.h): nq query rows against nk
  * keys and values read in place, key j at k + j * ks, value j at v + j * vs.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Portable reference flash tile: S = Q K^T for nq x nk, mask, online softmax, O += P V,
  * row by row with the reference update of softmax-scalar.h (packed K is [tile_kv][d] rows
  * in the scalar layout, V [nk][d]). */

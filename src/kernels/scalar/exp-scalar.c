@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The reference exp slot: libm expf per element (the scalar softmax calls expf too). */
 #include <math.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Portable reference GLA kernels: the truth every SIMD GLA kernel is tested against.
  * The algorithm and the work layout are described in gla_kernels.h. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Portable reference rotation: the truth every SIMD rotate/pack kernel is tested against.
  *
  * Pair k of a head vector x is (x[k], x[k+half]) for HALF pairing and (x[2k], x[2k+1])

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The reference online-softmax update, the one version used by the scalar flash tile
  * (attn_tile-scalar.c) and the scalar decode row kernel (attn_rows-scalar.c).
  *

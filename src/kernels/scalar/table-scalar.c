@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The scalar kernel table: every slot is the portable reference. */
 #include "kernels-scalar.h"
 
