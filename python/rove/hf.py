@@ -253,7 +253,7 @@ def _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window) -> Mas
         return MaskInfo(Lq, Lk, Lk - Lq, 0, causal=bool(causal), window=window)
     info = getattr(attention_mask, "_rove", None)
     if info is None:
-        return _info_from_tensor(attention_mask, Lq, Lk, causal, window)
+        info = _info_from_tensor(attention_mask, Lq, Lk, causal, window)
     if info.error:
         raise ValueError(f"rove attention (layer {getattr(module, 'layer_idx', '?')}): "
                          f"{info.error}")
