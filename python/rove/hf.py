@@ -319,8 +319,11 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
     """librove attention on HF's [b, h, s, d] tensors; returns [b, q, h, d] (contiguous).
 
     Tensors whose tokens librove can read in place (HF's q/k/v views of a projection) go in
-    one call; a contiguous [b, h, s, d] K/V (transformers' caches) would need a copy, so it
-    is attended per batch row and KV head instead (one zero-copy call each)."""
+    one call as they are. A contiguous [b, h, s, d] K/V (transformers' caches) cannot be
+    read as [b, s, h, d] without a copy of the whole cache, so each (batch row, KV head)
+    becomes a batch row of its own: K/V are then read in place ([b*h, s, 1, d], token
+    stride d), and only q and the output (q_len rows: one per decode step) are regrouped
+    as [b*h_kv, q_len, group, d]. One librove call either way."""
     B, H, Lq, D = query.shape
     Hk, Lk = key.shape[1], key.shape[2]
     if value.shape[-1] != D or tuple(value.shape[:3]) != (B, Hk, Lk):
@@ -332,27 +335,25 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
     plan_kw = dict(rotate=rotate, causal=bool(causal), window=int(window),
                    softcap=float(softcap or 0.0), scale=scaling, rope=rope, threads=_threads)
     stats["attention_calls"] += 1
-    out = torch.empty((B, Lq, H, D), dtype=torch.float32)
 
-    def tokens_dense(x):  # bshd token layout readable in place?
+    def tokens_dense(x):  # heads of one token adjacent: readable in place as bshd
         s = x.stride()
         return x.shape[1] == 1 or (s[1] == D and s[3] == 1)
 
     if tokens_dense(key) and tokens_dense(value):
-        plan = get_plan(H, Hk, D, **plan_kw)
-        plan.attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos, layout="bhsd",
-                       out=out.transpose(1, 2))
+        out = torch.empty((B, Lq, H, D), dtype=torch.float32)
+        get_plan(H, Hk, D, **plan_kw).attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos,
+                                                layout="bhsd", out=out.transpose(1, 2))
         return out
-    plan = get_plan(G, 1, D, **plan_kw)
-    ot = out.transpose(1, 2)
-    for b in range(B):
-        qp = None if q_pos is None else (q_pos if q_pos.ndim == 1 else q_pos[b])
-        kp = None if kv_pos is None else kv_pos[b]
-        for g in range(Hk):
-            hs = slice(g * G, (g + 1) * G)
-            plan.attention(query[b:b + 1, hs], key[b:b + 1, g:g + 1], value[b:b + 1, g:g + 1],
-                           q_pos=qp, kv_pos=kp, layout="bhsd", out=ot[b:b + 1, hs])
-    return out
+    k = key.contiguous().view(B * Hk, Lk, 1, D)
+    v = value.contiguous().view(B * Hk, Lk, 1, D)
+    q = query.reshape(B, Hk, G, Lq, D).transpose(2, 3).reshape(B * Hk, Lq, G, D)
+    if q_pos is not None:
+        q_pos = np.repeat(np.broadcast_to(q_pos, (B, Lq)), Hk, axis=0)
+    if kv_pos is not None:
+        kv_pos = np.repeat(np.broadcast_to(kv_pos, (B, Lk)), Hk, axis=0)
+    o = get_plan(G, 1, D, **plan_kw).attention(q, k, v, q_pos=q_pos, kv_pos=kv_pos)
+    return o.view(B, Hk, Lq, G, D).transpose(1, 2).reshape(B, Lq, H, D)
 
 
 def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.0,
