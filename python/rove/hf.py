@@ -368,6 +368,10 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
                             "(load the model with dtype=torch.float32)")
         if t.device.type != "cpu":
             raise ValueError(f"rove attention: {name} is on {t.device}; librove runs on the CPU")
+        if t.requires_grad and torch.is_grad_enabled():
+            raise RuntimeError(f"rove attention: {name} requires grad, but librove has no "
+                               "backward (inference only): run under torch.no_grad() / "
+                               "model.generate(), or use another attn_implementation to train")
     B, H, Lq, D = query.shape
     Lk = key.shape[2]
     info = _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window)

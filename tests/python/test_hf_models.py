@@ -288,6 +288,8 @@ def test_training_dtype_and_weights_are_refused():
     with pytest.raises(ValueError, match="dropout"):
         mod(ids)
     mod.eval()
+    with pytest.raises(RuntimeError, match="backward"):  # grad enabled: never a silent cut
+        mod(ids)
     with torch.no_grad(), pytest.raises(ValueError, match="attention weights"):
         mod(ids, output_attentions=True)
     with torch.no_grad(), pytest.raises(TypeError, match="float32"):
