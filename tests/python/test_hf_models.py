@@ -350,3 +350,19 @@ def test_apply_remove_restores_the_model():
     mod.set_attn_implementation("sdpa")  # changing it after apply is refused loudly
     with torch.no_grad(), pytest.raises(RuntimeError, match="after apply"):
         mod(ids)
+
+
+@pytest.mark.parametrize("family", ["llama3", "mistral", "gemma2"])
+def test_static_cache_generate(family):
+    """StaticCache: unfilled slots are masked keys (padding), sliding static layers too."""
+    base = _build(family, _ref_impl(family))
+    ids, out_ref = _prompt(base)
+    kw = dict(max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False, pad_token_id=0)
+    for mode in ("register", "rope", "rove"):
+        if mode == "register":
+            mod = _build(family, "rove", base.state_dict())
+        else:
+            mod = RH.apply(_build(family, "eager", base.state_dict()), mode)
+        with torch.no_grad():
+            static = mod.generate(ids, cache_implementation="static", **kw)
+        assert torch.equal(static, out_ref if mode != "rove" else _generate(mod, ids)), mode
