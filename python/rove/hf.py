@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -119,6 +119,7 @@ class MaskInfo:
     window: int = 0           # librove semantics: visible iff |P - p| < window (0: none)
     key_valid: Optional[torch.Tensor] = None   # [B, kv_len] bool, None = all valid
     error: Optional[str] = None
+    cache: dict = field(default_factory=dict, repr=False)  # per-forward derived positions
 
 
 def _visible(diff: torch.Tensor, causal: bool, window: int) -> torch.Tensor:
@@ -282,6 +283,13 @@ def _index_positions(info: MaskInfo, B: int):
     return q_pos.astype(np.int32), kv_pos.astype(np.int32), window, causal
 
 
+def _cached_index_positions(info: MaskInfo, B: int):
+    r = info.cache.get(("index", B))
+    if r is None:
+        r = info.cache[("index", B)] = _index_positions(info, B)
+    return r
+
+
 def _rows_with_keys(info: MaskInfo, B: int) -> np.ndarray:
     """[B, Lq] bool: query rows that see at least one key."""
     Lq, Lk = info.q_len, info.kv_len
@@ -378,7 +386,7 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
     state = getattr(module, "_rove_apply", None)
     with torch.no_grad():
         if state is None:
-            q_pos, kv_pos, window, causal = _index_positions(info, B)
+            q_pos, kv_pos, window, causal = _cached_index_positions(info, B)
             out = _run_attention(query, key, value, rotate="none", causal=causal, window=window,
                                  softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos,
                                  rope=None)
@@ -531,6 +539,33 @@ def _post_hook(module, args, kwargs, output):
     return output
 
 
+def _fused_positions(info: MaskInfo, pos: np.ndarray, B: int, Lq: int):
+    """(fused?, q_pos, kv_pos, window, causal) for librove rotating q (and o) by pos.
+
+    Mask positions = cache index + delta_b, equal to position_ids on every row that sees a
+    key (rows that see none give 0 whatever their position); impossible when the
+    positions are not index + a per-row constant."""
+    idx = np.arange(Lq, dtype=np.int64) + (info.q_offset - info.kv_offset)
+    delta = pos - idx[None, :]
+    rows = _rows_with_keys(info, B)
+    d0 = np.where(rows.any(axis=1), delta[np.arange(B), rows.argmax(axis=1)], delta[:, 0])
+    if not bool(np.all((delta == d0[:, None]) | ~rows)):
+        return False, None, None, 0, True
+    q_pos = idx[None, :] + d0[:, None]
+    kv_pos = np.arange(info.kv_len, dtype=np.int64)[None, :] + d0[:, None]
+    window, causal = info.window, info.causal
+    valid = None if info.key_valid is None else info.key_valid.numpy()
+    lo = min(q_pos.min(), kv_pos.min())
+    hi = max(q_pos.max(), kv_pos.max())
+    if not (lo > -(2 ** 30) and hi < 2 ** 30):
+        return False, None, None, 0, True
+    if valid is not None:
+        kv_pos = np.where(valid, kv_pos, _SENTINEL)
+        if not causal and window == 0:
+            window = _FAR_WINDOW
+    return True, q_pos.astype(np.int32), kv_pos.astype(np.int32), window, causal
+
+
 def _applied_attention(module, state, query, key, value, info, softcap, scaling):
     call = state.call
     if call is None:
@@ -545,35 +580,22 @@ def _applied_attention(module, state, query, key, value, info, softcap, scaling)
         raise ValueError(f"position_ids of shape {tuple(call.pos.shape)} do not match q "
                          f"[{B}, {Lq}]")
     rot_o = state.mode == "rove"
-    # Fused path: mask positions = cache index + delta_b, equal to position_ids on every row
-    # that sees a key (rows that see none give 0 whatever their position).
-    idx = np.arange(Lq, dtype=np.int64) + (info.q_offset - info.kv_offset)
-    delta = pos - idx[None, :]
-    rows = _rows_with_keys(info, B)
-    d0 = np.where(rows.any(axis=1), delta[np.arange(B), rows.argmax(axis=1)], delta[:, 0])
-    fused = bool(np.all((delta == d0[:, None]) | ~rows))
-    if fused:
-        q_pos = idx[None, :] + d0[:, None]
-        kv_pos = np.arange(info.kv_len, dtype=np.int64)[None, :] + d0[:, None]
-        window, causal = info.window, info.causal
-        if info.key_valid is not None:
-            kv_pos = np.where(info.key_valid.numpy(), kv_pos, _SENTINEL)
-            if not causal and window == 0:
-                window = _FAR_WINDOW
-        lo, hi = min(q_pos.min(), kv_pos.min()), max(q_pos.max(), np.where(
-            kv_pos == _SENTINEL, q_pos.min(), kv_pos).max())
-        fused = lo > -(2 ** 30) and hi < 2 ** 30
+    key_ = ("fused", B, call.pos.data_ptr(), tuple(call.pos.shape), tuple(call.pos.stride()))
+    cached = info.cache.get(key_)  # every layer of a forward shares the mask and positions
+    if cached is None or not np.array_equal(cached[0], pos):
+        cached = info.cache[key_] = (pos.copy(),) + _fused_positions(info, pos, B, Lq)
+    _, fused, q_pos, kv_pos, window, causal = cached
     if fused:
         flags = _lib.ROTATE_Q | (_lib.ROTATE_O if rot_o else 0)
         return _run_attention(query, key, value, rotate=flags, causal=causal, window=window,
-                              softcap=softcap, scaling=scaling, q_pos=q_pos.astype(np.int32),
-                              kv_pos=kv_pos.astype(np.int32), rope=call.rope)
+                              softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos,
+                              rope=call.rope)
     # General path: rotate q here (with m), index positions for the mask, rotate back here.
     stats["fallback_calls"] += 1
     q = _rotate(query.detach(), pos, rope=call.rope, layout="bhsd", threads=_threads)
     if call.m != 1.0:
         q[..., :call.rdim] *= call.m
-    q_pos, kv_pos, window, causal = _index_positions(info, B)
+    q_pos, kv_pos, window, causal = _cached_index_positions(info, B)
     out = _run_attention(q, key, value, rotate="none", causal=causal, window=window,
                          softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos, rope=None)
     if rot_o:

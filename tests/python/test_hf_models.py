@@ -366,3 +366,21 @@ def test_static_cache_generate(family):
         with torch.no_grad():
             static = mod.generate(ids, cache_implementation="static", **kw)
         assert torch.equal(static, out_ref if mode != "rove" else _generate(mod, ids)), mode
+
+
+@pytest.mark.parametrize("family", ["llama3", "gptj", "phi3"])
+@pytest.mark.parametrize("mode", ["rope", "rove"])
+def test_positions_that_are_not_cache_indices(family, mode):
+    """position_ids with a jump (mask by cache index, rotation by position, as transformers
+    does with a cache): librove rotates q / the output in Python then (general path)."""
+    base = _build(family, "eager")
+    mod = RH.apply(_build(family, "eager", base.state_dict()), mode)
+    ids = torch.randint(3, H.VOCAB, (1, 24), generator=torch.Generator().manual_seed(5))
+    pos = torch.cat([torch.arange(12), torch.arange(12) + 50])[None]
+    ref = base if mode == "rope" else _reference_model(family, base.state_dict())
+    before = RH.stats["fallback_calls"]
+    with torch.no_grad():
+        a = ref(ids, position_ids=pos, use_cache=True).logits  # cache: no packed detection
+        b = mod(ids, position_ids=pos, use_cache=True).logits
+    assert RH.stats["fallback_calls"] > before
+    assert _rel(b, a) <= RTOL, (family, mode, _rel(b, a))
