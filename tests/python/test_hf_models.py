@@ -384,3 +384,24 @@ def test_positions_that_are_not_cache_indices(family, mode):
         b = mod(ids, position_ids=pos, use_cache=True).logits
     assert RH.stats["fallback_calls"] > before
     assert _rel(b, a) <= RTOL, (family, mode, _rel(b, a))
+
+
+@pytest.mark.parametrize("family", ["mistral", "gemma3", "gptj"])
+@pytest.mark.parametrize("mode", ["register", "rope", "rove"])
+def test_chunked_prefill_matches_one_pass(family, mode):
+    """Prefill in chunks over the cache (q_len > 1, kv_len > q_len, sliding layers that have
+    dropped their oldest keys) gives the logits of one pass."""
+    base = _build(family, "eager")
+    if mode == "register":
+        mod = _build(family, "rove", base.state_dict())
+    else:
+        mod = RH.apply(_build(family, "eager", base.state_dict()), mode)
+    ids = torch.randint(3, H.VOCAB, (2, PROMPT), generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        whole = mod(ids).logits
+        cache = T.DynamicCache(config=mod.config)
+        parts = [mod(ids[:, a:b], cache=cache, use_cache=True).logits
+                 for a, b in ((0, 13), (13, 30), (30, PROMPT))]
+        if mode != "rove":
+            assert _rel(whole, base(ids).logits) <= RTOL
+    assert _rel(torch.cat(parts, 1), whole) <= RTOL, (family, mode)
