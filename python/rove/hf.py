@@ -626,13 +626,9 @@ def _model_rotary_check(model, states):
                 if not np.allclose(hf, w, rtol=1e-5, atol=1e-7):
                     raise ValueError("rove.hf.apply: GPT-J frequencies differ from librove's")
             continue
-        if st.rope_type in ("dynamic",):
-            seq = 1
-        elif st.rope_type == "longrope":
-            seq = 1  # the buffer holds the short factors until a long sequence comes
-        else:
-            seq = 1
-        cfg, m, rdim, w = st.rope(seq)
+        # seq_len 1: dynamic NTK's unscaled base and LongRoPE's short factors, which the
+        # model's original_inv_freq buffer holds
+        cfg, m, rdim, w = st.rope(1)
         prefix = f"{lt}_" if hasattr(rot, f"{lt}_inv_freq") else ""
         hf_w = getattr(rot, f"{prefix}original_inv_freq", None)
         if hf_w is None:

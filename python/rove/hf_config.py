@@ -57,7 +57,7 @@ own scaled types would honour it, so the intent is ambiguous.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 from .rope import RopeConfig
 

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
 import pytest
 import torch  # no importorskip: missing torch / transformers must fail, not skip
 import transformers as T
 
-import rove
 import rove.hf as RH
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
