@@ -14,8 +14,9 @@ What is read, per ``rope_type``:
   ``hidden_size // num_attention_heads``); the rotary dim ``int(head_dim *
   partial_rotary_factor)`` (``rotary_pct`` of GPT-NeoX is already folded into
   ``partial_rotary_factor`` by transformers; GPT-J's ``rotary_dim``); the pairing:
-  ``"interleaved"`` for the GPT-J family (``rotate_every_two``), ``"half"``
-  (``rotate_half``) otherwise, or the ``pairing`` argument.
+  ``"interleaved"`` for GPT-J / CodeGen (``rotate_every_two``), Cohere and configs with
+  ``rope_interleave=True`` (DeepSeek), ``"half"`` (``rotate_half``) otherwise; the
+  ``pairing`` argument overrides it (for model types this module does not know).
 * ``default``; ``linear`` (``factor``); ``llama3`` (``factor``, ``low_freq_factor``,
   ``high_freq_factor``, ``original_max_position_embeddings``).
 * ``yarn``: ``factor`` (None: ``max_position_embeddings / original_max_position_embeddings``
@@ -63,8 +64,9 @@ from .rope import RopeConfig
 
 __all__ = ["rope_config_from_hf", "hf_rope_parameters", "hf_head_dim", "hf_attention_factor"]
 
-# Families whose rotary embedding pairs dims (x[2k], x[2k+1]) (rotate_every_two).
-INTERLEAVED_MODEL_TYPES = frozenset({"gptj", "codegen"})
+# Families whose rotary embedding pairs dims (x[2k], x[2k+1]) (rotate_every_two or an
+# interleaved rotate_half); configs with rope_interleave=True (DeepSeek-V2/V3) too.
+INTERLEAVED_MODEL_TYPES = frozenset({"gptj", "codegen", "cohere", "cohere2", "cohere2_moe"})
 # Families whose compute_default_rope_parameters uses head_dim and ignores
 # partial_rotary_factor (their scaled types, from ROPE_INIT_FUNCTIONS, honour it).
 DEFAULT_IGNORES_PARTIAL = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
@@ -254,7 +256,8 @@ def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Opti
     mt = _model_type(config)
     hd = hf_head_dim(config, head_dim)
     if pairing is None:
-        pairing = "interleaved" if mt in INTERLEAVED_MODEL_TYPES else "half"
+        interleaved = mt in INTERLEAVED_MODEL_TYPES or bool(getattr(config, "rope_interleave", False))
+        pairing = "interleaved" if interleaved else "half"
     if seq_len is not None:
         seq_len = _int_pos("seq_len", seq_len)
 

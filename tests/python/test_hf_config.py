@@ -184,3 +184,12 @@ def test_from_hf_classmethod_and_head_dim_override():
 def test_refusals_name_the_field(what, config, kw, needle):
     with pytest.raises(ValueError, match=needle):
         rope_config_from_hf(config(), **kw)
+
+
+def test_interleaved_pairing_families():
+    assert rope_config_from_hf(T.CohereConfig(hidden_size=256, num_attention_heads=4)).pairing \
+        == "interleaved"
+    ds = T.DeepseekV3Config(hidden_size=256, num_attention_heads=4, qk_rope_head_dim=64,
+                            rope_interleave=True)
+    assert rope_config_from_hf(ds, head_dim=64).pairing == "interleaved"
+    assert rope_config_from_hf(H.llama3(), pairing="interleaved").pairing == "interleaved"
