@@ -27,7 +27,16 @@ import hf_models as H
 
 T.logging.set_verbosity_error()
 RH.register()
-torch.set_num_threads(1)  # tiny models: one torch thread beside librove's OpenMP threads
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Tiny models: one torch thread beside librove's OpenMP threads (2 cores)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
 
 FAMILIES = sorted(H.FAMILIES)
 PROMPT, NEW, RTOL = 40, 32, 1e-4
