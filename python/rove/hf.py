@@ -455,6 +455,31 @@ class _Call:
     kv_rotated: bool = False
 
 
+_rotate_plans: dict = {}  # (id(RopeConfig), head_dim, threads) -> (config, Plan)
+
+
+def _rotated(x: torch.Tensor, pos: np.ndarray, rope: RopeConfig) -> torch.Tensor:
+    """A contiguous copy of x [b, h, s, d] rotated by R_pos (pos [b, s]): one rove_rotate
+    call over its (b, h, s) rows (the per-token path of rove.rotate, without its
+    general-layout handling, which a decode step would pay for every layer)."""
+    B, Hh, L, D = x.shape
+    if x.device.type != "cpu" or x.dtype != torch.float32:
+        raise ValueError(f"rove.hf.apply: tensor on {x.device} of {x.dtype}; librove needs "
+                         "float32 CPU tensors")
+    y = x.detach().contiguous().clone() if x.is_contiguous() else x.detach().contiguous()
+    key = (id(rope), D, _threads)
+    hit = _rotate_plans.get(key)
+    if hit is None or hit[0] is not rope:  # the config is kept: its id stays unique
+        hit = _rotate_plans[key] = (rope, get_plan(1, 1, D, rotate="rope", rope=rope,
+                                                   threads=_threads))
+    plan = hit[1]
+    p = np.ascontiguousarray(np.broadcast_to(pos[:, None, :], (B, Hh, L)), dtype=np.int32)
+    st = _lib.lib.rove_rotate(plan._handle, y.data_ptr(), B * Hh * L, 1, D,
+                              p.__array_interface__["data"][0], 0)
+    _lib.check("rove_rotate", st)
+    return y
+
+
 def _rotate_kv(state, call, key, value):
     """New k (times m on the rotated dims) and, for RoVE, v in the global frame."""
     B, Hk, L, D = key.shape
@@ -462,14 +487,20 @@ def _rotate_kv(state, call, key, value):
     if pos.shape != (B, L):
         raise ValueError(f"position_ids of shape {tuple(call.pos.shape)} do not match the "
                          f"{B} x {L} new keys")
+    if key.dtype != torch.float32 or value.dtype != torch.float32:
+        raise TypeError(f"rove.hf.apply: keys/values are {key.dtype}/{value.dtype}; librove "
+                        "computes in float32 (load the model with dtype=torch.float32)")
+    if torch.is_grad_enabled() and (key.requires_grad or value.requires_grad):
+        raise RuntimeError("rove.hf.apply: keys require grad, but librove has no backward "
+                           "(inference only): run under torch.no_grad() / model.generate()")
     pos = pos.to(torch.int64).numpy()
     with torch.no_grad():
-        k = _rotate(key.detach(), pos, rope=call.rope, layout="bhsd", threads=_threads)
+        k = _rotated(key, pos, call.rope)
         if call.m != 1.0:
             k[..., :call.rdim] *= call.m
         stats["k_rows"] += B * L
         if state.mode == "rove":
-            value = _rotate(value.detach(), pos, rope=call.rope, layout="bhsd", threads=_threads)
+            value = _rotated(value, pos, call.rope)
             stats["v_rows"] += B * L
     call.kv_rotated = True
     return k, value
