@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A small Hugging Face Llama model run three ways through librove, against PyTorch SDPA.
 
     python examples/hf_rove.py [--layers 4] [--prompt 256] [--new 32] [--threads 2]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """End-to-end benchmark: a Llama-shaped HF model with attn_implementation "rove" vs "sdpa".
 
     python python/bench/bench_hf.py [--n 2048] [--decode 128] [--threads 1,2] [--apply]

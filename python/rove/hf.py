@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """librove as a Hugging Face transformers attention backend (transformers 5.x).
 
 Two entry points:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """RopeConfig from a Hugging Face transformers config (``RopeConfig.from_hf``).
 
 ``rope_config_from_hf(config)`` reads a ``transformers.PretrainedConfig`` -- the

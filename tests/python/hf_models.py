@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Small transformers configs of real model families for the HF tests (test_hf*.py).
 
 Width and depth are small (2 layers, hidden 128-512) so that the tests run in seconds, but

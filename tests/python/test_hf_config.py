@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rope_config_from_hf against transformers' own rotary embeddings (inv_freq, attention
 scaling) for every rope type librove implements, and the fields it must refuse."""
 from __future__ import annotations

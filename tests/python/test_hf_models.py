@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rove.hf against transformers' own attention, for every model family of hf_models.py.
 
 (a) attn_implementation="rove" logits match sdpa (eager for Gemma-2, whose softcap sdpa
