@@ -104,8 +104,13 @@ ROVE_API const char *rove_isa_name(rove_isa isa);
 /** The ISA called @p name (exactly as rove_isa_name spells it, "auto" included) in @p isa.
  *  ROVE_ERR_INVALID_ARGUMENT (and @p isa untouched) for NULL or an unknown name. */
 ROVE_API rove_status rove_isa_parse(const char *name, rove_isa *isa);
-/** Number of threads a plan with n_threads = 0 uses (the OpenMP default; 1 without OpenMP). */
+/** Number of threads a plan with n_threads = 0 uses (the OpenMP default; 1 without OpenMP),
+ *  at most ROVE_MAX_THREADS. */
 ROVE_API int32_t rove_default_threads(void);
+/** The largest n_threads a plan accepts (rove_attention_config, rove_gla_config); above it
+ *  plan creation returns ROVE_ERR_INVALID_ARGUMENT. A call never runs more threads than it
+ *  has independent tasks, and its per-thread workspace is sized by the threads it runs. */
+#define ROVE_MAX_THREADS 1024
 /**@}*/
 
 /* ------------------------------------------------------------------------------------ */
@@ -181,7 +186,7 @@ typedef struct rove_attention_config {
   float softcap;       /**< >= 0 and finite; logits become c*tanh(s/c); 0 = none */
   rove_rope_config rope;
   rove_isa isa;        /**< AUTO; an ISA the CPU or build lacks -> ROVE_ERR_UNSUPPORTED */
-  int32_t n_threads;   /**< >= 0; 0 = rove_default_threads() */
+  int32_t n_threads;   /**< 0..ROVE_MAX_THREADS; 0 = rove_default_threads() */
 } rove_attention_config;
 
 /** Defaults for the given shape (no-op when @p c is NULL). Sizes are validated later. */
@@ -242,8 +247,14 @@ typedef struct rove_attention_args {
 
 /**
  * out = attention(q, k, v) with the rotations selected by the plan (docs/DESIGN.md §1).
- * A query with no visible key gets output 0 and LSE -inf. @p a->out and @p a->lse must
- * not overlap any input (checked). Bitwise identical results for any thread count.
+ * A query with no visible key gets output 0 and LSE -inf. A key a query cannot see
+ * (causality, window) never affects it, whatever its K and V rows hold (NaN, Inf, huge
+ * values: padding and unused slots may hold garbage). Non-finite values a query does see
+ * are not sanitised, on every ISA alike: a NaN in q or in the K row of a visible key (or
+ * a logit of +inf) makes every dim of that query's output and its LSE NaN; a NaN in the
+ * V row of a visible key makes the output dims it reaches NaN (the LSE stays finite).
+ * @p a->out and @p a->lse must not overlap any input (checked). Bitwise identical
+ * results for any thread count.
  * Safe to call concurrently with the same plan and distinct outputs.
  * The angle arrays are read before any output is written, so they are not part of the
  * overlap check.
@@ -526,7 +537,7 @@ typedef struct rove_gla_config {
   rove_pairing pairing; /**< HALF */
   int32_t chunk;        /**< chunk length of rove_gla_forward: 16, 32, 64 or 128; 0 = 64 */
   rove_isa isa;         /**< AUTO */
-  int32_t n_threads;    /**< >= 0; 0 = rove_default_threads() */
+  int32_t n_threads;    /**< 0..ROVE_MAX_THREADS; 0 = rove_default_threads() */
 } rove_gla_config;
 
 /** Defaults for the given shape (no-op when @p c is NULL). */

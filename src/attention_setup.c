@@ -129,6 +129,16 @@ static void choose_schedule(rove_fwd *f) {
   if (f->scratch_floats < f->partial_floats) f->scratch_floats = f->partial_floats;
 }
 
+/* Threads that can hold a per-thread scratch in this call: the largest team of the phases
+ * that use one (attend or stream, merge; rove_team_size caps each at its task count), not
+ * n_threads: a one-token decode on a plan of 1000 threads carves a few. */
+static int32_t scratch_threads(const rove_fwd *f, const rove_attention_args *a) {
+  const int64_t qtasks = (int64_t)a->batch * f->p->cfg.n_heads * f->n_qt;
+  int64_t tasks = f->streaming ? (int64_t)a->batch * f->n_splits : qtasks * f->n_splits;
+  if ((f->streaming || f->n_splits > 1) && qtasks > tasks) tasks = qtasks; /* the merge */
+  return rove_team_size(f->p->cfg.n_threads, tasks);
+}
+
 /* Sizes of the workspace blocks, all checked; then allocate them. */
 static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a,
                                    const rove_kv_view *kv) {
@@ -141,7 +151,7 @@ static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a,
   if (tab < 0 || !rove_mul_i64(a->batch, p->cfg.n_kv_heads, &bh) ||
       (packed && (!rove_mul_i64(bh, f->kv_pad * d, &kp) || !rove_mul_i64(a->batch, 2 * f->n_kt, &km))) ||
       (merged && !rove_mul_i64(qtasks * f->n_splits, f->partial_floats, &part)) ||
-      !rove_mul_i64(p->cfg.n_threads, f->scratch_floats, &sc) || kp > INT64_MAX / 8 ||
+      !rove_mul_i64(scratch_threads(f, a), f->scratch_floats, &sc) || kp > INT64_MAX / 8 ||
       tab > INT64_MAX / 8 || part > INT64_MAX / 8)
     return ROVE_ERR_SIZE_OVERFLOW;
   /* One block of 4-byte elements (float, int32), carved into 64-byte aligned parts

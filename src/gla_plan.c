@@ -24,7 +24,8 @@ void rove_gla_config_init(rove_gla_config *c, int32_t n_heads, int32_t key_dim, 
 /* Everything but the ISA; *r gets the resolved rotary dim. */
 static rove_status validate(const rove_gla_config *c, int32_t *r) {
   if (c->n_heads <= 0 || c->key_dim <= 0 || c->value_dim <= 0) return ROVE_ERR_INVALID_ARGUMENT;
-  if (!isfinite(c->scale) || c->n_threads < 0) return ROVE_ERR_INVALID_ARGUMENT;
+  if (!isfinite(c->scale) || c->n_threads < 0 || c->n_threads > ROVE_MAX_THREADS)
+    return ROVE_ERR_INVALID_ARGUMENT;
   if (c->rotate & ~(uint32_t)ROVE_ROTATE_ROVE) return ROVE_ERR_INVALID_ARGUMENT;
   if (c->pairing != ROVE_PAIRING_HALF && c->pairing != ROVE_PAIRING_INTERLEAVED)
     return ROVE_ERR_INVALID_ARGUMENT;

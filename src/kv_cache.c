@@ -135,16 +135,17 @@ static rove_status append(rove_kv_cache *c, int32_t n_tokens, const float *k, in
   if ((int64_t)c->len + n_tokens > c->cap) return ROVE_ERR_SIZE_OVERFLOW;
   if (c->len > 0 && c->angles != (angles != NULL)) return ROVE_ERR_INVALID_ARGUMENT; /* mixed */
   if (angles && !rove_angles_finite(angles, tab)) return ROVE_ERR_INVALID_ARGUMENT;
-  /* one table of up to CACHE_CHUNK rows per thread */
+  /* one table of up to CACHE_CHUNK rows per thread the append runs */
   const int64_t trows = n_tokens < CACHE_CHUNK ? n_tokens : CACHE_CHUNK;
-  float *table = rove_alloc((size_t)c->p->cfg.n_threads * 2 * (size_t)trows * (size_t)tab_w * sizeof(float));
+  const int64_t chunks = (n_tokens + CACHE_CHUNK - 1) / CACHE_CHUNK;
+  const int32_t threads = rove_team_size(c->p->cfg.n_threads, c->batch * chunks);
+  float *table = rove_alloc((size_t)threads * 2 * (size_t)trows * (size_t)tab_w * sizeof(float));
   int32_t *newpos = rove_alloc((size_t)rows * sizeof(int32_t));
   rove_status st = table && newpos ? new_positions(c, n_tokens, pos, newpos) : ROVE_ERR_OUT_OF_MEMORY;
   if (st == ROVE_OK) {
     for (int64_t b = 0; b < c->batch; b++)
       memcpy(c->pos + b * c->cap + c->len, newpos + b * n_tokens, sizeof(int32_t) * (size_t)n_tokens);
-    append_ctx a = {c, n_tokens, k, v, k_stride, v_stride, angles, tab_w, table, trows,
-                    (n_tokens + CACHE_CHUNK - 1) / CACHE_CHUNK};
+    append_ctx a = {c, n_tokens, k, v, k_stride, v_stride, angles, tab_w, table, trows, chunks};
     rove_parallel_for(c->p->cfg.n_threads, c->batch * a.chunks, append_task, &a);
     c->len += n_tokens;
     c->angles = angles != NULL;

@@ -13,7 +13,7 @@
 int32_t rove_default_threads(void) {
 #ifdef _OPENMP
   int n = omp_get_max_threads();
-  return n > 0 ? n : 1;
+  return n < 1 ? 1 : n > ROVE_MAX_THREADS ? ROVE_MAX_THREADS : n;
 #else
   return 1;
 #endif
@@ -42,7 +42,8 @@ static rove_status validate_attention(const rove_attention_config *c) {
     return ROVE_ERR_INVALID_ARGUMENT;
   if (c->rotate & ~(uint32_t)ROVE_ROTATE_ROVE) return ROVE_ERR_INVALID_ARGUMENT;
   if (c->causal != 0 && c->causal != 1) return ROVE_ERR_INVALID_ARGUMENT;
-  if (c->window < 0 || c->n_threads < 0) return ROVE_ERR_INVALID_ARGUMENT;
+  if (c->window < 0 || c->n_threads < 0 || c->n_threads > ROVE_MAX_THREADS)
+    return ROVE_ERR_INVALID_ARGUMENT;
   if (!isfinite(c->scale)) return ROVE_ERR_INVALID_ARGUMENT;
   if (!isfinite(c->softcap) || c->softcap < 0.0f) return ROVE_ERR_INVALID_ARGUMENT;
   int64_t width;  /* floats of one token row of q: must fit comfortably */

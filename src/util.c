@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "rove.h"
 #include "util.h"
 
 int rove_mul_i64(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
@@ -25,11 +26,23 @@ int rove_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
 #include <omp.h>
 #endif
 
+int32_t rove_team_size(int32_t n_threads, int64_t n) {
+#ifdef _OPENMP
+  int64_t t = n_threads < ROVE_MAX_THREADS ? n_threads : ROVE_MAX_THREADS;
+  if (t > n) t = n; /* a thread without a task would only cost its creation */
+  return t > 1 ? (int32_t)t : 1;
+#else
+  (void)n_threads, (void)n;
+  return 1;
+#endif
+}
+
 void rove_parallel_for(int32_t n_threads, int64_t n, void (*body)(int64_t i, int tid, void *ctx),
                        void *ctx) {
 #ifdef _OPENMP
-  if (n_threads > 1 && n > 1) {
-#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 1)
+  const int32_t nt = rove_team_size(n_threads, n);
+  if (nt > 1) {
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (int64_t i = 0; i < n; i++) body(i, omp_get_thread_num(), ctx);
     return;
   }
@@ -39,15 +52,15 @@ void rove_parallel_for(int32_t n_threads, int64_t n, void (*body)(int64_t i, int
   for (int64_t i = 0; i < n; i++) body(i, 0, ctx);
 }
 
-/* Up to this many threads take the blocked schedule (a counter per thread on the stack);
- * more fall back to rove_parallel_for. */
+/* Up to this many threads (after rove_team_size) take the blocked schedule (a counter per
+ * thread on the stack); more fall back to rove_parallel_for. */
 #define ROVE_BLOCKED_MAX_THREADS 64
 
 void rove_parallel_for_blocked(int32_t n_threads, int64_t n,
                                void (*body)(int64_t i, int tid, void *ctx), void *ctx) {
 #ifdef _OPENMP
-  if (n_threads > 1 && n > 1 && n_threads <= ROVE_BLOCKED_MAX_THREADS) {
-    const int32_t nb = n_threads < n ? n_threads : (int32_t)n;
+  const int32_t nb = rove_team_size(n_threads, n);
+  if (nb > 1 && nb <= ROVE_BLOCKED_MAX_THREADS) {
     /* Block r = [r n / nb, (r + 1) n / nb): its next index, one cache line per block. */
     _Alignas(64) struct {
       int64_t next, end;

@@ -15,7 +15,12 @@ void *rove_alloc(size_t bytes); /* 64-byte aligned, NULL on failure or 0 bytes *
 void rove_free(void *p);
 /* [lo, hi) byte ranges of two buffers overlap? */
 int rove_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes);
-/* Run body(i, ctx) for i in [0, n) on n_threads (OpenMP dynamic schedule). */
+/* The threads rove_parallel_for(n_threads, n, ...) and rove_parallel_for_blocked run: never
+ * more than the n tasks, nor than ROVE_MAX_THREADS (1 without OpenMP, or for n <= 1).
+ * Every tid a body sees is below it, so per-thread workspace is sized by it. */
+int32_t rove_team_size(int32_t n_threads, int64_t n);
+/* Run body(i, ctx) for i in [0, n) on rove_team_size(n_threads, n) threads (OpenMP dynamic
+ * schedule). */
 void rove_parallel_for(int32_t n_threads, int64_t n, void (*body)(int64_t i, int tid, void *ctx),
                        void *ctx);
 /* rove_parallel_for with an affine schedule: thread t first runs the contiguous block

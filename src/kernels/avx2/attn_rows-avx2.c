@@ -8,11 +8,15 @@
  *      straight from its rows), then a tree reduces the 8 accumulators to one vector of
  *      8 scores (4 cross-lane permutes, 3 horizontal adds). Rows after the first re-read
  *      the block's keys from L1. Scores go to the row's scratch [64].
- *   2. softcap; keys past nk and, on calls the driver marks, invisible pairs become -inf;
- *      online softmax per row: m' = max(m, max s), alpha = exp(m - m'),
- *      p = 2^((s - m') log2 e) (masked keys give exactly 0), l = alpha l + sum p.
+ *   2. softcap; keys past nk and, on calls the driver marks, invisible pairs become -inf
+ *      (selected, whatever their K rows hold); online softmax per row:
+ *      m' = max(m, max s), alpha = exp(m - m'), p = 2^((s - m') log2 e) (masked keys give
+ *      exactly 0), l = alpha l + sum p. A NaN score of a visible key (or a +inf one,
+ *      exp(inf - inf)) poisons the row as softmax-scalar.h does: o, l NaN, m = +inf.
  *   3. O = alpha O + P V: rows in panels of 2, d in sections of 32 floats (4 ymm, the last
  *      section masked); per key one load of its V section and a broadcast FMA per row.
+ *      When a key of the block is hidden from a row of the panel, its V row is and-ed with
+ *      the pair's visibility (a hidden pair adds +0 even if V holds NaN or Inf).
  * The caller's K/V (krot / vrot) are first rotated block by block into scratch [64][d] by
  * this ISA's rotate kernel and read from there. */
 #include <immintrin.h>
@@ -93,13 +97,15 @@ static void scores8(float *out, const float *q, const float *k, int64_t ks, int3
   _mm256_storeu_ps(out, reduce8(acc));
 }
 
-/* c tanh(x / c), tanh(y) = sign(y) (1 - e) / (1 + e) with e = exp(-2|y|) <= 1. */
+/* c tanh(x / c), tanh(y) = sign(y) (1 - e) / (1 + e) with e = exp(-2|y|) <= 1; NaN stays
+ * NaN (the exp would make it +-c). */
 static __m256 softcap8(__m256 x, float cap) {
   const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
   const __m256 y = _mm256_div_ps(x, _mm256_set1_ps(cap));
   const __m256 e = rove_exp256(_mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_andnot_ps(sign, y)));
   const __m256 th = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
-  return _mm256_mul_ps(_mm256_set1_ps(cap), _mm256_or_ps(th, _mm256_and_ps(sign, y)));
+  const __m256 c = _mm256_mul_ps(_mm256_set1_ps(cap), _mm256_or_ps(th, _mm256_and_ps(sign, y)));
+  return _mm256_blendv_ps(c, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
 /* One block of keys: nb <= 64 keys at k (stride ks), values at v (stride vs), positions
@@ -111,13 +117,24 @@ typedef struct blk {
   int32_t nb, pf;
 } blk;
 
+/* Bit j: key j of the block (j < nb) is visible to row r. */
+static uint64_t visible_bits(const rove_rows_args *t, int32_t r, const blk *b) {
+  if (!t->mask) return b->nb == 64 ? ~0ull : (1ull << b->nb) - 1ull;
+  uint64_t bits = 0;
+  for (int32_t j = 0; j < b->nb; j++)
+    bits |= (uint64_t)rove_visible(t->q_pos[r], b->kp[j], t->causal, t->window) << j;
+  return bits;
+}
+
 /* Steps 1-2 for row r and the keys of b; s: the row's scratch (p on return,
- * zero up to the next multiple of 8). Returns alpha. */
-static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float *s) {
+ * zero up to the next multiple of 8); vis: visible_bits. Returns alpha. */
+static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float *s,
+                         uint64_t vis) {
   const int32_t nb = b->nb;
   const int nv = (nb + 7) / 8;
   const __m256 ninf = _mm256_set1_ps(-INFINITY);
-  __m256 mx = ninf;
+  const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  __m256 mx = ninf, nan = _mm256_setzero_ps();
   for (int v = 0; v < nv; v++) {
     const int32_t n = nb - 8 * v < 8 ? nb - 8 * v : 8;
     if (r == 0 && v % 2 == 0 && b->pf) {
@@ -125,18 +142,23 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
       prefetch_rows(b->v + 8 * v * b->vs, PF_V_ROWS, b->vs, t->d);
     }
     scores8(s + 8 * v, t->q + (int64_t)r * t->d, b->k + 8 * v * b->ks, b->ks, t->d, n);
-    for (int32_t i = 0; i < 8; i++) /* hidden keys and lanes past nb: -inf */
-      if (i >= n ||
-          (t->mask && !rove_visible(t->q_pos[r], b->kp[8 * v + i], t->causal, t->window)))
-        s[8 * v + i] = -INFINITY;
     __m256 x = _mm256_loadu_ps(s + 8 * v);
-    if (t->softcap > 0.0f) { /* softcap(-inf) = -cap: hide those lanes again */
-      x = _mm256_blendv_ps(softcap8(x, t->softcap), ninf, _mm256_cmp_ps(x, ninf, _CMP_EQ_OQ));
-      _mm256_storeu_ps(s + 8 * v, x);
-    }
+    if (t->softcap > 0.0f) x = softcap8(x, t->softcap);
+    /* hidden keys and lanes past nb: -inf, selected (not computed from K) */
+    const __m256i bits = _mm256_and_si256(_mm256_set1_epi32((int32_t)(vis >> (8 * v) & 0xFF)),
+                                          lane_bit);
+    x = _mm256_blendv_ps(ninf, x, _mm256_castsi256_ps(_mm256_cmpeq_epi32(bits, lane_bit)));
+    _mm256_storeu_ps(s + 8 * v, x);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
     mx = _mm256_max_ps(mx, x);
   }
   const float row_max = rove_hmax256(mx);
+  if (_mm256_movemask_ps(nan) || row_max == INFINITY) { /* poisoned: o, l NaN, m = +inf */
+    for (int v = 0; v < nv; v++) _mm256_storeu_ps(s + 8 * v, _mm256_setzero_ps());
+    t->l[r] = NAN;
+    t->m[r] = INFINITY;
+    return NAN;
+  }
   if (row_max == -INFINITY) { /* nothing visible: o, m, l stay, p = 0 */
     for (int v = 0; v < nv; v++) _mm256_storeu_ps(s + 8 * v, _mm256_setzero_ps());
     return 1.0f;
@@ -157,9 +179,12 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
 }
 
 /* Step 3 for R rows (p: their scratch rows) and the 32-float section at o / v (masked:
- * vector x has the lanes of mk[x]): O = alpha O + sum_{j < nb} p_j V[j]. */
+ * vector x has the lanes of mk[x]): O = alpha O + sum_{j < nb} p_j V[j]. keep: the pairs
+ * are masked by vis (bit j of vis[r]: key j visible to row r); keys no row sees are
+ * skipped. */
 INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb, const float *p,
-                    const float *alpha, const __m256i mk[4], const int R, const int masked) {
+                    const float *alpha, const __m256i mk[4], const uint64_t *vis, const int R,
+                    const int masked, const int keep) {
 #define LD(ptr, x) (masked ? _mm256_maskload_ps(ptr, mk[x]) : _mm256_loadu_ps(ptr))
   __m256 acc[PR][4];
 #pragma GCC unroll 2
@@ -167,16 +192,24 @@ INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
 #pragma GCC unroll 4
     for (int x = 0; x < 4; x++)
       acc[r][x] = _mm256_mul_ps(LD(o + (int64_t)r * d + 8 * x, x), _mm256_set1_ps(alpha[r]));
+  uint64_t any = 0;
+  if (keep)
+    for (int r = 0; r < R; r++) any |= vis[r];
   for (int32_t j = 0; j < nb; j++) {
+    if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
     const float *vr = v + (int64_t)j * vs;
     const __m256 v0 = LD(vr, 0), v1 = LD(vr + 8, 1), v2 = LD(vr + 16, 2), v3 = LD(vr + 24, 3);
 #pragma GCC unroll 2
     for (int r = 0; r < R; r++) {
       const __m256 pb = _mm256_broadcast_ss(p + r * BLK + j);
-      acc[r][0] = _mm256_fmadd_ps(pb, v0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(pb, v1, acc[r][1]);
-      acc[r][2] = _mm256_fmadd_ps(pb, v2, acc[r][2]);
-      acc[r][3] = _mm256_fmadd_ps(pb, v3, acc[r][3]);
+      const __m256 kb = keep ? _mm256_castsi256_ps(_mm256_set1_epi32(-(int32_t)(vis[r] >> j & 1)))
+                             : pb;
+#define KEEP(x) (keep ? _mm256_and_ps(x, kb) : (x))
+      acc[r][0] = _mm256_fmadd_ps(pb, KEEP(v0), acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(pb, KEEP(v1), acc[r][1]);
+      acc[r][2] = _mm256_fmadd_ps(pb, KEEP(v2), acc[r][2]);
+      acc[r][3] = _mm256_fmadd_ps(pb, KEEP(v3), acc[r][3]);
+#undef KEEP
     }
   }
 #pragma GCC unroll 2
@@ -193,29 +226,38 @@ INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
 }
 
 typedef void (*pv_fn)(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
-                      const float *p, const float *alpha, const __m256i mk[4]);
-#define PV_FN(R, masked)                                                                     \
-  static __attribute__((noinline)) void pv_##R##_##masked(float *o, int32_t d, const float *v, \
-                                                          int64_t vs, int32_t nb, const float *p, \
-                                                          const float *alpha,                \
-                                                          const __m256i mk[4]) {             \
-    pv_body(o, d, v, vs, nb, p, alpha, mk, R, masked);                                       \
+                      const float *p, const float *alpha, const __m256i mk[4],
+                      const uint64_t *vis);
+#define PV_FN(R, masked, keep)                                                               \
+  static __attribute__((noinline)) void pv_##R##_##masked##keep(                             \
+      float *o, int32_t d, const float *v, int64_t vs, int32_t nb, const float *p,           \
+      const float *alpha, const __m256i mk[4], const uint64_t *vis) {                        \
+    pv_body(o, d, v, vs, nb, p, alpha, mk, vis, R, masked, keep);                            \
   }
-PV_FN(1, 0) PV_FN(2, 0) PV_FN(1, 1) PV_FN(2, 1)
-static const pv_fn pv_tab[2][PR] = {{pv_1_0, pv_2_0}, {pv_1_1, pv_2_1}};
+PV_FN(1, 0, 0) PV_FN(2, 0, 0) PV_FN(1, 1, 0) PV_FN(2, 1, 0)
+PV_FN(1, 0, 1) PV_FN(2, 0, 1) PV_FN(1, 1, 1) PV_FN(2, 1, 1)
+static const pv_fn pv_tab[2][2][PR] = {{{pv_1_00, pv_2_00}, {pv_1_10, pv_2_10}},
+                                       {{pv_1_01, pv_2_01}, {pv_1_11, pv_2_11}}};
 
 /* One block, every row. */
 static void block(const rove_rows_args *t, const blk *b) {
   float alpha[ROVE_ROWS_MAX];
+  uint64_t vis[ROVE_ROWS_MAX];
   const int32_t d = t->d;
-  for (int32_t r = 0; r < t->nq; r++) alpha[r] = row_softmax(t, r, b, t->scratch + r * BLK);
+  const uint64_t all = b->nb == 64 ? ~0ull : (1ull << b->nb) - 1ull;
+  for (int32_t r = 0; r < t->nq; r++) {
+    vis[r] = visible_bits(t, r, b);
+    alpha[r] = row_softmax(t, r, b, t->scratch + r * BLK, vis[r]);
+  }
   for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
     const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
+    int keep = 0; /* some key is hidden from some row of the panel */
+    for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
     for (int32_t c = 0; c < d; c += 32) {
       __m256i mk[4];
       section_masks(mk, d - c);
-      pv_tab[d - c < 32][R - 1](t->o + (int64_t)r0 * d + c, d, b->v + c, b->vs, b->nb,
-                                t->scratch + r0 * BLK, alpha + r0, mk);
+      pv_tab[keep][d - c < 32][R - 1](t->o + (int64_t)r0 * d + c, d, b->v + c, b->vs, b->nb,
+                                      t->scratch + r0 * BLK, alpha + r0, mk, vis + r0);
     }
   }
 }

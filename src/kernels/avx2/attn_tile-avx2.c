@@ -14,10 +14,14 @@
  *      is stored: O is read and written once per tile, not once per key.
  * Masked tiles: each group of 16 keys is classified against the block's 6 queries from
  * their position ranges: hidden groups are skipped in both products, fully visible ones
- * run unmasked, and mixed ones get a bias row (0 visible, -inf hidden) added to their
- * scores. Keys past nk are hidden too (their K/V rows are zero and would otherwise get
- * exp(0 - m)).
- * A row with no visible key in the tile is left untouched (alpha 1, p 0). */
+ * run unmasked, and mixed ones get a bias row (0 visible, -inf hidden) that selects -inf
+ * into the scores of hidden pairs and a keep row that masks their V rows out of P V. So
+ * nothing in a hidden key's K or V row (NaN, Inf, 3e38) can reach a row that cannot see
+ * it. Keys past nk are hidden too (their K/V rows are zero and would otherwise get
+ * exp(0 - m)); P V stops at nk.
+ * A row with no visible key in the tile is left untouched (alpha 1, p 0). A NaN score of a
+ * visible key (or a +inf one: exp(inf - inf)) makes its p NaN, hence o and l NaN, and m is
+ * then set to +inf: the poisoned row of softmax-scalar.h. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -34,16 +38,19 @@ typedef struct tile_pos {
 
 /* Bias rows of group g for R queries: 0 where key j is visible to query r (and j < nk),
  * else -inf (the rule of rove_visible in 32-bit lanes: |P - p| is exact as an unsigned
- * value). Returns whether any key of the group is visible. */
-static int group_bias(float *s, const int32_t *qpos, int R, const int32_t *kp, int32_t g,
-                      int32_t nk, int32_t causal, int32_t window) {
+ * value); keep rows: the same as all-ones / zero bits. Returns whether any key of the
+ * group is visible. */
+static int group_bias(float *s, float *keep, uint16_t *kall, uint16_t *kany,
+                      const int32_t *qpos, int R, const int32_t *kp, int32_t g, int32_t nk,
+                      int32_t causal, int32_t window) {
   const __m256i flip = _mm256_set1_epi32(INT32_MIN);
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i wf = _mm256_xor_si256(_mm256_set1_epi32(window), flip), vnk = _mm256_set1_epi32(nk);
   const __m256 ninf = _mm256_set1_ps(-INFINITY);
-  int any = 0;
+  unsigned all = 0xFFFFu, some = 0;
   for (int r = 0; r < R; r++) {
     const __m256i q = _mm256_set1_epi32(qpos[r]);
+    unsigned row = 0; /* bit i: key 16g + i visible to row r */
     for (int32_t j = g * KG; j < (g + 1) * KG; j += 8) {
       const __m256i k = _mm256_loadu_si256((const __m256i *)(kp + j));
       const __m256i after = _mm256_cmpgt_epi32(k, q); /* key position > query position */
@@ -55,17 +62,20 @@ static int group_bias(float *s, const int32_t *qpos, int R, const int32_t *kp, i
         vis = _mm256_and_si256(vis, _mm256_cmpgt_epi32(wf, _mm256_xor_si256(dist, flip)));
       }
       _mm256_storeu_ps(s + r * TK + j, _mm256_andnot_ps(_mm256_castsi256_ps(vis), ninf));
-      any |= _mm256_movemask_epi8(vis);
+      _mm256_storeu_si256((__m256i *)(keep + r * TK + j), vis);
+      row |= (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(vis)) << (j - g * KG);
     }
+    all &= row, some |= row;
   }
-  return any != 0;
+  *kall = (uint16_t)all, *kany = (uint16_t)some;
+  return some != 0;
 }
 
 /* A masked block: per group, from the position ranges, skip it (none visible), take it
  * whole (all visible: no bias), or write its bias rows (mixed, or holding keys >= nk).
  * Hidden groups get -inf rows, as the softmax reads every group in [g0, g1). */
 static void mask_block(rove_blk *b, const rove_tile_args *t, const int32_t *qpos,
-                       const tile_pos *tp) {
+                       const tile_pos *tp, float *keep) {
   int32_t qmin = qpos[0], qmax = qpos[0];
   for (int r = 1; r < b->R; r++) {
     qmin = qpos[r] < qmin ? qpos[r] : qmin;
@@ -75,8 +85,9 @@ static void mask_block(rove_blk *b, const rove_tile_args *t, const int32_t *qpos
     int c = rove_classify(qmin, qmax, tp->kmin[g], tp->kmax[g], t->causal, t->window);
     if (c == 1 && (g + 1) * KG > b->nk) c = 2; /* a partial group needs its tail hidden */
     if (c == 1) b->live |= 1u << g;
-    if (c == 2 && group_bias(b->s, qpos, b->R, tp->kp, g, b->nk, t->causal, t->window))
-      b->live |= 1u << g, b->biased |= 1u << g;
+    if (c == 2 && group_bias(b->s, keep, b->kall + g, b->kany + g, qpos, b->R, tp->kp, g, b->nk,
+                             t->causal, t->window))
+      b->live |= 1u << g, b->biased |= 1u << g, b->pvmask |= 1u << g;
     if (!(b->live >> g & 1))
       for (int r = 0; r < b->R; r++)
         for (int32_t j = g * KG; j < (g + 1) * KG; j += 8)
@@ -104,16 +115,16 @@ static void tail_bias(float *s, int R, int32_t nk) {
     for (int32_t j = g * KG; j < (g + 1) * KG; j++) s[r * TK + j] = j < nk ? 0.0f : -INFINITY;
 }
 
-/* Set up the block of rows [i, i + R): pointers, bias rows, live groups, running maxima.
- * Returns 0 when no key of the tile is visible to these rows. */
+/* Set up the block of rows [i, i + R): pointers, bias and keep rows, live groups, running
+ * maxima. Returns 0 when no key of the tile is visible to these rows. */
 static int init_block(rove_blk *b, const rove_tile_args *t, int32_t i, int R,
-                      const tile_pos *tp) {
+                      const tile_pos *tp, float *keep) {
   const int32_t d = t->d, nk = t->nk;
   *b = (rove_blk){.q = t->q + (int64_t)i * d, .k = t->k, .v = t->v, .s = t->scratch + i * TK,
                   .o = t->o + (int64_t)i * d, .m = t->m + i, .l = t->l + i, .d = d, .nk = nk,
-                  .R = R, .softcap = t->softcap};
+                  .R = R, .softcap = t->softcap, .keep = keep};
   if (t->mask) {
-    mask_block(b, t, t->q_pos + i, tp);
+    mask_block(b, t, t->q_pos + i, tp, keep);
   } else {
     b->live = (1u << ((nk + KG - 1) / KG)) - 1u;
     if (nk % KG) {
@@ -124,6 +135,7 @@ static int init_block(rove_blk *b, const rove_tile_args *t, int32_t i, int R,
   if (!b->live) return 0;
   b->g0 = __builtin_ctz(b->live);
   b->g1 = 32 - __builtin_clz(b->live);
+  b->plain = !b->pvmask && b->live == (1u << b->g1) - (1u << b->g0);
   for (int r = 0; r < R; r++) _mm256_storeu_ps(b->rmax + 8 * r, _mm256_set1_ps(-INFINITY));
   return 1;
 }
@@ -132,7 +144,9 @@ static int init_block(rove_blk *b, const rove_tile_args *t, int32_t i, int R,
  * p_j = 2^(s_j log2e - M) with M = m' log2e rounded once: one FMA folds the subtraction
  * and the change of base. alpha = 2^(M_old - M) uses the same rounded M, so every p of a
  * row, over all tiles, carries one common scale factor, which cancels in o / l.
- * The exp pass runs key vector by key vector over the R rows: R independent chains. */
+ * The exp pass runs key vector by key vector over the R rows: R independent chains.
+ * The exp maps NaN to 0, so a NaN t (a visible NaN score, or +inf - inf) is or-ed back in
+ * as NaN bits (t is never NaN for finite scores: no bit changes then). */
 ROVE_INLINE void softmax_block(rove_blk *b, const int R) {
   const float L2E = 1.44269504088896341f;
   const int32_t j0 = b->g0 * KG, j1 = b->g1 * KG;
@@ -158,12 +172,15 @@ ROVE_INLINE void softmax_block(rove_blk *b, const int R) {
     for (int r = 0; r < R; r++) {
       float *s = b->s + r * TK + j;
       const __m256 t = _mm256_fmadd_ps(_mm256_loadu_ps(s), l2e, _mm256_broadcast_ss(negm + r));
-      const __m256 p = rove_exp2_256(t);
+      const __m256 p = _mm256_or_ps(rove_exp2_256(t), _mm256_cmp_ps(t, t, _CMP_UNORD_Q));
       sum[r] = _mm256_add_ps(sum[r], p);
       _mm256_storeu_ps(s, p);
     }
   }
-  for (int r = 0; r < R; r++) b->l[r] = b->l[r] * b->alpha[r] + rove_hsum256(sum[r]);
+  for (int r = 0; r < R; r++) {
+    b->l[r] = b->l[r] * b->alpha[r] + rove_hsum256(sum[r]);
+    if (b->l[r] != b->l[r]) b->m[r] = INFINITY; /* poisoned: stays NaN through merges */
+  }
 }
 
 /* Scores of the block's live groups. */
@@ -183,11 +200,12 @@ ROVE_INLINE void run_block(rove_blk *b, const int R, const int32_t D) {
 /* Every block of the tile: scores, softmax, P V. D is a constant on the fast paths. */
 ROVE_INLINE void run_tile(const rove_tile_args *t, const tile_pos *tp, const int32_t D) {
   const int32_t nblk = (t->nq + RB - 1) / RB;
+  float keep[RB * TK] __attribute__((aligned(32))); /* written only where read */
   for (int32_t i = 0; i < t->nq; i += RB) {
     rove_blk b;
     prefetch_next(t, i / RB, nblk);
     const int R = t->nq - i < RB ? t->nq - i : RB;
-    if (!init_block(&b, t, i, R, tp)) continue;
+    if (!init_block(&b, t, i, R, tp, keep)) continue;
     switch (R) { /* the row count becomes a constant of the microkernels */
       case 6: run_block(&b, 6, D); break;
       case 5: run_block(&b, 5, D); break;

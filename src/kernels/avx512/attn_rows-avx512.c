@@ -10,10 +10,14 @@
  *      Rows after the first re-read the block's keys from L1.
  *   2. softcap; mask (keys past nk and, on calls the driver marks, invisible pairs) to -inf;
  *      online softmax per row: m' = max(m, max s), alpha = exp(m - m'), p = exp(s - m'),
- *      l = alpha l + sum p; p goes to scratch [row][64].
+ *      l = alpha l + sum p; p goes to scratch [row][64]. Hidden keys are masked out by
+ *      selection (never computed from K); a NaN score of a visible key (or a +inf one)
+ *      poisons the row as softmax-scalar.h does: o, l NaN, m = +inf.
  *   3. O = alpha O + P V: query rows in panels of up to 4, d in sections of 64 floats
  *      (4 zmm, the last section masked); per key one load of its V section and one
- *      broadcast FMA per row and vector. V needs no transpose.
+ *      broadcast FMA per row and vector. V needs no transpose. When a key is hidden from a
+ *      row of the panel, the FMAs are masked per pair (a hidden V row adds nothing, even
+ *      NaN or Inf).
  * So each key and value is read from memory once per call, by 4 + 4 zmm loads at d = 64.
  * The caller's K/V (krot / vrot) are first rotated block by block into scratch [64][d]
  * (rotate_rows, the math of rotate-scalar.c) and read from there. */
@@ -192,15 +196,19 @@ static __mmask16 visible_bits(const rove_rows_args *t, const blk *b, int32_t r, 
   return (__mmask16)bits;
 }
 
-/* Steps 1-2 for row r and the keys of b: p -> p[0 .. 16 nv), returns alpha. */
-static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float *p) {
+/* Steps 1-2 for row r and the keys of b: p -> p[0 .. 16 nv), *vis: bit j set when key j is
+ * visible to the row; returns alpha. */
+static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float *p,
+                         uint64_t *vis) {
   const int nv = (b->nb + 15) / 16;
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
   __m512 s[BLK / 16], mx = ninf;
-  __mmask16 msk[BLK / 16];
+  __mmask16 msk[BLK / 16], nan = 0;
+  *vis = 0;
   for (int v = 0; v < nv; v++) {
     const int32_t n = b->nb - 16 * v < 16 ? b->nb - 16 * v : 16;
     msk[v] = t->mask ? visible_bits(t, b, r, 16 * v, n) : lanes(n);
+    *vis |= (uint64_t)msk[v] << (16 * v);
     s[v] = ninf;
     if (!msk[v]) continue;
     const float *k = b->k + 16 * v * b->ks;
@@ -211,8 +219,15 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
     s[v] = scores16(t->q + (int64_t)r * t->d, k, b->ks, t->d, n);
     if (t->softcap > 0.0f) s[v] = softcap16(s[v], t->softcap);
     mx = _mm512_mask_max_ps(mx, msk[v], mx, s[v]);
+    nan |= _mm512_mask_cmp_ps_mask(msk[v], s[v], s[v], _CMP_UNORD_Q);
   }
   const float row_max = _mm512_reduce_max_ps(mx);
+  if (nan || row_max == INFINITY) { /* poisoned: o, l NaN, m = +inf */
+    for (int v = 0; v < nv; v++) _mm512_storeu_ps(p + 16 * v, _mm512_setzero_ps());
+    t->l[r] = NAN;
+    t->m[r] = INFINITY;
+    return NAN;
+  }
   if (row_max == -INFINITY) { /* nothing visible: o, m, l stay, p = 0 */
     for (int v = 0; v < nv; v++) _mm512_storeu_ps(p + 16 * v, _mm512_setzero_ps());
     return 1.0f;
@@ -234,9 +249,11 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
 }
 
 /* Step 3 for R rows (p: their scratch rows) and the section of 64 floats at c0 (masked:
- * vector x has the lanes of mk[x]): O = alpha O + sum_{j < nb} p_j V[j]. */
+ * vector x has the lanes of mk[x]): O = alpha O + sum_{j < nb} p_j V[j]. keep: only the
+ * visible pairs (bit j of vis[r]) are added (masked FMAs); keys no row sees are skipped. */
 INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb, const float *p,
-                    const float *alpha, const __mmask16 mk[4], const int R, const int masked) {
+                    const float *alpha, const __mmask16 mk[4], const uint64_t *vis, const int R,
+                    const int masked, const int keep) {
 #define LD(ptr, x) (masked ? _mm512_maskz_loadu_ps(mk[x], ptr) : _mm512_loadu_ps(ptr))
   __m512 acc[PR][4];
 #pragma GCC unroll 4
@@ -244,16 +261,28 @@ INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
 #pragma GCC unroll 4
     for (int x = 0; x < 4; x++)
       acc[r][x] = _mm512_mul_ps(LD(o + (int64_t)r * d + 16 * x, x), _mm512_set1_ps(alpha[r]));
+  uint64_t any = 0;
+  if (keep)
+    for (int r = 0; r < R; r++) any |= vis[r];
   for (int32_t j = 0; j < nb; j++) {
+    if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
     const float *vr = v + (int64_t)j * vs;
     const __m512 v0 = LD(vr, 0), v1 = LD(vr + 16, 1), v2 = LD(vr + 32, 2), v3 = LD(vr + 48, 3);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
       const __m512 pb = _mm512_set1_ps(p[r * BLK + j]);
-      acc[r][0] = _mm512_fmadd_ps(pb, v0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(pb, v1, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_ps(pb, v2, acc[r][2]);
-      acc[r][3] = _mm512_fmadd_ps(pb, v3, acc[r][3]);
+      if (keep) {
+        const __mmask16 k = (__mmask16)(0u - (unsigned)(vis[r] >> j & 1));
+        acc[r][0] = _mm512_mask3_fmadd_ps(pb, v0, acc[r][0], k);
+        acc[r][1] = _mm512_mask3_fmadd_ps(pb, v1, acc[r][1], k);
+        acc[r][2] = _mm512_mask3_fmadd_ps(pb, v2, acc[r][2], k);
+        acc[r][3] = _mm512_mask3_fmadd_ps(pb, v3, acc[r][3], k);
+      } else {
+        acc[r][0] = _mm512_fmadd_ps(pb, v0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(pb, v1, acc[r][1]);
+        acc[r][2] = _mm512_fmadd_ps(pb, v2, acc[r][2]);
+        acc[r][3] = _mm512_fmadd_ps(pb, v3, acc[r][3]);
+      }
     }
   }
 #pragma GCC unroll 4
@@ -270,32 +299,41 @@ INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
 }
 
 typedef void (*pv_fn)(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
-                      const float *p, const float *alpha, const __mmask16 mk[4]);
-#define PV_FN(R, masked)                                                                     \
-  static __attribute__((noinline)) void pv_##R##_##masked(float *o, int32_t d, const float *v, \
-                                                          int64_t vs, int32_t nb, const float *p, \
-                                                          const float *alpha,                \
-                                                          const __mmask16 mk[4]) {           \
-    pv_body(o, d, v, vs, nb, p, alpha, mk, R, masked);                                       \
+                      const float *p, const float *alpha, const __mmask16 mk[4],
+                      const uint64_t *vis);
+#define PV_FN(R, masked, keep)                                                               \
+  static __attribute__((noinline)) void pv_##R##_##masked##keep(                             \
+      float *o, int32_t d, const float *v, int64_t vs, int32_t nb, const float *p,           \
+      const float *alpha, const __mmask16 mk[4], const uint64_t *vis) {                      \
+    pv_body(o, d, v, vs, nb, p, alpha, mk, vis, R, masked, keep);                            \
   }
-PV_FN(1, 0) PV_FN(2, 0) PV_FN(3, 0) PV_FN(4, 0) PV_FN(1, 1) PV_FN(2, 1) PV_FN(3, 1) PV_FN(4, 1)
-static const pv_fn pv_tab[2][PR] = {{pv_1_0, pv_2_0, pv_3_0, pv_4_0},
-                                    {pv_1_1, pv_2_1, pv_3_1, pv_4_1}};
+PV_FN(1, 0, 0) PV_FN(2, 0, 0) PV_FN(3, 0, 0) PV_FN(4, 0, 0)
+PV_FN(1, 1, 0) PV_FN(2, 1, 0) PV_FN(3, 1, 0) PV_FN(4, 1, 0)
+PV_FN(1, 0, 1) PV_FN(2, 0, 1) PV_FN(3, 0, 1) PV_FN(4, 0, 1)
+PV_FN(1, 1, 1) PV_FN(2, 1, 1) PV_FN(3, 1, 1) PV_FN(4, 1, 1)
+static const pv_fn pv_tab[2][2][PR] = {
+    {{pv_1_00, pv_2_00, pv_3_00, pv_4_00}, {pv_1_10, pv_2_10, pv_3_10, pv_4_10}},
+    {{pv_1_01, pv_2_01, pv_3_01, pv_4_01}, {pv_1_11, pv_2_11, pv_3_11, pv_4_11}}};
 
 /* One block, every row. */
 static void block(const rove_rows_args *t, const blk *b) {
   float alpha[ROVE_ROWS_MAX];
+  uint64_t vis[ROVE_ROWS_MAX];
   const int32_t d = t->d;
-  for (int32_t r = 0; r < t->nq; r++) alpha[r] = row_softmax(t, r, b, t->scratch + r * BLK);
+  const uint64_t all = b->nb == 64 ? ~0ull : (1ull << b->nb) - 1ull;
+  for (int32_t r = 0; r < t->nq; r++)
+    alpha[r] = row_softmax(t, r, b, t->scratch + r * BLK, vis + r);
   for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
     const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
     float *o = t->o + (int64_t)r0 * d;
     const float *p = t->scratch + r0 * BLK;
+    int keep = 0; /* some key is hidden from some row of the panel */
+    for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
     for (int32_t c = 0; c < d; c += 64) {
       const int masked = d - c < 64;
       __mmask16 mk[4];
       for (int x = 0; x < 4; x++) mk[x] = lanes(d - c - 16 * x);
-      pv_tab[masked][R - 1](o + c, d, b->v + c, b->vs, b->nb, p, alpha + r0, mk);
+      pv_tab[keep][masked][R - 1](o + c, d, b->v + c, b->vs, b->nb, p, alpha + r0, mk, vis + r0);
     }
   }
 }

@@ -13,7 +13,13 @@
  *      per key 4 V loads + 6 broadcasts; d is walked in blocks of 64 floats, the last
  *      block may be 1..4 vectors with a masked last vector (any d).
  * A row with no visible key so far keeps m = -inf, l = 0, o = 0 (its exponent offset is
- * taken as 0, so no inf - inf appears). */
+ * taken as 0, so no inf - inf appears).
+ * Hidden pairs (masked, or keys past nk) never touch a row: their scores are masked out
+ * of the max and their p is exactly 0 by selection (maskz), and on a panel where some key
+ * is hidden from some row, P V adds a key into a row only where the pair is visible (a
+ * masked FMA), so NaN, Inf or 3e38 in a hidden key's K or V row cannot reach the row. A
+ * NaN score of a visible key (or +inf, exp(inf - inf)) makes p, hence o and l, NaN, and
+ * m is set to +inf: the poisoned row of softmax-scalar.h. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -180,13 +186,18 @@ INLINE void score_softmax(const rove_tile_args *t, int32_t i0, __mmask16 msk[MR]
   }
   const __m512 lsum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(rows, t->l + i0), a, reduce8(red, 0));
   _mm512_mask_storeu_ps(t->l + i0, rows, lsum);
+  const __mmask16 poisoned = rows & _mm512_cmp_ps_mask(lsum, lsum, _CMP_UNORD_Q);
+  _mm512_mask_storeu_ps(t->m + i0, poisoned, _mm512_set1_ps(INFINITY));
 }
 
 /* Step 4 on one block of nv vectors of the O rows (the last one masked by tail if masked):
- * O[r] = alpha[r] O[r] + sum_{j < jend} p[r][j] V[j]. */
+ * O[r] = alpha[r] O[r] + sum_{j < jend} p[r][j] V[j]. keep: only the visible pairs (bit j
+ * of vis[r]) are added, by a masked FMA; keys no row sees are skipped. */
+#define ROVE_MFMA(r, v, x, y, k) \
+  if (ROVE_ON(r, v)) { a##r##v = _mm512_mask3_fmadd_ps(x, y##v, a##r##v, k); }
 INLINE void pv_body(float *o, int32_t d, const float *v, int32_t jend, const float *pbuf,
-                    const float *alpha, __mmask16 tail, const int mr, const int nv,
-                    const int masked) {
+                    const float *alpha, __mmask16 tail, const uint64_t *vis, const int mr,
+                    const int nv, const int masked, const int keep) {
 #define ROVE_LD(ptr, b) \
   (masked && (b) == nv - 1 ? _mm512_maskz_loadu_ps(tail, ptr) : _mm512_loadu_ps(ptr))
 #define ROVE_O(r, b) (o + (int64_t)(r) * d + 16 * (b))
@@ -196,14 +207,24 @@ INLINE void pv_body(float *o, int32_t d, const float *v, int32_t jend, const flo
                        : _mm512_setzero_ps();
   ROVE_ALL(ROVE_INIT)
 #undef ROVE_INIT
+  uint64_t any = 0;
+  if (keep)
+    for (int r = 0; r < mr; r++) any |= vis[r];
   for (int32_t j = 0; j < jend; j++) {
+    if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
 #define ROVE_V(b) ROVE_LD(v + (int64_t)j * d + 16 * (b), b)
     ROVE_LOAD4(vv, ROVE_V)
 #undef ROVE_V
-#define ROVE_P(r)                                                  \
-  if ((r) < mr) {                                                  \
-    const __m512 pb = _mm512_set1_ps(pbuf[(r) * TK + j]);          \
-    ROVE_FMA_ROW(r, pb, vv)                                        \
+#define ROVE_P(r)                                                                   \
+  if ((r) < mr) {                                                                   \
+    const __m512 pb = _mm512_set1_ps(pbuf[(r) * TK + j]);                           \
+    if (keep) {                                                                     \
+      const __mmask16 kk = (__mmask16)(0u - (unsigned)(vis[r] >> j & 1));           \
+      ROVE_MFMA(r, 0, pb, vv, kk) ROVE_MFMA(r, 1, pb, vv, kk)                       \
+      ROVE_MFMA(r, 2, pb, vv, kk) ROVE_MFMA(r, 3, pb, vv, kk)                       \
+    } else {                                                                        \
+      ROVE_FMA_ROW(r, pb, vv)                                                       \
+    }                                                                               \
   }
     ROVE_P(0) ROVE_P(1) ROVE_P(2) ROVE_P(3) ROVE_P(4) ROVE_P(5)
 #undef ROVE_P
@@ -221,39 +242,51 @@ INLINE void pv_body(float *o, int32_t d, const float *v, int32_t jend, const flo
 #undef ROVE_LD
 }
 
-/* One instance per (mr, nb): nb = 4 unmasked is the 64-float block; 1..4 masked the tail. */
+/* One instance per (mr, nb, keep): nb = 4 unmasked is the 64-float block; 1..4 masked the
+ * tail; keep: pairs masked by vis. */
 typedef void (*pv_fn)(float *o, int32_t d, const float *v, int32_t jend, const float *pbuf,
-                      const float *alpha, __mmask16 tail);
-#define ROVE_PV(mr, nb, masked)                                                                  \
-  static __attribute__((noinline)) void pv_##mr##_##nb##_##masked(                               \
+                      const float *alpha, __mmask16 tail, const uint64_t *vis);
+#define ROVE_PV(mr, nb, masked, keep)                                                            \
+  static __attribute__((noinline)) void pv_##mr##_##nb##_##masked##keep(                         \
       float *o, int32_t d, const float *v, int32_t jend, const float *pbuf, const float *alpha,   \
-      __mmask16 tail) {                                                                           \
-    pv_body(o, d, v, jend, pbuf, alpha, tail, mr, nb, masked);                                    \
+      __mmask16 tail, const uint64_t *vis) {                                                      \
+    pv_body(o, d, v, jend, pbuf, alpha, tail, vis, mr, nb, masked, keep);                         \
   }
-#define ROVE_PV_ROW(mr) \
-  ROVE_PV(mr, 4, 0) ROVE_PV(mr, 1, 1) ROVE_PV(mr, 2, 1) ROVE_PV(mr, 3, 1) ROVE_PV(mr, 4, 1)
-ROVE_PV_ROW(1) ROVE_PV_ROW(2) ROVE_PV_ROW(3) ROVE_PV_ROW(4) ROVE_PV_ROW(5) ROVE_PV_ROW(6)
-#define ROVE_PV_FNS(mr) {pv_##mr##_4_0, pv_##mr##_1_1, pv_##mr##_2_1, pv_##mr##_3_1, pv_##mr##_4_1}
-static const pv_fn pv_tab[MR][5] = {ROVE_PV_FNS(1), ROVE_PV_FNS(2), ROVE_PV_FNS(3),
-                                    ROVE_PV_FNS(4), ROVE_PV_FNS(5), ROVE_PV_FNS(6)};
+#define ROVE_PV_ROW(mr, k)                                                                 \
+  ROVE_PV(mr, 4, 0, k) ROVE_PV(mr, 1, 1, k) ROVE_PV(mr, 2, 1, k) ROVE_PV(mr, 3, 1, k)      \
+  ROVE_PV(mr, 4, 1, k)
+ROVE_PV_ROW(1, 0) ROVE_PV_ROW(2, 0) ROVE_PV_ROW(3, 0) ROVE_PV_ROW(4, 0) ROVE_PV_ROW(5, 0)
+ROVE_PV_ROW(6, 0) ROVE_PV_ROW(1, 1) ROVE_PV_ROW(2, 1) ROVE_PV_ROW(3, 1) ROVE_PV_ROW(4, 1)
+ROVE_PV_ROW(5, 1) ROVE_PV_ROW(6, 1)
+#define ROVE_PV_FNS(mr, k) \
+  {pv_##mr##_4_0##k, pv_##mr##_1_1##k, pv_##mr##_2_1##k, pv_##mr##_3_1##k, pv_##mr##_4_1##k}
+#define ROVE_PV_TAB(k) \
+  {ROVE_PV_FNS(1, k), ROVE_PV_FNS(2, k), ROVE_PV_FNS(3, k), ROVE_PV_FNS(4, k), ROVE_PV_FNS(5, k), \
+   ROVE_PV_FNS(6, k)}
+static const pv_fn pv_tab[2][MR][5] = {ROVE_PV_TAB(0), ROVE_PV_TAB(1)};
 
-/* Step 4 over all of d: full 64-float blocks, then a 1..4-vector masked tail block. */
+/* Step 4 over all of d: full 64-float blocks, then a 1..4-vector masked tail block. vis:
+ * NULL when every pair of the panel up to jend is visible, else its visibility bits. */
 static void pv(const rove_tile_args *t, int32_t i0, int32_t jend, const float *pbuf,
-               const float *alpha, int mr) {
+               const float *alpha, int mr, const uint64_t *vis) {
   const int32_t d = t->d;
+  const int keep = vis != NULL;
   float *o = t->o + (int64_t)i0 * d;
   int32_t c = 0;
-  for (; c + 64 <= d; c += 64) pv_tab[mr - 1][0](o + c, d, t->v + c, jend, pbuf, alpha, 0xFFFF);
+  for (; c + 64 <= d; c += 64)
+    pv_tab[keep][mr - 1][0](o + c, d, t->v + c, jend, pbuf, alpha, 0xFFFF, vis);
   if (c == d) return;
   const int32_t rem = d - c, nb = (rem + 15) / 16;
-  pv_tab[mr - 1][nb](o + c, d, t->v + c, jend, pbuf, alpha, lanes(rem - 16 * (nb - 1)));
+  pv_tab[keep][mr - 1][nb](o + c, d, t->v + c, jend, pbuf, alpha, lanes(rem - 16 * (nb - 1)), vis);
 }
 
 /* Steps 1-3 for the panel of mr rows at query row i0: returns how many keys its P rows
  * cover (0: nothing visible, so m, l, o stay as they are). kp: key positions (when
- * t->mask), valid: lanes < nk per key vector. */
+ * t->mask), valid: lanes < nk per key vector; *hidden: set when some key up to the
+ * returned count is hidden from some row, vis[r]: the visibility bits of row r. */
 INLINE int32_t panel_softmax(const rove_tile_args *t, int32_t i0, const __m512i kp[4],
-                             const __mmask16 valid[4], float *pbuf, float *alpha, const int mr) {
+                             const __mmask16 valid[4], float *pbuf, float *alpha, uint64_t *vis,
+                             int *hidden, const int mr) {
   __mmask16 msk[MR][4];
   unsigned any = 0; /* bit v: some row of the panel sees a key of vector v */
   for (int r = 0; r < mr; r++)
@@ -264,6 +297,14 @@ INLINE int32_t panel_softmax(const rove_tile_args *t, int32_t i0, const __m512i 
     }
   if (!any) return 0;
   const int nv = 32 - __builtin_clz(any);
+  *hidden = 0;
+  for (int r = 0; r < mr; r++) {
+    vis[r] = 0;
+    for (int v = 0; v < nv; v++) {
+      vis[r] |= (uint64_t)msk[r][v] << (16 * v);
+      *hidden |= msk[r][v] != valid[v];
+    }
+  }
   switch (nv) {
     case 1: score_softmax(t, i0, msk, pbuf, alpha, mr, 1); break;
     case 2: score_softmax(t, i0, msk, pbuf, alpha, mr, 2); break;
@@ -277,6 +318,8 @@ void rove_attn_tile_f32__avx512(const rove_tile_args *t) {
   __m512i kp[4];
   __mmask16 valid[4];
   float alpha[16];
+  uint64_t vis[MR];
+  int hidden = 0;
   for (int v = 0; v < 4; v++) {
     valid[v] = lanes(t->nk - 16 * v);
     kp[v] = t->mask ? _mm512_maskz_loadu_epi32(valid[v], t->k_pos + 16 * v)
@@ -285,14 +328,16 @@ void rove_attn_tile_f32__avx512(const rove_tile_args *t) {
   for (int32_t i0 = 0; i0 < t->nq; i0 += MR) {
     const int mr = t->nq - i0 < MR ? t->nq - i0 : MR;
     int32_t jend = 0;
+#define ROVE_PANEL(n) panel_softmax(t, i0, kp, valid, t->scratch, alpha, vis, &hidden, n)
     switch (mr) {
-      case 1: jend = panel_softmax(t, i0, kp, valid, t->scratch, alpha, 1); break;
-      case 2: jend = panel_softmax(t, i0, kp, valid, t->scratch, alpha, 2); break;
-      case 3: jend = panel_softmax(t, i0, kp, valid, t->scratch, alpha, 3); break;
-      case 4: jend = panel_softmax(t, i0, kp, valid, t->scratch, alpha, 4); break;
-      case 5: jend = panel_softmax(t, i0, kp, valid, t->scratch, alpha, 5); break;
-      default: jend = panel_softmax(t, i0, kp, valid, t->scratch, alpha, 6); break;
+      case 1: jend = ROVE_PANEL(1); break;
+      case 2: jend = ROVE_PANEL(2); break;
+      case 3: jend = ROVE_PANEL(3); break;
+      case 4: jend = ROVE_PANEL(4); break;
+      case 5: jend = ROVE_PANEL(5); break;
+      default: jend = ROVE_PANEL(6); break;
     }
-    if (jend > 0) pv(t, i0, jend, t->scratch, alpha, mr);
+#undef ROVE_PANEL
+    if (jend > 0) pv(t, i0, jend, t->scratch, alpha, mr, hidden ? vis : NULL);
   }
 }

@@ -10,10 +10,13 @@
  *      first re-read the block's keys from L1. Scores go to the row's scratch [64].
  *   2. softcap; keys past nk and, on calls the driver marks, invisible pairs become -inf;
  *      online softmax per row: m' = max(m, max s), alpha = exp(m - m'),
- *      p = 2^((s - m') log2 e) (masked keys give exactly 0), l = alpha l + sum p.
+ *      p = 2^((s - m') log2 e) (masked keys give exactly 0), l = alpha l + sum p. Hidden
+ *      keys' scores are -inf by selection; a NaN score of a visible key (or +inf) poisons
+ *      the row as softmax-scalar.h does: o, l NaN, m = +inf.
  *   3. O = alpha O + P V: rows in panels of 4, d in sections of 16 floats (4 registers),
  *      then 4 floats, then a scalar pair; per key one load of the V section and a
- *      by-scalar FMA per row and vector.
+ *      by-scalar FMA per row and vector. When a key is hidden from a row of the panel, V
+ *      rows are and-ed with the pair's visibility (a hidden pair adds +0, even for NaN).
  * The caller's K/V (krot / vrot) are first rotated block by block into scratch [64][d] by
  * this ISA's rotate kernel and read from there. */
 #include <arm_neon.h>
@@ -80,14 +83,17 @@ static void scores8(float *out, const float *q, const float *k, int64_t ks, int3
     for (int j = 0; j < 8; j++) out[j] += q[c] * row[j][c];
 }
 
-/* c tanh(x / c), tanh(y) = sign(y) (1 - e) / (1 + e) with e = exp(-2|y|) <= 1. */
+/* c tanh(x / c), tanh(y) = sign(y) (1 - e) / (1 + e) with e = exp(-2|y|) <= 1; NaN stays
+ * NaN (the exp would make it +-c). */
 static float32x4_t softcap4(float32x4_t x, float cap) {
   const float32x4_t one = vdupq_n_f32(1.0f);
   const float32x4_t y = vdivq_f32(x, vdupq_n_f32(cap));
   const float32x4_t e = rove_exp_neon(vmulq_n_f32(vabsq_f32(y), -2.0f));
   const float32x4_t th = vdivq_f32(vsubq_f32(one, e), vaddq_f32(one, e));
   const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(y), vdupq_n_u32(0x80000000u));
-  return vmulq_n_f32(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(th), sign)), cap);
+  const uint32x4_t thu = vorrq_u32(vreinterpretq_u32_f32(th), sign);
+  const float32x4_t c = vmulq_n_f32(vreinterpretq_f32_u32(thu), cap);
+  return vbslq_f32(vceqq_f32(x, x), c, x);
 }
 
 /* One block of keys: nb <= 64 keys at k (stride ks), values at v (stride vs), positions
@@ -100,12 +106,14 @@ typedef struct blk {
 } blk;
 
 /* Steps 1-2 for row r and the keys of b; s: the row's scratch (p on return, zero
- * up to the next multiple of 8). Returns alpha. */
-static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float *s) {
+ * up to the next multiple of 8); *vis: bit j set when key j is visible. Returns alpha. */
+static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float *s,
+                         uint64_t *vis) {
   const int32_t nb = b->nb;
   const int nv = (nb + 7) / 8;
   const float32x4_t ninf = vdupq_n_f32(-INFINITY);
   float32x4_t mx = ninf;
+  *vis = 0;
   for (int v = 0; v < nv; v++) {
     const int32_t n = nb - 8 * v < 8 ? nb - 8 * v : 8;
     if (r == 0 && v % 2 == 0 && b->pf) {
@@ -118,13 +126,22 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
       if (t->softcap > 0.0f) x = softcap4(x, t->softcap);
       vst1q_f32(s + 8 * v + h, x);
     }
-    for (int32_t i = 0; i < 8; i++) /* hidden keys and lanes past nb: -inf */
+    for (int32_t i = 0; i < 8; i++) /* hidden keys and lanes past nb: -inf (selected) */
       if (i >= n ||
           (t->mask && !rove_visible(t->q_pos[r], b->kp[8 * v + i], t->causal, t->window)))
         s[8 * v + i] = -INFINITY;
+      else
+        *vis |= 1ull << (8 * v + i);
+    /* FMAX: a NaN score of a visible key stays in the maximum */
     mx = vmaxq_f32(mx, vmaxq_f32(vld1q_f32(s + 8 * v), vld1q_f32(s + 8 * v + 4)));
   }
   const float row_max = vmaxvq_f32(mx);
+  if (row_max != row_max || row_max == INFINITY) { /* poisoned: o, l NaN, m = +inf */
+    for (int i = 0; i < 8 * nv; i += 4) vst1q_f32(s + i, vdupq_n_f32(0.0f));
+    t->l[r] = NAN;
+    t->m[r] = INFINITY;
+    return NAN;
+  }
   if (row_max == -INFINITY) { /* nothing visible: o, m, l stay, p = 0 */
     for (int i = 0; i < 8 * nv; i += 4) vst1q_f32(s + i, vdupq_n_f32(0.0f));
     return 1.0f;
@@ -145,16 +162,22 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
 }
 
 /* Step 3 for R rows (p: their scratch rows) and C vectors of 4 floats at o / v:
- * O = alpha O + sum_{j < nb} p_j V[j]. */
+ * O = alpha O + sum_{j < nb} p_j V[j]. keep: V[j] is and-ed with the visibility of the pair
+ * (bit j of vis[r]); keys no row sees are skipped. */
 INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb, const float *p,
-                    const float *alpha, const int R, const int C) {
+                    const float *alpha, const uint64_t *vis, const int R, const int C,
+                    const int keep) {
   float32x4_t acc[PR][4];
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
     for (int x = 0; x < C; x++)
       acc[r][x] = vmulq_n_f32(vld1q_f32(o + (int64_t)r * d + 4 * x), alpha[r]);
+  uint64_t any = 0;
+  if (keep)
+    for (int r = 0; r < R; r++) any |= vis[r];
   for (int32_t j = 0; j < nb; j++) {
+    if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
     const float *vr = v + (int64_t)j * vs;
     float32x4_t vv[4];
 #pragma GCC unroll 4
@@ -162,8 +185,12 @@ INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
       const float pr = p[r * BLK + j];
+      const uint32x4_t k = vdupq_n_u32(keep ? 0u - (uint32_t)(vis[r] >> j & 1) : ~0u);
 #pragma GCC unroll 4
-      for (int x = 0; x < C; x++) acc[r][x] = vfmaq_n_f32(acc[r][x], vv[x], pr);
+      for (int x = 0; x < C; x++) {
+        const uint32x4_t vk = vandq_u32(vreinterpretq_u32_f32(vv[x]), k);
+        acc[r][x] = vfmaq_n_f32(acc[r][x], keep ? vreinterpretq_f32_u32(vk) : vv[x], pr);
+      }
     }
   }
 #pragma GCC unroll 4
@@ -173,24 +200,29 @@ INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
 }
 
 typedef void (*pv_fn)(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
-                      const float *p, const float *alpha);
-#define PV_FN(R, C)                                                                          \
-  static __attribute__((noinline)) void pv_##R##_##C(float *o, int32_t d, const float *v,      \
-                                                     int64_t vs, int32_t nb, const float *p,   \
-                                                     const float *alpha) {                   \
-    pv_body(o, d, v, vs, nb, p, alpha, R, C);                                                \
+                      const float *p, const float *alpha, const uint64_t *vis);
+#define PV_FN(R, C, keep)                                                                    \
+  static __attribute__((noinline)) void pv_##R##_##C##keep(                                  \
+      float *o, int32_t d, const float *v, int64_t vs, int32_t nb, const float *p,           \
+      const float *alpha, const uint64_t *vis) {                                             \
+    pv_body(o, d, v, vs, nb, p, alpha, vis, R, C, keep);                                     \
   }
-PV_FN(1, 4) PV_FN(2, 4) PV_FN(3, 4) PV_FN(4, 4) PV_FN(1, 1) PV_FN(2, 1) PV_FN(3, 1) PV_FN(4, 1)
-static const pv_fn pv_tab[2][PR] = {{pv_1_4, pv_2_4, pv_3_4, pv_4_4},
-                                    {pv_1_1, pv_2_1, pv_3_1, pv_4_1}};
+PV_FN(1, 4, 0) PV_FN(2, 4, 0) PV_FN(3, 4, 0) PV_FN(4, 4, 0)
+PV_FN(1, 1, 0) PV_FN(2, 1, 0) PV_FN(3, 1, 0) PV_FN(4, 1, 0)
+PV_FN(1, 4, 1) PV_FN(2, 4, 1) PV_FN(3, 4, 1) PV_FN(4, 4, 1)
+PV_FN(1, 1, 1) PV_FN(2, 1, 1) PV_FN(3, 1, 1) PV_FN(4, 1, 1)
+static const pv_fn pv_tab[2][2][PR] = {
+    {{pv_1_40, pv_2_40, pv_3_40, pv_4_40}, {pv_1_10, pv_2_10, pv_3_10, pv_4_10}},
+    {{pv_1_41, pv_2_41, pv_3_41, pv_4_41}, {pv_1_11, pv_2_11, pv_3_11, pv_4_11}}};
 
-/* The last d % 4 (0 or 2) dims of R rows, in scalar. */
+/* The last d % 4 (0 or 2) dims of R rows, in scalar (hidden pairs skipped). */
 static void pv_rest(float *o, int32_t d, int32_t c0, const float *v, int64_t vs, int32_t nb,
-                    const float *p, const float *alpha, int R) {
+                    const float *p, const float *alpha, const uint64_t *vis, int R) {
   for (int r = 0; r < R; r++)
     for (int32_t c = c0; c < d; c++) {
       float acc = o[(int64_t)r * d + c] * alpha[r];
-      for (int32_t j = 0; j < nb; j++) acc += p[r * BLK + j] * v[(int64_t)j * vs + c];
+      for (int32_t j = 0; j < nb; j++)
+        if (vis[r] >> j & 1) acc += p[r * BLK + j] * v[(int64_t)j * vs + c];
       o[(int64_t)r * d + c] = acc;
     }
 }
@@ -198,16 +230,24 @@ static void pv_rest(float *o, int32_t d, int32_t c0, const float *v, int64_t vs,
 /* One block, every row. */
 static void block(const rove_rows_args *t, const blk *b) {
   float alpha[ROVE_ROWS_MAX];
+  uint64_t vis[ROVE_ROWS_MAX];
   const int32_t d = t->d, nb = b->nb;
-  for (int32_t r = 0; r < t->nq; r++) alpha[r] = row_softmax(t, r, b, t->scratch + r * BLK);
+  const uint64_t all = nb == 64 ? ~0ull : (1ull << nb) - 1ull;
+  for (int32_t r = 0; r < t->nq; r++)
+    alpha[r] = row_softmax(t, r, b, t->scratch + r * BLK, vis + r);
   for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
     const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
     float *o = t->o + (int64_t)r0 * d;
     const float *p = t->scratch + r0 * BLK, *v = b->v;
+    const uint64_t *vr = vis + r0;
+    int keep = 0; /* some key is hidden from some row of the panel */
+    for (int r = 0; r < R; r++) keep |= vr[r] != all;
     int32_t c = 0;
-    for (; c + 16 <= d; c += 16) pv_tab[0][R - 1](o + c, d, v + c, b->vs, nb, p, alpha + r0);
-    for (; c + 4 <= d; c += 4) pv_tab[1][R - 1](o + c, d, v + c, b->vs, nb, p, alpha + r0);
-    if (c < d) pv_rest(o, d, c, v, b->vs, nb, p, alpha + r0, R);
+    for (; c + 16 <= d; c += 16)
+      pv_tab[keep][0][R - 1](o + c, d, v + c, b->vs, nb, p, alpha + r0, vr);
+    for (; c + 4 <= d; c += 4)
+      pv_tab[keep][1][R - 1](o + c, d, v + c, b->vs, nb, p, alpha + r0, vr);
+    if (c < d) pv_rest(o, d, c, v, b->vs, nb, p, alpha + r0, vr, R);
   }
 }
 

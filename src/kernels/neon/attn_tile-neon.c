@@ -12,13 +12,17 @@
  *   3. P V: O is walked in chunks of 16 dims; a 4x16 block of O sits in 16 accumulators
  *      (loaded once and scaled by alpha), every key adds p_rj * V[j][chunk], then the block
  *      is stored: O is read and written once per tile, not once per key.
- * Masked tiles: a bias row (0 visible, -inf hidden) is written first, so hidden groups of
- * 16 keys are skipped in both products and visible ones get score + bias. Keys past nk
- * are hidden as well (their K/V rows are zero and would otherwise get exp(0 - m)): they
- * get probability 0 on every path. A row with no visible key in the tile is left as it
- * is (alpha 1, p 0). */
+ * Masked tiles: a bias row (0 visible, -inf hidden) and a keep row (its bits) are written
+ * first, so hidden groups of 16 keys are skipped in both products, hidden pairs of the
+ * others get the bias (-inf) selected as their score and their V row masked out of P V:
+ * nothing in a hidden key's K or V row (NaN, Inf, 3e38) reaches a row that cannot see it.
+ * Keys past nk are hidden as well (their K/V rows are zero and would otherwise get
+ * exp(0 - m)): they get probability 0 on every path. A row with no visible key in the tile
+ * is left as it is (alpha 1, p 0). A visible NaN score (or +inf: exp(inf - inf)) poisons
+ * the row as softmax-scalar.h does: o, l NaN, m = +inf. */
 #include <arm_neon.h>
 #include <math.h>
+#include <string.h>
 
 #include "exp-neon.h"
 #include "rotate-neon.h"
@@ -29,8 +33,8 @@
  * lanes: "key after query" is a signed compare, and the distance |P - p| < 2^32 is exact
  * as the unsigned difference taken in the right order. Returns bit g set when group g has
  * a visible key. */
-static unsigned make_bias(float *s, const int32_t *qpos, int R, const int32_t *kp, int32_t nk,
-                          int32_t causal, int32_t window) {
+static unsigned make_bias(float *s, float *keep, const int32_t *qpos, int R, const int32_t *kp,
+                          int32_t nk, int32_t causal, int32_t window) {
   const int32_t nv = (nk + KG - 1) / KG * (KG / 4); /* whole groups: QK adds 16 at a time */
   static const int32_t iota_[4] = {0, 1, 2, 3};
   const int32x4_t iota = vld1q_s32(iota_), vnk = vdupq_n_s32(nk);
@@ -50,6 +54,7 @@ static unsigned make_bias(float *s, const int32_t *qpos, int R, const int32_t *k
         vis = vandq_u32(vis, vcltq_u32(dist, win));
       }
       vst1q_f32(s + r * TK + 4 * h, vreinterpretq_f32_u32(vbicq_u32(ninf, vis)));
+      vst1q_u32((uint32_t *)(keep + r * TK + 4 * h), vis);
       if (vmaxvq_u32(vis)) live |= 1u << (h / 4);
     }
   }
@@ -68,27 +73,35 @@ static void prefetch_next(const rove_tile_args *t, int32_t i, int32_t n) {
   }
 }
 
-/* Unmasked tile with a partial last group g: bias row 0 for keys < nk, -inf past them. */
-static void tail_bias(float *s, int R, int32_t nk) {
+/* Unmasked tile with a partial last group g: bias row 0 for keys < nk, -inf past them;
+ * keep rows the same as bits. */
+static void tail_bias(float *s, float *keep, int R, int32_t nk) {
   const int32_t g = nk / KG;
   for (int r = 0; r < R; r++)
-    for (int32_t j = g * KG; j < (g + 1) * KG; j++) s[r * TK + j] = j < nk ? 0.0f : -INFINITY;
+    for (int32_t j = g * KG; j < (g + 1) * KG; j++) {
+      s[r * TK + j] = j < nk ? 0.0f : -INFINITY;
+      const uint32_t bits = j < nk ? ~0u : 0u;
+      memcpy(keep + r * TK + j, &bits, sizeof bits);
+    }
 }
 
 /* Set up the block of rows [i, i + R): pointers, bias rows, live groups, running maxima.
  * Returns 0 when no key of the tile is visible to these rows. */
-static int init_block(rove_nblk *b, const rove_tile_args *t, int32_t i, int R, const int32_t *kp) {
+static int init_block(rove_nblk *b, const rove_tile_args *t, int32_t i, int R, const int32_t *kp,
+                      float *keep) {
   const int32_t d = t->d, nk = t->nk;
   *b = (rove_nblk){.q = t->q + (int64_t)i * d, .k = t->k, .v = t->v, .s = t->scratch + i * TK,
                    .o = t->o + (int64_t)i * d, .m = t->m + i, .l = t->l + i, .d = d, .nk = nk,
-                   .gtail = -1, .masked = t->mask, .softcap = t->softcap};
+                   .gtail = -1, .masked = t->mask, .keep = keep, .softcap = t->softcap};
   if (t->mask) {
-    b->live = make_bias(b->s, t->q_pos + i, R, kp, nk, t->causal, t->window);
+    b->live = make_bias(b->s, keep, t->q_pos + i, R, kp, nk, t->causal, t->window);
+    b->pvkeep = b->live;
   } else {
     b->live = (1u << ((nk + KG - 1) / KG)) - 1u;
     if (nk % KG) {
       b->gtail = nk / KG;
-      tail_bias(b->s, R, nk);
+      tail_bias(b->s, keep, R, nk);
+      if (nk % 4) b->pvkeep = 1u << b->gtail; /* P V reads V rows nk .. nk4 - 1 */
     }
   }
   if (!b->live) return 0;
@@ -102,22 +115,32 @@ static int init_block(rove_nblk *b, const rove_tile_args *t, int32_t i, int R, c
  * p_j = 2^((s_j - m') log2 e), alpha = 2^((m - m') log2 e). s_j - m' <= 0 exactly, so no
  * p exceeds 1 whatever the size of the logits; hidden keys (-inf) give exactly 0. A row
  * with no visible key in this tile subtracts 0 instead of m' (so -inf - (-inf) never
- * happens): its p are all 0, alpha 1, and m, l stay as they are. The exp pass runs key
- * vector by key vector over the R rows: R independent chains. */
+ * happens): its p are all 0, alpha 1, and m, l stay as they are. A row whose maximum is
+ * NaN (FMAX keeps a visible NaN score) or +inf is poisoned: alpha NaN, so o and l become
+ * NaN, and m = +inf (the exp would map NaN to 0). The exp pass runs key vector by key
+ * vector over the R rows: R independent chains. */
 ROVE_INLINE void softmax_block(rove_nblk *b, const int R) {
   const float L2E = 1.44269504088896341f;
   const int32_t j0 = b->g0 * KG, j1 = b->g1 * KG;
   float msub[RB], diff[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  int poisoned[RB] = {0};
   for (int r = 0; r < R; r++) {
     const float amax = vmaxvq_f32(b->rmax[r]), mold = b->m[r];
     const float mnew = mold > amax ? mold : amax;
     msub[r] = 0.0f;
+    if (amax != amax || amax == INFINITY) { /* alpha NaN below */
+      poisoned[r] = 1;
+      b->m[r] = INFINITY;
+      continue;
+    }
     if (amax == -INFINITY) continue; /* diff 0: alpha 1 */
     msub[r] = mnew;
     diff[r] = (mold - mnew) * L2E; /* -inf on the first visible tile: alpha 0 */
     b->m[r] = mnew;
   }
   vst1q_f32(b->alpha, rove_exp2_neon(vld1q_f32(diff)));
+  for (int r = 0; r < R; r++)
+    if (poisoned[r]) b->alpha[r] = NAN;
   float32x4_t sum[RB];
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++) sum[r] = vdupq_n_f32(0.0f);
@@ -148,11 +171,12 @@ ROVE_INLINE void run_block(rove_nblk *b, const int R, const int32_t D) {
 /* Every block of the tile. D is a constant on the fast paths. */
 ROVE_INLINE void run_tile(const rove_tile_args *t, const int32_t *kp, const int32_t D) {
   const int32_t nblk = (t->nq + RB - 1) / RB;
+  float keep[RB * TK] __attribute__((aligned(16))); /* written on masked tiles, read there */
   for (int32_t i = 0; i < t->nq; i += RB) {
     rove_nblk b;
     prefetch_next(t, i / RB, nblk);
     const int R = t->nq - i < RB ? t->nq - i : RB;
-    if (!init_block(&b, t, i, R, kp)) continue;
+    if (!init_block(&b, t, i, R, kp, keep)) continue;
     switch (R) { /* the row count becomes a constant of the microkernels */
       case 4: run_block(&b, 4, D); break;
       case 3: run_block(&b, 3, D); break;

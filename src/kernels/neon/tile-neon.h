@@ -31,20 +31,28 @@ typedef struct rove_nblk {
   int32_t g0, g1;         /* groups [g0, g1) hold every visible key */
   int32_t gtail;          /* unmasked tile: the partial last group (bias row set), or -1 */
   unsigned live;          /* bit g: group g has a visible key */
-  int32_t masked;
+  int32_t masked;         /* masked tile (bias rows on every group) */
+  unsigned pvkeep;        /* bit g: P V of group g is masked per (row, key) by keep: every
+                             group of a masked tile, the partial last one of an unmasked tile
+                             (P V runs to nk rounded up to 4) */
+  const float *keep;      /* R rows of TK, all-ones bits where key j is visible to row r
+                             (and j < nk), else 0; written for the groups of pvkeep */
   float softcap;
   float alpha[RB];        /* per row: the rescale of O by this tile's softmax update */
   float32x4_t rmax[RB];   /* per row: lane-wise max of this tile's scores so far */
 } rove_nblk;
 
-/* c tanh(x / c) with tanh(y) = sign(y) (1 - e) / (1 + e), e = exp(-2|y|) <= 1. */
+/* c tanh(x / c) with tanh(y) = sign(y) (1 - e) / (1 + e), e = exp(-2|y|) <= 1. A NaN
+ * score stays NaN (the exp would turn it into 0 and the result into +-c). */
 ROVE_INLINE float32x4_t rove_softcap_neon(float32x4_t x, float cap) {
   const float32x4_t one = vdupq_n_f32(1.0f);
   const float32x4_t y = vdivq_f32(x, vdupq_n_f32(cap));
   const float32x4_t e = rove_exp_neon(vmulq_n_f32(vabsq_f32(y), -2.0f));
   const float32x4_t t = vdivq_f32(vsubq_f32(one, e), vaddq_f32(one, e)); /* tanh |y| */
   const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(y), vdupq_n_u32(0x80000000u));
-  return vmulq_n_f32(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(t), sign)), cap);
+  const uint32x4_t tu = vorrq_u32(vreinterpretq_u32_f32(t), sign);
+  const float32x4_t c = vmulq_n_f32(vreinterpretq_f32_u32(tu), cap);
+  return vbslq_f32(vceqq_f32(x, x), c, x);
 }
 
 /* acc[r][h] += kk[h] * lane L of qv[r] for the R rows and 4 key vectors (L a literal). */
@@ -62,8 +70,10 @@ ROVE_INLINE float32x4_t rove_softcap_neon(float32x4_t x, float cap) {
   } while (0)
 
 /* Scores of R rows against the 16 keys of group g (packed [D][16]), written to
- * s[r][16g ..] after softcap and, on masked tiles or the partial last group, + bias; the
- * running row maxima b->rmax[r] take the new scores in. */
+ * s[r][16g ..] after softcap; on masked tiles or the partial last group a hidden key's
+ * score is the bias itself (-inf, selected: not computed from K, so NaN, Inf or 3e38 in
+ * its row cannot make it NaN); the running row maxima b->rmax[r] take the new scores in
+ * (FMAX: a NaN score of a visible key stays in them). */
 ROVE_INLINE void qk_group(rove_nblk *b, int32_t g, const int R, const int32_t D) {
   const float *kg = b->k + (int64_t)g * KG * D, *q = b->q;
   float *s = b->s + g * KG;
@@ -103,7 +113,10 @@ ROVE_INLINE void qk_group(rove_nblk *b, int32_t g, const int R, const int32_t D)
       float *dst = s + r * TK + 4 * h;
       float32x4_t x = acc[r][h];
       if (b->softcap > 0.0f) x = rove_softcap_neon(x, b->softcap);
-      if (biased) x = vaddq_f32(x, vld1q_f32(dst));
+      if (biased) {
+        const float32x4_t bias = vld1q_f32(dst); /* +0 visible, -inf hidden */
+        x = vbslq_f32(vcltzq_f32(bias), bias, x);
+      }
       vst1q_f32(dst, x);
       mx = vmaxq_f32(mx, x);
     }
@@ -122,8 +135,25 @@ ROVE_INLINE void qk_group(rove_nblk *b, int32_t g, const int R, const int32_t D)
         acc[r][h] = vfmaq_laneq_f32(acc[r][h], vv_[h], pv[r], (L));           \
   } while (0)
 
+/* The same with V[j + L] and-ed with keep[r][j + L] per row: a hidden pair adds +0 (p = 0
+ * times a NaN or Inf in V would be NaN). */
+#define ROVE_PV_STEP_KEEP(L)                                                  \
+  do {                                                                        \
+    const float *vr_ = b->v + (int64_t)(j + (L)) * D + c;                     \
+    uint32x4_t vv_[4];                                                        \
+    _Pragma("GCC unroll 4") for (int h = 0; h < C; h++)                       \
+      vv_[h] = vreinterpretq_u32_f32(vld1q_f32(vr_ + 4 * h));                 \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                     \
+      const uint32x4_t k_ = vld1q_dup_u32((const uint32_t *)(b->keep + r * TK + j + (L))); \
+      _Pragma("GCC unroll 4") for (int h = 0; h < C; h++)                     \
+        acc[r][h] = vfmaq_laneq_f32(acc[r][h], vreinterpretq_f32_u32(vandq_u32(vv_[h], k_)), \
+                                    pv[r], (L));                              \
+    }                                                                         \
+  } while (0)
+
 /* O[r][c .. c + 4C) = alpha_r O[r][..] + sum_{j0 <= j < j1} p_rj V[j][..] for R rows with
- * the block in registers; j0 and j1 are multiples of 4. */
+ * the block in registers; j0 and j1 are multiples of 4. On a masked tile only the visible
+ * pairs: groups without a visible key are skipped, the others masked by keep. */
 ROVE_INLINE void pv_chunk(const rove_nblk *b, int32_t c, int32_t j0, int32_t j1, const int R,
                           const int32_t D, const int C) {
   float32x4_t acc[RB][4];
@@ -137,10 +167,18 @@ ROVE_INLINE void pv_chunk(const rove_nblk *b, int32_t c, int32_t j0, int32_t j1,
     float32x4_t pv[RB];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) pv[r] = vld1q_f32(b->s + r * TK + j);
-    ROVE_PV_STEP(0);
-    ROVE_PV_STEP(1);
-    ROVE_PV_STEP(2);
-    ROVE_PV_STEP(3);
+    if (!(b->live >> (j / KG) & 1)) continue; /* no visible key: p = 0, V not read */
+    if (!(b->pvkeep >> (j / KG) & 1)) {
+      ROVE_PV_STEP(0);
+      ROVE_PV_STEP(1);
+      ROVE_PV_STEP(2);
+      ROVE_PV_STEP(3);
+    } else {
+      ROVE_PV_STEP_KEEP(0);
+      ROVE_PV_STEP_KEEP(1);
+      ROVE_PV_STEP_KEEP(2);
+      ROVE_PV_STEP_KEEP(3);
+    }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++) {
@@ -150,19 +188,29 @@ ROVE_INLINE void pv_chunk(const rove_nblk *b, int32_t c, int32_t j0, int32_t j1,
   }
 }
 
-/* The last 2 dims of the rows (d % 4 == 2), in 2-lane registers: nothing past a row. */
+/* The last 2 dims of the rows (d % 4 == 2), in 2-lane registers: nothing past a row (on a
+ * masked tile V rows are and-ed with keep, as in pv_chunk). */
 ROVE_INLINE void pv_pair(const rove_nblk *b, int32_t c, int32_t j0, int32_t j1, const int R,
                          const int32_t D) {
   float32x2_t acc[RB];
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++) acc[r] = vmul_n_f32(vld1_f32(b->o + r * D + c), b->alpha[r]);
   for (int32_t j = j0; j < j1; j += 4) {
+    if (!(b->live >> (j / KG) & 1)) continue;
     const float *v = b->v + (int64_t)j * D + c;
-    const float32x2_t v0 = vld1_f32(v), v1 = vld1_f32(v + D);
-    const float32x2_t v2 = vld1_f32(v + 2 * D), v3 = vld1_f32(v + 3 * D);
+    const float32x2_t w0 = vld1_f32(v), w1 = vld1_f32(v + D);
+    const float32x2_t w2 = vld1_f32(v + 2 * D), w3 = vld1_f32(v + 3 * D);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
       const float32x4_t p = vld1q_f32(b->s + r * TK + j);
+      float32x2_t v0 = w0, v1 = w1, v2 = w2, v3 = w3;
+      if (b->pvkeep >> (j / KG) & 1) {
+        const uint32_t *k = (const uint32_t *)(b->keep + r * TK + j);
+#define ROVE_KEEP2(x, i) \
+  x = vreinterpret_f32_u32(vand_u32(vreinterpret_u32_f32(x), vld1_dup_u32(k + (i))))
+        ROVE_KEEP2(v0, 0); ROVE_KEEP2(v1, 1); ROVE_KEEP2(v2, 2); ROVE_KEEP2(v3, 3);
+#undef ROVE_KEEP2
+      }
       acc[r] = vfma_laneq_f32(acc[r], v0, p, 0);
       acc[r] = vfma_laneq_f32(acc[r], v1, p, 1);
       acc[r] = vfma_laneq_f32(acc[r], v2, p, 2);
