@@ -20,9 +20,7 @@ from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int, c_in
 # ---- constants (values of rove.h; test_capi_layout.py compares every one) -------------
 OK, ERR_INVALID_ARGUMENT, ERR_UNSUPPORTED, ERR_OUT_OF_MEMORY, ERR_SIZE_OVERFLOW, \
     ERR_INTERNAL = range(6)
-ISA_AUTO, ISA_SCALAR, ISA_AVX2, ISA_AVX512, ISA_NEON = range(5)
-ISA_BY_NAME = {"auto": ISA_AUTO, "scalar": ISA_SCALAR, "avx2": ISA_AVX2,
-               "avx512": ISA_AVX512, "neon": ISA_NEON}
+ISA_AUTO, ISA_SCALAR = 0, 1  # the others come from librove's ISA registry (ISA_BY_NAME)
 PAIRING_HALF, PAIRING_INTERLEAVED = 0, 1
 PAIRING_BY_NAME = {"half": PAIRING_HALF, "interleaved": PAIRING_INTERLEAVED}
 SCALING_BY_NAME = {"none": 0, "linear": 1, "ntk": 2, "yarn": 3, "llama3": 4}
@@ -167,6 +165,7 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_isa_available": (c_int, [c_enum]),
     "rove_best_isa": (c_enum, []),
     "rove_isa_name": (c_char_p, [c_enum]),
+    "rove_isa_parse": (c_enum, [c_char_p, POINTER(c_enum)]),
     "rove_default_threads": (c_int32, []),
     "rove_rope_config_init": (None, [POINTER(RopeConfig)]),
     "rove_rope_inv_freq": (c_enum, [POINTER(RopeConfig), c_int32, _P, _P]),
@@ -213,5 +212,12 @@ def status_string(status: int) -> str:
 def isa_name(isa: int) -> str:
     return lib.rove_isa_name(isa).decode()
 
+
+# Every ISA by name, from the library itself (its registry): values AUTO .. ROVE_ISA_COUNT-1,
+# the first value whose name is "unknown" being ROVE_ISA_COUNT. Never a list written here.
+ISA_BY_NAME = {}
+while isa_name(len(ISA_BY_NAME)) != "unknown":
+    ISA_BY_NAME[isa_name(len(ISA_BY_NAME))] = len(ISA_BY_NAME)
+ISA_COUNT = len(ISA_BY_NAME)
 
 VERSION = lib.rove_version_string().decode()

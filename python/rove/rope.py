@@ -114,12 +114,13 @@ class RopeConfig:
         put("_json", json.dumps({f.name: getattr(self, f.name) for f in fields(self)}))
 
     @classmethod
-    def from_hf(cls, config, head_dim=None) -> "RopeConfig":
+    def from_hf(cls, config, head_dim=None, **options) -> "RopeConfig":
         """The RopeConfig of a transformers PretrainedConfig (rope_theta / rope_scaling /
         rope_parameters, partial_rotary_factor, head_dim); ValueError naming the field it
-        cannot honour. See rove.hf_config.rope_config_from_hf."""
+        cannot honour. ``options`` (seq_len=, layer_type=, pairing=) are those of
+        rove.hf_config.rope_config_from_hf."""
         from .hf_config import rope_config_from_hf  # lazy: transformers is optional
-        return rope_config_from_hf(config, head_dim)
+        return rope_config_from_hf(config, head_dim, **options)
 
     def replace(self, **changes) -> "RopeConfig":
         """A copy with some fields changed (validated again)."""
