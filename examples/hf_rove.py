@@ -55,7 +55,7 @@ def run(model, ids, new):
     with torch.no_grad():
         logits, t_prefill = timed(lambda: model(ids).logits)
         gen, t_gen = timed(lambda: model.generate(ids, max_new_tokens=new, min_new_tokens=new,
-                                                  do_sample=False, pad_token_id=0), repeat=1)
+                                                  do_sample=False, pad_token_id=0))
     return logits, gen, t_prefill, t_gen
 
 
