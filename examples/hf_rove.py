@@ -29,7 +29,7 @@ import rove.hf
 def build(args, impl, state=None):
     cfg = T.LlamaConfig(vocab_size=4096, hidden_size=512, intermediate_size=1536,
                         num_hidden_layers=args.layers, num_attention_heads=8,
-                        num_key_value_heads=2, head_dim=64, max_position_embeddings=8192,
+                        num_key_value_heads=2, head_dim=64, max_position_embeddings=131072,
                         rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0,
                                          "factor": 8.0, "low_freq_factor": 1.0,
                                          "high_freq_factor": 4.0,

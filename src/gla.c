@@ -195,7 +195,7 @@ static void chunk_rows(const gla_call *c, const gla_head *h, float *s, int32_t n
   const rove_gla_plan *p = c->p;
   const rove_gla_chunk ch = {np, p->cfg.key_dim, p->cfg.value_dim, h->q, h->k, h->g, h->v,
                              s,  h->o,           h->work};
-  p->gk->chunk(&ch);
+  p->kern->gla.chunk(&ch);
 }
 
 rove_status rove_gla_forward(const rove_gla_plan *p, const rove_gla_args *a) {

@@ -14,8 +14,7 @@
 struct rove_gla_plan {
   rove_gla_config cfg;        /* validated; rotary_dim, scale, n_threads, isa resolved */
   int32_t half;               /* rotary_dim / 2 */
-  const rove_kernels *kern;   /* rotate kernel of the chosen ISA */
-  const rove_gla_kernels *gk; /* GLA kernels of the chosen ISA */
+  const rove_kernels *kern;   /* table of the chosen ISA: rotate and the gla sub-table */
   rove_pool *pool;            /* workspace blocks reused across calls */
 };
 

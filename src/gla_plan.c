@@ -60,13 +60,12 @@ rove_status rove_gla_plan_create(const rove_gla_config *c, rove_gla_plan **out) 
   if (p->cfg.n_threads == 0) p->cfg.n_threads = rove_default_threads();
   p->cfg.isa = isa;
   p->kern = rove_kernels_for(isa);
-  p->gk = p->kern ? &p->kern->gla : NULL;
   p->pool = rove_pool_create();
   if (!p->pool) {
     rove_gla_plan_destroy(p);
     return ROVE_ERR_OUT_OF_MEMORY;
   }
-  if (!p->kern || !p->gk) {
+  if (!p->kern) {
     rove_gla_plan_destroy(p);
     return ROVE_ERR_INTERNAL;
   }

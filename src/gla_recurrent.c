@@ -11,7 +11,7 @@
 static void step_rows(const gla_call *c, const gla_head *h, float *s, int32_t n, int32_t np) {
   (void)np;
   const rove_gla_plan *p = c->p;
-  p->gk->steps(s, h->o, h->q, h->k, h->v, h->g, n, p->cfg.key_dim, p->cfg.value_dim, h->work);
+  p->kern->gla.steps(s, h->o, h->q, h->k, h->v, h->g, n, p->cfg.key_dim, p->cfg.value_dim, h->work);
 }
 
 rove_status rove_gla_recurrent(const rove_gla_plan *p, const rove_gla_args *a) {

@@ -4,7 +4,7 @@
     python python/bench/bench_hf.py [--n 2048] [--decode 128] [--threads 1,2] [--apply]
 
 Model (random weights, from_config, float32): 12 layers x 768, 12 query heads and 4 KV
-heads (GQA 3:1) of head_dim 64, MLP 2048, vocab 32000, Llama-3 RoPE (theta 500000).
+heads (GQA 3:1) of head_dim 64, MLP 2048, vocab 32000, RoPE theta 500000 (no scaling).
 For each thread count (torch.set_num_threads and librove's threads alike) and attention:
 prefill of n tokens (logits of the last token only, as generate() does), then 128 greedy
 decode steps over the growing DynamicCache, timed as a whole. Attention time is measured
