@@ -123,30 +123,81 @@ typedef enum rove_pairing {
   ROVE_PAIRING_INTERLEAVED   /**< (x[2k], x[2k+1]): GPT-J, Meta, DeepSeek */
 } rove_pairing;
 
+/** Where the r = rotary_dim rotated dims sit in a head of head_dim dims (the pairs of
+ *  rove_pairing are formed inside that block; the other head_dim - r dims pass through). */
+typedef enum rove_rotary_placement {
+  ROVE_ROTARY_FIRST = 0, /**< dims 0 .. r-1: Llama, GPT-NeoX/Phi partial rotary */
+  ROVE_ROTARY_LAST       /**< dims head_dim-r .. head_dim-1: DeepSeek MLA (the "nope" dims
+                              first, then qk_rope_head_dim rotated dims) */
+} rove_rotary_placement;
+
 /** Context-extension scalings, as in HuggingFace transformers. */
 typedef enum rove_scaling {
   ROVE_SCALING_NONE = 0,
   ROVE_SCALING_LINEAR,  /**< w_k / factor (position interpolation) */
   ROVE_SCALING_NTK,     /**< theta' = theta * factor^(r/(r-2)) (static NTK-aware) */
   ROVE_SCALING_YARN,    /**< YaRN ramp between interpolation and extrapolation */
-  ROVE_SCALING_LLAMA3   /**< Llama 3.1 wavelength bands */
+  ROVE_SCALING_LLAMA3,  /**< Llama 3.1 wavelength bands */
+  ROVE_SCALING_LONGROPE /**< Phi-3/Phi-4 LongRoPE: per-pair divisors (short or long set) */
 } rove_scaling;
 
-/** RoPE parameters. Fill with rove_rope_config_init(), then change what differs. */
+/** RoPE parameters. Fill with rove_rope_config_init(), then change what differs.
+ *
+ * Which scaling reads which field (docs/DESIGN.md §1 has the formulas). A field that the
+ * chosen scaling does not read must keep its default (the value rove_rope_config_init
+ * writes); anything else is ROVE_ERR_INVALID_ARGUMENT, so that no value a user set is
+ * silently ignored:
+ *
+ *   field                          NONE LINEAR NTK YARN LLAMA3 LONGROPE
+ *   factor                          -     x     x    x     x      x (for m only)
+ *   original_max_position           -     -     -    x     x      x
+ *   beta_fast, beta_slow, truncate  -     -     -    x     -      -
+ *   mscale, mscale_all_dim          -     -     -    x     -      -
+ *   attention_factor                -     -     -    x     -      x
+ *   low/high_freq_factor            -     -     -    -     x      -
+ *   freq_factors                    x     x     x    x     x      x (required: short set)
+ *   long_freq_factors, max_position -     -     -    -     -      x
+ *
+ * rotary_dim, pairing, placement and theta are read by every scaling. */
 typedef struct rove_rope_config {
   int32_t rotary_dim;            /**< r: even, 2..head_dim; 0 = head_dim */
   rove_pairing pairing;          /**< HALF */
   double theta;                  /**< base, finite and > 1; 10000 */
   rove_scaling scaling;          /**< NONE */
-  double factor;                 /**< s, finite and > 0 (ignored by NONE); 1 */
-  int32_t original_max_position; /**< L0, > 0 for YARN and LLAMA3; 0 */
+  double factor;                 /**< s, finite and > 0; 1 */
+  int32_t original_max_position; /**< L0, > 0 for YARN, LLAMA3 and LONGROPE; 0 */
   double beta_fast, beta_slow;   /**< YaRN, finite and > 0; 32, 1 */
-  double attention_factor;       /**< YaRN m; 0 = derive (0.1 ln s + 1, or 1 if s <= 1) */
-  int32_t truncate;              /**< YaRN: floor/ceil the correction range; 1 */
+  /** m, the magnitude factor that multiplies the rotated dims of q and k (so logits by
+   *  m^2), finite, 0 or in (0, 1000]; 0 = derive. YARN derives as transformers does:
+   *  get_mscale(s, mscale) / get_mscale(s, mscale_all_dim) when both are set, else
+   *  get_mscale(s, 1), with get_mscale(s, x) = 0.1 x ln s + 1 for s > 1 and 1 for s <= 1
+   *  (see rove_rope_mscale). LONGROPE derives sqrt(1 + ln s / ln L0) for s > 1, else 1.
+   *  A derived m above 1000 is ROVE_ERR_INVALID_ARGUMENT. */
+  double attention_factor;
+  int32_t truncate;              /**< YaRN: floor/ceil the correction range (0 for gpt-oss); 1 */
   double low_freq_factor;        /**< LLAMA3; 1 */
   double high_freq_factor;       /**< LLAMA3, != low_freq_factor; 4 */
-  const double *freq_factors;    /**< NULL or r/2 finite divisors > 0 (LongRoPE); borrowed
-                                      until rove_plan_create / rove_rope_inv_freq returns */
+  /** NULL or r/2 finite divisors > 0 applied after the scaling (w_k / f_k); for LONGROPE
+   *  the short factor set, required. Borrowed until rove_plan_create / rove_rope_inv_freq
+   *  returns. Every resulting frequency must satisfy w_k * 2^31 finite (so that every int32
+   *  position has a finite angle), else ROVE_ERR_INVALID_ARGUMENT. */
+  const double *freq_factors;
+  /* ---- added in 0.2 (appended: the fields above keep their offsets) ---- */
+  rove_rotary_placement placement; /**< FIRST */
+  /** YaRN, DeepSeek style: both 0 (unset; m = get_mscale(s, 1)) or both finite and > 0;
+   *  exactly one of them set is ROVE_ERR_INVALID_ARGUMENT (transformers would silently
+   *  fall back to get_mscale(s, 1)). 0, 0. DeepSeek models also multiply the softmax scale
+   *  by get_mscale(s, mscale_all_dim)^2: that is rove_attention_config.scale, see
+   *  rove_rope_mscale. */
+  double mscale, mscale_all_dim;
+  /** LONGROPE: NULL or the r/2 long factors (finite, > 0), borrowed like freq_factors. */
+  const double *long_freq_factors;
+  /** LONGROPE: the length the plan serves, the largest position + 1 (transformers'
+   *  seq_len); > original_max_position selects long_freq_factors (then required), else
+   *  freq_factors (the short set). 0 = short. transformers switches sets per forward call
+   *  from the largest position id; a plan is fixed, so pick the plan per call the same
+   *  way. >= 0. */
+  int32_t max_position;
 } rove_rope_config;
 
 /** Fill @p c with the defaults above (no-op when @p c is NULL). */
@@ -156,13 +207,22 @@ ROVE_API void rove_rope_config_init(rove_rope_config *c);
  * Inverse frequencies w_k (k = 0 .. r/2-1) and the attention factor m of @p c for a head
  * of @p head_dim, evaluated in double exactly as docs/DESIGN.md §1 defines them.
  * @param inv_freq          out: r/2 doubles (r = rotary_dim, or head_dim when 0)
- * @param attention_factor  out, may be NULL: m (1 unless YARN)
+ * @param attention_factor  out, may be NULL: m (1 unless YARN or LONGROPE)
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT for NULL @p c or @p inv_freq, a bad head_dim
  *         or rotary_dim, a non-finite or out-of-range parameter, an unknown scaling or
  *         pairing; ROVE_ERR_UNSUPPORTED when head_dim > ROVE_MAX_HEAD_DIM.
  */
 ROVE_API rove_status rove_rope_inv_freq(const rove_rope_config *c, int32_t head_dim,
                                         double *inv_freq, double *attention_factor);
+
+/**
+ * transformers' get_mscale: 0.1 * mscale * ln(s) + 1 for s > 1, and 1 for s <= 1 (or any
+ * non-finite argument: NaN in, NaN out). DeepSeek-V2/V3 recipe with YaRN factor s:
+ *   cfg.rope.mscale = mscale, cfg.rope.mscale_all_dim = mscale_all_dim (m as above), and
+ *   cfg.scale = rove_rope_mscale(s, mscale_all_dim)^2 / sqrt(qk_head_dim)
+ * (DeepSeek-V3: s = 40, mscale = mscale_all_dim = 1, so m = 1 and the scale gains 1.874).
+ */
+ROVE_API double rove_rope_mscale(double s, double mscale);
 /**@}*/
 
 /* ------------------------------------------------------------------------------------ */
@@ -269,7 +329,8 @@ ROVE_API rove_status rove_attention_forward(const rove_plan *p, const rove_atten
 /**
  * Rotate x ([n_tokens][n_heads][head_dim], token stride in floats, 0 = dense) in place by
  * R_pos (inverse = 0) or R_pos^{-1} (inverse = 1), using the plan's head_dim, rotary_dim,
- * pairing and frequencies. A pure rotation: the YaRN attention factor is not applied.
+ * pairing, placement and frequencies. A pure rotation: the YaRN attention factor is not
+ * applied.
  * @param pos  [n_tokens] positions, or NULL for 0 .. n_tokens-1
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan or x, n_tokens or n_heads <= 0,
  *         stride below n_heads*head_dim, inverse not 0/1); ROVE_ERR_SIZE_OVERFLOW;

@@ -29,6 +29,16 @@ void rove_rope_config_init(rove_rope_config *c) {
   c->low_freq_factor = 1.0;
   c->high_freq_factor = 4.0;
   c->freq_factors = NULL;
+  c->placement = ROVE_ROTARY_FIRST;
+  c->mscale = 0.0;
+  c->mscale_all_dim = 0.0;
+  c->long_freq_factors = NULL;
+  c->max_position = 0;
+}
+
+double rove_rope_mscale(double s, double mscale) {
+  if (s <= 1.0) return 1.0;
+  return 0.1 * mscale * log(s) + 1.0;
 }
 
 static int finite_pos(double x) { return isfinite(x) && x > 0.0; }

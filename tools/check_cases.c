@@ -121,7 +121,9 @@ static void set_scaling(rove_rope_config *r, rove_scaling s) {
       r->factor = 8.0;
       r->original_max_position = 64;
       break;
-    case ROVE_SCALING_NONE: break;
+    case ROVE_SCALING_NONE:
+    case ROVE_SCALING_LONGROPE: /* needs factor sets: not among these cases */
+      break;
   }
 }
 
