@@ -44,7 +44,10 @@ class RopeConfig(Structure):
                 ("original_max_position", c_int32), ("beta_fast", c_double),
                 ("beta_slow", c_double), ("attention_factor", c_double),
                 ("truncate", c_int32), ("low_freq_factor", c_double),
-                ("high_freq_factor", c_double), ("freq_factors", c_void_p)]
+                ("high_freq_factor", c_double), ("freq_factors", c_void_p),
+                # appended in 0.2
+                ("placement", c_enum), ("mscale", c_double), ("mscale_all_dim", c_double),
+                ("long_freq_factors", c_void_p), ("max_position", c_int32)]
 
 
 class AttentionConfig(Structure):
@@ -169,6 +172,7 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_default_threads": (c_int32, []),
     "rove_rope_config_init": (None, [POINTER(RopeConfig)]),
     "rove_rope_inv_freq": (c_enum, [POINTER(RopeConfig), c_int32, _P, _P]),
+    "rove_rope_mscale": (c_double, [c_double, c_double]),
     "rove_attention_config_init": (None, [POINTER(AttentionConfig), c_int32, c_int32, c_int32]),
     "rove_plan_create": (c_enum, [POINTER(AttentionConfig), POINTER(c_void_p)]),
     "rove_plan_destroy": (None, [_P]),
