@@ -15,6 +15,7 @@ from . import _lib
 
 _PAIRING_NAMES = {v: k for k, v in _lib.PAIRING_BY_NAME.items()}
 _SCALING_NAMES = {v: k for k, v in _lib.SCALING_BY_NAME.items()}
+_PLACEMENT_NAMES = {v: k for k, v in _lib.PLACEMENT_BY_NAME.items()}
 
 # The defaults are librove's own: rove_rope_config_init() fills them, nothing is repeated.
 _C_DEFAULTS = _lib.RopeConfig()
@@ -53,7 +54,13 @@ class RopeConfig:
     original_max_position L0 (required by yarn and llama3). YaRN: beta_fast, beta_slow,
     attention_factor (0 = derive 0.1 ln s + 1), truncate. Llama 3: low_freq_factor,
     high_freq_factor. freq_factors: None or rotary_dim/2 per-pair divisors (LongRoPE).
-    Frozen and hashable (freq_factors is stored as a tuple), so plans can be cached.
+    placement: "first" (dims 0..r-1 rotated, Llama/NeoX) or "last" (dims head_dim-r..
+    head_dim-1, DeepSeek MLA); the rove.h enum value (0/1) is accepted too.
+    YaRN (DeepSeek style): mscale, mscale_all_dim (both 0 or both > 0). "longrope":
+    freq_factors is the short set, long_freq_factors the long set, used when
+    max_position > original_max_position. A field the scaling does not read must keep its
+    default (librove rejects it otherwise; see rove.h's table).
+    Frozen and hashable (factor sets are stored as tuples), so plans can be cached.
     """
     rotary_dim: int = int(_C_DEFAULTS.rotary_dim)
     pairing: str = _PAIRING_NAMES[_C_DEFAULTS.pairing]
@@ -68,6 +75,12 @@ class RopeConfig:
     low_freq_factor: float = float(_C_DEFAULTS.low_freq_factor)
     high_freq_factor: float = float(_C_DEFAULTS.high_freq_factor)
     freq_factors: Optional[Tuple[float, ...]] = field(default=None)
+    # 0.2 (rove.h appended them; keyword use recommended)
+    placement: str = _PLACEMENT_NAMES[_C_DEFAULTS.placement]
+    mscale: float = float(_C_DEFAULTS.mscale)
+    mscale_all_dim: float = float(_C_DEFAULTS.mscale_all_dim)
+    long_freq_factors: Optional[Tuple[float, ...]] = field(default=None)
+    max_position: int = int(_C_DEFAULTS.max_position)
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -75,6 +88,13 @@ class RopeConfig:
         if r % 2:
             raise ValueError(f"RopeConfig.rotary_dim must be even (got {r})")
         put("rotary_dim", r)
+        placement = self.placement
+        if isinstance(placement, (int, np.integer)) and not isinstance(placement, bool):
+            placement = _PLACEMENT_NAMES.get(int(placement), placement)  # the enum value
+        if placement not in _lib.PLACEMENT_BY_NAME:
+            raise ValueError(f"RopeConfig.placement must be 'first' or 'last' "
+                             f"(got {self.placement!r})")
+        put("placement", placement)
         if self.pairing not in _lib.PAIRING_BY_NAME:
             raise ValueError(f"RopeConfig.pairing must be 'half' or 'interleaved' "
                              f"(got {self.pairing!r})")
@@ -104,11 +124,15 @@ class RopeConfig:
                              f"high_freq_factor > 0 and different (got {lo}, {hi})")
         put("low_freq_factor", lo)
         put("high_freq_factor", hi)
-        if self.freq_factors is not None:
-            ff = np.asarray(_as_numpy(self.freq_factors), dtype=np.float64).ravel()
-            if ff.size == 0 or not np.all(np.isfinite(ff)) or not np.all(ff > 0):
-                raise ValueError("RopeConfig.freq_factors must be finite divisors > 0")
-            put("freq_factors", tuple(float(f) for f in ff))
+        for name in ("freq_factors", "long_freq_factors"):
+            if getattr(self, name) is not None:
+                ff = np.asarray(_as_numpy(getattr(self, name)), dtype=np.float64).ravel()
+                if ff.size == 0 or not np.all(np.isfinite(ff)) or not np.all(ff > 0):
+                    raise ValueError(f"RopeConfig.{name} must be finite divisors > 0")
+                put(name, tuple(float(f) for f in ff))
+        put("mscale", _finite("mscale", self.mscale, nonneg=True))
+        put("mscale_all_dim", _finite("mscale_all_dim", self.mscale_all_dim, nonneg=True))
+        put("max_position", _int("max_position", self.max_position))
         # The JSON form, for the rove::attention custom op (rove.torch_ops), made once here
         # so that torch.compile traces no serialisation.
         put("_json", json.dumps({f.name: getattr(self, f.name) for f in fields(self)}))
@@ -130,7 +154,8 @@ class RopeConfig:
 
     def to_c(self, head_dim: int):
         """(rove_rope_config, keep-alive) for a head of head_dim; the second value owns
-        the freq_factors buffer and must live until the C call returns."""
+        the freq_factors / long_freq_factors buffers and must live until the C call
+        returns."""
         c = _lib.RopeConfig()
         _lib.lib.rove_rope_config_init(c)
         c.rotary_dim = self.rotary_dim
@@ -143,14 +168,21 @@ class RopeConfig:
         c.attention_factor = self.attention_factor
         c.truncate = int(self.truncate)
         c.low_freq_factor, c.high_freq_factor = self.low_freq_factor, self.high_freq_factor
-        keep = None
-        if self.freq_factors is not None:
+        c.placement = _lib.PLACEMENT_BY_NAME[self.placement]
+        c.mscale, c.mscale_all_dim = self.mscale, self.mscale_all_dim
+        c.max_position = self.max_position
+        keep = []
+        for name in ("freq_factors", "long_freq_factors"):
+            values = getattr(self, name)
+            if values is None:
+                continue
             r = self.rotary_dim or head_dim
-            if len(self.freq_factors) != r // 2:
-                raise ValueError(f"RopeConfig.freq_factors has {len(self.freq_factors)} "
+            if len(values) != r // 2:
+                raise ValueError(f"RopeConfig.{name} has {len(values)} "
                                  f"values; rotary_dim {r} needs {r // 2}")
-            keep = np.array(self.freq_factors, dtype=np.float64)
-            c.freq_factors = keep.__array_interface__["data"][0]
+            buf = np.array(values, dtype=np.float64)
+            keep.append(buf)
+            setattr(c, name, buf.__array_interface__["data"][0])
         return c, keep
 
 

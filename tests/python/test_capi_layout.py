@@ -28,13 +28,15 @@ CONSTANTS = {
     "ROVE_SCALING_LINEAR": L.SCALING_BY_NAME["linear"],
     "ROVE_SCALING_NTK": L.SCALING_BY_NAME["ntk"], "ROVE_SCALING_YARN": L.SCALING_BY_NAME["yarn"],
     "ROVE_SCALING_LLAMA3": L.SCALING_BY_NAME["llama3"],
+    "ROVE_SCALING_LONGROPE": L.SCALING_BY_NAME["longrope"],
+    "ROVE_ROTARY_FIRST": L.ROTARY_FIRST, "ROVE_ROTARY_LAST": L.ROTARY_LAST,
     "ROVE_ROTATE_Q": rove.ROTATE_Q, "ROVE_ROTATE_K": rove.ROTATE_K,
     "ROVE_ROTATE_V": rove.ROTATE_V, "ROVE_ROTATE_O": rove.ROTATE_O,
     "ROVE_ROTATE_ROPE": rove.ROTATE_ROPE, "ROVE_ROTATE_ROVE": rove.ROTATE_ROVE,
     "ROVE_MAX_HEAD_DIM": L.MAX_HEAD_DIM,
 }
 CONSTANTS.update({f"ROVE_CPU_{n.upper()}": b for b, n in L.CPU_FEATURES.items()})
-ENUMS = ["rove_status", "rove_isa", "rove_pairing", "rove_scaling"]
+ENUMS = ["rove_status", "rove_isa", "rove_pairing", "rove_scaling", "rove_rotary_placement"]
 
 
 @pytest.fixture(scope="module")
