@@ -89,7 +89,7 @@ void rove_fwd_stream_task(int64_t t, int tid, void *vctx);
 /* Rotation of rows from table c/s at row offset off (floats), for KV head kvh. */
 static inline rove_rot rove_fwd_rot(const rove_fwd *f, const float *c, const float *s,
                                     int64_t off, int64_t kvh, int on) {
-  rove_rot r = {NULL, NULL, f->p->half, (int32_t)f->p->cfg.rope.pairing, f->tab_w};
+  rove_rot r = rove_plan_rot(f->p, NULL, NULL, f->tab_w);
   if (on) {
     off += f->angles ? kvh * f->p->half : 0;
     r.cos = c + off;

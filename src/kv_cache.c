@@ -94,10 +94,9 @@ static void append_task(int64_t t, int tid, void *vctx) {
   const int64_t src = b * a->n + t0;
   for (int32_t h = 0; h < hkv; h++) {
     const int64_t off = a->angles ? (int64_t)h * half : 0;
-    const rove_rot rk = {(rot & ROVE_ROTATE_K) ? cs + off : NULL, (rot & ROVE_ROTATE_K) ? sn + off : NULL,
-                         half, (int32_t)p->cfg.rope.pairing, w};
-    const rove_rot rv = {(rot & ROVE_ROTATE_V) ? cs + off : NULL, (rot & ROVE_ROTATE_V) ? sn + off : NULL,
-                         half, (int32_t)p->cfg.rope.pairing, w};
+    const int on_k = (rot & ROVE_ROTATE_K) != 0, on_v = (rot & ROVE_ROTATE_V) != 0;
+    const rove_rot rk = rove_plan_rot(p, on_k ? cs + off : NULL, on_k ? sn + off : NULL, w);
+    const rove_rot rv = rove_plan_rot(p, on_v ? cs + off : NULL, on_v ? sn + off : NULL, w);
     const int64_t dst = b * c->bstride + h * c->hstride + tok * d;
     p->kern->rotate(c->k + dst, d, a->k + src * a->ks + (int64_t)h * d, a->ks, n, d, &rk,
                     (float)p->attn_factor, 1.0f, 0);
@@ -205,7 +204,7 @@ static void rotate_rows(const rove_kv_cache *c, float *buf, int32_t start, int32
                         const float *cs, const float *sn) {
   const rove_plan *p = c->p;
   const int32_t d = p->cfg.head_dim, hkv = p->cfg.n_kv_heads;
-  const rove_rot r = {cs, sn, p->half, (int32_t)p->cfg.rope.pairing, 0};
+  const rove_rot r = rove_plan_rot(p, cs, sn, 0);
   for (int64_t bh = 0; bh < (int64_t)c->batch * hkv; bh++) {
     float *x = buf + (bh / hkv) * c->bstride + (bh % hkv) * c->hstride + (int64_t)start * d;
     for (int64_t i = 0; i < end - start; i += CACHE_CHUNK) {

@@ -23,4 +23,18 @@ struct rove_plan {
   struct rove_pool *pool;     /* workspace blocks reused across calls (workspace.c) */
 };
 
+/* The first rotated dim of a head (rove_rot.first): 0 for ROVE_ROTARY_FIRST, head_dim - r
+ * for ROVE_ROTARY_LAST (DeepSeek MLA: the pass-through "nope" dims come first). */
+static inline int32_t rove_plan_rot_first(const rove_plan *p) {
+  return p->cfg.rope.placement == ROVE_ROTARY_LAST ? p->cfg.head_dim - 2 * p->half : 0;
+}
+
+/* A rotation by the plan's pairing and placement over tables c / s (NULL: none) whose
+ * rows are stride floats apart (0 = half). */
+static inline rove_rot rove_plan_rot(const rove_plan *p, const float *c, const float *s,
+                                     int64_t stride) {
+  rove_rot r = {c, s, p->half, (int32_t)p->cfg.rope.pairing, stride, rove_plan_rot_first(p)};
+  return r;
+}
+
 #endif

@@ -34,7 +34,7 @@ static void rotate_task(int64_t t, int tid, void *vctx) {
   const int32_t group = c->n_heads / c->angle_heads;
   for (int32_t h = 0; h < c->n_heads; h++) {
     const int64_t off = (int64_t)(h / group) * half;
-    const rove_rot rot = {cs + off, sn + off, half, (int32_t)c->p->cfg.rope.pairing, w};
+    const rove_rot rot = rove_plan_rot(c->p, cs + off, sn + off, w);
     float *x = c->x + t0 * c->stride + (int64_t)h * d;
     c->p->kern->rotate(x, c->stride, x, c->stride, n, d, &rot, 1.0f, 1.0f, c->inverse);
   }

@@ -65,9 +65,10 @@ static void table_free(table *t) {
   free(t->s);
 }
 
-/* rot of rows [row0, ...) of a table; on == 0: no rotation. */
-static rove_rot rot_at(const table *t, int64_t row0, int on, int32_t pairing) {
-  rove_rot r = {NULL, NULL, t->half, pairing, 0};
+/* rot of rows [row0, ...) of a table, rotated block from dim first (rove_rot.first: 0 for
+ * ROVE_ROTARY_FIRST, d - r for ROVE_ROTARY_LAST); on == 0: no rotation. */
+static rove_rot rot_at(const table *t, int64_t row0, int on, int32_t pairing, int32_t first) {
+  rove_rot r = {NULL, NULL, t->half, pairing, 0, first};
   if (on) r.cos = t->c + row0 * t->half, r.sin = t->s + row0 * t->half;
   return r;
 }
@@ -136,7 +137,7 @@ static void test_table(const rove_kernels *kn) {
 /* ---- rotate --------------------------------------------------------------------------- */
 
 typedef struct {
-  int32_t d, r, pairing, inverse, nullrot, n;
+  int32_t d, r, pairing, inverse, nullrot, n, first;
   int64_t ss, ds;
   int inplace, mis_s, mis_d, post;
   int32_t pos0;
@@ -145,16 +146,17 @@ typedef struct {
 
 static void rotate_case(const rove_kernels *kn, rove_rng *rng, const rcase *c) {
   const rove_kernels *ref = kt_ref();
-  kt_ctx("rotate d=%d r=%d %s inv=%d %s n=%d ss=%lld ds=%lld%s mis=%d/%d pos0=%d mul=%g/%g", c->d,
-         c->r, c->pairing ? "interleaved" : "half", c->inverse, c->nullrot ? "cos=NULL" : "rot",
-         c->n, (long long)c->ss, (long long)c->ds, c->inplace ? " in-place" : "", c->mis_s,
-         c->mis_d, c->pos0, c->rot_mul, c->pass_mul);
+  kt_ctx("rotate d=%d r=%d first=%d %s inv=%d %s n=%d ss=%lld ds=%lld%s mis=%d/%d pos0=%d "
+         "mul=%g/%g",
+         c->d, c->r, c->first, c->pairing ? "interleaved" : "half", c->inverse,
+         c->nullrot ? "cos=NULL" : "rot", c->n, (long long)c->ss, (long long)c->ds,
+         c->inplace ? " in-place" : "", c->mis_s, c->mis_d, c->pos0, c->rot_mul, c->pass_mul);
   const int32_t half = c->r / 2, n = c->n, d = c->d;
   int32_t pos[17];
   for (int32_t i = 0; i < n; i++) pos[i] = c->pos0 + i * (1 + (int32_t)(rove_rng_u64(rng) % 3));
   table t;
   table_make(&t, pos, n, half);
-  rove_rot rot = rot_at(&t, 0, !c->nullrot, c->pairing);
+  rove_rot rot = rot_at(&t, 0, !c->nullrot, c->pairing, c->first);
   rove_guarded s_ref, s_isa, d_ref, d_isa;
   float *sr = kt_rows_alloc(&s_ref, n, c->ss, d, 0, 1);
   float *si = kt_rows_alloc(&s_isa, n, c->ss, d, c->mis_s, c->post || c->inplace);
@@ -202,33 +204,103 @@ static void test_rotate(const rove_kernels *kn) {
       for (int j = 0; j < nr; j++) dup |= rs[j] == rs[i];
       if (!dup) rs[nr++] = rs[i];
     }
-    for (int32_t ri = 0; ri < nr; ri++)
-      for (int32_t pairing = 0; pairing < 2; pairing++)
-        for (int32_t inverse = 0; inverse < 2; inverse++)
-          for (size_t ni = 0; ni < 3; ni++, count++) {
-            const uint64_t h = rove_rng_u64(&rng); /* independent bit fields per case */
-            rcase c = {.d = d, .r = rs[ri], .pairing = pairing, .inverse = inverse, .n = ns[ni]};
-            c.nullrot = h % 7 == 0;
-            c.inplace = (h >> 3) % 3 == 0;
-            c.ss = d + ((h >> 5) % 2 ? 0 : 1 + (int64_t)((h >> 6) % 9));
-            c.ds = c.inplace ? c.ss : d + ((h >> 10) % 2 ? 0 : 1 + (int64_t)((h >> 11) % 7));
-            c.mis_s = (int)((h >> 14) % 16);
-            c.mis_d = (h >> 18) % 4 == 0 ? 0 : (int)((h >> 20) % 16);
-            c.post = (int)((h >> 24) % 2);
-            c.pos0 = positions[(h >> 25) % (sizeof positions / sizeof *positions)];
-            c.rot_mul = muls[(h >> 28) % 4][0];
-            c.pass_mul = muls[(h >> 28) % 4][1];
-            rotate_case(kn, &rng, &c);
-          }
+    for (int32_t ri = 0; ri < nr; ri++) {
+      /* the rotated block at dim 0 (FIRST), at d - r (LAST) and in between (r < d only) */
+      const int32_t r = rs[ri], firsts[3] = {0, d - r, (d - r) / 2}, nf = r < d ? 3 : 1;
+      for (int32_t fi = 0; fi < nf; fi++)
+        for (int32_t pairing = 0; pairing < 2; pairing++)
+          for (int32_t inverse = 0; inverse < 2; inverse++)
+            for (size_t ni = 0; ni < 3; ni++, count++) {
+              const uint64_t h = rove_rng_u64(&rng); /* independent bit fields per case */
+              rcase c = {.d = d, .r = r, .pairing = pairing, .inverse = inverse, .n = ns[ni]};
+              c.first = firsts[fi];
+              c.nullrot = h % 7 == 0;
+              c.inplace = (h >> 3) % 3 == 0;
+              c.ss = d + ((h >> 5) % 2 ? 0 : 1 + (int64_t)((h >> 6) % 9));
+              c.ds = c.inplace ? c.ss : d + ((h >> 10) % 2 ? 0 : 1 + (int64_t)((h >> 11) % 7));
+              c.mis_s = (int)((h >> 14) % 16);
+              c.mis_d = (h >> 18) % 4 == 0 ? 0 : (int)((h >> 20) % 16);
+              c.post = (int)((h >> 24) % 2);
+              c.pos0 = positions[(h >> 25) % (sizeof positions / sizeof *positions)];
+              c.rot_mul = muls[(h >> 28) % 4][0];
+              c.pass_mul = muls[(h >> 28) % 4][1];
+              rotate_case(kn, &rng, &c);
+            }
+    }
   }
   printf("  %s rotate: %lld cases, %d failures; max rel err %.3g\n", kt_isa(), (long long)count,
          kt_failures(), kt_worst());
 }
 
+/* ---- rotated-block placement against the contract, in double ------------------------- */
+
+/* Every table, the scalar one included (the reference of the comparisons above is itself
+ * checked here): rove_rot.first places the rotated block, kernels.h. Pair k of HALF is
+ * (first + k, first + k + half), of INTERLEAVED (first + 2k, first + 2k + 1); every dim
+ * outside [first, first + r) is pass_mul * x. Evaluated in double from the same float
+ * cos / sin, for rotate (forward and inverse) and pack_k (through the scalar layout only:
+ * SIMD layouts are private, and are compared with scalar by test_attention). */
+static void place_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t r, int32_t first,
+                       int32_t pairing, int inverse) {
+  const int32_t half = r / 2, n = 5;
+  kt_ctx("placement d=%d r=%d first=%d %s inv=%d", d, r, first, pairing ? "interleaved" : "half",
+         inverse);
+  int32_t pos[5] = {0, 1, 17, -3000, (1 << 20) + 1};
+  table t;
+  table_make(&t, pos, n, half);
+  const rove_rot rot = rot_at(&t, 0, 1, pairing, first);
+  float *x = malloc(sizeof(float) * (size_t)(n * d)), *y = malloc(sizeof(float) * (size_t)(n * d));
+  assert_true(x && y);
+  rove_rng_fill(g, x, n * d, -2.0f, 2.0f);
+  const float rm = 0.75f, pm = 1.25f;
+  kn->rotate(y, d, x, d, n, d, &rot, rm, pm, inverse);
+  double worst = 0.0;
+  for (int32_t i = 0; i < n; i++) {
+    const float *xi = x + (int64_t)i * d, *yi = y + (int64_t)i * d;
+    for (int32_t c = 0; c < d; c++) { /* pass-through dims */
+      if (c >= first && c < first + r) continue;
+      if (yi[c] != xi[c] * pm) kt_fail("row %d dim %d (pass-through): %g, want %g", i, c, yi[c], xi[c] * pm);
+    }
+    for (int32_t k = 0; k < half; k++) {
+      const int32_t ia = first + (pairing == ROVE_PAIRING_HALF ? k : 2 * k);
+      const int32_t ib = ia + (pairing == ROVE_PAIRING_HALF ? half : 1);
+      const double cs = (double)t.c[i * half + k] * rm,
+                   sn = (double)t.s[i * half + k] * rm * (inverse ? -1.0 : 1.0);
+      const double a = xi[ia], b = xi[ib];
+      const double ea = a * cs - b * sn, eb = a * sn + b * cs;
+      worst = fmax(worst, fmax(fabs(yi[ia] - ea), fabs(yi[ib] - eb)));
+    }
+  }
+  if (!(worst <= 4e-7 * 2.0 * 2.0)) kt_fail("rotated dims: max abs err %.3g", worst);
+  free(x), free(y);
+  table_free(&t);
+}
+
+static void test_rotate_place(const rove_kernels *kn) {
+  const rove_kernels *const tabs[2] = {kn, kt_ref()};
+  rove_rng g;
+  rove_rng_seed(&g, 707);
+  int64_t count = 0;
+  for (int ti = 0; ti < 2; ti++)
+    for (size_t di = 0; di < sizeof rot_dims / sizeof *rot_dims; di++) {
+      const int32_t d = rot_dims[di], rs[3] = {d, 2, (d / 2) & ~1};
+      for (int ri = 0; ri < 3; ri++) {
+        if (rs[ri] < 2) continue;
+        const int32_t firsts[3] = {0, d - rs[ri], (d - rs[ri]) / 2};
+        for (int fi = 0; fi < 3; fi++)
+          for (int32_t pairing = 0; pairing < 2; pairing++)
+            for (int inverse = 0; inverse < 2; inverse++, count++)
+              place_case(tabs[ti], &g, d, rs[ri], firsts[fi], pairing, inverse);
+      }
+    }
+  printf("  %s and scalar rotated-block placement: %lld cases, %d failures\n", kt_isa(),
+         (long long)count, kt_failures());
+}
+
 /* ---- pack_k + attn_tile (+ rotate of Q/V and finish): a small attention -------------- */
 
 typedef struct {
-  int32_t nq, kv, d, pairing;
+  int32_t nq, kv, d, pairing, first; /* first: the rotated block's first dim (rove_rot) */
   table qt, kt; /* query / key positions and their rotation tables */
   int rot_qk, rot_v, rot_o;
   const float *q, *k, *v; /* raw rows at strides qs, ks, vs */
@@ -261,8 +333,8 @@ static void run_attention(const rove_kernels *kn, const tprob *P, float *out, fl
   rove_fill_bits(vp, vb.n, 0x7FC00002u);
   for (int64_t j0 = 0; j0 < P->kv; j0 += (int64_t)P->chunk * tk) {
     const int64_t nj = P->kv - j0 < (int64_t)P->chunk * tk ? P->kv - j0 : (int64_t)P->chunk * tk;
-    rove_rot rk = rot_at(&P->kt, j0, P->rot_qk, P->pairing);
-    rove_rot rv = rot_at(&P->kt, j0, P->rot_v, P->pairing);
+    rove_rot rk = rot_at(&P->kt, j0, P->rot_qk, P->pairing, P->first);
+    rove_rot rv = rot_at(&P->kt, j0, P->rot_v, P->pairing, P->first);
     kn->pack_k(kp + j0 * d, P->k + j0 * P->ks, P->ks, nj, d, &rk, P->k_mul);
     kn->rotate(vp + j0 * d, d, P->v + j0 * P->vs, P->vs, nj, d, &rv, 1.0f, 1.0f, 0);
   }
@@ -277,7 +349,7 @@ static void run_attention(const rove_kernels *kn, const tprob *P, float *out, fl
     rove_fill_bits(m, tq, 0x7FC00005u);
     rove_fill_bits(l, tq, 0x7FC00006u);
     rove_fill_bits(s, sb.n, 0x7FC00007u);
-    rove_rot rq = rot_at(&P->qt, i0, P->rot_qk, P->pairing);
+    rove_rot rq = rot_at(&P->qt, i0, P->rot_qk, P->pairing, P->first);
     kn->rotate(q, d, P->q + i0 * P->qs, P->qs, nq, d, &rq, P->q_rot_mul, P->q_pass_mul, 0);
     memset(o, 0, sizeof(float) * (size_t)nq * (size_t)d);
     for (int32_t i = 0; i < nq; i++) m[i] = -INFINITY, l[i] = 0.0f;
@@ -293,7 +365,7 @@ static void run_attention(const rove_kernels *kn, const tprob *P, float *out, fl
       t.k_pos = P->kt.pos + j0;
       kn->attn_tile(&t);
     }
-    rove_rot ro = rot_at(&P->qt, i0, P->rot_o, P->pairing);
+    rove_rot ro = rot_at(&P->qt, i0, P->rot_o, P->pairing, P->first);
     rove_finish_f32(kn, out + i0 * P->os, P->os, lse ? lse + i0 : NULL, o, m, l, nq, d, &ro);
   }
   kt_check(&kb, "packed K");
@@ -370,6 +442,7 @@ static void tile_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq
   const uint64_t h = rove_rng_u64(g);
   tprob P = {.nq = nq, .kv = kv, .d = d, .pairing = (int32_t)((idx / N_MODES) % 2)};
   const int32_t r = h % 3 == 0 && d > 2 ? (d / 2) & ~1 : d; /* partial rotary dim */
+  P.first = (h >> 19) % 2 ? d - r : 0; /* ROVE_ROTARY_LAST or FIRST */
   int32_t *qp = malloc(sizeof(int32_t) * (size_t)nq), *kp = malloc(sizeof(int32_t) * (size_t)kv);
   make_positions(&P, g, mode, B, qp, kp);
   table_make(&P.qt, qp, nq, r / 2);
@@ -398,9 +471,9 @@ static void tile_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq
   kt_rows_fill(g, v, kv, P.vs, d, 3.0f);
   P.q = q, P.k = k, P.v = v;
   kt_ctx(
-      "attention d=%d r=%d %s nq=%d kv=%d mode=%s base=%d window=%d softcap=%g%s rot "
+      "attention d=%d r=%d first=%d %s nq=%d kv=%d mode=%s base=%d window=%d softcap=%g%s rot "
       "qk/v/o=%d/%d/%d chunk=%d",
-      d, r, P.pairing ? "interleaved" : "half", nq, kv, mode_names[mode], B, P.window, P.softcap,
+      d, r, P.first, P.pairing ? "interleaved" : "half", nq, kv, mode_names[mode], B, P.window, P.softcap,
       P.always_mask ? " mask-all-tiles" : "", P.rot_qk, P.rot_v, P.rot_o, P.chunk);
   rove_guarded o_ref, o_isa, l_ref, l_isa;
   float *out_r = kt_rows_alloc(&o_ref, nq, P.os, d, 0, 1),
@@ -463,8 +536,9 @@ static void finish_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t 
   const int rot = (h >> 2) % 4 != 0, want_lse = (idx / 2) % 2, post = (int)((h >> 4) % 2);
   const int64_t os = (h >> 5) % 3 == 0 ? d : d + 1 + (int64_t)((h >> 7) % 7);
   const int mis_o = (int)((h >> 10) % 16), mis_l = (int)((h >> 14) % 5);
-  kt_ctx("finish d=%d r=%d %s nq=%d rot=%d lse=%d os=%lld", d, r, pairing ? "interleaved" : "half",
-         nq, rot, want_lse, (long long)os);
+  const int32_t first = (h >> 22) % 2 ? d - r : 0; /* ROVE_ROTARY_LAST or FIRST */
+  kt_ctx("finish d=%d r=%d first=%d %s nq=%d rot=%d lse=%d os=%lld", d, r, first,
+         pairing ? "interleaved" : "half", nq, rot, want_lse, (long long)os);
   int32_t pos[40];
   for (int32_t i = 0; i < nq; i++) pos[i] = positions[(h >> 17) % 6] + 2 * i;
   table t;
@@ -481,7 +555,7 @@ static void finish_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t 
   float *yr = kt_rows_alloc(&outr, nq, os, d, 0, 1),
         *yi = kt_rows_alloc(&outi, nq, os, d, mis_o, post);
   float *lr = kt_alloc(&lser, nq, 0, 1), *li = kt_alloc(&lsei, nq, mis_l, post);
-  rove_rot ro = rot_at(&t, 0, rot, pairing);
+  rove_rot ro = rot_at(&t, 0, rot, pairing, first);
   rove_finish_f32(ref, yr, os, want_lse ? lr : NULL, o, m, l, nq, d, &ro);
   rove_finish_f32(kn, yi, os, want_lse ? li : NULL, o, m, l, nq, d, &ro);
   kt_cmp(yi, os, yr, os, nq, d, FIN_TOL, "out");
@@ -647,7 +721,8 @@ static void rows_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq
   const int32_t r = (h >> 20) % 3 == 0 && d > 2 ? (d / 2) & ~1 : d, half = r / 2;
   const int wide = (int)((h >> 22) % 2), head = (int)((h >> 23) % 3);
   rwide_table wt = {0};
-  rove_rot krot = {NULL, NULL, half, (int32_t)((h >> 25) % 2), 0}, vrot = krot;
+  const int32_t first = (h >> 27) % 2 ? d - r : 0; /* ROVE_ROTARY_LAST or FIRST */
+  rove_rot krot = {NULL, NULL, half, (int32_t)((h >> 25) % 2), 0, first}, vrot = krot;
   if (rot) {
     rwide_make(&wt, P.pos.kt.pos, nk, half, wide ? 3 : 1);
     krot.cos = wt.c + head * wide * half, krot.sin = wt.s + head * wide * half;
@@ -659,10 +734,10 @@ static void rows_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq
   }
   kt_ctx(
       "attn_rows d=%d nq=%d nk=%d mode=%s base=%d window=%d softcap=%g calls=%d%s ks=%lld "
-      "vs=%lld mis=%d rot=%d/%d r=%d %s wide=%d",
+      "vs=%lld mis=%d rot=%d/%d r=%d first=%d %s wide=%d",
       d, nq, nk, mode_names[mode], B, P.pos.window, P.pos.softcap, P.calls,
       always_mask ? " mask-always" : "", (long long)P.ks, (long long)P.vs, mis, rot, rmode, r,
-      krot.pairing ? "interleaved" : "half", wide);
+      first, krot.pairing ? "interleaved" : "half", wide);
   float *out_r = kt_alloc(&orf, (int64_t)nq * d, 0, 1),
         *out_i = kt_alloc(&oi, (int64_t)nq * d, 0, 1);
   float *lse_r = kt_alloc(&lrf, nq, 0, 1), *lse_i = kt_alloc(&li, nq, 0, 1);
@@ -731,8 +806,9 @@ static void stride_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t 
     l[i] = i % 5 == 4 ? 0.0f : rove_rng_uniform(g, 1.0f, 9.0f);
   }
   rove_rng_fill(g, src, n * ss, -2.0f, 2.0f);
-  const rove_rot rw = {wc + head * half, wsn + head * half, half, pairing, w};
-  const rove_rot rd = {dc, dsn, half, pairing, 0};
+  const int32_t first = (int32_t)(idx / 6 % 2) * (d - r); /* FIRST or LAST placement */
+  const rove_rot rw = {wc + head * half, wsn + head * half, half, pairing, w, first};
+  const rove_rot rd = {dc, dsn, half, pairing, 0, first};
   for (int inv = 0; inv < 2; inv++) {
     kn->rotate(a, d, src, ss, n, d, &rw, 0.9f, 0.8f, inv);
     kn->rotate(b, d, src, ss, n, d, &rd, 0.9f, 0.8f, inv);
@@ -847,7 +923,8 @@ int main(void) {
   static const kt_test per_isa[] = {{"table", test_table},          {"rotate", test_rotate},
                                     {"finish", test_finish},        {"attention", test_attention},
                                     {"attn_rows", test_rows},       {"exp", test_exp},
-                                    {"rot_stride", test_rot_stride}};
+                                    {"rot_stride", test_rot_stride},
+                                    {"rotate_place", test_rotate_place}};
   const kt_suite s = {
       "ktest_kernels", "scalar", per_isa, (int)(sizeof per_isa / sizeof *per_isa), once, 1, 0};
   return kt_main(&s);

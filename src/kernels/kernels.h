@@ -37,17 +37,26 @@
 
 /* Rotation of n token rows: row i uses cos[i*stride + k], sin[i*stride + k] (k < half).
  * stride 0 means half (a table per token); explicit angles per (token, KV head) use
- * stride n_kv_heads * half. */
+ * stride n_kv_heads * half.
+ *
+ * The r = 2*half rotated dims of a row of d floats are the block [first, first + r)
+ * (rove_rotary_placement: first = 0 for ROVE_ROTARY_FIRST, d - r for ROVE_ROTARY_LAST);
+ * the pairs of rove_pairing are formed inside that block, i.e. pair k of HALF is
+ * (x[first + k], x[first + k + half]) and of INTERLEAVED (x[first + 2k], x[first + 2k + 1]).
+ * Dims [0, first) and [first + r, d) pass through. Every kernel handles a row as the
+ * pass-through run [0, first) followed by the FIRST-placed row x + first of d - first
+ * floats, so first == 0 is exactly the former code path. first + r <= d. */
 typedef struct rove_rot {
   const float *cos, *sin; /* NULL: no rotation (every dim is multiplied by pass_mul) */
   int32_t half;           /* r/2 */
   int32_t pairing;        /* rove_pairing */
   int64_t stride;         /* floats between rows' tables; 0 = half */
+  int32_t first;          /* first rotated dim: 0 (FIRST) or d - r (LAST); unread when cos is NULL */
 } rove_rot;
 static inline int64_t rove_rot_stride(const rove_rot *r) { return r->stride ? r->stride : r->half; }
 
-/* dst_i = rot_mul * R_i^{+-1} src_i on the r rotated dims, pass_mul * src_i on dims r..d-1
- * (when rot->cos is NULL every dim gets pass_mul). dst == src is allowed (in place). */
+/* dst_i = rot_mul * R_i^{+-1} src_i on the r rotated dims [first, first + r), pass_mul *
+ * src_i on the other dims (when rot->cos is NULL every dim gets pass_mul). dst == src is allowed (in place). */
 typedef void (*rove_rotate_fn)(float *dst, int64_t dst_stride, const float *src,
                                int64_t src_stride, int64_t n, int32_t d, const rove_rot *rot,
                                float rot_mul, float pass_mul, int inverse);

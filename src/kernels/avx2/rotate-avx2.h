@@ -94,7 +94,9 @@ ROVE_ROT_INLINE void rove_avx2_scale_run(float *y, const float *x, int32_t n, fl
 }
 
 /* y = rot_mul * R^{+-1} x on the rotated dims, pass_mul * x on the rest (one row; c and s
- * point at this row's r/2 values, NULL = no rotation). */
+ * point at this row's r/2 values, NULL = no rotation). The rotated block starts at
+ * rot->first: dims before it are a pass-through run, then the row from there on is
+ * rotated as a FIRST-placed row (kernels.h). */
 ROVE_ROT_INLINE void rove_avx2_rotate_row(float *y, const float *x, int32_t d,
                                           const rove_rot *rot, const float *c, const float *s,
                                           float rot_mul, float pass_mul, int inverse) {
@@ -105,6 +107,11 @@ ROVE_ROT_INLINE void rove_avx2_rotate_row(float *y, const float *x, int32_t d,
   if (!c) {
     rove_avx2_scale_run(y, x, d, pass_mul);
     return;
+  }
+  if (rot->first) { /* ROVE_ROTARY_LAST: the leading pass-through dims */
+    const int32_t f = rot->first;
+    rove_avx2_scale_run(y, x, f, pass_mul);
+    y += f, x += f, d -= f;
   }
   int32_t k = 0;
   if (rot->pairing == ROVE_PAIRING_HALF) {

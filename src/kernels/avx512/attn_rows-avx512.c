@@ -123,8 +123,9 @@ static __m512 softcap16(__m512 x, float cap) {
 }
 
 /* Rotation of the caller's rows (krot / vrot): rows [0, n) of x (stride xs, table rows
- * j0..) into dst [n][d] as mul R x on the rotated dims and x on the others (the math of
- * rotate-scalar.c: (a, b) -> (a c - b s, a s + b c) with c, s times mul). Each row is
+ * j0..) into dst [n][d] as mul R x on the rotated dims [first, first + r) and x on the
+ * others (the math of rotate-scalar.c: (a, b) -> (a c - b s, a s + b c) with c, s times
+ * mul). Each row is
  * requested PF_ROT rows ahead into L2 (measured at 1 x 4096 x 12 x 64 through
  * rove_attention_forward: 16 rows ahead 2.5 ms, 48 rows 2.25, 96 rows 2.4-2.7). */
 #define PF_ROT 48
@@ -165,15 +166,18 @@ static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32
   const int64_t ts = rove_rot_stride(rot);
   const int32_t r = 2 * rot->half;
   const __m512 m = _mm512_set1_ps(mul);
+  const int32_t f = rot->first; /* the rotated block is [f, f + r) (kernels.h) */
   for (int32_t i = 0; i < n; i++) {
     const float *xi = x + i * xs, *c = rot->cos + (j0 + i) * ts, *s = rot->sin + (j0 + i) * ts;
     float *y = dst + (int64_t)i * d;
     prefetch_rows(xi, PF_ROT, 1, xs, d);
+    for (int32_t c0 = 0; c0 < f; c0 += 16) /* pass-through dims before the block (LAST) */
+      _mm512_mask_storeu_ps(y + c0, lanes(f - c0), _mm512_maskz_loadu_ps(lanes(f - c0), xi + c0));
     if (rot->pairing == ROVE_PAIRING_HALF)
-      rot_half(y, xi, c, s, rot->half, m);
+      rot_half(y + f, xi + f, c, s, rot->half, m);
     else
-      rot_interleaved(y, xi, c, s, rot->half, m);
-    for (int32_t c0 = r; c0 < d; c0 += 16) /* pass-through dims */
+      rot_interleaved(y + f, xi + f, c, s, rot->half, m);
+    for (int32_t c0 = f + r; c0 < d; c0 += 16) /* pass-through dims after it */
       _mm512_mask_storeu_ps(y + c0, lanes(d - c0), _mm512_maskz_loadu_ps(lanes(d - c0), xi + c0));
   }
 }

@@ -3,8 +3,8 @@
  *
  * Pairs (docs/DESIGN.md §1): HALF pairs x[k] with x[k + half], INTERLEAVED pairs x[2k] with
  * x[2k+1]; R maps (a, b) -> (a cos - b sin, a sin + b cos), the inverse negates sin.
- * rot_mul scales the rotated dims, pass_mul the dims 2*half .. d-1 (or every dim when
- * there is no rotation). Rows are strided views into user memory: every load and store
+ * rot_mul scales the rotated dims [first, first + 2*half), pass_mul the others (every dim
+ * when there is no rotation). Rows are strided views into user memory: every load and store
  * is masked to the row's own floats, never past them. dst == src is allowed: each step
  * loads all it reads before it stores, and steps touch disjoint floats. */
 #include <immintrin.h>
@@ -93,9 +93,15 @@ static void rotate_interleaved(float *y, const float *x, int32_t half, const flo
     interleaved_step(y, x, c, s, rm, sm, k, tail16(half - k), tail16(2 * (half - k)), 1);
 }
 
-/* One row: rotated dims, then the pass-through dims. c, s are this row's [half] tables. */
+/* One row: the pass-through dims before the rotated block (rot->first, kernels.h), the
+ * rotated dims, then the pass-through dims after them. c, s are this row's [half] tables. */
 static void rotate_row(float *y, const float *x, int32_t d, const rove_rot *rot, const float *c,
                        const float *s, float rot_mul, float pass_mul, int inverse) {
+  if (rot->first) { /* ROVE_ROTARY_LAST */
+    const int32_t f = rot->first;
+    scale_span(y, x, f, pass_mul);
+    y += f, x += f, d -= f;
+  }
   const float sgn = inverse ? -rot_mul : rot_mul;
   if (rot->pairing == ROVE_PAIRING_HALF)
     rotate_half(y, x, rot->half, c, s, rot_mul, sgn);

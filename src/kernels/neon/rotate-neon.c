@@ -79,6 +79,11 @@ void rove_neon_rotate_row(float *y, const float *x, int32_t d, const rove_rot *r
     scale_run(y, x, d, pass_mul);
     return;
   }
+  if (rot->first) { /* ROVE_ROTARY_LAST: the leading pass-through dims (kernels.h) */
+    const int32_t f = rot->first;
+    scale_run(y, x, f, pass_mul);
+    y += f, x += f, d -= f;
+  }
   const float sm = inverse ? -rot_mul : rot_mul;
   if (rot->pairing == ROVE_PAIRING_HALF)
     rot_half(y, x, rot->half, c, s, rot_mul, sm);

@@ -12,7 +12,8 @@
 #define ROVE_NEON_KGROUP 16  /* keys per packed-K group (four q registers) */
 
 /* y = rot_mul * R^{+-1} x on the rotated dims, pass_mul * x on the rest (one row; c and s
- * point at this row's r/2 cos and sin values, c == NULL: no rotation). y == x is allowed. */
+ * point at this row's r/2 cos and sin values, c == NULL: no rotation; the rotated block
+ * starts at rot->first). y == x is allowed. */
 void rove_neon_rotate_row(float *y, const float *x, int32_t d, const rove_rot *rot,
                           const float *c, const float *s, float rot_mul, float pass_mul,
                           int inverse);

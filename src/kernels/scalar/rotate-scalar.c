@@ -3,7 +3,8 @@
  *
  * Pair k of a head vector x is (x[k], x[k+half]) for HALF pairing and (x[2k], x[2k+1])
  * for INTERLEAVED; R_t maps (a, b) -> (a cos t - b sin t, a sin t + b cos t), and the
- * inverse negates sin. Dims 2*half .. d-1 are passed through (times pass_mul). */
+ * inverse negates sin. The rotated block starts at dim rot->first (kernels.h): dims
+ * [0, first) and first + 2*half .. d-1 are passed through (times pass_mul). */
 #include <string.h>
 
 #include "kernels-scalar.h"
@@ -34,8 +35,10 @@ void rove_rotate_f32__scalar(float *dst, int64_t dst_stride, const float *src,
       for (int32_t j = 0; j < d; j++) y[j] = x[j] * pass_mul;
       continue;
     }
-    rotate_row(y, x, d, rot, rot->cos + i * rove_rot_stride(rot), rot->sin + i * rove_rot_stride(rot), rot_mul,
-               pass_mul, inverse);
+    const int32_t f = rot->first; /* pass-through dims before the rotated block */
+    for (int32_t j = 0; j < f; j++) y[j] = x[j] * pass_mul;
+    rotate_row(y + f, x + f, d - f, rot, rot->cos + i * rove_rot_stride(rot),
+               rot->sin + i * rove_rot_stride(rot), rot_mul, pass_mul, inverse);
   }
 }
 
