@@ -6,7 +6,7 @@
 # Extra package names given as arguments are installed the same way.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev libbenchmark-dev "$@")
+packages=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev libbenchmark-dev valgrind "$@")
 
 # Query the native architecture's copy (or the "all" one): with a foreign architecture
 # added (arm64, see scripts/test-aarch64.sh) a plain name lists every architecture's copy.
