@@ -216,8 +216,8 @@ ROVE_API rove_status rove_rope_inv_freq(const rove_rope_config *c, int32_t head_
                                         double *inv_freq, double *attention_factor);
 
 /**
- * transformers' get_mscale: 0.1 * mscale * ln(s) + 1 for s > 1, and 1 for s <= 1 (or any
- * non-finite argument: NaN in, NaN out). DeepSeek-V2/V3 recipe with YaRN factor s:
+ * transformers' get_mscale: 0.1 * mscale * ln(s) + 1 for s > 1, and 1 for s <= 1; NaN
+ * when either argument is not finite (NaN or an infinity). DeepSeek-V2/V3 recipe with YaRN factor s:
  *   cfg.rope.mscale = mscale, cfg.rope.mscale_all_dim = mscale_all_dim (m as above), and
  *   cfg.scale = rove_rope_mscale(s, mscale_all_dim)^2 / sqrt(qk_head_dim)
  * (DeepSeek-V3: s = 40, mscale = mscale_all_dim = 1, so m = 1 and the scale gains 1.874).
@@ -258,7 +258,7 @@ typedef struct rove_plan rove_plan;
 
 /**
  * Validate @p c and build a plan. The plan copies everything it needs from @p c
- * (including freq_factors).
+ * (including freq_factors and long_freq_factors).
  * @return ROVE_OK and *out set; ROVE_ERR_INVALID_ARGUMENT (NULL, bad size, ratio, flag,
  *         scale, softcap, window, rope parameter); ROVE_ERR_UNSUPPORTED (head_dim too
  *         large, or the requested ISA is not available here); ROVE_ERR_OUT_OF_MEMORY.
@@ -271,8 +271,10 @@ ROVE_API void rove_plan_destroy(rove_plan *p);
 ROVE_API rove_isa rove_plan_isa(const rove_plan *p);
 /** Threads the plan runs on (n_threads resolved); 0 for a NULL plan. */
 ROVE_API int32_t rove_plan_threads(const rove_plan *p);
-/** Copy of the validated config (rotary_dim, scale resolved; rope.freq_factors points
- *  into the plan). Returns ROVE_ERR_INVALID_ARGUMENT for NULL arguments. */
+/** Copy of the validated config (rotary_dim, scale resolved; rope.freq_factors and
+ *  rope.long_freq_factors point into the plan, valid while it lives). Passed back to
+ *  rove_plan_create it gives the same plan. Returns ROVE_ERR_INVALID_ARGUMENT for NULL
+ *  arguments. */
 ROVE_API rove_status rove_plan_config(const rove_plan *p, rove_attention_config *out);
 /**@}*/
 

@@ -67,14 +67,25 @@ rove_status rove_plan_create(const rove_attention_config *c, rove_plan **out) {
   p->cfg.rope.rotary_dim = r;
   p->inv_freq = malloc((size_t)p->half * sizeof(double));
   p->pool = rove_pool_create();
-  if (c->rope.freq_factors) p->freq_factors = malloc((size_t)p->half * sizeof(double));
-  if (!p->inv_freq || !p->pool || (c->rope.freq_factors && !p->freq_factors)) {
+  /* The plan's own copy of the factor sets, in one block: [freq_factors][long_freq_factors]
+   * (each half doubles, present when the config has it), so that rove_plan_config returns
+   * a config that recreates this plan. */
+  const double *sets[2] = {c->rope.freq_factors, c->rope.long_freq_factors};
+  const size_t n_sets = (sets[0] ? 1u : 0u) + (sets[1] ? 1u : 0u);
+  if (n_sets) p->freq_factors = malloc(n_sets * (size_t)p->half * sizeof(double));
+  if (!p->inv_freq || !p->pool || (n_sets && !p->freq_factors)) {
     rove_plan_destroy(p);
     return ROVE_ERR_OUT_OF_MEMORY;
   }
-  if (p->freq_factors)
-    memcpy(p->freq_factors, c->rope.freq_factors, (size_t)p->half * sizeof(double));
-  p->cfg.rope.freq_factors = p->freq_factors;
+  double *copy = p->freq_factors;
+  const double **dst[2] = {&p->cfg.rope.freq_factors, &p->cfg.rope.long_freq_factors};
+  for (int i = 0; i < 2; i++) {
+    *dst[i] = NULL;
+    if (!sets[i]) continue;
+    memcpy(copy, sets[i], (size_t)p->half * sizeof(double));
+    *dst[i] = copy;
+    copy += p->half;
+  }
   st = rove_rope_inv_freq(&p->cfg.rope, c->head_dim, p->inv_freq, &p->attn_factor);
   if (st != ROVE_OK) {
     rove_plan_destroy(p);

@@ -7,8 +7,11 @@
 
 #include "rove.h"
 
-/* rope_freq.c: validate the rope part of a config for head_dim; writes the resolved
- * rotary dim. Returns INVALID_ARGUMENT / UNSUPPORTED as rove_rope_inv_freq documents. */
+/* rope_freq.c: validate the rope part of a config for head_dim (every field, rove.h's
+ * table of unread fields included); writes the resolved rotary dim. Returns
+ * INVALID_ARGUMENT / UNSUPPORTED as rove_rope_inv_freq documents. The bounds on derived
+ * values (m <= 1000, w_k * 2^31 finite) are checked by rove_rope_inv_freq, which every
+ * plan creation calls after this. */
 rove_status rove_rope_validate(const rove_rope_config *c, int32_t head_dim, int32_t *rotary_dim);
 
 /* rope_table.c: cos/sin [n][half] of angle fmod((double)pos_i * inv_freq[k], 2 pi),

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Rotary inverse frequencies and the YaRN attention factor (docs/DESIGN.md §1).
+/* Rotary inverse frequencies and the attention factor m (docs/DESIGN.md §1).
  *
  * Everything is evaluated in double. The scalings follow HuggingFace transformers'
- * modeling_rope_utils.py (default, linear, static NTK-aware, yarn, llama3), with the
- * operations written in the same order so that the results agree to the last few ulps
- * with the same formulas evaluated in Python floats. */
+ * modeling_rope_utils.py (default, linear, static NTK-aware, yarn, llama3, longrope), with
+ * the operations written in the same order so that the results agree to the last few ulps
+ * with the same formulas evaluated in Python floats (the attention factors bit for bit:
+ * transformers computes them in Python floats, i.e. in double, with the same libm). */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +14,10 @@
 #include "rove.h"
 
 #define ROPE_PI 3.14159265358979323846
+/* Bounds of rove.h: m <= ROPE_M_MAX, and w_k * 2^31 finite (every int32 position has a
+ * finite angle p * w_k). */
+#define ROPE_M_MAX 1000.0
+#define ROPE_POS_SPAN 2147483648.0
 
 void rove_rope_config_init(rove_rope_config *c) {
   if (!c) return;
@@ -37,11 +42,18 @@ void rove_rope_config_init(rove_rope_config *c) {
 }
 
 double rove_rope_mscale(double s, double mscale) {
+  if (!isfinite(s) || !isfinite(mscale)) return NAN;
   if (s <= 1.0) return 1.0;
-  return 0.1 * mscale * log(s) + 1.0;
+  return 0.1 * mscale * log(s) + 1.0; /* transformers' get_mscale, same order */
 }
 
 static int finite_pos(double x) { return isfinite(x) && x > 0.0; }
+
+static int factors_ok(const double *f, int32_t half) {
+  for (int32_t k = 0; k < half; k++)
+    if (!finite_pos(f[k])) return 0;
+  return 1;
+}
 
 /* Static NTK-aware base: theta' = theta * s^(r/(r-2)) (needs r > 2). */
 static double ntk_theta(const rove_rope_config *c, int32_t r) {
@@ -58,16 +70,50 @@ static rove_status validate_dims(const rove_rope_config *c, int32_t head_dim, in
   return ROVE_OK;
 }
 
-/* The scaling-specific parameters (r already resolved). */
+/* rove.h's table: every field the scaling does not read holds its default. Compared with
+ * ==, so a NaN in an unread field is refused too. */
+static int unread_fields_default(const rove_rope_config *c) {
+  rove_rope_config d;
+  rove_rope_config_init(&d);
+  const rove_scaling s = c->scaling;
+  const int yarn = s == ROVE_SCALING_YARN, llama3 = s == ROVE_SCALING_LLAMA3;
+  const int longrope = s == ROVE_SCALING_LONGROPE;
+  if (s == ROVE_SCALING_NONE && !(c->factor == d.factor)) return 0;
+  if (!yarn && !llama3 && !longrope && c->original_max_position != d.original_max_position)
+    return 0;
+  if (!yarn && (!(c->beta_fast == d.beta_fast) || !(c->beta_slow == d.beta_slow) ||
+                c->truncate != d.truncate || !(c->mscale == d.mscale) ||
+                !(c->mscale_all_dim == d.mscale_all_dim)))
+    return 0;
+  if (!yarn && !longrope && !(c->attention_factor == d.attention_factor)) return 0;
+  if (!llama3 && (!(c->low_freq_factor == d.low_freq_factor) ||
+                  !(c->high_freq_factor == d.high_freq_factor)))
+    return 0;
+  if (!longrope && (c->long_freq_factors != d.long_freq_factors ||
+                    c->max_position != d.max_position))
+    return 0;
+  return 1;
+}
+
+/* The values of the fields the scaling reads (r already resolved, unread fields checked). */
 static rove_status validate_scaling(const rove_rope_config *c, int32_t r) {
   const rove_scaling s = c->scaling;
-  if (s != ROVE_SCALING_NONE && s != ROVE_SCALING_LINEAR && s != ROVE_SCALING_NTK &&
-      s != ROVE_SCALING_YARN && s != ROVE_SCALING_LLAMA3)
-    return ROVE_ERR_INVALID_ARGUMENT;
   if (s != ROVE_SCALING_NONE && !finite_pos(c->factor)) return ROVE_ERR_INVALID_ARGUMENT;
-  if (c->original_max_position < 0) return ROVE_ERR_INVALID_ARGUMENT;
-  if ((s == ROVE_SCALING_YARN || s == ROVE_SCALING_LLAMA3) && c->original_max_position == 0)
+  if ((s == ROVE_SCALING_YARN || s == ROVE_SCALING_LLAMA3 || s == ROVE_SCALING_LONGROPE) &&
+      c->original_max_position <= 0)
     return ROVE_ERR_INVALID_ARGUMENT;
+  /* attention_factor (YARN, LONGROPE; default 0 elsewhere): 0 = derive, or (0, 1000]. */
+  if (!(c->attention_factor == 0.0 ||
+        (c->attention_factor > 0.0 && c->attention_factor <= ROPE_M_MAX)))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  if (s == ROVE_SCALING_YARN) {
+    if (!finite_pos(c->beta_fast) || !finite_pos(c->beta_slow)) return ROVE_ERR_INVALID_ARGUMENT;
+    if (c->truncate != 0 && c->truncate != 1) return ROVE_ERR_INVALID_ARGUMENT;
+    /* DeepSeek's mscale pair: both unset (0) or both finite and > 0. */
+    const int unset = c->mscale == 0.0 && c->mscale_all_dim == 0.0;
+    if (!unset && !(finite_pos(c->mscale) && finite_pos(c->mscale_all_dim)))
+      return ROVE_ERR_INVALID_ARGUMENT;
+  }
   if (s == ROVE_SCALING_NTK) {
     if (r <= 2) return ROVE_ERR_INVALID_ARGUMENT; /* exponent r/(r-2) */
     if (!finite_pos(ntk_theta(c, r))) return ROVE_ERR_INVALID_ARGUMENT;
@@ -77,6 +123,14 @@ static rove_status validate_scaling(const rove_rope_config *c, int32_t r) {
         c->high_freq_factor == c->low_freq_factor)
       return ROVE_ERR_INVALID_ARGUMENT;
   }
+  if (s == ROVE_SCALING_LONGROPE) {
+    if (!c->freq_factors || c->max_position < 0) return ROVE_ERR_INVALID_ARGUMENT;
+    if (c->max_position > c->original_max_position && !c->long_freq_factors)
+      return ROVE_ERR_INVALID_ARGUMENT;
+  }
+  if (c->freq_factors && !factors_ok(c->freq_factors, r / 2)) return ROVE_ERR_INVALID_ARGUMENT;
+  if (c->long_freq_factors && !factors_ok(c->long_freq_factors, r / 2))
+    return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
 }
 
@@ -88,18 +142,16 @@ rove_status rove_rope_validate(const rove_rope_config *c, int32_t head_dim,
   if (st != ROVE_OK) return st;
   if (c->pairing != ROVE_PAIRING_HALF && c->pairing != ROVE_PAIRING_INTERLEAVED)
     return ROVE_ERR_INVALID_ARGUMENT;
-  if (!isfinite(c->theta) || !(c->theta > 1.0)) return ROVE_ERR_INVALID_ARGUMENT;
-  /* YaRN knobs are checked whatever the scaling: they always hold their defaults. */
-  if (!finite_pos(c->beta_fast) || !finite_pos(c->beta_slow)) return ROVE_ERR_INVALID_ARGUMENT;
-  if (!isfinite(c->attention_factor) || c->attention_factor < 0.0)
+  if (c->placement != ROVE_ROTARY_FIRST && c->placement != ROVE_ROTARY_LAST)
     return ROVE_ERR_INVALID_ARGUMENT;
-  if (c->truncate != 0 && c->truncate != 1) return ROVE_ERR_INVALID_ARGUMENT;
+  if (!isfinite(c->theta) || !(c->theta > 1.0)) return ROVE_ERR_INVALID_ARGUMENT;
+  const rove_scaling s = c->scaling;
+  if (s != ROVE_SCALING_NONE && s != ROVE_SCALING_LINEAR && s != ROVE_SCALING_NTK &&
+      s != ROVE_SCALING_YARN && s != ROVE_SCALING_LLAMA3 && s != ROVE_SCALING_LONGROPE)
+    return ROVE_ERR_INVALID_ARGUMENT;
+  if (!unread_fields_default(c)) return ROVE_ERR_INVALID_ARGUMENT;
   st = validate_scaling(c, r);
   if (st != ROVE_OK) return st;
-  if (c->freq_factors) {
-    for (int32_t k = 0; k < r / 2; k++)
-      if (!finite_pos(c->freq_factors[k])) return ROVE_ERR_INVALID_ARGUMENT;
-  }
   if (rotary_dim) *rotary_dim = r;
   return ROVE_OK;
 }
@@ -138,11 +190,28 @@ static void apply_yarn(const rove_rope_config *c, int32_t r, double *w, double *
     const double interp_freq = w[k] / s, extrap_freq = w[k];
     w[k] = interp_freq * (1.0 - extrap) + extrap_freq * extrap;
   }
-  /* Attention (magnitude) factor: given, or 0.1 ln s + 1 for s > 1, else 1. */
+  /* Attention (magnitude) factor, transformers' rule: given, else
+   * get_mscale(s, mscale) / get_mscale(s, mscale_all_dim) with both set (DeepSeek), else
+   * get_mscale(s, 1) = 0.1 ln s + 1 for s > 1, 1 otherwise. */
+  if (c->attention_factor > 0.0)
+    *m = c->attention_factor;
+  else if (c->mscale != 0.0 && c->mscale_all_dim != 0.0)
+    *m = rove_rope_mscale(s, c->mscale) / rove_rope_mscale(s, c->mscale_all_dim);
+  else
+    *m = rove_rope_mscale(s, 1.0);
+}
+
+/* LongRoPE (transformers' _compute_longrope_parameters): the frequencies are the base ones
+ * divided by one factor set -- the long set when the plan serves positions beyond L0
+ * (max_position > L0), the short set otherwise -- and the attention factor is given, or
+ * sqrt(1 + ln s / ln L0) for s > 1, else 1. Returns the chosen set. */
+static const double *longrope_factors(const rove_rope_config *c, double *m) {
+  const double s = c->factor, L0 = (double)c->original_max_position;
   if (c->attention_factor > 0.0)
     *m = c->attention_factor;
   else
-    *m = s > 1.0 ? 0.1 * log(s) + 1.0 : 1.0;
+    *m = s <= 1.0 ? 1.0 : sqrt(1.0 + log(s) / log(L0)); /* L0 = 1: inf, refused below */
+  return c->max_position > c->original_max_position ? c->long_freq_factors : c->freq_factors;
 }
 
 /* Llama 3.1: wavelength lambda_k = 2 pi / w_k against two bands of L0:
@@ -173,6 +242,7 @@ rove_status rove_rope_inv_freq(const rove_rope_config *c, int32_t head_dim, doub
   const int32_t half = r / 2;
   double w[ROVE_MAX_HEAD_DIM / 2]; /* outputs stay untouched until all is well */
   double m = 1.0;
+  const double *divisors = c->freq_factors; /* per-pair divisors after the scaling */
   base_freqs(c->scaling == ROVE_SCALING_NTK ? ntk_theta(c, r) : c->theta, r, w);
   switch (c->scaling) {
     case ROVE_SCALING_LINEAR: /* position interpolation */
@@ -184,14 +254,20 @@ rove_status rove_rope_inv_freq(const rove_rope_config *c, int32_t head_dim, doub
     case ROVE_SCALING_LLAMA3:
       apply_llama3(c, w, half);
       break;
+    case ROVE_SCALING_LONGROPE:
+      divisors = longrope_factors(c, &m);
+      break;
     default: /* NONE; NTK is all in the base */
       break;
   }
-  if (c->freq_factors) /* LongRoPE-style per-pair divisors, after the scaling */
-    for (int32_t k = 0; k < half; k++) w[k] = w[k] / c->freq_factors[k];
-  /* Extreme (yet finite) factors can overflow a frequency: refuse rather than emit inf. */
+  if (divisors)
+    for (int32_t k = 0; k < half; k++) w[k] = w[k] / divisors[k];
+  /* Extreme (yet finite) parameters can overflow a frequency, or make the angle p * w_k of
+   * a large int32 position infinite (a NaN cos/sin later), or derive an m that overflows
+   * the logits: refuse them rather than compute garbage. !(x <= max) also catches NaN. */
   for (int32_t k = 0; k < half; k++)
-    if (!isfinite(w[k])) return ROVE_ERR_INVALID_ARGUMENT;
+    if (!isfinite(w[k] * ROPE_POS_SPAN)) return ROVE_ERR_INVALID_ARGUMENT;
+  if (!(m > 0.0 && m <= ROPE_M_MAX)) return ROVE_ERR_INVALID_ARGUMENT;
   for (int32_t k = 0; k < half; k++) inv_freq[k] = w[k];
   if (attention_factor) *attention_factor = m;
   return ROVE_OK;

@@ -293,6 +293,34 @@ static void m_ff_zero(rove_rope_config *c) {
 }
 static void m_ff_neg(rove_rope_config *c) { m_ff_zero(c), g_bad_ff[5] = -1.0; }
 static void m_ff_nan(rove_rope_config *c) { m_ff_zero(c), g_bad_ff[31] = NAN; }
+/* Issue 13 item 9: accepted before, with ROVE_OK and all-zero (m 1e39) or NaN (m 1e20;
+ * w_0 = 1e300 at large positions) outputs. */
+static void m_yarn_m1e20(rove_rope_config *c) { yarn(c), c->attention_factor = 1e20; }
+static void m_yarn_m1e39(rove_rope_config *c) { yarn(c), c->attention_factor = 1e39; }
+static void m_yarn_m1001(rove_rope_config *c) { yarn(c), c->attention_factor = 1001; }
+static void m_ff_tiny(rove_rope_config *c) { m_ff_zero(c), g_bad_ff[5] = 1.0, g_bad_ff[0] = 1e-300; }
+static void m_lin_tiny(rove_rope_config *c) { c->scaling = ROVE_SCALING_LINEAR, c->factor = 1e-300; }
+/* Derived m above 1000: get_mscale(4, 1e5) / get_mscale(4, 1e-3) = 13864. */
+static void m_yarn_mscale_big(rove_rope_config *c) { yarn(c), c->mscale = 1e5, c->mscale_all_dim = 1e-3; }
+static void m_yarn_mscale_one(rove_rope_config *c) { yarn(c), c->mscale = 1; }
+static void m_placement(rove_rope_config *c) { c->placement = (rove_rotary_placement)2; }
+static void m_placement_neg(rove_rope_config *c) { c->placement = (rove_rotary_placement)-1; }
+/* Fields the scaling does not read keep their defaults (rove.h's table). */
+static void m_lin_m(rove_rope_config *c) { c->scaling = ROVE_SCALING_LINEAR, c->factor = 2, c->attention_factor = 1.2; }
+static void m_none_factor(rove_rope_config *c) { c->factor = 2; }
+static void m_llama_beta(rove_rope_config *c) { llama(c), c->beta_fast = 16; }
+static void m_yarn_maxpos(rove_rope_config *c) { yarn(c), c->max_position = 100; }
+static void longrope(rove_rope_config *c) {
+  m_ff_zero(c), g_bad_ff[5] = 1.0;
+  c->scaling = ROVE_SCALING_LONGROPE;
+  c->factor = 32;
+  c->original_max_position = 64;
+}
+static void m_longrope_no_short(rove_rope_config *c) { longrope(c), c->freq_factors = NULL; }
+static void m_longrope_no_long(rove_rope_config *c) { longrope(c), c->max_position = 65; }
+static void m_longrope_maxpos(rove_rope_config *c) { longrope(c), c->max_position = -1; }
+static void m_longrope_l0(rove_rope_config *c) { longrope(c), c->original_max_position = 0; }
+static void m_longrope_mscale(rove_rope_config *c) { longrope(c), c->mscale = c->mscale_all_dim = 1; }
 
 static const struct {
   const char *name;
@@ -307,7 +335,15 @@ static const struct {
     {"yarn beta_slow", m_yarn_bs}, {"yarn m NaN", m_yarn_m},      {"yarn m inf", m_yarn_minf},
     {"llama L0", m_llama_l0},      {"llama lo=hi", m_llama_eq},   {"llama NaN", m_llama_nan},
     {"llama s < 0", m_llama_factor}, {"ff 0", m_ff_zero},         {"ff < 0", m_ff_neg},
-    {"ff NaN", m_ff_nan},
+    {"ff NaN", m_ff_nan},          {"yarn m 1e20", m_yarn_m1e20}, {"yarn m 1e39", m_yarn_m1e39},
+    {"yarn m 1001", m_yarn_m1001}, {"ff 1e-300", m_ff_tiny},      {"linear 1e-300", m_lin_tiny},
+    {"yarn mscale m > 1000", m_yarn_mscale_big}, {"yarn mscale alone", m_yarn_mscale_one},
+    {"placement 2", m_placement},  {"placement -1", m_placement_neg},
+    {"linear attention_factor", m_lin_m}, {"none factor 2", m_none_factor},
+    {"llama beta_fast", m_llama_beta}, {"yarn max_position", m_yarn_maxpos},
+    {"longrope no short set", m_longrope_no_short}, {"longrope no long set", m_longrope_no_long},
+    {"longrope max_position < 0", m_longrope_maxpos}, {"longrope L0 0", m_longrope_l0},
+    {"longrope mscale", m_longrope_mscale},
 };
 #define N_ROPE_BAD (sizeof k_rope_bad / sizeof k_rope_bad[0])
 
@@ -345,6 +381,14 @@ static void test_inv_freq_bad(void **state) {
   assert_int_equal(rove_rope_inv_freq(&c, 64, inv, NULL), ROVE_OK);
   rove_rope_config_init(&c);
   llama(&c);
+  assert_int_equal(rove_rope_inv_freq(&c, 64, inv, NULL), ROVE_OK);
+  rove_rope_config_init(&c);
+  longrope(&c);
+  assert_int_equal(rove_rope_inv_freq(&c, 64, inv, NULL), ROVE_OK);
+  rove_rope_config_init(&c);
+  yarn(&c);
+  c.attention_factor = 1000; /* the bound itself */
+  c.placement = ROVE_ROTARY_LAST;
   assert_int_equal(rove_rope_inv_freq(&c, 64, inv, NULL), ROVE_OK);
   rove_rope_config_init(&c);
   c.rotary_dim = 2;

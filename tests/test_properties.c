@@ -386,7 +386,7 @@ static void test_flags_decompose_into_rotations(void **state) {
       rove_attention_config c;
       cfg(&c, H, Hkv, d, v ? 32 : 0, v, rot, v ? 0 : 1, v ? 20 : 0);
       c.rope.scaling = v ? ROVE_SCALING_LINEAR : ROVE_SCALING_NONE; /* m = 1 either way */
-      c.rope.factor = 2;
+      c.rope.factor = v ? 2 : 1; /* NONE does not read factor: it keeps its default */
       rove_plan *pf = make_plan(&c);
       c.rotate = 0;
       rove_plan *p0 = make_plan(&c);

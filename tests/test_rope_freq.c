@@ -370,6 +370,11 @@ static void test_config_init_defaults(void **state) {
   assert_true(c.low_freq_factor == 1.0);
   assert_true(c.high_freq_factor == 4.0);
   assert_null(c.freq_factors);
+  assert_int_equal(c.placement, ROVE_ROTARY_FIRST);
+  assert_true(c.mscale == 0.0);
+  assert_true(c.mscale_all_dim == 0.0);
+  assert_null(c.long_freq_factors);
+  assert_int_equal(c.max_position, 0);
   rove_rope_config_init(NULL); /* no-op, no crash */
 }
 
@@ -473,13 +478,14 @@ static void test_linear_and_ntk(void **state) {
   /* Static NTK-aware, factor 4: theta' = 10000 * 4^(128/126). */
   c = make(10000.0, ROVE_SCALING_NTK, 4.0, 0);
   expect_freqs(&c, 128, k_ntk4, 64, 1.0);
-  /* An attention_factor set outside YaRN is not used: m stays 1. */
+  /* An attention_factor set where no m exists is refused (it used to be ignored), and
+   * NONE refuses a factor other than its default 1 (a NaN one too): tests/
+   * test_rope_fields.c covers every field of every scaling. */
   c = make(10000.0, ROVE_SCALING_LINEAR, 2.0, 0);
   c.attention_factor = 2.0;
-  expect_freqs(&c, 128, k_linear2, 64, 1.0);
-  /* NONE ignores factor entirely, even a NaN one. */
+  expect_fail(&c, 128, ROVE_ERR_INVALID_ARGUMENT);
   c = make(10000.0, ROVE_SCALING_NONE, NAN, 0);
-  expect_freqs(&c, 64, k_gptj6b, 32, 1.0);
+  expect_fail(&c, 64, ROVE_ERR_INVALID_ARGUMENT);
 }
 
 static void test_freq_factors(void **state) {
@@ -549,6 +555,229 @@ static void test_yarn_attention_factor(void **state) {
   assert_true(m == 1.5);
 }
 
+
+/* ---- DeepSeek-style YaRN: mscale / mscale_all_dim ------------------------------------
+ * transformers' _compute_yarn_parameters: attention_factor if given, else
+ * get_mscale(s, mscale) / get_mscale(s, mscale_all_dim) when both are truthy, else
+ * get_mscale(s); get_mscale(s, x) = 0.1 x ln s + 1 for s > 1, else 1. Reference values
+ * from 40-digit mpmath (the same script style as above):
+ *   get_mscale = lambda s, m=1: 1 if s <= 1 else mpf('0.1') * mpf(m) * log(s) + 1
+ *   ds_v3 (40, 1, 1) -> 1.0; ds_v2_lite (40, 0.707, 0.707) -> 1.0;
+ *   (40, 1, 0.5) -> 1.155721990196261; (4, 0.25, 2) -> 0.8100608118904195;
+ *   get_mscale(40, 1)^2 = 1.8738542070926265; get_mscale(40, 0.707)^2 = 1.5896261651208734. */
+#define M_RATIO_40_1_05 1.155721990196261
+#define M_RATIO_4_025_2 0.8100608118904195
+#define MSCALE2_40_1 1.8738542070926265
+#define MSCALE2_40_0707 1.5896261651208734
+
+static void test_deepseek_mscale(void **state) {
+  (void)state;
+  /* DeepSeek-V3 as its config says it: mscale = mscale_all_dim = 1, no attention_factor:
+   * m = 1 (not the 1.3689 of get_mscale(40)), same frequencies as above. */
+  rove_rope_config c = make(10000.0, ROVE_SCALING_YARN, 40.0, 4096);
+  c.rotary_dim = 64;
+  c.pairing = ROVE_PAIRING_INTERLEAVED;
+  c.mscale = c.mscale_all_dim = 1.0;
+  expect_freqs(&c, 64, k_deepseek_v3, 32, 1.0);
+  /* The rotated part sits last in DeepSeek's 192-dim qk head; frequencies are the same. */
+  c.placement = ROVE_ROTARY_LAST;
+  expect_freqs(&c, 192, k_deepseek_v3, 32, 1.0);
+  c.mscale = c.mscale_all_dim = 0.707; /* DeepSeek-V2-Lite */
+  expect_freqs(&c, 192, k_deepseek_v3, 32, 1.0);
+  c.mscale = 1.0;
+  c.mscale_all_dim = 0.5;
+  expect_freqs(&c, 192, k_deepseek_v3, 32, M_RATIO_40_1_05);
+  /* An explicit attention_factor wins over the pair, as in transformers. */
+  c.attention_factor = 0.75;
+  expect_freqs(&c, 192, k_deepseek_v3, 32, 0.75);
+  /* Another s: the Qwen2.5 ramp (s = 4) with mscale 0.25 / 2. */
+  c = make(1e6, ROVE_SCALING_YARN, 4.0, 32768);
+  c.mscale = 0.25;
+  c.mscale_all_dim = 2.0;
+  expect_freqs(&c, 128, k_qwen25_yarn, 64, M_RATIO_4_025_2);
+  /* s <= 1: get_mscale is 1 for both, m = 1. */
+  c.factor = 1.0;
+  double w[64], m = 0.0;
+  assert_int_equal(rove_rope_inv_freq(&c, 128, w, &m), ROVE_OK);
+  assert_true(m == 1.0);
+  c.factor = 0.5;
+  assert_int_equal(rove_rope_inv_freq(&c, 128, w, &m), ROVE_OK);
+  assert_true(m == 1.0);
+  /* Exactly one of the pair set: transformers would silently use get_mscale(s); refused. */
+  c = make(10000.0, ROVE_SCALING_YARN, 40.0, 4096);
+  c.mscale = 1.0;
+  expect_fail(&c, 64, ROVE_ERR_INVALID_ARGUMENT);
+  c.mscale = 0.0;
+  c.mscale_all_dim = 1.0;
+  expect_fail(&c, 64, ROVE_ERR_INVALID_ARGUMENT);
+  /* Each must be finite and > 0 when set. */
+  const double bad[] = {NAN, INFINITY, -INFINITY, -1.0, -0.5};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    c.mscale = bad[i];
+    c.mscale_all_dim = 1.0;
+    expect_fail(&c, 64, ROVE_ERR_INVALID_ARGUMENT);
+    c.mscale = 1.0;
+    c.mscale_all_dim = bad[i];
+    expect_fail(&c, 64, ROVE_ERR_INVALID_ARGUMENT);
+  }
+}
+
+static void test_rope_mscale_recipe(void **state) {
+  (void)state;
+  /* rove_rope_mscale is transformers' get_mscale (and DeepSeek's yarn_get_mscale). */
+  assert_true(rove_rope_mscale(1.0, 1.0) == 1.0);
+  assert_true(rove_rope_mscale(0.5, 3.0) == 1.0);
+  assert_true(rove_rope_mscale(-2.0, 1.0) == 1.0);
+  assert_true(rel_close(rove_rope_mscale(40.0, 1.0), 0.1 * log(40.0) + 1.0));
+  assert_true(rel_close(rove_rope_mscale(4.0, 1.0), M_S4));
+  assert_true(rel_close(rove_rope_mscale(32.0, 1.0), M_S32));
+  assert_true(isnan(rove_rope_mscale(NAN, 1.0)));
+  assert_true(isnan(rove_rope_mscale(40.0, NAN)));
+  assert_true(isnan(rove_rope_mscale(INFINITY, 1.0)));
+  assert_true(isnan(rove_rope_mscale(40.0, -INFINITY)));
+  /* DeepSeek's softmax-scale correction: scale = get_mscale(s, mscale_all_dim)^2 /
+   * sqrt(qk_head_dim) (tests/python/test_hf_config.py checks it against
+   * DeepseekV3Attention.scaling itself). */
+  const double g = rove_rope_mscale(40.0, 1.0);
+  assert_true(rel_close(g * g, MSCALE2_40_1));
+  const double g2 = rove_rope_mscale(40.0, 0.707);
+  assert_true(rel_close(g2 * g2, MSCALE2_40_0707));
+}
+
+/* ---- LongRoPE ----------------------------------------------------------------------------
+ * transformers' _compute_longrope_parameters: inv_freq = 1 / (ext_k * theta^(2k/r)), ext =
+ * long_factor when seq_len > original_max_position_embeddings, else short_factor;
+ * attention factor = attention_factor if given, else 1 for s <= 1, else
+ * sqrt(1 + ln s / ln L0). The reference below is that formula written here in double;
+ * m from mpmath: Phi-3 (s = 131072 / 4096 = 32, L0 4096) sqrt(17/12) =
+ * 1.1902380714238083; s = 1.5, L0 2: 1.2589529382471596. */
+#define M_PHI3 1.1902380714238083
+#define M_S15_L2 1.2589529382471596
+
+static void longrope_ref(double theta, int32_t r, const double *ext, double *w) {
+  for (int32_t k = 0; k < r / 2; k++) w[k] = 1.0 / (ext[k] * pow(theta, (double)(2 * k) / r));
+}
+
+/* Two distinct factor sets of n pairs (Phi-3 shapes: short near 1, long growing). */
+static void fill_longrope_sets(double *shrt, double *lng, int32_t n) {
+  for (int32_t k = 0; k < n; k++) {
+    shrt[k] = 1.0 + 0.05 * k / n;
+    lng[k] = 1.0 + 40.0 * (double)k * k / ((double)n * n);
+  }
+}
+
+static rove_rope_config make_longrope(const double *shrt, const double *lng) {
+  rove_rope_config c = make(10000.0, ROVE_SCALING_LONGROPE, 32.0, 4096);
+  c.freq_factors = shrt;
+  c.long_freq_factors = lng;
+  return c;
+}
+
+static void test_longrope_phi3(void **state) {
+  (void)state;
+  /* Phi-3-mini-128k shape: head_dim 96, theta 10000, L0 4096, max_position_embeddings
+   * 131072 (factor 32), 48 short and 48 long factors. */
+  double shrt[48], lng[48], want_s[48], want_l[48];
+  fill_longrope_sets(shrt, lng, 48);
+  longrope_ref(10000.0, 96, shrt, want_s);
+  longrope_ref(10000.0, 96, lng, want_l);
+  rove_rope_config c = make_longrope(shrt, lng);
+  expect_freqs(&c, 96, want_s, 48, M_PHI3);   /* max_position 0: short */
+  c.max_position = 4096;                       /* = L0: still short (seq_len <= L0) */
+  expect_freqs(&c, 96, want_s, 48, M_PHI3);
+  c.max_position = 4097;                       /* beyond L0: long */
+  expect_freqs(&c, 96, want_l, 48, M_PHI3);
+  c.max_position = INT32_MAX;
+  expect_freqs(&c, 96, want_l, 48, M_PHI3);
+  /* The long set is optional while the short one serves. */
+  c.long_freq_factors = NULL;
+  c.max_position = 4096;
+  expect_freqs(&c, 96, want_s, 48, M_PHI3);
+  c.max_position = 4097; /* ... and required beyond L0 */
+  expect_fail(&c, 96, ROVE_ERR_INVALID_ARGUMENT);
+  /* The short set is always required. */
+  c = make_longrope(NULL, lng);
+  expect_fail(&c, 96, ROVE_ERR_INVALID_ARGUMENT);
+  c.max_position = 8192;
+  expect_fail(&c, 96, ROVE_ERR_INVALID_ARGUMENT);
+  c = make_longrope(shrt, lng);
+  c.max_position = -1;
+  expect_fail(&c, 96, ROVE_ERR_INVALID_ARGUMENT);
+  c.max_position = INT32_MIN;
+  expect_fail(&c, 96, ROVE_ERR_INVALID_ARGUMENT);
+}
+
+static void test_longrope_attention_factor(void **state) {
+  (void)state;
+  double shrt[48], lng[48], want[48];
+  fill_longrope_sets(shrt, lng, 48);
+  longrope_ref(10000.0, 96, shrt, want);
+  rove_rope_config c = make_longrope(shrt, lng);
+  /* An explicit attention_factor wins (Phi-3.5-MoE ships one), even below 1. */
+  c.attention_factor = 1.19;
+  expect_freqs(&c, 96, want, 48, 1.19);
+  c.attention_factor = 0.5;
+  expect_freqs(&c, 96, want, 48, 0.5);
+  c.attention_factor = 0.0;
+  /* s <= 1: m = 1; s only feeds m (the frequencies do not change). */
+  c.factor = 1.0;
+  expect_freqs(&c, 96, want, 48, 1.0);
+  c.factor = 0.25;
+  expect_freqs(&c, 96, want, 48, 1.0);
+  /* A small L0 and fractional s. */
+  c.factor = 1.5;
+  c.original_max_position = 2;
+  expect_freqs(&c, 96, want, 48, M_S15_L2);
+  /* L0 = 1: ln L0 = 0 makes the derived factor infinite (transformers divides by zero):
+   * refused; an explicit factor is fine. */
+  c.original_max_position = 1;
+  expect_fail(&c, 96, ROVE_ERR_INVALID_ARGUMENT);
+  c.attention_factor = 1.25;
+  expect_freqs(&c, 96, want, 48, 1.25);
+  /* L0 is required, s must be finite and > 0. */
+  c = make_longrope(shrt, lng);
+  c.original_max_position = 0;
+  expect_fail(&c, 96, ROVE_ERR_INVALID_ARGUMENT);
+  const double bad_s[] = {0.0, -1.0, NAN, INFINITY};
+  for (size_t i = 0; i < sizeof bad_s / sizeof bad_s[0]; i++) {
+    c = make_longrope(shrt, lng);
+    c.factor = bad_s[i];
+    expect_fail(&c, 96, ROVE_ERR_INVALID_ARGUMENT);
+  }
+}
+
+static void test_longrope_partial_and_bad_sets(void **state) {
+  (void)state;
+  /* Phi-4-mini shape: head_dim 128, partial_rotary_factor 0.75 -> r = 96, 48 factors
+   * per set; the exponent uses r. Pairing and placement do not change frequencies. */
+  double shrt[48], lng[48], want[48];
+  fill_longrope_sets(shrt, lng, 48);
+  longrope_ref(10000.0, 96, lng, want);
+  rove_rope_config c = make_longrope(shrt, lng);
+  c.rotary_dim = 96;
+  c.max_position = 131072;
+  expect_freqs(&c, 128, want, 48, M_PHI3);
+  c.placement = ROVE_ROTARY_LAST;
+  c.pairing = ROVE_PAIRING_INTERLEAVED;
+  expect_freqs(&c, 128, want, 48, M_PHI3);
+  /* Every entry of both sets is checked (finite, > 0), whichever set is chosen. */
+  const double bad[] = {0.0, -0.0, -1.0, NAN, INFINITY};
+  const int at[] = {0, 23, 47};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    for (size_t j = 0; j < sizeof at / sizeof at[0]; j++) {
+      for (int which = 0; which < 2; which++) {
+        for (int32_t mp = 0; mp <= 8192; mp += 8192) {
+          fill_longrope_sets(shrt, lng, 48);
+          (which ? lng : shrt)[at[j]] = bad[i];
+          c = make_longrope(shrt, lng);
+          c.max_position = mp;
+          expect_fail(&c, 96, ROVE_ERR_INVALID_ARGUMENT);
+        }
+      }
+    }
+  }
+}
+
 /* ---- bad input --------------------------------------------------------------------------- */
 
 static void test_bad_pointers_and_dims(void **state) {
@@ -591,7 +820,7 @@ static void test_bad_theta_and_enums(void **state) {
     c = make(bad_theta[i], ROVE_SCALING_NONE, 1.0, 0);
     expect_fail(&c, 64, ROVE_ERR_INVALID_ARGUMENT);
   }
-  const int bad_enum[] = {-1, 5, 99, 0x7fffffff};
+  const int bad_enum[] = {-1, ROVE_SCALING_LONGROPE + 1, 99, 0x7fffffff};
   for (size_t i = 0; i < sizeof bad_enum / sizeof bad_enum[0]; i++) {
     c = make(10000.0, (rove_scaling)bad_enum[i], 2.0, 4096);
     expect_fail(&c, 64, ROVE_ERR_INVALID_ARGUMENT);
@@ -604,6 +833,10 @@ static void test_bad_theta_and_enums(void **state) {
   }
 }
 
+static int reads_l0(rove_scaling sc) {
+  return sc == ROVE_SCALING_YARN || sc == ROVE_SCALING_LLAMA3 || sc == ROVE_SCALING_LONGROPE;
+}
+
 static void test_bad_factor(void **state) {
   (void)state;
   const rove_scaling sc[] = {ROVE_SCALING_LINEAR, ROVE_SCALING_NTK, ROVE_SCALING_YARN,
@@ -611,10 +844,10 @@ static void test_bad_factor(void **state) {
   const double bad[] = {NAN, 0.0, -0.0, -2.0, INFINITY, -INFINITY};
   for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
     for (size_t j = 0; j < sizeof bad / sizeof bad[0]; j++) {
-      rove_rope_config c = make(10000.0, sc[i], bad[j], 4096);
+      rove_rope_config c = make(10000.0, sc[i], bad[j], reads_l0(sc[i]) ? 4096 : 0);
       expect_fail(&c, 64, ROVE_ERR_INVALID_ARGUMENT);
     }
-    rove_rope_config ok = make(10000.0, sc[i], 2.0, 4096); /* control */
+    rove_rope_config ok = make(10000.0, sc[i], 2.0, reads_l0(sc[i]) ? 4096 : 0); /* control */
     assert_int_equal(rove_rope_inv_freq(&ok, 64, (double[32]){0}, NULL), ROVE_OK);
   }
 }
@@ -715,6 +948,11 @@ int main(void) {
       cmocka_unit_test(test_freq_factors),
       cmocka_unit_test(test_yarn_equal_bounds),
       cmocka_unit_test(test_yarn_attention_factor),
+      cmocka_unit_test(test_deepseek_mscale),
+      cmocka_unit_test(test_rope_mscale_recipe),
+      cmocka_unit_test(test_longrope_phi3),
+      cmocka_unit_test(test_longrope_attention_factor),
+      cmocka_unit_test(test_longrope_partial_and_bad_sets),
       cmocka_unit_test(test_bad_pointers_and_dims),
       cmocka_unit_test(test_bad_theta_and_enums),
       cmocka_unit_test(test_bad_factor),
