@@ -9,11 +9,16 @@
 
 /* ---- rotation ------------------------------------------------------------------------ */
 
-void rove_oracle_rotate_angles(double *x, int32_t d, int32_t r, rove_pairing pairing,
-                               const double *angles, int sign) {
+/* The rotated block of a head is dims [first, first + r): first = 0 for
+ * ROVE_ROTARY_FIRST, d - r for ROVE_ROTARY_LAST (DeepSeek MLA). Pair k is formed inside it:
+ * (first + k, first + k + r/2) for HALF, (first + 2k, first + 2k + 1) for INTERLEAVED. */
+void rove_oracle_rotate_angles_placed(double *x, int32_t d, int32_t r, rove_pairing pairing,
+                                      rove_rotary_placement placement, const double *angles,
+                                      int sign) {
   if (!x || !angles || d <= 0) return;
   if (r <= 0 || r > d) r = d;
   const int32_t half = r / 2;
+  if (placement == ROVE_ROTARY_LAST) x += d - 2 * half;
   for (int32_t k = 0; k < half; k++) {
     const double t = angles[k];
     const double cs = cos(t);
@@ -26,13 +31,24 @@ void rove_oracle_rotate_angles(double *x, int32_t d, int32_t r, rove_pairing pai
   }
 }
 
-void rove_oracle_rotate(double *x, int32_t d, int32_t r, rove_pairing pairing,
-                        const double *inv_freq, double pos, int sign) {
+void rove_oracle_rotate_angles(double *x, int32_t d, int32_t r, rove_pairing pairing,
+                               const double *angles, int sign) {
+  rove_oracle_rotate_angles_placed(x, d, r, pairing, ROVE_ROTARY_FIRST, angles, sign);
+}
+
+void rove_oracle_rotate_placed(double *x, int32_t d, int32_t r, rove_pairing pairing,
+                               rove_rotary_placement placement, const double *inv_freq,
+                               double pos, int sign) {
   if (!x || !inv_freq || d <= 0) return;
   if (r <= 0 || r > d) r = d;
   double t[ROVE_MAX_HEAD_DIM / 2];
   for (int32_t k = 0; k < r / 2; k++) t[k] = pos * inv_freq[k];
-  rove_oracle_rotate_angles(x, d, r, pairing, t, sign);
+  rove_oracle_rotate_angles_placed(x, d, r, pairing, placement, t, sign);
+}
+
+void rove_oracle_rotate(double *x, int32_t d, int32_t r, rove_pairing pairing,
+                        const double *inv_freq, double pos, int sign) {
+  rove_oracle_rotate_placed(x, d, r, pairing, ROVE_ROTARY_FIRST, inv_freq, pos, sign);
 }
 
 /* ---- shared validation and geometry --------------------------------------------------- */
@@ -111,7 +127,7 @@ static void angles_of(const geom *g, const double *inv_freq, const double *ang, 
 /* Rotate x by R(t) (sign +1) or its inverse (sign -1). */
 static void rot_by(double *x, const geom *g, const rove_attention_config *c, const double *t,
                    int sign) {
-  rove_oracle_rotate_angles(x, g->d, g->r, c->rope.pairing, t, sign);
+  rove_oracle_rotate_angles_placed(x, g->d, g->r, c->rope.pairing, c->rope.placement, t, sign);
 }
 
 /* q~ or k~: optional rotation by the angles t, then the rotated dims times m. */
@@ -119,7 +135,8 @@ static void rotate_qk(double *x, const geom *g, const rove_attention_config *c,
                       const double *t, double m, int on) {
   if (!on) return;
   rot_by(x, g, c, t, +1);
-  for (int32_t e = 0; e < g->r; e++) x[e] *= m;
+  const int32_t first = c->rope.placement == ROVE_ROTARY_LAST ? g->d - g->r : 0;
+  for (int32_t e = first; e < first + g->r; e++) x[e] *= m;
 }
 
 /* Scores of query vector qt against the rotated keys kt[Skv][d] of one (b, kv head);

@@ -26,14 +26,26 @@ int rove_oracle_attention_conv(const rove_attention_config *c, const double *inv
 
 /* Both forms honour a->q_angles / a->kv_angles (Selective RoPE) in place of pos * w_k. */
 
+/* Both forms honour c->rope.placement: the r rotated dims are 0..r-1 (FIRST) or
+ * d-r..d-1 (LAST), the pairs formed inside that block (docs/DESIGN.md §1). */
+
 /* Rotate one head vector x[d] (double) in place by the angles angles[r/2] (sign -1 for the
- * inverse), with rotary dim r and the given pairing. */
+ * inverse), with rotary dim r and the given pairing, the rotated dims first. */
 void rove_oracle_rotate_angles(double *x, int32_t d, int32_t r, rove_pairing pairing,
                                const double *angles, int sign);
 
 /* Rotate one head vector x[d] (double) in place by angle set pos * inv_freq (sign -1 for
- * the inverse), with rotary dim r and the given pairing. */
+ * the inverse), with rotary dim r and the given pairing, the rotated dims first. */
 void rove_oracle_rotate(double *x, int32_t d, int32_t r, rove_pairing pairing,
                         const double *inv_freq, double pos, int sign);
+
+/* The two above with the rotated block where @p placement puts it: dims 0..r-1 (FIRST)
+ * or d-r..d-1 (LAST). */
+void rove_oracle_rotate_angles_placed(double *x, int32_t d, int32_t r, rove_pairing pairing,
+                                      rove_rotary_placement placement, const double *angles,
+                                      int sign);
+void rove_oracle_rotate_placed(double *x, int32_t d, int32_t r, rove_pairing pairing,
+                               rove_rotary_placement placement, const double *inv_freq,
+                               double pos, int sign);
 
 #endif

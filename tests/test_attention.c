@@ -19,18 +19,20 @@ enum { SC_NONE = 0, SC_YARN, SC_YARN_M, SC_LLAMA3, SC_LINEAR, SC_NTK, SC_FACTORS
 typedef struct {
   int B, Sq, Skv, H, Hkv, d, r; /* r = 0: rotary_dim default (head_dim) */
   int pairing;
+  int last; /* rotary placement LAST (dims d-r..d-1 rotated) */
   uint32_t rot;
   int causal, window;
   float scale, softcap;
-  int scaling;                  /* SC_* */
-  int pos;                      /* POS_* */
-  int64_t pos_base;             /* offset (POS_OFFSET) or centre (POS_RANDOM) */
-  int qpad, kpad, vpad, opad;   /* extra floats per token row beyond the dense width */
-  int fused;                    /* q/k/v are views into one [tokens][(H+2Hkv)*d] buffer */
+  int scaling;                /* SC_* */
+  int pos;                    /* POS_* */
+  int64_t pos_base;           /* offset (POS_OFFSET) or centre (POS_RANDOM) */
+  int qpad, kpad, vpad, opad; /* extra floats per token row beyond the dense width */
+  int fused;                  /* q/k/v are views into one [tokens][(H+2Hkv)*d] buffer */
   int lse;
   int threads;
-  float amp;                    /* inputs uniform in [-amp, amp) (0 = 1) */
-  int expect_masked;            /* at least one query must see no key */
+  float amp;         /* inputs uniform in [-amp, amp) (0 = 1) */
+  int expect_masked; /* at least one query must see no key */
+  int angles;        /* explicit Selective-RoPE angles (random, |t| < 60) */
 } tcase;
 
 static tcase base_case(int B, int Sq, int Skv, int H, int Hkv, int d) {
@@ -51,13 +53,13 @@ static tcase base_case(int B, int Sq, int Skv, int H, int Hkv, int d) {
 
 static void describe(const tcase *t, int threads, uint64_t seed, char *buf, size_t n) {
   snprintf(buf, n,
-           "B=%d Sq=%d Skv=%d H=%d Hkv=%d d=%d r=%d pair=%d rot=0x%x causal=%d win=%d "
-           "scale=%g cap=%g scaling=%d pos=%d base=%lld pads=%d/%d/%d/%d fused=%d lse=%d "
-           "thr=%d amp=%g seed=%llu isa=%s",
-           t->B, t->Sq, t->Skv, t->H, t->Hkv, t->d, t->r, t->pairing, t->rot, t->causal,
+           "B=%d Sq=%d Skv=%d H=%d Hkv=%d d=%d r=%d pair=%d last=%d rot=0x%x causal=%d "
+           "win=%d scale=%g cap=%g scaling=%d pos=%d base=%lld pads=%d/%d/%d/%d fused=%d lse=%d "
+           "thr=%d amp=%g ang=%d seed=%llu isa=%s",
+           t->B, t->Sq, t->Skv, t->H, t->Hkv, t->d, t->r, t->pairing, t->last, t->rot, t->causal,
            t->window, (double)t->scale, (double)t->softcap, t->scaling, t->pos,
-           (long long)t->pos_base, t->qpad, t->kpad, t->vpad, t->opad, t->fused, t->lse,
-           threads, (double)t->amp, (unsigned long long)seed, rove_isa_name(rove_best_isa()));
+           (long long)t->pos_base, t->qpad, t->kpad, t->vpad, t->opad, t->fused, t->lse, threads,
+           (double)t->amp, t->angles, (unsigned long long)seed, rove_isa_name(rove_best_isa()));
 }
 
 static double k_factors[ROVE_MAX_HEAD_DIM / 2];
@@ -95,8 +97,7 @@ static void set_scaling(rove_rope_config *rc, int sc, int32_t rdim) {
       for (int32_t k = 0; k < rdim / 2; k++) k_factors[k] = 1.0 + 0.5 * (k % 5) + 0.01 * k;
       rc->freq_factors = k_factors;
       break;
-    default:
-      break;
+    default: break;
   }
 }
 
@@ -146,8 +147,7 @@ static int make_positions(const tcase *t, rove_rng *g, int32_t *qp, int32_t *kp)
         for (int j = 0; j < t->Skv; j++) k[j] = (int32_t)(50 + 3 * j);
         for (int i = 0; i < t->Sq; i++) q[i] = (int32_t)(49 - (i * 7) % 20);
         break;
-      default:
-        return 0;
+      default: return 0;
     }
   }
   return 1;
@@ -162,6 +162,7 @@ static void check_case(const tcase *t, uint64_t seed) {
   rove_attention_config_init(&c, t->H, t->Hkv, t->d);
   c.rope.rotary_dim = t->r;
   c.rope.pairing = (rove_pairing)t->pairing;
+  c.rope.placement = t->last ? ROVE_ROTARY_LAST : ROVE_ROTARY_FIRST;
   c.rotate = t->rot;
   c.causal = t->causal;
   c.window = t->window;
@@ -232,6 +233,19 @@ static void check_case(const tcase *t, uint64_t seed) {
     a.q_pos = qp;
     a.kv_pos = kp;
   }
+  const int64_t half = (t->r ? t->r : t->d) / 2;
+  double *qang = malloc(sizeof(double) * (size_t)(qrows * t->Hkv * half));
+  double *kang = malloc(sizeof(double) * (size_t)(krows * t->Hkv * half));
+  assert_non_null(qang);
+  assert_non_null(kang);
+  if (t->angles) {
+    for (int64_t i = 0; i < qrows * t->Hkv * half; i++)
+      qang[i] = 120.0 * (rove_rng_uniform(&g, 0, 1) - 0.5);
+    for (int64_t i = 0; i < krows * t->Hkv * half; i++)
+      kang[i] = 120.0 * (rove_rng_uniform(&g, 0, 1) - 0.5);
+    a.q_angles = qang;
+    a.kv_angles = kang;
+  }
 
   double *ref = malloc((size_t)(qrows * qw) * sizeof(double));
   double *ref_lse = malloc((size_t)nl * sizeof(double));
@@ -260,7 +274,8 @@ static void check_case(const tcase *t, uint64_t seed) {
       if (gl.data[i] != SENTINEL) fail_msg("lse written although NULL?! [%s]", desc);
 
   for (int64_t i = 0; i < qrows * qw; i++)
-    if (!isfinite(got[i])) fail_msg("non-finite output at %lld: %g [%s]", (long long)i, (double)got[i], desc);
+    if (!isfinite(got[i]))
+      fail_msg("non-finite output at %lld: %g [%s]", (long long)i, (double)got[i], desc);
 
   /* fully masked rows: exact zeros and -inf */
   int64_t n_masked = 0;
@@ -306,6 +321,8 @@ static void check_case(const tcase *t, uint64_t seed) {
   free(got);
   free(qp);
   free(kp);
+  free(qang);
+  free(kang);
   rove_guarded_free(&gq);
   if (!t->fused) {
     rove_guarded_free(&gk);
@@ -491,16 +508,16 @@ static void test_positions(void **state) {
     int pos;
     int64_t base;
   } pc[] = {
-      {POS_RANDOM, 0},                   /* unsorted, duplicated */
-      {POS_RANDOM, -5000},               /* negative */
+      {POS_RANDOM, 0},     /* unsorted, duplicated */
+      {POS_RANDOM, -5000}, /* negative */
       {POS_OFFSET, -5000},
-      {POS_OFFSET, 1 << 20},             /* near 2^20 */
+      {POS_OFFSET, 1 << 20}, /* near 2^20 */
       {POS_RANDOM, (1 << 20) + 7},
-      {POS_OFFSET, INT32_MAX - 60},      /* the last position is INT32_MAX */
-      {POS_OFFSET, INT32_MIN},           /* starts at INT32_MIN */
+      {POS_OFFSET, INT32_MAX - 60}, /* the last position is INT32_MAX */
+      {POS_OFFSET, INT32_MIN},      /* starts at INT32_MIN */
       {POS_RANDOM, INT32_MAX - 70},
       {POS_RANDOM, (int64_t)INT32_MIN + 70},
-      {POS_EXTREME, 0},                  /* both ends at once: differences ~2^32 */
+      {POS_EXTREME, 0}, /* both ends at once: differences ~2^32 */
   };
   for (size_t i = 0; i < sizeof pc / sizeof pc[0]; i++)
     for (int v = 0; v < 4; v++) {
@@ -669,18 +686,295 @@ static void test_long_sequence(void **state) {
   check_case(&t, 1300);
 }
 
+/* ---- rotary placement LAST (DeepSeek MLA: the rotated dims at the end of each head) ---- */
+
+/* The oracle sweep with the rotated block last: prefill and decode tiles, every rotation
+ * flag, YaRN's m (only the rotated dims are scaled), split-KV, GQA, windows, extreme
+ * positions and explicit angles, both pairings, several partial rotary dims. */
+static void test_placement_last(void **state) {
+  (void)state;
+  uint64_t seed = 1400;
+  for (size_t di = 0; di < sizeof k_dims / sizeof k_dims[0]; di++) {
+    const int d = k_dims[di];
+    tcase t = base_case(1, 65, 65, 4, 2, d); /* RoVE causal prefill, r = d/2, HALF */
+    t.last = 1;
+    t.r = d / 2;
+    check_case(&t, seed++);
+    t = base_case(1, 7, 129, 2, 1, d); /* RoPE non-causal, INTERLEAVED, r = d - 16 */
+    t.last = 1;
+    t.rot = ROVE_ROTATE_ROPE;
+    t.causal = 0;
+    t.pairing = ROVE_PAIRING_INTERLEAVED;
+    t.r = d - 16;
+    check_case(&t, seed++);
+    t = base_case(2, 1, 200, 8, 2, d); /* RoVE decode, r = 16 (DeepSeek's 64 of 192 style) */
+    t.last = 1;
+    t.r = 16;
+    t.pairing = (int)(di % 2);
+    check_case(&t, seed++);
+    t = base_case(1, 2, 2049, 4, 1, d); /* split-KV decode with YaRN */
+    t.last = 1;
+    t.r = d / 4 * 2 > 0 ? 2 * (d / 4) : 2;
+    t.scaling = SC_YARN_M;
+    t.pairing = (int)((di + 1) % 2);
+    check_case(&t, seed++);
+  }
+  for (uint32_t rot = 0; rot < 16; rot++)
+    for (int v = 0; v <= 1; v++) {
+      tcase t = base_case(2, (rot + (uint32_t)v) % 2 ? 70 : 9, 23, 4, 2, 32);
+      t.last = 1;
+      t.r = 8 + 8 * v;
+      t.rot = rot;
+      t.pairing = v;
+      t.pos = POS_RANDOM;
+      t.pos_base = 50;
+      t.scaling = v ? SC_YARN : SC_NONE;
+      check_case(&t, seed++);
+    }
+  static const int sc[] = {SC_YARN, SC_YARN_M, SC_LLAMA3, SC_LINEAR, SC_NTK, SC_FACTORS};
+  for (int i = 0; i < 6; i++) {
+    tcase t = base_case(1, i % 2 ? 70 : 1, 150, 4, 2, 64);
+    t.last = 1;
+    t.scaling = sc[i];
+    t.r = 32;
+    t.pairing = i % 2;
+    t.pos = POS_OFFSET;
+    t.pos_base = 3000;
+    check_case(&t, seed++);
+  }
+  for (int causal = 0; causal <= 1; causal++) {
+    tcase t = base_case(2, 13, 61, 4, 2, 64); /* extreme positions with a window */
+    t.last = 1;
+    t.r = 40;
+    t.pos = POS_EXTREME;
+    t.window = 100;
+    t.causal = causal;
+    check_case(&t, seed++);
+    t = base_case(2, 30, 45, 4, 2, 64); /* explicit angles (Selective RoPE), prefill */
+    t.last = 1;
+    t.r = 24;
+    t.angles = 1;
+    t.causal = causal;
+    t.pairing = causal;
+    check_case(&t, seed++);
+    t.Sq = 1; /* and decode */
+    t.rot = causal ? ROVE_ROTATE_ROPE : ROVE_ROTATE_ROVE;
+    check_case(&t, seed++);
+    t = base_case(1, 45, 45, 4, 2, 80); /* fused QKV views, windowed, strided output */
+    t.last = 1;
+    t.r = 48;
+    t.fused = 1;
+    t.window = 20;
+    t.opad = 5;
+    t.causal = causal;
+    check_case(&t, seed++);
+  }
+}
+
+/* The forward output of a plan with placement pl on the given tensors (dense, default
+ * positions, 2 heads over 1 KV head). */
+static void forward_placed(rove_rotary_placement pl, uint32_t rot, int pairing, int d, int r,
+                           int Sq, int Skv, const float *q, const float *k, const float *v,
+                           float *out, float *lse) {
+  rove_attention_config c;
+  rove_attention_config_init(&c, 2, 1, d);
+  c.rope.rotary_dim = r;
+  c.rope.pairing = (rove_pairing)pairing;
+  c.rope.placement = pl;
+  c.rope.scaling = ROVE_SCALING_YARN; /* m != 1: must scale exactly the rotated dims */
+  c.rope.factor = 4.0;
+  c.rope.original_max_position = 32;
+  c.rotate = rot;
+  c.n_threads = 1;
+  rove_plan *p = NULL;
+  assert_int_equal(rove_plan_create(&c, &p), ROVE_OK);
+  rove_attention_args a;
+  memset(&a, 0, sizeof a);
+  a.batch = 1, a.q_len = Sq, a.kv_len = Skv;
+  a.q = q, a.k = k, a.v = v, a.out = out, a.lse = lse;
+  assert_int_equal(rove_attention_forward(p, &a), ROVE_OK);
+  rove_plan_destroy(p);
+}
+
+/* Head permutation that moves the last r dims to the front: y[e] = x[(e + d - r) % d] for
+ * every head vector of n rows of width d (so a LAST-placed head becomes a FIRST one). */
+static void rotate_dims_front(float *y, const float *x, int64_t rows, int d, int r) {
+  for (int64_t i = 0; i < rows; i++)
+    for (int e = 0; e < d; e++) y[i * d + e] = x[i * d + (e + d - r) % d];
+}
+
+/* LAST really rotates the last dims: FIRST on heads whose dims are cyclically permuted
+ * (last r first) equals LAST on the original heads, up to the same permutation of the
+ * output (q, k and, for RoVE, v and o). And r == head_dim: LAST is FIRST, bit for bit. */
+static void test_placement_permutation(void **state) {
+  (void)state;
+  rove_rng g;
+  rove_rng_seed(&g, 1500);
+  static const uint32_t rots[] = {ROVE_ROTATE_ROVE, ROVE_ROTATE_ROPE,
+                                  ROVE_ROTATE_V | ROVE_ROTATE_O | ROVE_ROTATE_K};
+  static const int shapes[][4] = {
+      {64, 16, 40, 40}, {96, 32, 1, 300}, {32, 2, 100, 37}, {128, 64, 20, 70}};
+  for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+    for (size_t ri = 0; ri < sizeof rots / sizeof *rots; ri++)
+      for (int pairing = 0; pairing < 2; pairing++) {
+        const int d = shapes[si][0], r = shapes[si][1], Sq = shapes[si][2], Skv = shapes[si][3];
+        const int64_t nq = (int64_t)Sq * 2, nk = Skv; /* head rows of q/out and of k/v */
+        float *q = malloc(sizeof(float) * (size_t)(nq * d)),
+              *k = malloc(sizeof(float) * (size_t)(nk * d));
+        float *v = malloc(sizeof(float) * (size_t)(nk * d)),
+              *qp = malloc(sizeof(float) * (size_t)(nq * d));
+        float *kp = malloc(sizeof(float) * (size_t)(nk * d)),
+              *vp = malloc(sizeof(float) * (size_t)(nk * d));
+        float *o_last = malloc(sizeof(float) * (size_t)(nq * d)),
+              *o_first = malloc(sizeof(float) * (size_t)(nq * d));
+        float *o_perm = malloc(sizeof(float) * (size_t)(nq * d));
+        float l_last[600], l_first[600];
+        assert_true(q && k && v && qp && kp && vp && o_last && o_first && o_perm && nq <= 600);
+        rove_rng_fill(&g, q, nq * d, -1.5f, 1.5f);
+        rove_rng_fill(&g, k, nk * d, -1.5f, 1.5f);
+        rove_rng_fill(&g, v, nk * d, -1.0f, 1.0f);
+        rotate_dims_front(qp, q, nq, d, r);
+        rotate_dims_front(kp, k, nk, d, r);
+        rotate_dims_front(vp, v, nk, d, r);
+        forward_placed(ROVE_ROTARY_LAST, rots[ri], pairing, d, r, Sq, Skv, q, k, v, o_last, l_last);
+        forward_placed(ROVE_ROTARY_FIRST, rots[ri], pairing, d, r, Sq, Skv, qp, kp, vp, o_first,
+                       l_first);
+        rotate_dims_front(o_perm, o_last, nq, d, r);
+        double worst = 0, scale = 0;
+        for (int64_t i = 0; i < nq * d; i++) {
+          worst = fmax(worst, fabs((double)o_perm[i] - (double)o_first[i]));
+          scale = fmax(scale, fabs((double)o_first[i]));
+        }
+        if (!(worst <= 2e-6 * fmax(scale, 1e-30)))
+          fail_msg("d=%d r=%d rot=0x%x pairing=%d: LAST vs permuted FIRST differ by %g (max %g)", d,
+                   r, rots[ri], pairing, worst, scale);
+        for (int64_t i = 0; i < nq; i++)
+          if (l_last[i] != l_first[i] && /* equal: -inf for a query that sees no key */
+              !(fabs(l_last[i] - l_first[i]) <= 2e-6 * fmax(1.0, fabs(l_first[i]))))
+            fail_msg("d=%d r=%d: lse %g vs %g", d, r, l_last[i], l_first[i]);
+        /* LAST is not FIRST when r < d (the placement is not ignored) */
+        forward_placed(ROVE_ROTARY_FIRST, rots[ri], pairing, d, r, Sq, Skv, q, k, v, o_first,
+                       l_first);
+        double diff = 0;
+        for (int64_t i = 0; i < nq * d; i++)
+          diff = fmax(diff, fabs((double)o_first[i] - (double)o_last[i]));
+        if (!(diff > 1e-3 * scale)) fail_msg("d=%d r=%d: FIRST and LAST agree (%g)", d, r, diff);
+        /* r == d: the placements coincide, bit for bit */
+        forward_placed(ROVE_ROTARY_LAST, rots[ri], pairing, d, d, Sq, Skv, q, k, v, o_last, l_last);
+        forward_placed(ROVE_ROTARY_FIRST, rots[ri], pairing, d, d, Sq, Skv, q, k, v, o_first,
+                       l_first);
+        if (memcmp(o_last, o_first, sizeof(float) * (size_t)(nq * d)) ||
+            memcmp(l_last, l_first, sizeof(float) * (size_t)nq))
+          fail_msg("d=%d r=d: FIRST and LAST differ", d);
+        free(q), free(k), free(v), free(qp), free(kp), free(vp), free(o_last), free(o_first),
+            free(o_perm);
+      }
+}
+
+/* rove_rotate and rove_rotate_angles with LAST against the oracle's placed rotation, and
+ * r == head_dim bitwise equal to FIRST. */
+static void test_rotate_placement(void **state) {
+  (void)state;
+  rove_rng g;
+  rove_rng_seed(&g, 1600);
+  static const int dims[][2] = {{64, 16}, {192, 64}, {80, 80}, {32, 2}, {128, 96}};
+  for (size_t di = 0; di < sizeof dims / sizeof *dims; di++)
+    for (int pairing = 0; pairing < 2; pairing++)
+      for (int inverse = 0; inverse < 2; inverse++)
+        for (int use_angles = 0; use_angles < 2; use_angles++) {
+          const int d = dims[di][0], r = dims[di][1], H = 4, Hkv = 2, n = 37;
+          const int64_t stride = (int64_t)H * d + 3, half = r / 2;
+          rove_attention_config c;
+          rove_attention_config_init(&c, H, Hkv, d);
+          c.rope.rotary_dim = r;
+          c.rope.pairing = (rove_pairing)pairing;
+          c.rope.placement = ROVE_ROTARY_LAST;
+          c.n_threads = 1;
+          rove_plan *p = NULL;
+          assert_int_equal(rove_plan_create(&c, &p), ROVE_OK);
+          double inv_freq[ROVE_MAX_HEAD_DIM / 2], m;
+          assert_int_equal(rove_rope_inv_freq(&c.rope, d, inv_freq, &m), ROVE_OK);
+          float *x = malloc(sizeof(float) * (size_t)(n * stride)),
+                *x0 = malloc(sizeof(float) * (size_t)(n * stride));
+          double *ang = malloc(sizeof(double) * (size_t)(n * Hkv * half));
+          int32_t pos[37];
+          assert_true(x && x0 && ang);
+          rove_rng_fill(&g, x0, n * stride, -2.0f, 2.0f);
+          for (int i = 0; i < n; i++) pos[i] = (int32_t)(rove_rng_u64(&g) % 100000) - 50000;
+          for (int64_t i = 0; i < n * Hkv * half; i++)
+            ang[i] = 80.0 * (rove_rng_uniform(&g, 0, 1) - 0.5);
+          memcpy(x, x0, sizeof(float) * (size_t)(n * stride));
+          if (use_angles)
+            assert_int_equal(rove_rotate_angles(p, x, n, H, stride, ang, Hkv, inverse), ROVE_OK);
+          else
+            assert_int_equal(rove_rotate(p, x, n, H, stride, pos, inverse), ROVE_OK);
+          double worst = 0;
+          for (int i = 0; i < n; i++)
+            for (int h = 0; h < H; h++) {
+              double y[ROVE_MAX_HEAD_DIM];
+              for (int e = 0; e < d; e++) y[e] = x0[i * stride + h * d + e];
+              if (use_angles)
+                rove_oracle_rotate_angles_placed(y, d, r, (rove_pairing)pairing, ROVE_ROTARY_LAST,
+                                                 ang + ((int64_t)i * Hkv + h / (H / Hkv)) * half,
+                                                 inverse ? -1 : 1);
+              else
+                rove_oracle_rotate_placed(y, d, r, (rove_pairing)pairing, ROVE_ROTARY_LAST,
+                                          inv_freq, pos[i], inverse ? -1 : 1);
+              for (int e = 0; e < d; e++)
+                worst = fmax(worst, fabs(x[i * stride + h * d + e] - y[e]));
+              for (int e = 0; e < d - r; e++) /* the leading dims pass through exactly */
+                if (x[i * stride + h * d + e] != x0[i * stride + h * d + e])
+                  fail_msg("d=%d r=%d: dim %d of a LAST head changed", d, r, e);
+            }
+          for (int i = 0; i < n; i++)
+            for (int64_t e = (int64_t)H * d; e < stride; e++)
+              if (x[i * stride + e] != x0[i * stride + e]) fail_msg("stride gap written");
+          if (!(worst <= 2e-6 * 2.0))
+            fail_msg("rotate d=%d r=%d pairing=%d inverse=%d angles=%d: err %g", d, r, pairing,
+                     inverse, use_angles, worst);
+          if (r == d) { /* LAST == FIRST bitwise */
+            rove_plan *pf = NULL;
+            c.rope.placement = ROVE_ROTARY_FIRST;
+            assert_int_equal(rove_plan_create(&c, &pf), ROVE_OK);
+            float *xf = malloc(sizeof(float) * (size_t)(n * stride));
+            assert_non_null(xf);
+            memcpy(xf, x0, sizeof(float) * (size_t)(n * stride));
+            if (use_angles)
+              assert_int_equal(rove_rotate_angles(pf, xf, n, H, stride, ang, Hkv, inverse),
+                               ROVE_OK);
+            else
+              assert_int_equal(rove_rotate(pf, xf, n, H, stride, pos, inverse), ROVE_OK);
+            if (memcmp(xf, x, sizeof(float) * (size_t)(n * stride)))
+              fail_msg("r == d: FIRST != LAST");
+            free(xf);
+            rove_plan_destroy(pf);
+          }
+          free(x), free(x0), free(ang);
+          rove_plan_destroy(p);
+        }
+}
+
 int main(void) {
   rove_test_isa_gate();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_head_dims),     cmocka_unit_test(test_kv_lengths),
-      cmocka_unit_test(test_rotate_flags),  cmocka_unit_test(test_gqa),
-      cmocka_unit_test(test_windows),       cmocka_unit_test(test_window_tile_edges),
+      cmocka_unit_test(test_head_dims),
+      cmocka_unit_test(test_kv_lengths),
+      cmocka_unit_test(test_rotate_flags),
+      cmocka_unit_test(test_gqa),
+      cmocka_unit_test(test_windows),
+      cmocka_unit_test(test_window_tile_edges),
       cmocka_unit_test(test_softcap_scale),
-      cmocka_unit_test(test_positions),     cmocka_unit_test(test_masked_rows),
-      cmocka_unit_test(test_strides),       cmocka_unit_test(test_scalings),
-      cmocka_unit_test(test_batch),         cmocka_unit_test(test_thread_counts),
+      cmocka_unit_test(test_positions),
+      cmocka_unit_test(test_masked_rows),
+      cmocka_unit_test(test_strides),
+      cmocka_unit_test(test_scalings),
+      cmocka_unit_test(test_batch),
+      cmocka_unit_test(test_thread_counts),
       cmocka_unit_test(test_split_kv),
       cmocka_unit_test(test_long_sequence),
+      cmocka_unit_test(test_placement_last),
+      cmocka_unit_test(test_placement_permutation),
+      cmocka_unit_test(test_rotate_placement),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
