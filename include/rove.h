@@ -109,7 +109,14 @@ ROVE_API rove_status rove_isa_parse(const char *name, rove_isa *isa);
 ROVE_API int32_t rove_default_threads(void);
 /** The largest n_threads a plan accepts (rove_attention_config, rove_gla_config); above it
  *  plan creation returns ROVE_ERR_INVALID_ARGUMENT. A call never runs more threads than it
- *  has independent tasks, and its per-thread workspace is sized by the threads it runs. */
+ *  has independent tasks, and its per-thread workspace is sized by the threads it runs.
+ *  When the process cannot create that many threads (an address-space, pids or
+ *  RLIMIT_NPROC limit), the call runs on fewer, down to the calling thread alone; results
+ *  do not depend on the thread count. librove creates the threads a larger team needs
+ *  itself first, because libgomp (OpenMP) ends the process when it cannot create one.
+ *  What remains of libgomp's behaviour: it also ends the process when one of its own
+ *  small allocations fails (a team structure, out of memory); builds with
+ *  ROVE_ENABLE_OPENMP=OFF have no such path (and run one thread). */
 #define ROVE_MAX_THREADS 1024
 /**@}*/
 
@@ -500,7 +507,12 @@ ROVE_API rove_status rove_layer_forward_cached(const rove_layer *l, rove_kv_cach
  * float angle would be off by whole multiples of its ulp (0.06 rad at 10^6).
  * Angles feed softmax attention (rove_attention_args.q_angles / kv_angles,
  * rove_rotate_angles, rove_kv_cache_append_angles) and gated linear attention
- * (rove_gla_forward). */
+ * (rove_gla_forward).
+ * Trap: the Selective-RoPE reference rotates only q and k (HALF pairing over the whole
+ * head), while rove_attention_config_init's default rotate is ROVE_ROTATE_ROVE, which also
+ * rotates V and the output. To reproduce the reference in softmax attention set
+ * rotate = ROVE_ROTATE_ROPE (and pairing HALF, rotary_dim = head_dim, its defaults). GLA
+ * plans default to ROVE_ROTATE_ROPE already. */
 /**@{*/
 
 /** Default temperatures temp_k = 1 / 500000^(2k/r) for k < n_pairs (r = 2 n_pairs), bit
@@ -532,42 +544,117 @@ ROVE_API rove_status rove_selective_angles(int32_t batch, int32_t seq_len, int32
                                            const double *temp, const double *carry_in,
                                            double *carry_out, double *angles);
 
-/** Weights of the phase network that turns per-head inputs into increments phi
- *  (the reference design of Selective RoPE), per head h and pair k:
- *    u = x_h / max(||x_h||_2, 1e-12)                      (l2-normalised input, in_dim)
- *    z_k = gain[h][k] * <w[h][k], u> / ||w[h][k]||_2       (weight-normalised linear map)
- *    y_k = conv_b[h][k] + sum_{j<4} conv_w[h][k][j] * z_k(t - 3 + j)   (causal depthwise
- *          conv of width 4: tap 3 is the current token; z before the sequence start is the
- *          conv state, zeros for a fresh sequence)
- *    phi_k = silu(y_k) * sigmoid(<gate_w[h], u> + gate_b[h])
- */
+/** Projection of the phase network from the normalised input u to one value z per head
+ *  and pair (the reference's phi_parametrization). */
+typedef enum rove_phase_projection {
+  /** "low-rank", the reference default: z = proj_up (proj_down u) over the whole model
+   *  width d = H * in_dim (mixes heads): [d] -> proj_rank -> [H * n_pairs]. */
+  ROVE_PHASE_PROJ_LOW_RANK = 0,
+  /** "full-rank" (the reference's ChunkedLinear): per head, weight-normalised,
+   *  z[h][k] = gain[h] * <w[h][k], u_h> / max(||w[h][k]||_2, 1e-12). */
+  ROVE_PHASE_PROJ_PER_HEAD = 1
+} rove_phase_projection;
+
+/** Activation after the causal conv (the reference's conv_act: None or "silu"). */
+typedef enum rove_phase_activation {
+  ROVE_PHASE_ACT_NONE = 0, /**< the reference default and every shipped config */
+  ROVE_PHASE_ACT_SILU = 1  /**< silu(y) = y * sigmoid(y) ("silu" / "swish") */
+} rove_phase_activation;
+
+/** The phase gate (the reference's use_gate and gate_parametrization). Every gate reads
+ *  the whole normalised input u [d] and multiplies phi by sigmoid(a). */
+typedef enum rove_phase_gate {
+  ROVE_PHASE_GATE_NONE = 0,     /**< no gate (factor 1), the reference default */
+  /** "standard": a[h] = <gate_w[h], u> + gate_b[h]; gate_w [H][d], one gate per head */
+  ROVE_PHASE_GATE_STANDARD = 1,
+  /** "low-rank": a[h] = <gate_w[h], gate_down u> + gate_b[h]; gate_down [gate_rank][d],
+   *  gate_w [H][gate_rank], one gate per head */
+  ROVE_PHASE_GATE_LOW_RANK = 2,
+  /** "gla": a[h][k] = <gate_w[h*P+k], gate_down u> + gate_b[h*P+k]; gate_down
+   *  [gate_rank][d], gate_w [H*n_pairs][gate_rank], one gate per head and pair */
+  ROVE_PHASE_GATE_GLA = 3
+} rove_phase_gate;
+
+/** Largest conv_width rove_selective_phase accepts. */
+#define ROVE_PHASE_MAX_CONV_WIDTH 64
+
+/** Weights and options of the Selective RoPE phase network (the reference's SelectiveRoPE
+ *  module, docs/DESIGN.md §1), which turns a token's input x (the layer input, d = H *
+ *  in_dim floats, H groups of in_dim) into increments phi [H][n_pairs]. Per token:
+ *    u_h  = x_h / sqrt(||x_h||_2^2 + norm_eps)          per head h (fla's l2_norm)
+ *    z    = projection(u)                              (see rove_phase_projection)
+ *    y    = conv_b + sum_{j<W} conv_w[h][k][j] * z(t - W + 1 + j)   causal depthwise conv
+ *           of width W = conv_width, tap W-1 the current token, z before the sequence
+ *           start from the conv state (zeros for a fresh sequence);
+ *           with skip_conv instead y = z(t) - z(t - 1) (a first difference, no conv)
+ *    phi  = (act(y) + exp(exp_bias[h][k])) * gate      act per conv_act (never with
+ *           skip_conv); the exp_bias term only when exp_bias is set; gate 1 without one.
+ *  Matrices are row-major, PyTorch nn.Linear layout ([out][in]) unless stated; index
+ *  (h, k) of a [H * n_pairs] vector is h * n_pairs + k. Fill with
+ *  rove_selective_phase_weights_init (the reference's defaults), then set the weights of
+ *  the parts you use. Fields a selected part does not read must keep their init values
+ *  (pointers NULL, ranks 16, conv_width 4, conv_act NONE), else
+ *  ROVE_ERR_INVALID_ARGUMENT: a weight or option that would not be used is rejected, not
+ *  ignored. conv_b has no counterpart in the reference (its conv has bias=False). */
 typedef struct rove_selective_phase_weights {
   int32_t n_heads;       /**< H, > 0 */
-  int32_t in_dim;        /**< per-head input width, > 0 */
-  int32_t n_pairs;       /**< r/2, > 0 */
-  const float *w;        /**< [H][n_pairs][in_dim] directions (a zero row gives z = 0) */
-  const float *gain;     /**< NULL (= 1) or [H][n_pairs] */
-  const float *conv_w;   /**< [H][n_pairs][4] */
-  const float *conv_b;   /**< NULL (= 0) or [H][n_pairs] */
-  const float *gate_w;   /**< NULL (= 0) or [H][in_dim] */
-  const float *gate_b;   /**< NULL (= 0) or [H]; gate_w and gate_b both NULL: no gate
-                              (factor 1, not sigmoid(0)) */
+  int32_t in_dim;        /**< per-head input width, > 0; a token's input has d = H*in_dim */
+  int32_t n_pairs;       /**< P = r/2 (the reference's head_k_dim / 2), > 0 */
+  float norm_eps;        /**< finite, > 0; 1e-6 (fla's l2_norm) */
+  rove_phase_projection projection; /**< LOW_RANK */
+  int32_t proj_rank;     /**< LOW_RANK: R > 0 (phi_proj_rank); 16 */
+  const float *proj_down; /**< LOW_RANK: [R][d] (phi_proj[0].weight); NULL */
+  const float *proj_up;  /**< LOW_RANK: [H*P][R] (phi_proj[1].weight); NULL */
+  const float *proj_w;   /**< PER_HEAD: [H][P][in_dim] (the reference's ChunkedLinear
+                              weight [H][in][P], transposed); a zero row gives z = 0; NULL */
+  const float *proj_gain; /**< PER_HEAD: NULL (= 1) or [H] (ChunkedLinear's scalar) */
+  int32_t skip_conv;     /**< 0 or 1; 0 */
+  int32_t conv_width;    /**< W, 1..ROVE_PHASE_MAX_CONV_WIDTH (d_conv); 4 */
+  rove_phase_activation conv_act; /**< NONE */
+  const float *conv_w;   /**< [H][P][W] (phi_conv1d.weight [H*P][1][W]); required
+                              without skip_conv, NULL with it */
+  const float *conv_b;   /**< NULL (= 0) or [H][P], added before the activation (not in
+                              the reference); NULL with skip_conv */
+  const float *exp_bias; /**< NULL or [H][P] (phi_bias, use_bias): exp(exp_bias) is added
+                              after the activation */
+  rove_phase_gate gate;  /**< NONE */
+  int32_t gate_rank;     /**< GATE_LOW_RANK and GATE_GLA: > 0 (gate_low_rank_dim); 16 */
+  const float *gate_down; /**< GATE_LOW_RANK, GATE_GLA: [gate_rank][d]; NULL */
+  const float *gate_w;   /**< required with a gate: STANDARD [H][d], LOW_RANK
+                              [H][gate_rank], GLA [H*P][gate_rank]; NULL */
+  const float *gate_b;   /**< with a gate: NULL (= 0) or [H] (STANDARD, LOW_RANK) or
+                              [H*P] (GLA); NULL */
 } rove_selective_phase_weights;
 
+/** The reference's defaults (low-rank projection of rank 16, conv width 4 without
+ *  activation, no bias, no gate, norm_eps 1e-6) for the given shape, every pointer NULL
+ *  (no-op when @p w is NULL). */
+ROVE_API void rove_selective_phase_weights_init(rove_selective_phase_weights *w,
+                                                int32_t n_heads, int32_t in_dim,
+                                                int32_t n_pairs);
+
+/** Floats of conv state per (batch row, head, pair): 1 with skip_conv, else conv_width - 1
+ *  (0 for width 1); -1 for NULL. Not validated: rove_selective_phase checks @p w. */
+ROVE_API int32_t rove_selective_phase_state_len(const rove_selective_phase_weights *w);
+
 /**
- * Increments phi [batch][seq_len][H][n_pairs] from inputs x [batch][seq_len][H][in_dim]
- * (token stride x_stride floats, 0 = dense). @p conv_state ([batch][H][n_pairs][3], the
- * last three z of each channel, oldest first) is read as the history before token 0 and
- * overwritten with the history after the last token; NULL means a fresh sequence and no
- * state out. Feeding a sequence in pieces with the same conv_state gives the same phi as
- * one call (decode: seq_len 1 per step; the carry of rove_selective_angles is the rest of
- * the decode state). Weights are borrowed for the call only and must not overlap phi or
- * conv_state (not checked).
- * Computed in double; z is rounded to float as it enters the conv (conv_state holds
- * float z), so pieces equal one call bit for bit.
- * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, sizes <= 0, stride too small, phi,
- *         x and conv_state overlapping); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY.
- *         phi and conv_state untouched on failure.
+ * Increments phi [batch][seq_len][H][n_pairs] from inputs x [batch][seq_len][d] (token
+ * stride x_stride floats, 0 = dense; d = H * in_dim). @p conv_state ([batch][H][n_pairs]
+ * [S], S = rove_selective_phase_state_len: the last S values z of each channel, oldest
+ * first) is read as the history before token 0 and overwritten with the history after the
+ * last token; NULL means a fresh sequence and no state out (with S = 0 it is not touched).
+ * Feeding a sequence in pieces with the same conv_state gives the same phi as one call,
+ * bit for bit (decode: seq_len 1 per step; the carry of rove_selective_angles is the rest
+ * of the decode state). With skip_conv the state carries z(t - 1), so pieces equal one
+ * call (the reference keeps no state for skip_conv: its decode restarts the difference).
+ * Weights are borrowed for the call only and must not overlap phi or conv_state (not
+ * checked); their values are not checked either (non-finite weights give non-finite phi).
+ * Computed in double; z is rounded to float as it enters the conv (conv_state holds float
+ * z) and phi is rounded once at the end. Results do not depend on the thread count.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, sizes <= 0, an option out of range, a
+ *         required weight NULL, a weight or option the selected parts do not use, stride
+ *         too small, phi, x and conv_state overlapping); ROVE_ERR_SIZE_OVERFLOW;
+ *         ROVE_ERR_OUT_OF_MEMORY. phi and conv_state untouched on failure.
  */
 ROVE_API rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t batch,
                                           int32_t seq_len, const float *x, int64_t x_stride,
