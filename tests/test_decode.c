@@ -31,6 +31,11 @@ typedef struct {
 
 static int batch_of(const dcase *c) { return c->batch ? c->batch : 1; }
 
+/* Rotary placement LAST for the problems made while this is > 0: the last rotated dims of
+ * each head, this many of them (capped at head_dim), with YaRN (m != 1) so that the scaled
+ * dims are checked to be the rotated ones. 0: the defaults (FIRST, r = head_dim). */
+static int g_last_rdim;
+
 static void make_positions(dproblem *pr, const dcase *c, rove_rng *rng) {
   const int B = batch_of(c);
   pr->kpos = malloc(sizeof(int32_t) * (size_t)(B * c->kv_len));
@@ -62,6 +67,14 @@ static void make_problem(dproblem *pr, const dcase *c, uint64_t seed) {
   pr->cfg.window = c->window;
   pr->cfg.softcap = c->softcap;
   pr->cfg.n_threads = c->threads;
+  if (g_last_rdim > 0) {
+    pr->cfg.rope.placement = ROVE_ROTARY_LAST;
+    pr->cfg.rope.rotary_dim = g_last_rdim < c->d ? g_last_rdim : c->d;
+    pr->cfg.rope.pairing = (c->kv_len + c->q_len) % 2 ? ROVE_PAIRING_INTERLEAVED : ROVE_PAIRING_HALF;
+    pr->cfg.rope.scaling = ROVE_SCALING_YARN;
+    pr->cfg.rope.factor = 4.0;
+    pr->cfg.rope.original_max_position = 1024;
+  }
   const int64_t B = batch_of(c);
   const int64_t nq = B * c->q_len * c->H * c->d, nk = B * c->kv_len * c->Hkv * c->d;
   pr->q = malloc(sizeof(float) * nq);
@@ -113,9 +126,11 @@ static void check_against_oracle(const dcase *c) {
   assert_int_equal(rove_rope_inv_freq(&pr.cfg.rope, c->d, inv_freq, &m), ROVE_OK);
   assert_int_equal(rove_oracle_attention(&pr.cfg, inv_freq, m, &pr.a, ref, lse), 0);
   double err = rove_max_rel_err_fd(pr.out, ref, n);
-  print_message("  %s B=%d H=%d Hkv=%d d=%d q=%d kv=%d causal=%d window=%d softcap=%g pos=%d: "
-                "max rel err %.3g\n", c->cache ? "cache" : "plain", batch_of(c), c->H, c->Hkv,
-                c->d, c->q_len, c->kv_len, c->causal, c->window, c->softcap, c->explicit_pos, err);
+  print_message("  %s B=%d H=%d Hkv=%d d=%d q=%d kv=%d causal=%d window=%d softcap=%g pos=%d "
+                "placement=%s r=%d: max rel err %.3g\n", c->cache ? "cache" : "plain", batch_of(c),
+                c->H, c->Hkv, c->d, c->q_len, c->kv_len, c->causal, c->window, c->softcap,
+                c->explicit_pos, pr.cfg.rope.placement == ROVE_ROTARY_LAST ? "last" : "first",
+                pr.cfg.rope.rotary_dim, err);
   assert_true(err <= 2e-5);
   for (int64_t i = 0; i < rows; i++) { /* lse [b][h][t], out [b][t][h][d] */
     if (isinf(lse[i])) {
@@ -161,6 +176,24 @@ static void test_decode_vs_oracle(void **state) {
     check_against_oracle(&oracle_cases[i]);
 }
 
+/* Every oracle case again with the rotated dims last (DeepSeek MLA style: 64 of each
+ * head's dims, or 16 of the small heads), through rove_attention_forward and the KV cache,
+ * the row kernel and the tile paths; plus DeepSeek's own head shape (192 = 128 + 64). */
+static void test_decode_last_vs_oracle(void **state) {
+  (void)state;
+  const dcase deepseek[] = {{8, 8, 192, 1, 2100, 1, 0, 0, ROVE_ROTATE_ROPE, 0, 0, 0, 0},
+                            {8, 8, 192, 2, 2100, 1, 0, 0, ROVE_ROTATE_ROVE, 1, 0, 0, 1},
+                            {4, 1, 192, 20, 1000, 1, 0, 0, ROVE_ROTATE_ROPE, 0, 0, 0, 1}};
+  for (int pass = 0; pass < 2; pass++) {
+    g_last_rdim = pass == 0 ? 64 : 16;
+    for (size_t i = (size_t)pass; i < sizeof oracle_cases / sizeof oracle_cases[0]; i += 1 + (size_t)pass)
+      check_against_oracle(&oracle_cases[i]); /* r = 16: every other case */
+  }
+  g_last_rdim = 64;
+  for (size_t i = 0; i < sizeof deepseek / sizeof deepseek[0]; i++) check_against_oracle(&deepseek[i]);
+  g_last_rdim = 0;
+}
+
 static void test_decode_threads_bitwise(void **state) {
   (void)state;
   const dcase shapes[] = {{12, 12, 64, 1, 4096, 1, 0, 1, ROVE_ROTATE_ROVE, 0, 0, 0, 0},
@@ -191,6 +224,7 @@ int main(void) {
   rove_test_isa_gate();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decode_vs_oracle),
+      cmocka_unit_test(test_decode_last_vs_oracle),
       cmocka_unit_test(test_decode_threads_bitwise),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

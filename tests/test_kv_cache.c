@@ -19,10 +19,19 @@ typedef struct {
   float *q, *k, *v; /* [B][T][heads][d] */
 } seq;
 
+/* Rotary placement LAST for the plans made while this is > 0: this many rotated dims at
+ * the end of each head (INTERLEAVED pairing, DeepSeek style). 0: FIRST, r = head_dim. */
+static int g_last_rdim;
+
 static void make_seq(seq *s, const shape *sh, uint64_t seed) {
   rove_attention_config c;
   rove_attention_config_init(&c, sh->H, sh->Hkv, sh->d);
   c.rotate = sh->rotate;
+  if (g_last_rdim > 0) {
+    c.rope.placement = ROVE_ROTARY_LAST;
+    c.rope.rotary_dim = g_last_rdim;
+    c.rope.pairing = ROVE_PAIRING_INTERLEAVED;
+  }
   if (sh->yarn) {
     c.rope.scaling = ROVE_SCALING_YARN;
     c.rope.factor = 4.0;
@@ -167,6 +176,53 @@ static void test_rope_cache_equals_oracle(void **state) {
   free_seq(&s);
 }
 
+/* The same equivalences with the rotated dims last (16 or 32 of each head): decode through
+ * the cache equals the full forward, shift equals appending at shifted positions, and the
+ * cache (RoPE and RoVE, YaRN) equals the oracle. */
+static void test_placement_last(void **state) {
+  (void)state;
+  const shape shapes[] = {{1, 130, 4, 4, 64, ROVE_ROTATE_ROVE, 1}, {2, 90, 8, 2, 96, ROVE_ROTATE_ROPE, 0}};
+  g_last_rdim = 16;
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    prefill_then_decode(&shapes[i], 50, 1);
+    prefill_then_decode(&shapes[i], 37, 5);
+  }
+  g_last_rdim = 32;
+  test_shift_equals_shifted_positions(state);
+  for (int v = 0; v < 2; v++) { /* the cache against the oracle */
+    const shape sh = {1, 90, 4, 2, 64, v ? ROVE_ROTATE_ROVE : ROVE_ROTATE_ROPE, v};
+    seq s;
+    make_seq(&s, &sh, 15 + (uint64_t)v);
+    rove_kv_cache *c = NULL;
+    assert_int_equal(rove_kv_cache_create(s.p, 1, 100, &c), ROVE_OK);
+    assert_int_equal(rove_kv_cache_append(c, 90, s.k, 0, s.v, 0, NULL), ROVE_OK);
+    assert_int_equal(rove_kv_cache_shift(c, 0, 90, 500), ROVE_OK); /* positions 500..589 */
+    int32_t qpos[3] = {589, 510, 400}, kpos[90];
+    for (int j = 0; j < 90; j++) kpos[j] = 500 + j;
+    float out[3 * 4 * 64], lse[4 * 3];
+    rove_attention_args a = {.batch = 1, .q_len = 3, .q = s.q, .out = out, .q_pos = qpos, .lse = lse};
+    assert_int_equal(rove_kv_cache_attention(c, &a), ROVE_OK);
+    rove_attention_config cfg;
+    assert_int_equal(rove_plan_config(s.p, &cfg), ROVE_OK);
+    assert_int_equal(cfg.rope.placement, ROVE_ROTARY_LAST);
+    double inv_freq[32], m, ref[3 * 4 * 64], rlse[12];
+    assert_int_equal(rove_rope_inv_freq(&cfg.rope, 64, inv_freq, &m), ROVE_OK);
+    rove_attention_args o = {.batch = 1, .q_len = 3, .kv_len = 90, .q = s.q, .k = s.k, .v = s.v,
+                             .q_pos = qpos, .kv_pos = kpos};
+    assert_int_equal(rove_oracle_attention(&cfg, inv_freq, m, &o, ref, rlse), 0);
+    const double e = rove_max_rel_err_fd(out, ref, 3 * 4 * 64);
+    print_message("  LAST r=32 cache (shifted) vs oracle, rot=0x%x yarn=%d: max rel err %.3g\n",
+                  sh.rotate, sh.yarn, e);
+    assert_true(e <= 2e-5);
+    for (int i = 0; i < 12; i++)
+      assert_true(isinf(rlse[i]) ? (isinf(lse[i]) && lse[i] < 0)
+                                 : fabs(lse[i] - rlse[i]) <= 2e-5 * fmax(1, fabs(rlse[i])));
+    rove_kv_cache_destroy(c);
+    free_seq(&s);
+  }
+  g_last_rdim = 0;
+}
+
 static void test_truncate_and_reset(void **state) {
   (void)state;
   const shape sh = {1, 64, 2, 2, 32, ROVE_ROTATE_ROVE, 0};
@@ -271,6 +327,7 @@ int main(void) {
       cmocka_unit_test(test_decode_equals_prefill),
       cmocka_unit_test(test_shift_equals_shifted_positions),
       cmocka_unit_test(test_rope_cache_equals_oracle),
+      cmocka_unit_test(test_placement_last),
       cmocka_unit_test(test_truncate_and_reset),
       cmocka_unit_test(test_bad_input),
   };
