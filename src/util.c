@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Checked integer arithmetic, aligned allocation, overlap test, the OpenMP loop. */
+/* Checked integer arithmetic, aligned allocation, overlap test, the OpenMP loops and the
+ * thread-creation probe ahead of libgomp. */
+#define _POSIX_C_SOURCE 200809L /* sigset_t, pthread_sigmask under -std=c11 */
 #include <stdint.h>
 #include <stdlib.h>
 
