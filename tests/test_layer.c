@@ -33,6 +33,10 @@ typedef struct {
   int64_t rows, qw, kvw;              /* batch * n, H * d, Hkv * d */
 } lproblem;
 
+/* Rotary placement LAST for the problems made while this is > 0: this many rotated dims at
+ * the end of each head (DeepSeek MLA). 0: FIRST, r = head_dim. */
+static int g_last_rdim;
+
 static float *rand_buf(rove_rng *r, int64_t n, float lo, float hi) {
   float *p = malloc(sizeof(float) * (size_t)n);
   assert_non_null(p);
@@ -84,6 +88,10 @@ static void make_problem(lproblem *pr, const lcase *c, uint64_t seed) {
   pr->cfg.n_threads = c->threads;
   pr->cfg.rope.pairing = c->pairing;
   pr->cfg.window = c->window;
+  if (g_last_rdim > 0) {
+    pr->cfg.rope.placement = ROVE_ROTARY_LAST;
+    pr->cfg.rope.rotary_dim = g_last_rdim;
+  }
   assert_int_equal(rove_plan_create(&pr->cfg, &pr->plan), ROVE_OK);
   assert_int_equal(rove_layer_create(pr->plan, &pr->w, &pr->layer), ROVE_OK);
 }
@@ -283,6 +291,22 @@ static void test_cached_equals_full(void **state) {
   check_prefill_decode(&win, 200, 14);
 }
 
+/* The layer with the rotated dims last: forward against the reference (oracle attention
+ * with placement LAST), and cached prefill + decode against the full forward. */
+static void test_placement_last(void **state) {
+  (void)state;
+  g_last_rdim = 8;
+  const lcase rove = {6, 2, 32, 64, 2, 45, ROVE_ROTATE_ROVE, ALL_BIASES, 2, 2, ROVE_PAIRING_INTERLEAVED, 0};
+  check_forward(&rove, 21);
+  const lcase rope = {4, 2, 32, 56, 2, 29, ROVE_ROTATE_ROPE, BV, 0, 1, ROVE_PAIRING_HALF, 0};
+  check_forward(&rope, 22);
+  lcase inc = rove; /* cached decode needs positions that grow along the sequence */
+  inc.pos_kind = 1;
+  check_prefill_decode(&inc, 20, 23);
+  check_prefill_decode(&rope, 1, 24);
+  g_last_rdim = 0;
+}
+
 /* Capacity exceeded: status, the cache and y unchanged. */
 static void test_cached_capacity(void **state) {
   (void)state;
@@ -426,6 +450,7 @@ int main(void) {
       cmocka_unit_test(test_weights_are_copied),
       cmocka_unit_test(test_cached_equals_full),
       cmocka_unit_test(test_cached_capacity),
+      cmocka_unit_test(test_placement_last),
       cmocka_unit_test(test_bad_create),
       cmocka_unit_test(test_bad_forward),
       cmocka_unit_test(test_bad_cached),
