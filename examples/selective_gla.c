@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* selective_gla: Selective RoPE end to end with librove.
  *
- * 1. Increments phi from per-head inputs (rove_selective_phase: the reference phase
- *    network with seeded random weights), accumulated into angles (rove_selective_angles).
- * 2. RoVE softmax attention with those angles in place of positions.
+ * 1. Increments phi from the layer input (rove_selective_phase: the reference phase
+ *    network with its defaults - low-rank projection over the whole input, causal conv of
+ *    width 4, no activation - and seeded random weights), accumulated into angles
+ *    (rove_selective_angles).
+ * 2. RoVE softmax attention with those angles in place of positions (the Selective-RoPE
+ *    reference itself rotates only q and k: ROVE_ROTATE_ROPE).
  * 3. Gated linear attention rotated by the same angles: a chunked prefill of PROMPT tokens,
  *    then STEPS decode steps that carry the whole decode state (conv state of the phase
  *    network, angle carry, GLA state) from call to call; the decoded outputs are checked
@@ -20,7 +23,7 @@
 
 #include <rove.h>
 
-enum { H = 4, D = 64, P = D / 2, IN = 32, PROMPT = 200, STEPS = 8, T = PROMPT + STEPS };
+enum { H = 4, D = 64, P = D / 2, IN = 32, RANK = 16, PROMPT = 200, STEPS = 8, T = PROMPT + STEPS };
 
 static float next_uniform(uint32_t *s) { /* seeded xorshift32: [-1, 1) */
   *s ^= *s << 13;
@@ -39,7 +42,7 @@ static int check(rove_status st, const char *what) {
 }
 
 typedef struct {
-  float *x, *q, *k, *v, *g; /* inputs of all T tokens: [T][H][IN], [T][H][D] x3, [T][H][D] */
+  float *x, *q, *k, *v, *g; /* inputs of all T tokens: [T][H * IN], [T][H][D] x4 */
   rove_selective_phase_weights w;
 } model;
 
@@ -70,11 +73,13 @@ int main(void) {
   m.k = random_floats((size_t)T * H * D, 3, 1.0f);
   m.v = random_floats((size_t)T * H * D, 4, 1.0f);
   m.g = random_floats((size_t)T * H * D, 5, 0.05f);
-  float *wdir = random_floats((size_t)H * P * IN, 6, 1.0f), *conv = random_floats((size_t)H * P * 4, 7, 0.5f);
-  if (!m.x || !m.q || !m.k || !m.v || !m.g || !wdir || !conv) return 1;
+  float *down = random_floats((size_t)RANK * H * IN, 6, 0.5f);
+  float *up = random_floats((size_t)H * P * RANK, 8, 0.5f);
+  float *conv = random_floats((size_t)H * P * 4, 7, 0.5f);
+  if (!m.x || !m.q || !m.k || !m.v || !m.g || !down || !up || !conv) return 1;
   for (size_t i = 0; i < (size_t)T * H * D; i++) m.g[i] = -fabsf(m.g[i]); /* log decays <= 0 */
-  m.w = (rove_selective_phase_weights){.n_heads = H, .in_dim = IN, .n_pairs = P, .w = wdir,
-                                        .conv_w = conv};
+  rove_selective_phase_weights_init(&m.w, H, IN, P); /* the reference's defaults */
+  m.w.proj_rank = RANK, m.w.proj_down = down, m.w.proj_up = up, m.w.conv_w = conv;
   int bad = 0;
 
   /* 1 + 2: angles of the prompt, then RoVE softmax attention with them. */
@@ -129,7 +134,7 @@ int main(void) {
   bad |= !(diff <= 1e-4);
   rove_gla_plan_destroy(gla);
   rove_plan_destroy(plan);
-  free(m.x), free(m.q), free(m.k), free(m.v), free(m.g), free(wdir), free(conv);
+  free(m.x), free(m.q), free(m.k), free(m.v), free(m.g), free(down), free(up), free(conv);
   free(angles), free(att), free(state), free(out), free(angles1), free(out1);
   return bad;
 }

@@ -20,9 +20,11 @@ int rove_oracle_selective_angles(int32_t batch, int32_t seq_len, int32_t n_heads
                                  int32_t n_pairs, const float *phi, const double *temp,
                                  const double *carry_in, double *carry_out, double *angles);
 
-/* The phase network in double (no float rounding anywhere): phi [batch][seq_len][H][P],
- * from x rows at x_stride floats (0 = dense), conv_state NULL (zeros) or [batch][H][P][3]
- * oldest first (read only). Returns 0, -1 on allocation failure. */
+/* The phase network in double (no float rounding anywhere), written from the reference
+ * module's equations: phi [batch][seq_len][H][P], from x rows at x_stride floats (0 =
+ * dense), conv_state NULL (zeros) or [batch][H][P][S] oldest first (read only; S = 1 with
+ * skip_conv, else conv_width - 1). The options and weights must be valid for
+ * rove_selective_phase. Returns 0, -1 on allocation failure. */
 int rove_oracle_selective_phase(const rove_selective_phase_weights *w, int32_t batch,
                                 int32_t seq_len, const float *x, int64_t x_stride,
                                 const float *conv_state, double *phi);

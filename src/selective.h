@@ -23,4 +23,32 @@ void rove_angle_table(const rove_kernels *k, float *cos_t, float *sin_t, const d
 /* Nonzero when every angles[i], i < n, is finite. */
 int rove_angles_finite(const double *angles, int64_t n);
 
+/* ---- the phase network (selective_phase.c drives, selective_phase_token.c computes) ----
+ * One call runs in blocks of tokens: a token pass (parallel over tokens) writes each
+ * token's z into its phi row (float, the value the conv sees) and its gate values into a
+ * block buffer; a head pass (parallel over batch row x head) walks the block's tokens in
+ * order through the conv (or first difference), the activation, exp(bias) and the gate,
+ * overwriting z with phi. */
+typedef struct rove_phase_run {
+  const rove_selective_phase_weights *w;
+  int64_t d;            /* input width H * in_dim */
+  int64_t hp;           /* H * n_pairs: z and phi values per token */
+  int64_t n_gate;       /* gate values per token: 0 (no gate), H or H * n_pairs (GLA) */
+  int32_t state_len;    /* S: z history per channel (rove_selective_phase_state_len) */
+  int32_t mid;          /* doubles of the rank-sized intermediate: max of the used ranks */
+  const double *scale;  /* PER_HEAD: [hp] gain[h] / max(||w[h][k]||, 1e-12); else NULL */
+  const double *exp_b;  /* [hp] exp(exp_bias) or NULL */
+} rove_phase_run;
+
+/* One token: u from x (d floats), z rounded to float into z_out [hp], the sigmoid gates
+ * into gate_out [n_gate] (not written without a gate). scratch: d + mid doubles. */
+void rove_phase_token(const rove_phase_run *r, const float *x, double *scratch, float *z_out,
+                      double *gate_out);
+
+/* Head h over n tokens: rows[t * hp + h * P + k] holds z on entry and phi on return;
+ * gates[t * n_gate + ...] (NULL without a gate); hist [P][S] the z history, oldest first,
+ * updated. */
+void rove_phase_head(const rove_phase_run *r, int64_t h, int64_t n, float *rows,
+                     const double *gates, float *hist);
+
 #endif

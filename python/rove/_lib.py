@@ -75,8 +75,12 @@ class LayerWeights(Structure):
 
 class SelectivePhaseWeights(Structure):
     _fields_ = [("n_heads", c_int32), ("in_dim", c_int32), ("n_pairs", c_int32),
-                ("w", c_void_p), ("gain", c_void_p), ("conv_w", c_void_p),
-                ("conv_b", c_void_p), ("gate_w", c_void_p), ("gate_b", c_void_p)]
+                ("norm_eps", c_float), ("projection", c_enum), ("proj_rank", c_int32),
+                ("proj_down", c_void_p), ("proj_up", c_void_p), ("proj_w", c_void_p),
+                ("proj_gain", c_void_p), ("skip_conv", c_int32), ("conv_width", c_int32),
+                ("conv_act", c_enum), ("conv_w", c_void_p), ("conv_b", c_void_p),
+                ("exp_bias", c_void_p), ("gate", c_enum), ("gate_rank", c_int32),
+                ("gate_down", c_void_p), ("gate_w", c_void_p), ("gate_b", c_void_p)]
 
 
 class GLAConfig(Structure):
@@ -199,6 +203,9 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_selective_angles": (c_enum, [c_int32, c_int32, c_int32, c_int32, _P, _P, _P, _P, _P]),
     "rove_selective_phase": (c_enum, [POINTER(SelectivePhaseWeights), c_int32, c_int32, _P,
                                       c_int64, _P, _P]),
+    "rove_selective_phase_weights_init": (None, [POINTER(SelectivePhaseWeights), c_int32,
+                                                 c_int32, c_int32]),
+    "rove_selective_phase_state_len": (c_int32, [POINTER(SelectivePhaseWeights)]),
     "rove_gla_config_init": (None, [POINTER(GLAConfig), c_int32, c_int32, c_int32]),
     "rove_gla_plan_create": (c_enum, [POINTER(GLAConfig), POINTER(c_void_p)]),
     "rove_gla_plan_destroy": (None, [_P]),

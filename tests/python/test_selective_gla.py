@@ -42,38 +42,198 @@ def test_angles_reference_and_carry(rng, torch):
         rove.selective_angles(np.full((1, 2, 1, 2), np.nan, np.float32))
 
 
-def phase_weights(rng, H, P, D, gate=True):
-    return rove.SelectivePhaseWeights(
-        w=randn(rng, H, P, D), conv_w=randn(rng, H, P, 4), gain=randn(rng, H, P),
-        conv_b=randn(rng, H, P), gate_w=randn(rng, H, D) if gate else None,
-        gate_b=randn(rng, H) if gate else None)
+# ---- the phase network against the reference module --------------------------------------
+# reference_phi re-implements, in torch float64, the phase network of the official
+# Selective-RoPE code (SelectiveRoPE in selective_rope/modules/rotary.py, Movahedi et al.,
+# 2025) from its equations and with its parameter names: per-head l2_norm of the layer
+# input (fla: x / sqrt(sum x^2 + 1e-6)), the low-rank Sequential or the full-rank
+# ChunkedLinear (scalar * F.normalize(weight, dim=-2)), the depthwise causal ShortConvolution
+# (bias=False, then conv_act) or skip_conv's first difference, + exp(phi_bias), times the
+# sigmoid phase gate. That module needs fla (triton) to import, so it is not used itself.
+
+def reference_phi(torch, p, H, x, conv_act=None, gate=None, history=None, eps=1e-6):
+    """phi [B, T, H, P] (float64) of the reference for parameters p (name -> float32
+    array), layer input x [B, T, d] and an optional z history [B, S, H*P] (oldest first)."""
+    F = torch.nn.functional
+    t = {k: torch.from_numpy(np.asarray(v, np.float64)) for k, v in p.items()}
+    x = torch.from_numpy(np.asarray(x, np.float64))
+    B, T, d = x.shape
+    xh = x.reshape(B, T, H, d // H)
+    u = xh / torch.sqrt((xh * xh).sum(-1, keepdim=True) + eps)
+    uf = u.reshape(B, T, d)
+    if "phi_proj.weight" in t:  # ChunkedLinear: weight [H, in, P], scalar [H]
+        w = t["phi_proj.scalar"].reshape(-1, 1, 1) * F.normalize(t["phi_proj.weight"], dim=-2)
+        z = torch.einsum("bthi,hio->btho", u, w).reshape(B, T, -1)
+    else:
+        z = F.linear(F.linear(uf, t["phi_proj.0.weight"]), t["phi_proj.1.weight"])
+    HP = z.shape[-1]
+    if "phi_conv1d.weight" in t:
+        wc = t["phi_conv1d.weight"]  # [H*P, 1, W]
+        S = wc.shape[-1] - 1
+        hist = torch.zeros(B, S, HP, dtype=z.dtype) if history is None else \
+            torch.from_numpy(np.asarray(history, np.float64))
+        zz = torch.cat([hist, z], 1).transpose(1, 2)  # [B, HP, S + T]
+        y = F.conv1d(zz, wc, groups=HP).transpose(1, 2)
+        if conv_act == "silu":
+            y = F.silu(y)
+    else:  # skip_conv: phi - [0, phi[:-1]] along time (or the history's last z)
+        prev = torch.zeros(B, 1, HP, dtype=z.dtype) if history is None else \
+            torch.from_numpy(np.asarray(history, np.float64))
+        y = z - torch.cat([prev, z[:, :-1]], 1)
+    y = y.reshape(B, T, H, -1)
+    if "phi_bias" in t:
+        y = y + torch.exp(t["phi_bias"])
+    if gate == "standard":
+        g = F.linear(uf, t["phase_gate_proj.weight"], t["phase_gate_proj.bias"]).sigmoid()
+    elif gate in ("low-rank", "gla"):
+        g = F.linear(F.linear(uf, t["phase_gate_proj.0.weight"]), t["phase_gate_proj.1.weight"],
+                     t["phase_gate_proj.1.bias"]).sigmoid()
+    if gate == "gla":
+        y = y * g.reshape(B, T, H, -1)
+    elif gate is not None:
+        y = y * g.unsqueeze(-1)
+    return y.numpy()
 
 
-def test_phase_against_oracle_and_pieces(rng, oracle, torch):
-    B, T, H, P, D = 2, 17, 3, 8, 24
-    wts = phase_weights(rng, H, P, D)
-    x = randn(rng, B, T, H, D)
+def reference_params(rng, H, P, D, projection, width, bias, gate, rank=6, grank=5):
+    """Random parameters with the reference module's state_dict names and shapes."""
+    d = H * D
+    p = {}
+    if projection == "low-rank":
+        p["phi_proj.0.weight"], p["phi_proj.1.weight"] = randn(rng, rank, d), randn(rng, H * P, rank)
+    else:
+        p["phi_proj.weight"] = randn(rng, H, D, P)
+        p["phi_proj.scalar"] = rng.uniform(0.5, 2, H).astype(np.float32)
+    if width:
+        p["phi_conv1d.weight"] = randn(rng, H * P, 1, width)
+    if bias:
+        p["phi_bias"] = randn(rng, 1, 1, H, P)
+    if gate == "standard":
+        p["phase_gate_proj.weight"], p["phase_gate_proj.bias"] = randn(rng, H, d), randn(rng, H)
+    elif gate is not None:
+        n = H * P if gate == "gla" else H
+        p["phase_gate_proj.0.weight"] = randn(rng, grank, d)
+        p["phase_gate_proj.1.weight"], p["phase_gate_proj.1.bias"] = randn(rng, n, grank), randn(rng, n)
+    p["temperature"] = rove.selective_temperatures(P).astype(np.float32).reshape(1, 1, 1, -1)
+    return p
+
+
+@pytest.mark.parametrize("projection", ["low-rank", "full-rank"])
+@pytest.mark.parametrize("conv", ["none", "silu", "w1", "skip"])
+@pytest.mark.parametrize("gate", [None, "standard", "low-rank", "gla"])
+@pytest.mark.parametrize("bias", [False, True])
+def test_phase_matches_reference(rng, torch, projection, conv, gate, bias):
+    B, T, H, P, D = 2, 13, 3, 4, 10
+    width = {"none": 4, "silu": 4, "w1": 1, "skip": 0}[conv]
+    act = "silu" if conv == "silu" else None
+    p = reference_params(rng, H, P, D, projection, width, bias, gate)
+    wts = rove.SelectivePhaseWeights.from_reference_state_dict(p, H, conv_act=act)
+    assert (wts.projection, wts.gate, wts.skip_conv, wts.conv_act) == (projection, gate, conv == "skip", act)
+    x = randn(rng, B, T, H * D) * 2
+    want = reference_phi(torch, p, H, x, conv_act=act, gate=gate)
     phi = rove.selective_phase(x, wts)
-    want = np.empty((B, T, H, P))
-    assert oracle.rove_oracle_selective_phase(wts._c(), B, T, ptr(x), 0, None, ptr(want)) == 0
-    assert phi.dtype == np.float32 and rel_err(phi, want) < 1e-5
+    assert phi.dtype == np.float32 and phi.shape == (B, T, H, P)
+    assert rel_err(phi, want) < 2e-6
+    # from a carried conv state: the reference's conv with that history
+    S = wts.state_len
+    state = rng.uniform(-1, 1, (B, H, P, S)).astype(np.float32)
+    hist = state.reshape(B, H * P, S).transpose(0, 2, 1)  # [B, S, H*P]
+    want = reference_phi(torch, p, H, x, conv_act=act, gate=gate, history=hist)
+    assert rel_err(rove.selective_phase(x, wts, conv_state=state), want) < 2e-6
+
+
+def test_phase_reference_differences(rng, torch):
+    """The choices the issue measured matter: SiLU, the whole-width gate and exp(bias) each
+    change phi by far more than float rounding (the old helper hard-wired SiLU)."""
+    B, T, H, P, D = 1, 40, 4, 8, 16
+    p = reference_params(rng, H, P, D, "low-rank", 4, True, "standard")
+    x = randn(rng, B, T, H * D)
+    base = reference_phi(torch, p, H, x, gate="standard")
+    phi = rove.selective_phase(x, rove.SelectivePhaseWeights.from_reference_state_dict(p, H))
+    assert rel_err(phi, base) < 2e-6
+    silu = rove.selective_phase(
+        x, rove.SelectivePhaseWeights.from_reference_state_dict(p, H, conv_act="silu"))
+    assert rel_err(silu, base) > 0.05
+
+
+def test_phase_pieces_torch_strides(rng, torch):
+    B, T, H, P, D = 2, 37, 3, 8, 8
+    p = reference_params(rng, H, P, D, "low-rank", 4, True, "gla")
+    wts = rove.SelectivePhaseWeights.from_reference_state_dict(p, H, conv_act="silu")
+    x = randn(rng, B, T, H * D)
+    phi = rove.selective_phase(x, wts)
     state = wts.new_state(B)  # pieces with a carried conv state == one call, bit for bit
+    assert state.shape == (B, H, P, 3)
     pieces = [rove.selective_phase(x[:, a:b], wts, conv_state=state)
-              for a, b in ((0, 5), (5, 6), (6, 17))]
+              for a, b in ((0, 5), (5, 6), (6, 7), (7, 37))]
     assert np.array_equal(np.concatenate(pieces, 1), phi)
     tphi = rove.selective_phase(torch.from_numpy(x), wts)
     assert isinstance(tphi, torch.Tensor) and np.array_equal(tphi.numpy(), phi)
-    strided = np.zeros((B, T, H, 2 * D), np.float32)[..., :D]  # a token stride, no copy
+    strided = np.zeros((B, T, 2 * H * D), np.float32)[..., :H * D]  # a token stride, no copy
     strided[...] = x
     assert np.array_equal(rove.selective_phase(strided, wts), phi)
-    nogate = phase_weights(rng, H, P, D, gate=False)  # no gate: factor 1, not sigmoid(0)
-    want = np.empty((B, T, H, P))
-    assert oracle.rove_oracle_selective_phase(nogate._c(), B, T, ptr(x), 0, None, ptr(want)) == 0
-    assert rel_err(rove.selective_phase(x, nogate), want) < 1e-5
-    with pytest.raises(ValueError, match="heads"):
-        rove.selective_phase(x[..., :2, :], wts)
-    with pytest.raises(ValueError, match="contiguous"):
-        rove.selective_phase(x, wts, conv_state=np.zeros((B, H, 3, P), np.float32).transpose(0, 1, 3, 2))
+    assert np.array_equal(rove.selective_phase(x[0], wts), phi[0])  # 2-D: no batch
+    skip = rove.SelectivePhaseWeights.from_reference_state_dict(
+        {k: v for k, v in p.items() if k != "phi_conv1d.weight"}, H)
+    assert skip.skip_conv and skip.state_len == 1
+    full = rove.selective_phase(x, skip)
+    st = skip.new_state(B)
+    steps = [rove.selective_phase(x[:, t:t + 1], skip, conv_state=st) for t in range(T)]
+    assert np.array_equal(np.concatenate(steps, 1), full)  # decode == one call
+
+
+def test_phase_errors(rng):
+    H, P, D = 2, 4, 6
+    p = reference_params(rng, H, P, D, "low-rank", 4, False, None)
+    wts = rove.SelectivePhaseWeights.from_reference_state_dict(p, H)
+    x = randn(rng, 2, 5, H * D)
+    with pytest.raises(ValueError, match="features"):
+        rove.selective_phase(x[..., :-1], wts)
+    with pytest.raises(ValueError, match="contiguous|shape"):
+        rove.selective_phase(x, wts, conv_state=np.zeros((2, H, 3, P), np.float32).transpose(0, 1, 3, 2))
+    with pytest.raises(ValueError, match="unknown keys"):
+        rove.SelectivePhaseWeights.from_reference_state_dict({**p, "q_proj.weight": x[0]}, H)
+    down, up, cw = p["phi_proj.0.weight"], p["phi_proj.1.weight"], p["phi_conv1d.weight"].reshape(H, P, 4)
+    with pytest.raises(ValueError, match="either"):  # both projections
+        rove.SelectivePhaseWeights(H, P, proj_down=down, proj_up=up, proj_w=randn(rng, H, P, D), conv_w=cw)
+    with pytest.raises(ValueError, match="skip_conv"):
+        rove.SelectivePhaseWeights(H, P, proj_down=down, proj_up=up, conv_w=cw, skip_conv=True)
+    with pytest.raises(ValueError, match="without a gate"):
+        rove.SelectivePhaseWeights(H, P, proj_down=down, proj_up=up, conv_w=cw, gate_b=randn(rng, H))
+    with pytest.raises(ValueError, match="shape"):
+        rove.SelectivePhaseWeights(H, P, proj_down=down, proj_up=up[:-1], conv_w=cw)
+    with pytest.raises(ValueError, match="conv_act"):
+        rove.SelectivePhaseWeights(H, P, proj_down=down, proj_up=up, conv_w=cw, conv_act="gelu")
+    with pytest.raises(ValueError, match="norm_eps"):
+        rove.SelectivePhaseWeights(H, P, proj_down=down, proj_up=up, conv_w=cw, norm_eps=0.0)
+    with pytest.raises(ValueError, match="non-finite"):
+        rove.SelectivePhaseWeights(H, P, proj_down=down * np.nan, proj_up=up, conv_w=cw)
+    with pytest.raises(AttributeError):
+        wts.gate = "gla"
+
+
+def test_reference_rotation_is_rope_not_rove(rng, torch):
+    """The Selective-RoPE reference rotates q and k only (HALF pairing, whole head) before
+    causal attention; rove's default rotate is RoVE (also V and O). A rotate="rope" plan
+    with explicit angles reproduces the reference; the default gives another answer."""
+    B, T, H, d = 1, 20, 2, 16
+    q, k, v = randn(rng, B, T, H, d), randn(rng, B, T, H, d), randn(rng, B, T, H, d)
+    ang, _ = rove.selective_angles(rng.uniform(0, 3, (B, T, H, d // 2)).astype(np.float32))
+    a = torch.from_numpy(ang)
+    cos, sin = torch.cos(a), torch.sin(a)
+
+    def rot(x):  # the reference: [x0 cos - x1 sin, x0 sin + x1 cos], x0 the first half
+        x = torch.from_numpy(x).double()
+        x0, x1 = x[..., :d // 2], x[..., d // 2:]
+        return torch.cat([x0 * cos - x1 * sin, x0 * sin + x1 * cos], -1)
+
+    want = torch.nn.functional.scaled_dot_product_attention(
+        rot(q).transpose(1, 2), rot(k).transpose(1, 2), torch.from_numpy(v).double().transpose(1, 2),
+        is_causal=True).transpose(1, 2).numpy()
+    rope = rove.attention(q, k, v, rotate="rope", q_angles=ang, kv_angles=ang)
+    assert rel_err(rope, want) < 2e-5
+    default = rove.attention(q, k, v, q_angles=ang, kv_angles=ang)
+    assert rel_err(default, want) > 0.05
 
 
 def oracle_gla(oracle, plan, q, k, v, g, angles=None, s0=None):
