@@ -10,7 +10,10 @@
  *   n tokens with positions (attn_pos_ms) and with per-token angles (attn_angles_ms), and
  *   rove_selective_angles producing those angles from increments (angles_ms: wall clock,
  *   as it has no thread setting and runs on rove_default_threads()). Counter
- *   ratio = (angles_ms + attn_angles_ms) / attn_pos_ms.
+ *   ratio = (angles_ms + attn_angles_ms) / attn_pos_ms. phase_ms: rove_selective_phase
+ *   producing the increments from a layer input of H*D features with the reference's
+ *   defaults (low-rank projection of rank 16, conv width 4, no activation, no gate;
+ *   wall clock on the default threads).
  * One thread: CPU time; more: wall clock (see rb_pair). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +41,25 @@ static double *make_angles(int32_t n, uint64_t seed) {
   }
   free(phi);
   return angles;
+}
+
+/* The reference's default phase network over d = H*D inputs: random weights (fixed seeds). */
+typedef struct {
+  float *down, *up, *conv;
+  rove_selective_phase_weights w;
+} phase_net;
+
+static int phase_net_init(phase_net *p) {
+  enum { RANK = 16 };
+  p->down = rb_alloc_floats((size_t)RANK * H * D);
+  p->up = rb_alloc_floats((size_t)H * P * RANK);
+  p->conv = rb_alloc_floats((size_t)H * P * 4);
+  if (!p->down || !p->up || !p->conv) return -1;
+  rb_fill_uniform(p->down, (size_t)RANK * H * D, 7), rb_fill_uniform(p->up, (size_t)H * P * RANK, 8);
+  rb_fill_uniform(p->conv, (size_t)H * P * 4, 9);
+  rove_selective_phase_weights_init(&p->w, H, D, P);
+  p->w.proj_rank = RANK, p->w.proj_down = p->down, p->w.proj_up = p->up, p->w.conv_w = p->conv;
+  return 0;
 }
 
 typedef struct {
@@ -115,13 +137,15 @@ static void bm_selective(rbs_state *st, void *user) {
   float *q = rb_alloc_floats(e), *k = rb_alloc_floats(e), *v = rb_alloc_floats(e);
   float *out = rb_alloc_floats(e), *phi = rb_alloc_floats((size_t)n * H * P);
   double *angles = make_angles(n, 6);
-  if (rove_plan_create(&c, &plan) != ROVE_OK || !q || !k || !v || !out || !phi || !angles) {
+  phase_net net = {0};
+  if (rove_plan_create(&c, &plan) != ROVE_OK || !q || !k || !v || !out || !phi || !angles ||
+      phase_net_init(&net) != 0) {
     rbs_skip_with_error(st, "setup failed");
   } else {
     rb_fill_uniform(q, e, 1), rb_fill_uniform(k, e, 2), rb_fill_uniform(v, e, 3);
     rb_fill_uniform(phi, (size_t)n * H * P, 4);
     rove_attention_args a = {.batch = 1, .q_len = n, .kv_len = n, .q = q, .k = k, .v = v, .out = out};
-    rb_samples tp = {0}, ta = {0}, tg = {0};
+    rb_samples tp = {0}, ta = {0}, tg = {0}, tf = {0};
     while (rbs_keep_running(st)) {
       a.q_angles = a.kv_angles = NULL;
       double t0 = rb_now(), c0 = rb_cpu_now();
@@ -134,6 +158,9 @@ static void bm_selective(rbs_state *st, void *user) {
       t0 = rb_now(); /* wall clock: it runs on the library's default threads */
       rove_selective_angles(1, n, H, P, phi, NULL, NULL, NULL, angles);
       rb_samples_push(&tg, rb_now() - t0);
+      t0 = rb_now(); /* the layer input: q's n x H*D floats */
+      rove_selective_phase(&net.w, 1, n, q, 0, NULL, phi);
+      rb_samples_push(&tf, rb_now() - t0);
       rbs_do_not_optimize(out);
     }
     const double mp = rb_median(tp.v, tp.n) * 1e3, ma = rb_median(ta.v, ta.n) * 1e3;
@@ -142,10 +169,12 @@ static void bm_selective(rbs_state *st, void *user) {
     rbs_counter_plain(st, "attn_angles_ms", ma);
     rbs_counter_plain(st, "angles_ms", mg);
     rbs_counter_plain(st, "ratio", (ma + mg) / mp);
+    rbs_counter_plain(st, "phase_ms", rb_median(tf.v, tf.n) * 1e3);
     rbs_set_label(st, rove_isa_name(rove_plan_isa(plan)));
-    rb_samples_free(&tp), rb_samples_free(&ta), rb_samples_free(&tg);
+    rb_samples_free(&tp), rb_samples_free(&ta), rb_samples_free(&tg), rb_samples_free(&tf);
   }
   free(q), free(k), free(v), free(out), free(phi), free(angles);
+  free(net.down), free(net.up), free(net.conv);
   rove_plan_destroy(plan);
 }
 
