@@ -149,7 +149,8 @@ def test_phase_reference_differences(rng, torch):
     p = reference_params(rng, H, P, D, "low-rank", 4, True, "standard")
     x = randn(rng, B, T, H * D)
     base = reference_phi(torch, p, H, x, gate="standard")
-    phi = rove.selective_phase(x, rove.SelectivePhaseWeights.from_reference_state_dict(p, H))
+    tsd = {k: torch.from_numpy(v) for k, v in p.items()}  # a state_dict() of tensors
+    phi = rove.selective_phase(x, rove.SelectivePhaseWeights.from_reference_state_dict(tsd, H))
     assert rel_err(phi, base) < 2e-6
     silu = rove.selective_phase(
         x, rove.SelectivePhaseWeights.from_reference_state_dict(p, H, conv_act="silu"))
