@@ -247,7 +247,11 @@ typedef struct rove_attention_config {
   int32_t n_kv_heads;  /**< key/value heads, > 0, divides n_heads (GQA/MQA) */
   int32_t head_dim;    /**< even, 2..ROVE_MAX_HEAD_DIM */
   uint32_t rotate;     /**< ROVE_ROTATE_* bits; ROVE_ROTATE_ROVE */
-  int32_t causal;      /**< 0 or 1; 1 */
+  /** 0 or 1; 1. Bottom-right aligned: with the default q_pos, query i sits at
+   *  kv_len - q_len + i and sees keys j <= kv_len - q_len + i (decode, chunked prefill).
+   *  PyTorch's scaled_dot_product_attention(is_causal=True) aligns top-left (j <= i): the
+   *  two differ when q_len != kv_len; pass q_pos = 0 .. q_len-1 for top-left. */
+  int32_t causal;
   int32_t window;      /**< >= 0; key j visible iff P_i - p_j < window (|.| if non-causal); 0 = none */
   float scale;         /**< logit scale, finite; 1/sqrt(head_dim); 0 also means that */
   float softcap;       /**< >= 0 and finite; logits become c*tanh(s/c); 0 = none */

@@ -55,7 +55,7 @@ Design of ``apply`` (no re-rotation of the past)
       (``stats`` counts the rows).
     * Attention runs in librove with ``rotate = ROTATE_Q`` (RoPE) or ``ROTATE_Q |
       ROTATE_O`` (RoVE) and explicit ``q_pos``: librove rotates the queries (with m, as
-      a YaRN config says) and, for RoVE, rotates the output back by the query position.
+      a YaRN or LongRoPE config says) and, for RoVE, rotates the output back by the query position.
       The mask positions are transformers' cache indices shifted per batch row so that
       they coincide with the queries' ``position_ids``; where that is impossible
       (positions that are not cache index + constant) q is rotated and the output
@@ -447,6 +447,11 @@ class _ApplyState:
         return r
 
 
+def _rotary_dims(rope: RopeConfig, d: int, rdim: int) -> slice:
+    """The rotated dims of a head of d dims (the ones the attention factor m scales)."""
+    return slice(d - rdim, d) if rope.placement == "last" else slice(0, rdim)
+
+
 @dataclass
 class _Call:
     pos: torch.Tensor          # [B or 1, Lq] int64 position_ids
@@ -498,7 +503,7 @@ def _rotate_kv(state, call, key, value):
     with torch.no_grad():
         k = _rotated(key, pos, call.rope)
         if call.m != 1.0:
-            k[..., :call.rdim] *= call.m
+            k[..., _rotary_dims(call.rope, k.shape[-1], call.rdim)] *= call.m
         stats["k_rows"] += B * L
         if state.mode == "rove":
             value = _rotated(value, pos, call.rope)
@@ -626,7 +631,7 @@ def _applied_attention(module, state, query, key, value, info, softcap, scaling)
     stats["fallback_calls"] += 1
     q = _rotate(query.detach(), pos, rope=call.rope, layout="bhsd", threads=_threads)
     if call.m != 1.0:
-        q[..., :call.rdim] *= call.m
+        q[..., _rotary_dims(call.rope, q.shape[-1], call.rdim)] *= call.m
     q_pos, kv_pos, window, causal = _cached_index_positions(info, B)
     out = _run_attention(q, key, value, rotate="none", causal=causal, window=window,
                          softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos, rope=None)

@@ -18,17 +18,29 @@ What is read, per ``rope_type``:
   ``"interleaved"`` for GPT-J / CodeGen (``rotate_every_two``), Cohere and configs with
   ``rope_interleave=True`` (DeepSeek), ``"half"`` (``rotate_half``) otherwise; the
   ``pairing`` argument overrides it (for model types this module does not know).
+* DeepSeek-V2/V3-style MLA configs (``qk_rope_head_dim`` set): the query/key head is
+  ``qk_nope_head_dim + qk_rope_head_dim`` dims (the default ``head_dim`` here) of which the
+  LAST ``qk_rope_head_dim`` rotate (``placement="last"``, ``rotary_dim`` =
+  ``int(config.head_dim * partial_rotary_factor)``; transformers sets ``config.head_dim =
+  qk_rope_head_dim`` and computes its frequencies over it), interleaved pairs when
+  ``rope_interleave`` (the default), else rotate_half pairs. transformers' interleaved path
+  writes the rotated pairs back de-interleaved (all first members, then all second ones):
+  the same permutation of q and of k, so scores and attention outputs equal librove's
+  in-place interleaved rotation exactly; only a key tensor taken from transformers' cache
+  is in that permuted layout. The logit scale DeepSeek uses is ``hf_softmax_scale``.
 * ``default``; ``linear`` (``factor``); ``llama3`` (``factor``, ``low_freq_factor``,
   ``high_freq_factor``, ``original_max_position_embeddings``).
 * ``yarn``: ``factor`` (None: ``max_position_embeddings / original_max_position_embeddings``
   as transformers does), ``original_max_position_embeddings``, ``beta_fast`` /
   ``beta_slow`` (falsy: 32 / 1, as transformers), ``truncate`` (read from the top-level
-  ``rope_parameters`` like transformers does, default True) and the attention factor by
-  transformers' exact rule: ``attention_factor`` if given, else
+  ``rope_parameters`` like transformers does, default True; gpt-oss ships ``truncate:
+  false``, which becomes ``truncate=False``, i.e. librove's ``truncate = 0``: the ramp
+  bounds stay fractional) and the attention factor, which librove derives by
+  transformers' exact rule: ``attention_factor`` if given (passed as is), else
   ``get_mscale(s, mscale) / get_mscale(s, mscale_all_dim)`` when both ``mscale`` and
-  ``mscale_all_dim`` are set (DeepSeek), else ``0.1 ln s + 1``
-  (``get_mscale(s) = 0.1 * m * ln s + 1`` for ``s > 1``, else 1). It is always passed to
-  librove explicitly (``RopeConfig.attention_factor``), never re-derived.
+  ``mscale_all_dim`` are truthy (DeepSeek: both are passed), else ``get_mscale(s)``
+  (``get_mscale(s, x) = 0.1 * x * ln s + 1`` for ``s > 1``, else 1). With only one of the
+  two truthy transformers ignores both, and so neither is passed.
 * ``dynamic`` (dynamic NTK): transformers recomputes the base at run time from the
   longest sequence seen, ``L = max(position_ids) + 1``. For ``L <= max_position_embeddings``
   its frequencies are exactly the default ones; beyond, exactly static NTK with
@@ -37,21 +49,22 @@ What is read, per ``rope_type``:
   transformers keeps the frequencies of the longest sequence seen so far and does not
   re-rotate cached keys when they change; ``rove.hf.apply`` therefore supports dynamic
   NTK only while every position is below ``max_position_embeddings``.
-* ``longrope`` (Phi-3): per-pair divisors ``short_factor`` (``L <=
-  original_max_position_embeddings``) or ``long_factor`` (longer), chosen by transformers at
-  run time from ``L = max(position_ids) + 1``: pass ``seq_len`` unless both lists are
-  equal. The attention factor (``attention_factor``, else
-  ``sqrt(1 + ln(factor) / ln(original_max_position_embeddings))`` for ``factor > 1``, with
-  ``factor`` defaulting to ``max_position_embeddings / original_max_position_embeddings``)
-  multiplies the rotated dims of q and k, like YaRN's. A ``rove_rope_config`` carries an
-  attention factor only for YaRN, so when it is not 1 the result is expressed as
-  ``scaling="yarn"`` with ``factor=1`` (for which the YaRN ramp is the identity:
-  ``w/1 * ramp + w * (1 - ramp) = w``), ``freq_factors`` = the chosen factors and the
-  explicit ``attention_factor``: exactly LongRoPE's frequencies and factor.
+* ``longrope`` (Phi-3, Phi-4): librove's ``scaling="longrope"`` with ``freq_factors`` =
+  ``short_factor``, ``long_factor`` and ``original_max_position_embeddings``. transformers
+  picks the set at run time from ``L = max(position_ids) + 1``: ``long_factor`` when
+  ``L > original_max_position_embeddings``, else ``short_factor``; pass ``seq_len=L``
+  (needed unless both lists are equal). It becomes ``max_position`` = 0 (short) or
+  ``original_max_position_embeddings + 1`` (long): the smallest value that selects the
+  same set, so that every length on one side gives the same RopeConfig (and cached plan).
+  ``factor`` (None: ``max_position_embeddings / original_max_position_embeddings``, as
+  transformers does) and ``attention_factor`` (if given) are passed, and librove derives
+  the attention factor by transformers' rule, ``sqrt(1 + ln s / ln L0)`` for ``s > 1``,
+  else 1; it multiplies the rotated dims of q and k.
 
 Not supported (ValueError): ``proportional`` and any other rope type, unknown keys in
 ``rope_parameters`` (e.g. multimodal ``mrope_section``), odd rotary dims (transformers
-rounds their frequency count up with exponents over the odd dim), and
+rounds their frequency count up with exponents over the odd dim), parameter values that
+librove refuses (e.g. ``attention_factor <= 0``, or a negative ``mscale``), and
 ``partial_rotary_factor != 1`` with ``rope_type="default"`` on the families whose default
 rotary embedding ignores it (Llama, Mistral, Qwen2/3, Gemma-2/3) -- there transformers'
 own scaled types would honour it, so the intent is ambiguous.
@@ -61,9 +74,10 @@ from __future__ import annotations
 import math
 from typing import Optional, Tuple
 
-from .rope import RopeConfig
+from .rope import RopeConfig, mscale as _mscale
 
-__all__ = ["rope_config_from_hf", "hf_rope_parameters", "hf_head_dim", "hf_attention_factor"]
+__all__ = ["rope_config_from_hf", "hf_rope_parameters", "hf_head_dim", "hf_attention_factor",
+           "hf_softmax_scale"]
 
 # Families whose rotary embedding pairs dims (x[2k], x[2k+1]) (rotate_every_two or an
 # interleaved rotate_half); configs with rope_interleave=True (DeepSeek-V2/V3) too.
@@ -235,6 +249,38 @@ def _longrope_parts(config, rp) -> Tuple[float, float]:
     return factor, _num("attention_factor", af)
 
 
+def _is_mla(config) -> bool:
+    """DeepSeek-V2/V3-style multi-head latent attention: rotary dims after the nope dims."""
+    return getattr(config, "qk_rope_head_dim", None) is not None
+
+
+def _mla_head_dim(config) -> int:
+    rope_d = _int_pos("config.qk_rope_head_dim", config.qk_rope_head_dim)
+    nope = getattr(config, "qk_nope_head_dim", None) or 0
+    return int(nope) + rope_d
+
+
+def hf_softmax_scale(config) -> float:
+    """The logit scale of DeepSeek-V2/V3-style attention (DeepseekV3Attention.scaling):
+    ``qk_head_dim ** -0.5``, times ``get_mscale(factor, mscale_all_dim) ** 2`` when the
+    rope type is not "default" and ``mscale_all_dim`` is truthy (transformers'
+    yarn_apply_mscale; get_mscale is rove.rope.mscale). Pass it as the attention
+    ``scale``. ValueError for a config without ``qk_rope_head_dim`` (other models: the
+    attention module's own ``scaling``)."""
+    config = _text_config(config)
+    if not _is_mla(config):
+        raise ValueError("hf_softmax_scale: the config has no qk_rope_head_dim (not a "
+                         "DeepSeek-style MLA model); use the attention module's scaling")
+    scaling = _mla_head_dim(config) ** (-0.5)
+    rp = hf_rope_parameters(config)
+    if rp.get("rope_type", rp.get("type", "default")) != "default":
+        msa = rp.get("mscale_all_dim", 0)
+        if msa:
+            g = _mscale(_num("factor", rp.get("factor")), _num("mscale_all_dim", msa))
+            scaling = scaling * g * g  # transformers' order
+    return scaling
+
+
 def _int_pos(name, x) -> int:
     if isinstance(x, bool) or x is None or int(x) != x or int(x) <= 0:
         raise ValueError(f"{name} must be a positive int (got {x!r})")
@@ -255,7 +301,15 @@ def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Opti
     """
     config = _text_config(config)
     mt = _model_type(config)
-    hd = hf_head_dim(config, head_dim)
+    mla = _is_mla(config)
+    # the dims transformers computes its frequencies over (MLA: config.head_dim, which
+    # DeepSeek sets to qk_rope_head_dim) and the head librove rotates inside
+    rope_hd = hf_head_dim(config, None if mla else head_dim)
+    hd = (int(head_dim) if head_dim is not None else _mla_head_dim(config)) if mla else rope_hd
+    if mla and rope_hd != int(config.qk_rope_head_dim):
+        raise ValueError(f"config.head_dim={rope_hd} differs from qk_rope_head_dim="
+                         f"{config.qk_rope_head_dim}: transformers' rotary embedding and its "
+                         "MLA attention would disagree; refusing to guess")
     if pairing is None:
         interleaved = mt in INTERLEAVED_MODEL_TYPES or bool(getattr(config, "rope_interleave", False))
         pairing = "interleaved" if interleaved else "half"
@@ -300,14 +354,17 @@ def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Opti
         raise ValueError(f"rope_parameters['partial_rotary_factor']={prf} with rope_type "
                          f"'default': transformers' {mt} rotary embedding ignores it (its "
                          "scaled types honour it); refusing to guess")
-    dim = int(hd * prf)
+    dim = int(rope_hd * prf)
     if dim < 2 or dim > hd:
         raise ValueError(f"partial_rotary_factor={prf} gives rotary dim {dim} for head_dim {hd}")
     if dim % 2:
         raise ValueError(f"partial_rotary_factor={prf} gives an odd rotary dim {dim} (head_dim "
                          f"{hd}): transformers rounds its pair count up with exponents over "
                          "the odd dim, which librove does not reproduce")
-    base = dict(rotary_dim=0 if dim == hd else dim, pairing=pairing, theta=theta)
+    if mla:  # the rotated dims are the last ones of the qk head
+        base = dict(rotary_dim=dim, pairing=pairing, theta=theta, placement="last")
+    else:
+        base = dict(rotary_dim=0 if dim == hd else dim, pairing=pairing, theta=theta)
 
     if rtype == "default":
         return RopeConfig(**base)
@@ -321,17 +378,24 @@ def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Opti
                           low_freq_factor=_num("low_freq_factor", rp.get("low_freq_factor")),
                           high_freq_factor=_num("high_freq_factor", rp.get("high_freq_factor")))
     if rtype == "yarn":
-        factor, af = _yarn_parts(config, rp)
+        factor, _ = _yarn_parts(config, rp)
         L0 = _int_pos("rope_parameters['original_max_position_embeddings']",
                       rp.get("original_max_position_embeddings"))
         top = getattr(config, "rope_parameters", None) or {}
         truncate = top.get("truncate", True)  # transformers reads the top-level dict
         if truncate not in (True, False, 0, 1):
             raise ValueError(f"rope_parameters['truncate'] must be a bool (got {truncate!r})")
+        m = {}  # librove derives the attention factor by transformers' rule
+        if rp.get("attention_factor") is not None:
+            m["attention_factor"] = _num("attention_factor", rp["attention_factor"])
+        mscale, mscale_all_dim = rp.get("mscale"), rp.get("mscale_all_dim")
+        if mscale and mscale_all_dim:  # transformers uses them only when both are truthy
+            m["mscale"] = _num("mscale", mscale)
+            m["mscale_all_dim"] = _num("mscale_all_dim", mscale_all_dim)
         return RopeConfig(**base, scaling="yarn", factor=factor, original_max_position=L0,
                           beta_fast=_num("beta_fast", rp.get("beta_fast") or 32),
                           beta_slow=_num("beta_slow", rp.get("beta_slow") or 1),
-                          attention_factor=af, truncate=bool(truncate))
+                          truncate=bool(truncate), **m)
     if rtype == "dynamic":
         factor = _num("factor", rp.get("factor"))
         mpe = _int_pos("config.max_position_embeddings",
@@ -362,17 +426,17 @@ def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Opti
         if len(ff) != dim // 2:
             raise ValueError(f"rope_parameters['{name}'] has {len(ff)} values; rotary dim {dim} "
                              f"needs {dim // 2}")
-    if seq_len is None:
-        if short != long_:
-            raise ValueError(
-                "rope_parameters['rope_type']='longrope': transformers uses short_factor for "
-                f"sequences up to original_max_position_embeddings={L0} and long_factor beyond "
-                "(chosen at run time): pass seq_len=max(position_ids)+1")
-        ff = short
-    else:
-        ff = long_ if seq_len > L0 else short
-    _, af = _longrope_parts(config, rp)
-    if af == 1.0:
-        return RopeConfig(**base, freq_factors=ff)
-    return RopeConfig(**base, scaling="yarn", factor=1.0, original_max_position=L0,
-                      attention_factor=af, freq_factors=ff)
+    if seq_len is None and short != long_:
+        raise ValueError(
+            "rope_parameters['rope_type']='longrope': transformers uses short_factor for "
+            f"sequences up to original_max_position_embeddings={L0} and long_factor beyond "
+            "(chosen at run time): pass seq_len=max(position_ids)+1")
+    # the smallest max_position that selects transformers' set for seq_len
+    max_position = L0 + 1 if seq_len is not None and seq_len > L0 else 0
+    factor, _ = _longrope_parts(config, rp)
+    m = {}
+    if rp.get("attention_factor") is not None:
+        m["attention_factor"] = _num("attention_factor", rp["attention_factor"])
+    return RopeConfig(**base, scaling="longrope", factor=factor, original_max_position=L0,
+                      freq_factors=short, long_freq_factors=long_, max_position=max_position,
+                      **m)

@@ -22,6 +22,50 @@ _C_DEFAULTS = _lib.RopeConfig()
 _lib.lib.rove_rope_config_init(_C_DEFAULTS)
 
 
+# rove.h's table: the fields each scaling reads besides rotary_dim, pairing, placement,
+# theta and freq_factors (read by all). Every other field must keep its default: librove
+# refuses it (ROVE_ERR_INVALID_ARGUMENT) rather than ignore a value that was set.
+_READS = {
+    "none": frozenset(),
+    "linear": frozenset({"factor"}),
+    "ntk": frozenset({"factor"}),
+    "yarn": frozenset({"factor", "original_max_position", "beta_fast", "beta_slow", "truncate",
+                       "mscale", "mscale_all_dim", "attention_factor"}),
+    "llama3": frozenset({"factor", "original_max_position", "low_freq_factor",
+                         "high_freq_factor"}),
+    "longrope": frozenset({"factor", "original_max_position", "attention_factor",
+                           "long_freq_factors", "max_position"}),
+}
+_TABLE_DEFAULTS = {
+    "factor": float(_C_DEFAULTS.factor),
+    "original_max_position": int(_C_DEFAULTS.original_max_position),
+    "beta_fast": float(_C_DEFAULTS.beta_fast), "beta_slow": float(_C_DEFAULTS.beta_slow),
+    "truncate": bool(_C_DEFAULTS.truncate), "mscale": float(_C_DEFAULTS.mscale),
+    "mscale_all_dim": float(_C_DEFAULTS.mscale_all_dim),
+    "attention_factor": float(_C_DEFAULTS.attention_factor),
+    "low_freq_factor": float(_C_DEFAULTS.low_freq_factor),
+    "high_freq_factor": float(_C_DEFAULTS.high_freq_factor),
+    "long_freq_factors": None, "max_position": int(_C_DEFAULTS.max_position),
+}
+assert not _C_DEFAULTS.long_freq_factors  # NULL
+
+
+def mscale(s: float, mscale: float = 1.0) -> float:
+    """transformers' get_mscale (librove's rove_rope_mscale): 0.1 * mscale * ln(s) + 1 for
+    s > 1, else 1. DeepSeek-V2/V3 recipe: RopeConfig(scaling="yarn", factor=s,
+    mscale=..., mscale_all_dim=...) for the rotation, and the logit scale
+    ``mscale(s, mscale_all_dim) ** 2 / sqrt(qk_head_dim)`` (rove.hf_config.hf_softmax_scale
+    reads it from a transformers config)."""
+    args = []
+    for name, x in (("s", s), ("mscale", mscale)):
+        if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+            raise TypeError(f"mscale: {name} must be a number, not {type(x).__name__}")
+        if not math.isfinite(float(x)):
+            raise ValueError(f"mscale: {name} must be finite (got {x})")
+        args.append(float(x))
+    return float(_lib.lib.rove_rope_mscale(*args))
+
+
 def _finite(name, x, positive=False, nonneg=False):
     if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"RopeConfig.{name} must be a number, not {type(x).__name__}")
@@ -50,8 +94,8 @@ class RopeConfig:
 
     rotary_dim: rotated dims r (even; 0 = head_dim). pairing: "half" (NeoX / HF
     rotate_half) or "interleaved" (GPT-J / Meta). theta: base. scaling: "none", "linear",
-    "ntk" (static NTK-aware), "yarn" or "llama3", with factor s and
-    original_max_position L0 (required by yarn and llama3). YaRN: beta_fast, beta_slow,
+    "ntk" (static NTK-aware), "yarn", "llama3" or "longrope", with factor s and
+    original_max_position L0 (required by yarn, llama3, longrope). YaRN: beta_fast, beta_slow,
     attention_factor (0 = derive 0.1 ln s + 1), truncate. Llama 3: low_freq_factor,
     high_freq_factor. freq_factors: None or rotary_dim/2 per-pair divisors (LongRoPE).
     placement: "first" (dims 0..r-1 rotated, Llama/NeoX) or "last" (dims head_dim-r..
@@ -107,7 +151,7 @@ class RopeConfig:
         put("theta", theta)
         put("factor", _finite("factor", self.factor, positive=self.scaling != "none"))
         L0 = _int("original_max_position", self.original_max_position)
-        if self.scaling in ("yarn", "llama3") and L0 == 0:
+        if self.scaling in ("yarn", "llama3", "longrope") and L0 == 0:
             raise ValueError(f"RopeConfig.original_max_position must be > 0 for "
                              f"scaling={self.scaling!r}")
         put("original_max_position", L0)
@@ -133,6 +177,19 @@ class RopeConfig:
         put("mscale", _finite("mscale", self.mscale, nonneg=True))
         put("mscale_all_dim", _finite("mscale_all_dim", self.mscale_all_dim, nonneg=True))
         put("max_position", _int("max_position", self.max_position))
+        if self.scaling == "longrope" and self.freq_factors is None:
+            raise ValueError("RopeConfig: scaling='longrope' needs freq_factors (the short "
+                             "factor set)")
+        if (self.mscale == 0) != (self.mscale_all_dim == 0):
+            raise ValueError("RopeConfig.mscale and mscale_all_dim: both 0 (unset) or both > 0 "
+                             f"(got {self.mscale}, {self.mscale_all_dim})")
+        reads = _READS[self.scaling]
+        for name, default in _TABLE_DEFAULTS.items():
+            value = getattr(self, name)
+            if name not in reads and value != default:
+                raise ValueError(f"RopeConfig.{name}={value!r} is not read by "
+                                 f"scaling={self.scaling!r}: it must keep its default "
+                                 f"{default!r} (librove refuses a value it would ignore)")
         # The JSON form, for the rove::attention custom op (rove.torch_ops), made once here
         # so that torch.compile traces no serialisation.
         put("_json", json.dumps({f.name: getattr(self, f.name) for f in fields(self)}))

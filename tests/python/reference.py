@@ -9,9 +9,17 @@ Q, K, V, O = 1, 2, 4, 8
 
 
 # ---- frequencies (docs/DESIGN.md §1 "Frequencies", as transformers computes them) ----------
+def _get_mscale(s, x=1.0):
+    # transformers' get_mscale
+    return 1.0 if s <= 1 else 0.1 * x * math.log(s) + 1.0
+
+
 def ref_inv_freq(d, r=0, theta=10000.0, scaling="none", factor=1.0, L0=0, beta_fast=32.0,
                  beta_slow=1.0, attention_factor=0.0, truncate=True, low=1.0, high=4.0,
-                 freq_factors=None):
+                 freq_factors=None, mscale=0.0, mscale_all_dim=0.0, long_freq_factors=None,
+                 max_position=0, placement="first"):
+    """(w [r/2], m) as transformers' rope init functions define them, in float64. placement
+    does not change them (it only says which dims rotate)."""
     r = r or d
     k = np.arange(r // 2, dtype=np.float64)
     base = theta * factor ** (r / (r - 2)) if scaling == "ntk" else theta
@@ -31,7 +39,18 @@ def ref_inv_freq(d, r=0, theta=10000.0, scaling="none", factor=1.0, L0=0, beta_f
         ramp = np.clip((k - lo) / (hi - lo), 0, 1)
         # transformers: inv_freq_extrapolation_factor = 1 - ramp
         w = (w / factor) * ramp + w * (1 - ramp)
-        m = attention_factor if attention_factor else (0.1 * math.log(factor) + 1 if factor > 1 else 1.0)
+        if attention_factor:
+            m = attention_factor
+        elif mscale and mscale_all_dim:  # DeepSeek
+            m = _get_mscale(factor, mscale) / _get_mscale(factor, mscale_all_dim)
+        else:
+            m = _get_mscale(factor)
+    elif scaling == "longrope":  # _compute_longrope_parameters: 1 / (ext * base^(2k/r))
+        ext = long_freq_factors if max_position > L0 else freq_factors
+        w = 1.0 / (np.asarray(ext, dtype=np.float64) * theta ** (2.0 * k / r))
+        m = attention_factor if attention_factor else (
+            1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(L0)))
+        return w, m
     elif scaling == "llama3":
         low_wl, high_wl = L0 / low, L0 / high
         wl = 2 * math.pi / w

@@ -1,6 +1,12 @@
 # SPDX-License-Identifier: MIT
 """rope_config_from_hf against transformers' own rotary embeddings (inv_freq, attention
-scaling) for every rope type librove implements, and the fields it must refuse."""
+scaling) for every rope type librove implements, and the fields it must refuse.
+
+Precision: transformers computes inv_freq in float32 (torch.float arange and power), so
+librove's double frequencies agree to float32 rounding (RTOL); it computes the attention
+factor (get_mscale ratios, LongRoPE's sqrt) and DeepSeek's softmax scale in Python
+floats, i.e. in double with the same libm, and those agree to M_RTOL = 1e-15 (in practice
+bit for bit)."""
 from __future__ import annotations
 
 import math
@@ -12,12 +18,13 @@ import torch  # noqa: E402  (no importorskip: a missing torch/transformers is a 
 import transformers as T  # noqa: E402
 
 import rove  # noqa: E402
-from rove.hf_config import hf_attention_factor, rope_config_from_hf  # noqa: E402
+from rove.hf_config import hf_attention_factor, hf_softmax_scale, rope_config_from_hf  # noqa: E402
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 
 import hf_models as H  # noqa: E402
 
-RTOL = 2e-6  # transformers evaluates in float32, librove in double
+RTOL = 2e-6  # inv_freq: transformers evaluates in float32, librove in double
+M_RTOL = 1e-15  # attention factor: both in double
 
 
 def _hf_rotary(config):
@@ -33,7 +40,7 @@ def _check(cfg_rove, head_dim, hf_inv_freq, hf_scaling):
     hf = np.asarray(hf_inv_freq, dtype=np.float64)
     assert w.shape == hf.shape, (w.shape, hf.shape)
     np.testing.assert_allclose(w, hf, rtol=RTOL, atol=0)
-    assert math.isclose(m, float(hf_scaling), rel_tol=1e-7), (m, hf_scaling)
+    assert math.isclose(m, float(hf_scaling), rel_tol=M_RTOL), (m, hf_scaling)
 
 
 @pytest.mark.parametrize("family", sorted(H.FAMILIES))
@@ -75,8 +82,19 @@ YARN_CASES = {
     "deepseek-mscale": dict(rope_type="yarn", rope_theta=10000.0, factor=40.0, mscale=1.0,
                             mscale_all_dim=0.707, beta_fast=32, beta_slow=1,
                             original_max_position_embeddings=4096),
+    "deepseek-v3-mscale": dict(rope_type="yarn", rope_theta=10000.0, factor=40.0, mscale=1.0,
+                               mscale_all_dim=1.0, original_max_position_embeddings=4096),
+    "mscale-ratio-above-1": dict(rope_type="yarn", rope_theta=10000.0, factor=16.0,
+                                 mscale=2.0, mscale_all_dim=0.5,
+                                 original_max_position_embeddings=4096),
     "mscale-alone": dict(rope_type="yarn", rope_theta=10000.0, factor=16.0, mscale=0.5,
                          original_max_position_embeddings=4096),  # HF ignores a lone mscale
+    "mscale-all-dim-alone": dict(rope_type="yarn", rope_theta=10000.0, factor=16.0,
+                                 mscale=0, mscale_all_dim=0.8,
+                                 original_max_position_embeddings=4096),  # falsy mscale
+    "mscale-with-explicit-factor": dict(rope_type="yarn", rope_theta=10000.0, factor=16.0,
+                                        mscale=1.0, mscale_all_dim=0.5, attention_factor=1.1,
+                                        original_max_position_embeddings=4096),
     "explicit-factor": dict(rope_type="yarn", rope_theta=10000.0, factor=8.0,
                             attention_factor=1.5, original_max_position_embeddings=2048),
     "factor-from-lengths": dict(rope_type="yarn", rope_theta=10000.0, factor=None,
@@ -93,10 +111,14 @@ def test_yarn_matches_transformers(case):
     config = _llama(rp, max_position_embeddings=65536)
     w_hf, m_hf = ROPE_INIT_FUNCTIONS["yarn"](config)
     cfg = rope_config_from_hf(config)
-    assert cfg.scaling == "yarn" and cfg.attention_factor == pytest.approx(m_hf, rel=1e-12)
-    assert cfg.truncate == bool(rp.get("truncate", True))
+    assert cfg.scaling == "yarn" and cfg.truncate == bool(rp.get("truncate", True))
+    # passed natively: librove derives m by transformers' rule (checked by _check)
+    assert cfg.attention_factor == (rp.get("attention_factor") or 0.0)
+    both = bool(rp.get("mscale")) and bool(rp.get("mscale_all_dim"))
+    assert (cfg.mscale, cfg.mscale_all_dim) == ((rp["mscale"], rp["mscale_all_dim"]) if both
+                                                else (0.0, 0.0))
     _check(cfg, 64, w_hf, m_hf)
-    assert hf_attention_factor(config) == pytest.approx(m_hf, rel=1e-12)
+    assert hf_attention_factor(config) == pytest.approx(m_hf, rel=M_RTOL)
 
 
 def test_yarn_partial_rotary_on_neox():
@@ -118,22 +140,154 @@ def test_linear_llama3_and_longrope():
                  "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                  "original_max_position_embeddings": 8192})
     _check(rope_config_from_hf(l3), 64, *ROPE_INIT_FUNCTIONS["llama3"](l3))
-    phi = H.phi3()
-    L0 = phi.rope_parameters["original_max_position_embeddings"]
+
+
+
+def _phi3_full(**rope):
+    # Phi-3-mini-128k shape: head_dim 96 fully rotated, L0 4096 -> 131072 (no `factor`:
+    # transformers takes 131072 / 4096 = 32, so m = sqrt(1 + ln 32 / ln 4096) = 1.19)
+    n = 48
+    rp = {"rope_type": "longrope", "rope_theta": 10000.0,
+          "short_factor": [1.0 + 0.01 * i for i in range(n)],
+          "long_factor": [1.0 + 0.9 * i for i in range(n)]}
+    rp.update(rope)
+    return T.Phi3Config(hidden_size=192, num_attention_heads=2, num_key_value_heads=1,
+                        num_hidden_layers=1, intermediate_size=64, vocab_size=64,
+                        pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                        max_position_embeddings=131072, original_max_position_embeddings=4096,
+                        rope_parameters=rp)
+
+
+@pytest.mark.parametrize("make", [H.phi3, _phi3_full,
+                                  lambda: _phi3_full(factor=16.0),
+                                  lambda: _phi3_full(attention_factor=1.0),
+                                  lambda: _phi3_full(attention_factor=1.3)],
+                         ids=["phi3-partial", "phi3-full", "factor-16", "attention-factor-1",
+                              "attention-factor-1.3"])
+def test_longrope_short_and_long_natively(make):
+    phi = make()
+    rp = phi.rope_parameters
+    L0 = rp["original_max_position_embeddings"]
+    hd = rove.hf_config.hf_head_dim(phi)
     for seq_len in (1, L0, L0 + 1, 100000):
         w_hf, m_hf = ROPE_INIT_FUNCTIONS["longrope"](phi, seq_len=seq_len)
         cfg = rope_config_from_hf(phi, seq_len=seq_len)
-        _check(cfg, 96, w_hf, m_hf)
-        assert cfg.freq_factors == tuple(phi.rope_parameters["long_factor" if seq_len > L0
-                                                             else "short_factor"])
+        assert cfg.scaling == "longrope" and cfg.original_max_position == L0
+        assert cfg.freq_factors == tuple(rp["short_factor"])
+        assert cfg.long_freq_factors == tuple(rp["long_factor"])
+        assert cfg.max_position == (L0 + 1 if seq_len > L0 else 0)  # selects HF's set
+        assert cfg.factor == rp.get("factor", phi.max_position_embeddings / L0)
+        assert cfg.attention_factor == rp.get("attention_factor", 0.0)
+        _check(cfg, hd, w_hf, m_hf)
+    # the model's own rotary embedding: short set at init, its attention scaling
+    rot = _hf_rotary(phi)
+    _check(rope_config_from_hf(phi, seq_len=1), hd, rot.original_inv_freq,
+           rot.attention_scaling)
+    if "attention_factor" not in rp and "factor" not in rp:
+        assert rove.inv_freq(rope_config_from_hf(phi, seq_len=1), hd)[1] == \
+            pytest.approx(math.sqrt(1 + math.log(32) / math.log(4096)), rel=M_RTOL)
 
 
-def test_longrope_without_attention_factor_is_plain_freq_factors():
-    phi = H.phi3()
-    phi.rope_parameters["attention_factor"] = 1.0
-    cfg = rope_config_from_hf(phi, seq_len=10)
-    assert cfg.scaling == "none" and cfg.freq_factors is not None
-    _check(cfg, 96, *ROPE_INIT_FUNCTIONS["longrope"](phi, seq_len=10))
+def test_longrope_equal_sets_need_no_seq_len():
+    phi = _phi3_full(long_factor=[1.0 + 0.01 * i for i in range(48)])
+    cfg = rope_config_from_hf(phi)
+    assert cfg.max_position == 0
+    _check(cfg, 96, *ROPE_INIT_FUNCTIONS["longrope"](phi, seq_len=100000))
+
+
+# ---- DeepSeek-V3 (MLA): rotary dims last, YaRN with mscale, the softmax scale ---------------
+def _deepseek_v3(**rope):
+    rp = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "mscale": 1.0,
+          "mscale_all_dim": 1.0, "beta_fast": 32, "beta_slow": 1,
+          "original_max_position_embeddings": 4096}
+    rp.update(rope)
+    return T.DeepseekV3Config(hidden_size=256, num_attention_heads=4, num_key_value_heads=4,
+                              num_hidden_layers=1, intermediate_size=64, moe_intermediate_size=32,
+                              vocab_size=64, q_lora_rank=None, kv_lora_rank=32,
+                              qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                              max_position_embeddings=163840, rope_interleave=True,
+                              rope_parameters=rp)
+
+
+@pytest.mark.parametrize("rope", [{}, {"mscale": 0.707, "mscale_all_dim": 0.707},
+                                  {"mscale_all_dim": 0.5}, {"mscale": 0}],
+                         ids=["v3", "v2-lite", "ratio", "mscale-falsy"])
+def test_deepseek_v3_yarn_mscale_and_placement(rope):
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
+        DeepseekV3Attention, DeepseekV3RotaryEmbedding)
+    config = _deepseek_v3(**rope)
+    cfg = rope_config_from_hf(config)
+    assert (cfg.placement, cfg.rotary_dim, cfg.pairing) == ("last", 64, "interleaved")
+    assert cfg.scaling == "yarn" and cfg.attention_factor == 0.0
+    rp = config.rope_parameters
+    both = bool(rp["mscale"]) and bool(rp["mscale_all_dim"])
+    assert (cfg.mscale, cfg.mscale_all_dim) == ((rp["mscale"], rp["mscale_all_dim"]) if both
+                                                else (0.0, 0.0))
+    rot = DeepseekV3RotaryEmbedding(config)
+    _check(cfg, 192, rot.inv_freq, rot.attention_scaling)  # qk head 128 + 64
+    if rope == {}:
+        assert rot.attention_scaling == 1.0  # not get_mscale(40) = 1.369
+    # the softmax scale: DeepseekV3Attention's own, and rove.h's recipe
+    attn = DeepseekV3Attention(config, layer_idx=0)
+    assert hf_softmax_scale(config) == attn.scaling
+    g = rove.rope.mscale(40.0, rp["mscale_all_dim"]) if rp["mscale_all_dim"] else 1.0
+    assert math.isclose(hf_softmax_scale(config), g * g / math.sqrt(192), rel_tol=M_RTOL)
+    # rope_interleave=False: rotate_half pairs on the same last 64 dims
+    config.rope_interleave = False
+    assert rope_config_from_hf(config).pairing == "half"
+
+
+def test_deepseek_v3_attention_matches_transformers():
+    """q/k of DeepSeek-V3's MLA layout (128 nope dims, then 64 rotated interleaved dims),
+    rotated and attended the way DeepseekV3Attention does (apply_rotary_pos_emb_interleave,
+    eager softmax with its scaling) equals rove.attention with rope_config_from_hf and
+    hf_softmax_scale."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
+        DeepseekV3RotaryEmbedding, apply_rotary_pos_emb_interleave)
+    config = _deepseek_v3()
+    cfg, scale = rope_config_from_hf(config), hf_softmax_scale(config)
+    B, Hh, L, dn, dr, dv = 1, 4, 12, 128, 64, 128
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(B, Hh, L, dn + dr, generator=g)
+    k = torch.randn(B, Hh, L, dn + dr, generator=g)
+    v = torch.randn(B, Hh, L, dn + dr, generator=g)  # v_head_dim 128 padded to the qk head
+    # small positions: transformers' float32 angles pos * w are then exact to ~1e-6 (its
+    # YaRN frequencies are checked against librove's above, at any position)
+    pos = torch.arange(L)[None]
+    cos, sin = DeepseekV3RotaryEmbedding(config)(v, pos)
+    q_rot, k_rot = apply_rotary_pos_emb_interleave(q[..., dn:], k[..., dn:], cos, sin)
+    qh, kh = torch.cat([q[..., :dn], q_rot], -1), torch.cat([k[..., :dn], k_rot], -1)
+    s = (qh.double() @ kh.double().transpose(-1, -2)) * scale
+    s = s.masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1), float("-inf"))
+    want = torch.softmax(s, -1) @ v.double()
+    p = pos[0].to(torch.int32).numpy()
+    got = rove.attention(q, k, v, rotate="rope", rope=cfg, scale=scale, layout="bhsd",
+                         q_pos=p, kv_pos=p)
+    err = (got.double() - want).abs().max() / want.abs().max()
+    assert err < 1e-5, err
+    # without placement "last" (the rotated dims first) the result is far off
+    bad = rove.attention(q, k, v, rotate="rope", rope=cfg.replace(placement="first"),
+                         scale=scale, layout="bhsd", q_pos=p, kv_pos=p)
+    assert (bad.double() - want).abs().max() / want.abs().max() > 1e-2
+
+
+def test_gpt_oss_truncate_false():
+    """gpt-oss ships YaRN with truncate=False (fractional ramp bounds): from_hf must give
+    truncate=False (librove's truncate = 0; the default 1 would floor/ceil the bounds and
+    shift the ramp), checked against transformers' own rope init for GptOssConfig."""
+    config = T.GptOssConfig(hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
+                            head_dim=64, num_hidden_layers=2, intermediate_size=64,
+                            vocab_size=64, num_local_experts=2, num_experts_per_tok=1)
+    assert config.rope_parameters["truncate"] is False
+    cfg = rope_config_from_hf(config)
+    assert cfg.truncate is False and cfg.scaling == "yarn"
+    w_hf, m_hf = ROPE_INIT_FUNCTIONS["yarn"](config)
+    _check(cfg, 64, w_hf, m_hf)
+    rot = _hf_rotary(config)
+    _check(cfg, 64, rot.inv_freq, rot.attention_scaling)
+    # the trap: the default truncate=True gives different frequencies
+    w_trunc, _ = rove.inv_freq(cfg.replace(truncate=True), 64)
+    assert np.max(np.abs(w_trunc / np.asarray(w_hf, np.float64) - 1)) > 1e-2
 
 
 def test_dynamic_is_default_then_static_ntk():
@@ -181,10 +335,39 @@ def test_from_hf_classmethod_and_head_dim_override():
     ("per-layer-type rope", H.gemma3, {}, "layer_type"),
     ("bad factor", lambda: _llama({"rope_type": "linear", "rope_theta": 1e4,
                                    "factor": -1.0}), {}, "factor"),
+    ("negative mscale", lambda: _llama({"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
+                                        "mscale": -1.0, "mscale_all_dim": 1.0,
+                                        "original_max_position_embeddings": 4096}), {},
+     "mscale"),
+    ("zero attention_factor", lambda: _llama({"rope_type": "yarn", "rope_theta": 1e4,
+                                              "factor": 4.0, "attention_factor": 0.0,
+                                              "original_max_position_embeddings": 4096}), {},
+     "attention_factor"),
+    ("mscale on longrope", lambda: _phi3_full(mscale=1.0), {"seq_len": 10}, "mscale"),
+    ("short_factor length", lambda: _with(_phi3_full(), short_factor=[1.0] * 47),
+     {"seq_len": 10}, "short_factor"),
+    ("deepseek head_dim != qk_rope_head_dim", lambda: _deepseek_v3_bad_head(), {},
+     "qk_rope_head_dim"),
+    ("softmax scale of a non-MLA model", None, {}, "qk_rope_head_dim"),
 ])
 def test_refusals_name_the_field(what, config, kw, needle):
     with pytest.raises(ValueError, match=needle):
-        rope_config_from_hf(config(), **kw)
+        if config is None:
+            hf_softmax_scale(H.llama3())
+        else:
+            rope_config_from_hf(config(), **kw)
+
+
+def _with(config, **rope):
+    """config with rope_parameters entries changed after transformers validated it."""
+    config.rope_parameters.update(rope)
+    return config
+
+
+def _deepseek_v3_bad_head():
+    config = _deepseek_v3()
+    config.head_dim = 32
+    return config
 
 
 def test_interleaved_pairing_families():
@@ -192,5 +375,6 @@ def test_interleaved_pairing_families():
         == "interleaved"
     ds = T.DeepseekV3Config(hidden_size=256, num_attention_heads=4, qk_rope_head_dim=64,
                             rope_interleave=True)
-    assert rope_config_from_hf(ds, head_dim=64).pairing == "interleaved"
+    assert rope_config_from_hf(ds).pairing == "interleaved"
+    assert rope_config_from_hf(ds, head_dim=64).placement == "last"
     assert rope_config_from_hf(H.llama3(), pairing="interleaved").pairing == "interleaved"
