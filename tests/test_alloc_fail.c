@@ -495,17 +495,17 @@ static rove_status call_selective_angles(fx *f) {
 static rove_status call_selective_phase(fx *f) {
   const int32_t T = 64, pairs = HALF, in_dim = D;
   const float *w = g_in + 200000;
-  rove_selective_phase_weights pw;
-  memset(&pw, 0, sizeof pw);
-  pw.n_heads = H;
-  pw.in_dim = in_dim;
-  pw.n_pairs = pairs;
-  pw.w = w;
-  pw.gain = w + H * pairs * in_dim;
-  pw.conv_w = pw.gain + H * pairs;
-  pw.conv_b = pw.conv_w + H * pairs * 4;
-  pw.gate_w = pw.conv_b + H * pairs;
-  pw.gate_b = pw.gate_w + H * in_dim;
+  rove_selective_phase_weights pw; /* every part: low-rank projection, conv, exp(bias), gate */
+  rove_selective_phase_weights_init(&pw, H, in_dim, pairs);
+  pw.proj_down = w;                                   /* [16][H * in_dim] */
+  pw.proj_up = pw.proj_down + 16 * H * in_dim;        /* [H * pairs][16] */
+  pw.conv_w = pw.proj_up + H * pairs * 16;            /* [H][pairs][4] */
+  pw.conv_act = ROVE_PHASE_ACT_SILU;
+  pw.exp_bias = pw.conv_w + H * pairs * 4;            /* [H][pairs] */
+  pw.gate = ROVE_PHASE_GATE_GLA;
+  pw.gate_down = pw.exp_bias + H * pairs;             /* [16][H * in_dim] */
+  pw.gate_w = pw.gate_down + 16 * H * in_dim;         /* [H * pairs][16] */
+  pw.gate_b = pw.gate_w + H * pairs * 16;             /* [H * pairs] */
   float *state = g_out2;
   add_out(f, g_out, sizeof(float) * 2 * T * H * pairs);
   add_inout(f, state, sizeof(float) * 2 * H * pairs * 3, g_in + 300000);
