@@ -83,6 +83,10 @@ const check_case check_cases[] = {
     CASE(64, 0, HALF, ROVE, 1, 0, 0, 4, 4, 1, 100, 100, ROVE_SCALING_NTK, POS_DEFAULT, 0, 0),
     CASE(128, 0, INTER, ROVE, 1, 0, 0, 4, 4, 1, 100, 100, ROVE_SCALING_LLAMA3, POS_DEFAULT, 0,
          0),
+    CASE(96, 0, HALF, ROVE, 1, 0, 0, 4, 2, 1, 100, 100, ROVE_SCALING_LONGROPE, POS_DEFAULT, 0,
+         1),
+    CASE(64, 32, INTER, ROPE, 1, 0, 0, 8, 2, 1, 1, 257, ROVE_SCALING_LONGROPE, POS_SHIFTED, 0,
+         0),
     /* explicit positions */
     CASE(64, 0, HALF, ROVE, 1, 0, 0, 4, 4, 1, 100, 100, NONE, POS_SHIFTED, 0, 1),
     CASE(128, 0, INTER, ROPE, 1, 0, 0, 4, 4, 1, 1, 257, NONE, POS_SHIFTED, 0, 0),
@@ -107,6 +111,9 @@ const check_case check_cases[] = {
 };
 const size_t check_n_cases = sizeof check_cases / sizeof check_cases[0];
 
+/* LongRoPE's two factor sets (Phi-3 shapes: short near 1, long growing), for any r/2. */
+static double g_longrope_short[ROVE_MAX_HEAD_DIM / 2], g_longrope_long[ROVE_MAX_HEAD_DIM / 2];
+
 static void set_scaling(rove_rope_config *r, rove_scaling s) {
   r->scaling = s;
   switch (s) {
@@ -121,8 +128,18 @@ static void set_scaling(rove_rope_config *r, rove_scaling s) {
       r->factor = 8.0;
       r->original_max_position = 64;
       break;
+    case ROVE_SCALING_LONGROPE: /* s = 32, L0 = 64, the long set (max_position > L0) */
+      for (int k = 0; k < ROVE_MAX_HEAD_DIM / 2; k++) {
+        g_longrope_short[k] = 1.0 + 0.01 * (k % 8);
+        g_longrope_long[k] = 1.0 + 0.75 * k;
+      }
+      r->factor = 32.0;
+      r->original_max_position = 64;
+      r->freq_factors = g_longrope_short;
+      r->long_freq_factors = g_longrope_long;
+      r->max_position = 65;
+      break;
     case ROVE_SCALING_NONE:
-    case ROVE_SCALING_LONGROPE: /* needs factor sets: not among these cases */
       break;
   }
 }
@@ -152,7 +169,8 @@ static const char *rotate_name(uint32_t rot, char *buf) {
 }
 
 static const char *const scaling_names[] = {"", " linear(s=4)", " ntk(s=2)",
-                                            " yarn(s=4,L0=64)", " llama3(s=8,L0=64)"};
+                                            " yarn(s=4,L0=64)", " llama3(s=8,L0=64)",
+                                            " longrope(s=32,L0=64,long)"};
 static const char *const pos_names[] = {"", " pos=+2^20", " pos=random", " pos=masked",
                                         " pos=-2^20"};
 
