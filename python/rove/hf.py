@@ -12,7 +12,9 @@ Two entry points:
     The model rotates q and k itself, so librove runs with ``rotate="none"``; GQA, the
     scaling (``scaling``, e.g. Gemma's ``query_pre_attn_scalar``), the logit softcap
     (``softcap``, Gemma-2), causality and sliding windows come from the module, its kwargs
-    and the mask.
+    and the mask. DeepSeek-V2/V3 MLA (value heads narrower than the query/key heads) runs
+    with the values zero-padded to the qk head dim and the output sliced back (exact
+    without rotations; its logit scale with the YaRN mscale is the module's ``scaling``).
 
 ``rove.hf.apply(model, mode="rope" | "rove")``
     librove takes over the rotation of a supported model (Llama, Mistral, Qwen2, Qwen3,
@@ -388,9 +390,16 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
     with torch.no_grad():
         if state is None:
             q_pos, kv_pos, window, causal = _cached_index_positions(info, B)
+            Dv = value.shape[-1]
+            if Dv < D:  # MLA (DeepSeek): v_head_dim < qk_head_dim. librove needs one head
+                # dim; without rotations zero-padded value dims give output dims that are
+                # exactly 0 and leave the others unchanged, so pad, attend, slice.
+                value = torch.nn.functional.pad(value, (0, D - Dv))
             out = _run_attention(query, key, value, rotate="none", causal=causal, window=window,
                                  softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos,
                                  rope=None)
+            if Dv < D:
+                out = out[..., :Dv]
         else:
             out = _applied_attention(module, state, query, key, value, info, softcap, scaling)
     return out, None

@@ -413,3 +413,53 @@ def test_chunked_prefill_matches_one_pass(family, mode):
         if mode != "rove":
             assert _rel(whole, base(ids).logits) <= RTOL
     assert _rel(torch.cat(parts, 1), whole) <= RTOL, (family, mode)
+
+
+# ---- DeepSeek-V3 (MLA) through register(): v_head_dim < qk_head_dim --------------------
+def _deepseek_v3(layers=1):
+    # DeepSeek-V3's attention shape, small: qk head 128 nope + 64 rope (interleaved, last),
+    # v head 128, YaRN factor 40 with mscale = mscale_all_dim = 1 (softmax scale x 1.874)
+    return T.DeepseekV3Config(**_DS_COMMON, num_hidden_layers=layers,
+                              first_k_dense_replace=layers)
+
+
+_DS_COMMON = dict(vocab_size=H.VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                  hidden_size=256, num_attention_heads=4, num_key_value_heads=4,
+                  intermediate_size=128, moe_intermediate_size=32, q_lora_rank=None,
+                  kv_lora_rank=32, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                  max_position_embeddings=163840, rope_interleave=True,
+                  rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0,
+                                   "mscale": 1.0, "mscale_all_dim": 1.0,
+                                   "original_max_position_embeddings": 4096})
+
+
+def test_register_deepseek_v3_mla():
+    """rove's attention function pads v (128) to the qk head (192) and slices the output:
+    exact without rotations. Module level with weights large enough that attention is far
+    from uniform, then the whole model against sdpa."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
+        DeepseekV3Attention, DeepseekV3RotaryEmbedding)
+    config = _deepseek_v3()
+    torch.manual_seed(0)
+    attn = DeepseekV3Attention(config, 0).eval()
+    with torch.no_grad():
+        for p in attn.parameters():
+            p.normal_(0, 0.2)
+    x = torch.randn(1, 40, config.hidden_size)
+    pos = torch.arange(40)[None]
+    pe = DeepseekV3RotaryEmbedding(config)(x, pos)
+    out = {}
+    for impl in ("sdpa", "rove"):
+        config._attn_implementation = impl
+        calls = RH.stats["attention_calls"]
+        with torch.no_grad():
+            out[impl] = attn(x, position_embeddings=pe, attention_mask=None, position_ids=pos)[0]
+        assert (RH.stats["attention_calls"] > calls) == (impl == "rove")
+    assert _rel(out["rove"], out["sdpa"]) <= 1e-5
+    torch.manual_seed(0)
+    ref = T.AutoModelForCausalLM.from_config(_deepseek_v3(2), attn_implementation="sdpa").eval()
+    mod = T.AutoModelForCausalLM.from_config(_deepseek_v3(2), attn_implementation="rove").eval()
+    mod.load_state_dict(ref.state_dict())
+    ids, _ = _prompt(ref, check=False)
+    with torch.no_grad():
+        assert _rel(mod(ids).logits, ref(ids).logits) <= RTOL
