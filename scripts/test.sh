@@ -5,6 +5,8 @@
 #   build-asan/            RelWithDebInfo + ROVE_SANITIZE=ON (ASan+UBSan)
 #   build-portable/        Release without SIMD kernels and without OpenMP
 #   build-openblas-openmp/ Release with Debian's OpenMP build of OpenBLAS
+#   build-valgrind/        RelWithDebInfo, a subset of the suites under valgrind memcheck
+#                          (ROVE_ISA=scalar and the best ISA; scripts/valgrind.sh)
 #   build-aarch64/         cross-built for aarch64, run under qemu-aarch64 (scripts/test-aarch64.sh)
 #   .venv + build-python/  the Python package, pip-installed and tested (scripts/test-python.sh)
 # Installs missing packages first. Exits non-zero if anything fails to build or any test
@@ -52,6 +54,20 @@ run_suite build-portable -DCMAKE_BUILD_TYPE=Release -DROVE_ENABLE_SIMD=OFF -DROV
 # The layer with Debian's OpenMP build of OpenBLAS (the default above is the pthread one).
 bash scripts/install-deps.sh libopenblas-openmp-dev
 run_suite build-openblas-openmp -DCMAKE_BUILD_TYPE=Release -DROVE_OPENBLAS_VARIANT=openmp -DROVE_BUILD_BENCH=OFF
+
+# valgrind memcheck: a subset of the C suites with ROVE_ISA=scalar and the best ISA
+# (build-valgrind/: RelWithDebInfo, OpenMP, no sanitizers; scripts/valgrind.sh).
+echo
+echo "==== build-valgrind: scripts/valgrind.sh"
+t0=$SECONDS
+vg_log=$(mktemp)
+if bash scripts/valgrind.sh 2>&1 | tee "$vg_log"; then
+  summaries+=("build-valgrind: $(grep -E '^valgrind: [0-9]+ suite runs clean' "$vg_log" | tail -n 1) ($((SECONDS - t0)) s)")
+else
+  summaries+=("build-valgrind: FAILED (scripts/valgrind.sh) ($((SECONDS - t0)) s)")
+  status=1
+fi
+rm -f "$vg_log"
 
 # The Python package: a venv (.venv) with torch/transformers/numpy/pytest from PyPI,
 # `pip install .` (scikit-build-core builds librove into the package), pytest tests/python
