@@ -97,17 +97,6 @@ static void scores8(float *out, const float *q, const float *k, int64_t ks, int3
   _mm256_storeu_ps(out, reduce8(acc));
 }
 
-/* c tanh(x / c), tanh(y) = sign(y) (1 - e) / (1 + e) with e = exp(-2|y|) <= 1; NaN stays
- * NaN (the exp would make it +-c). */
-static __m256 softcap8(__m256 x, float cap) {
-  const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
-  const __m256 y = _mm256_div_ps(x, _mm256_set1_ps(cap));
-  const __m256 e = rove_exp256(_mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_andnot_ps(sign, y)));
-  const __m256 th = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
-  const __m256 c = _mm256_mul_ps(_mm256_set1_ps(cap), _mm256_or_ps(th, _mm256_and_ps(sign, y)));
-  return _mm256_blendv_ps(c, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-
 /* One block of keys: nb <= 64 keys at k (stride ks), values at v (stride vs), positions
  * kp (read only on masked calls); pf: prefetch rows ahead (not for rows in scratch). */
 typedef struct blk {
@@ -143,7 +132,7 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
     }
     scores8(s + 8 * v, t->q + (int64_t)r * t->d, b->k + 8 * v * b->ks, b->ks, t->d, n);
     __m256 x = _mm256_loadu_ps(s + 8 * v);
-    if (t->softcap > 0.0f) x = softcap8(x, t->softcap);
+    if (t->softcap > 0.0f) x = rove_softcap256(x, t->softcap); /* exp-avx2.h */
     /* hidden keys and lanes past nb: -inf, selected (not computed from K) */
     const __m256i bits = _mm256_and_si256(_mm256_set1_epi32((int32_t)(vis >> (8 * v) & 0xFF)),
                                           lane_bit);

@@ -12,7 +12,7 @@
  *
  * Accuracy: 1.08 ulp at most over every float in [-87.3, 0] (under 2 ulp up to 88.37).
  * x < -87.3, -inf and NaN give 0; x > 88.37 is clamped (rove_exp_f32__avx2 fixes that
- * band up). It is the exp of the accuracy test (rove_exp_f32__avx2) and of the softcap;
+ * band up). It is the exp of the accuracy test (rove_exp_f32__avx2);
  * the softmax uses rove_exp2_256 below (same design, argument in log2 units). */
 #ifndef ROVE_EXP_AVX2_H
 #define ROVE_EXP_AVX2_H
@@ -63,6 +63,51 @@ static inline __attribute__((always_inline)) __m256 rove_exp2_256(__m256 t) {
   p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
   /* bits(1.5 * 2^23) has zero low 9 bits, so bits(j) << 23 == (n + 127) << 23 */
   return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(j), 23)));
+}
+
+/* e^x - 1 for x <= 0, accurate to ~1 ulp relative however small |x| is (where
+ * exp(x) - 1 would cancel: at x = -1e-5 it keeps 24 bits, exp(x) - 1 keeps 7). Range
+ * reduction as in rove_exp256: x = n ln2 + r, n = round(x log2 e) in [-126, 0] (x clamped
+ * at -87.3, where e^x - 1 is -1 in float), |r| <= ln2/2 with ln2 split in head and tail.
+ * Then e^r - 1 = r + r^2 q(r), q a degree-5 polynomial (Chebyshev interpolation of
+ * (e^r - 1 - r) / r^2 on [-0.3466, 0.3466], 0.03 ulp of e^r - 1 before rounding), and
+ * e^x - 1 = 2^n (e^r - 1) + (2^n - 1) in one FMA (2^n - 1 is exact). For n = 0, i.e.
+ * x > -0.3466, that is e^r - 1 itself with r = x: no cancellation anywhere. 2^n is the
+ * float with exponent field n + 127 (n >= -126: normal). -inf gives -1; NaN: anything. */
+static inline __attribute__((always_inline)) __m256 rove_expm1_neg256(__m256 x) {
+  const __m256 magic = _mm256_set1_ps(12583039.0f); /* 1.5 * 2^23 + 127 */
+  const __m256 xc = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  const __m256 j = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504f), magic);
+  const __m256 n = _mm256_sub_ps(j, magic); /* low mantissa bits of j: n + 127 */
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 q = _mm256_set1_ps(1.989107986e-04f);
+  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.393373124e-03f));
+  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(8.333310485e-03f));
+  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(4.166646302e-02f));
+  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.666666716e-01f));
+  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(0.5f));
+  const __m256 em = _mm256_fmadd_ps(_mm256_mul_ps(r, r), q, r); /* e^r - 1 */
+  /* bits(1.5 * 2^23) has zero low 9 bits, so bits(j) << 23 == (n + 127) << 23: 2^n */
+  const __m256 p2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(j), 23));
+  return _mm256_fmadd_ps(p2, em, _mm256_sub_ps(p2, _mm256_set1_ps(1.0f)));
+}
+
+/* The softcap c tanh(x / c) (c > 0 finite), within a few ulp of the correctly rounded
+ * value for every float x and every c (tests/ktest_softcap.c):
+ *   y = x / c, a = |y|, u = e^{-2a} - 1 (rove_expm1_neg256: no cancellation for small a),
+ *   tanh a = (1 - e^{-2a}) / (1 + e^{-2a}) = -u / (2 + u), result sign(x) c tanh a;
+ *   a < 2^-12 (y tiny, or denormal when c is huge): tanh a = a (1 - a^2/3 + ...) and
+ *   a^2/3 < 2^-25, so c tanh(x / c) rounds to x itself: x is returned as it is (c y
+ *   would carry the rounding of y, and all of its error when y is denormal).
+ * A NaN score stays NaN (it fails a >= 2^-12 and is returned as it is); +-inf gives +-c. */
+static inline __attribute__((always_inline)) __m256 rove_softcap256(__m256 x, float cap) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 a = _mm256_andnot_ps(sign, _mm256_div_ps(x, _mm256_set1_ps(cap)));
+  const __m256 u = rove_expm1_neg256(_mm256_mul_ps(a, _mm256_set1_ps(-2.0f)));
+  const __m256 t = _mm256_div_ps(u, _mm256_add_ps(u, _mm256_set1_ps(2.0f))); /* -tanh a */
+  const __m256 c = _mm256_or_ps(_mm256_mul_ps(t, _mm256_set1_ps(-cap)), _mm256_and_ps(sign, x));
+  return _mm256_blendv_ps(x, c, _mm256_cmp_ps(a, _mm256_set1_ps(0x1p-12f), _CMP_GE_OQ));
 }
 
 /* Horizontal max / sum of the 8 lanes. */

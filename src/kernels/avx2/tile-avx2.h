@@ -36,19 +36,8 @@ typedef struct rove_blk {
   float rmax[RB * 8];     /* per row: lane-wise max of this tile's scores so far */
 } rove_blk;
 
-/* c tanh(x / c) with tanh(y) = sign(y) (1 - e) / (1 + e), e = exp(-2|y|) <= 1. A NaN
- * score stays NaN (the exp would turn it into 0 and the result into +-c). */
-ROVE_INLINE __m256 rove_softcap256(__m256 x, float cap) {
-  const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
-  const __m256 y = _mm256_div_ps(x, _mm256_set1_ps(cap));
-  const __m256 e = rove_exp256(_mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_andnot_ps(sign, y)));
-  const __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
-  const __m256 c = _mm256_mul_ps(_mm256_set1_ps(cap), _mm256_or_ps(t, _mm256_and_ps(sign, y)));
-  return _mm256_blendv_ps(c, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-
 /* Scores of R rows against the 16 keys of group g (packed [D][16]), written to
- * s[r][16g ..] after softcap; for a group with bias rows (mixed mask, partial group) a
+ * s[r][16g ..] after softcap (rove_softcap256, exp-avx2.h); for a group with bias rows (mixed mask, partial group) a
  * hidden key's score is the bias itself (-inf, selected by its sign bit: not computed from
  * K, so NaN, Inf or 3e38 in a hidden key's row cannot turn it into NaN), a visible one's
  * stays; the running row maxima b->rmax[r] (8 lanes each) take the new scores in. */

@@ -113,15 +113,6 @@ static __m512 scores16(const float *q, const float *k, int64_t ks, int32_t d, in
   return reduce16(acc);
 }
 
-/* c tanh(x / c), tanh(y) = sign(y) (1 - e) / (1 + e) with e = exp(-2|y|) <= 1. */
-static __m512 softcap16(__m512 x, float cap) {
-  const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f);
-  const __m512 y = _mm512_div_ps(x, _mm512_set1_ps(cap));
-  const __m512 e = rove_exp512_ps(_mm512_mul_ps(_mm512_set1_ps(-2.0f), _mm512_andnot_ps(sign, y)));
-  const __m512 th = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
-  return _mm512_mul_ps(_mm512_set1_ps(cap), _mm512_or_ps(th, _mm512_and_ps(sign, y)));
-}
-
 /* Rotation of the caller's rows (krot / vrot): rows [0, n) of x (stride xs, table rows
  * j0..) into dst [n][d] as mul R x on the rotated dims [first, first + r) and x on the
  * others (the math of rotate-scalar.c: (a, b) -> (a c - b s, a s + b c) with c, s times
@@ -221,7 +212,7 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
       prefetch_rows(b->v + 16 * v * b->vs, 0, PF_V_ROWS, b->vs, t->d);
     }
     s[v] = scores16(t->q + (int64_t)r * t->d, k, b->ks, t->d, n);
-    if (t->softcap > 0.0f) s[v] = softcap16(s[v], t->softcap);
+    if (t->softcap > 0.0f) s[v] = rove_softcap512(s[v], t->softcap); /* exp-avx512.h */
     mx = _mm512_mask_max_ps(mx, msk[v], mx, s[v]);
     nan |= _mm512_mask_cmp_ps_mask(msk[v], s[v], s[v], _CMP_UNORD_Q);
   }

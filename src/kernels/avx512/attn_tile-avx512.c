@@ -54,24 +54,6 @@ static inline __mmask16 visible16(__m512i kp, int32_t qp, int32_t causal, int32_
   return (__mmask16)(mlo | (mhi << 8));
 }
 
-/* tanh for the softcap. |y| < 0.3: odd Taylor series to y^11 (next term < 1e-9 relative);
- * otherwise (1 - e) / (1 + e) with e = exp(-2|y|) <= 0.55, which has no cancellation. */
-static __m512 tanh512(__m512 y) {
-  const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f);
-  const __m512 a = _mm512_andnot_ps(sign, y), a2 = _mm512_mul_ps(a, a);
-  __m512 p = _mm512_set1_ps(-1382.0f / 155925.0f);
-  p = _mm512_fmadd_ps(p, a2, _mm512_set1_ps(62.0f / 2835.0f));
-  p = _mm512_fmadd_ps(p, a2, _mm512_set1_ps(-17.0f / 315.0f));
-  p = _mm512_fmadd_ps(p, a2, _mm512_set1_ps(2.0f / 15.0f));
-  p = _mm512_fmadd_ps(p, a2, _mm512_set1_ps(-1.0f / 3.0f));
-  const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, a2), a, a);
-  const __m512 e = rove_exp512_ps(_mm512_mul_ps(a, _mm512_set1_ps(-2.0f)));
-  const __m512 large = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
-  const __mmask16 is_small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.3f), _CMP_LT_OQ);
-  const __m512 t = _mm512_mask_blend_ps(is_small, large, small);
-  return _mm512_or_ps(t, _mm512_and_ps(y, sign));
-}
-
 /* Register blocks of up to 6 rows x 4 vectors are held in 24 named accumulators a<r><v>
  * (gcc keeps named locals in registers, while a 2-D array of them round-trips through the
  * stack). Blocks smaller than 6 x 4 (mr, nv constant per instance) drop the unused ones. */
@@ -155,11 +137,9 @@ INLINE void score_softmax(const rove_tile_args *t, int32_t i0, __mmask16 msk[MR]
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
   const __mmask16 rows = lanes(mr);
   scores_tab[mr - 1][nv - 1]((float *)s, t->q + (int64_t)i0 * t->d, t->d, t->k);
-  if (t->softcap > 0.0f) {
-    const __m512 c = _mm512_set1_ps(t->softcap), ic = _mm512_set1_ps(1.0f / t->softcap);
+  if (t->softcap > 0.0f) /* rove_softcap512: exp-avx512.h */
     for (int r = 0; r < mr; r++)
-      for (int v = 0; v < nv; v++) s[r][v] = _mm512_mul_ps(c, tanh512(_mm512_mul_ps(s[r][v], ic)));
-  }
+      for (int v = 0; v < nv; v++) s[r][v] = rove_softcap512(s[r][v], t->softcap);
   for (int r = 0; r < 8; r++) { /* row maxima over the visible keys (-inf if none) */
     red[r] = ninf;
     for (int v = 0; v < nv && r < mr; v++)

@@ -83,19 +83,6 @@ static void scores8(float *out, const float *q, const float *k, int64_t ks, int3
     for (int j = 0; j < 8; j++) out[j] += q[c] * row[j][c];
 }
 
-/* c tanh(x / c), tanh(y) = sign(y) (1 - e) / (1 + e) with e = exp(-2|y|) <= 1; NaN stays
- * NaN (the exp would make it +-c). */
-static float32x4_t softcap4(float32x4_t x, float cap) {
-  const float32x4_t one = vdupq_n_f32(1.0f);
-  const float32x4_t y = vdivq_f32(x, vdupq_n_f32(cap));
-  const float32x4_t e = rove_exp_neon(vmulq_n_f32(vabsq_f32(y), -2.0f));
-  const float32x4_t th = vdivq_f32(vsubq_f32(one, e), vaddq_f32(one, e));
-  const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(y), vdupq_n_u32(0x80000000u));
-  const uint32x4_t thu = vorrq_u32(vreinterpretq_u32_f32(th), sign);
-  const float32x4_t c = vmulq_n_f32(vreinterpretq_f32_u32(thu), cap);
-  return vbslq_f32(vceqq_f32(x, x), c, x);
-}
-
 /* One block of keys: nb <= 64 keys at k (stride ks), values at v (stride vs), positions
  * kp (read only on masked calls); pf: prefetch rows ahead (not for rows in scratch). */
 typedef struct blk {
@@ -123,7 +110,7 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
     scores8(s + 8 * v, t->q + (int64_t)r * t->d, b->k + 8 * v * b->ks, b->ks, t->d, n);
     for (int h = 0; h < 8; h += 4) {
       float32x4_t x = vld1q_f32(s + 8 * v + h);
-      if (t->softcap > 0.0f) x = softcap4(x, t->softcap);
+      if (t->softcap > 0.0f) x = rove_softcap_neon(x, t->softcap); /* exp-neon.h */
       vst1q_f32(s + 8 * v + h, x);
     }
     for (int32_t i = 0; i < 8; i++) /* hidden keys and lanes past nb: -inf (selected) */

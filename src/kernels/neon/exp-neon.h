@@ -55,4 +55,46 @@ static inline __attribute__((always_inline)) float32x4_t rove_exp2_neon(float32x
   return vmulq_f32(p, vreinterpretq_f32_s32(e));
 }
 
+/* e^x - 1 for x <= 0, accurate to ~1 ulp relative however small |x| is (exp(x) - 1
+ * would cancel). x = n ln2 + r as in rove_exp_neon (n in [-126, 0] with x clamped at
+ * -87.3, where e^x - 1 is -1 in float); e^r - 1 = r + r^2 q(r), q a degree-5 polynomial
+ * (Chebyshev interpolation of (e^r - 1 - r) / r^2 on [-0.3466, 0.3466], 0.03 ulp of
+ * e^r - 1 before rounding); e^x - 1 = 2^n (e^r - 1) + (2^n - 1) in one FMA (2^n - 1 exact,
+ * 2^n a normal float built from its exponent field). For x > -0.3466, n = 0 and r = x: no
+ * cancellation. The same function as the AVX2 / AVX-512 rove_expm1_neg*. -inf gives -1;
+ * NaN: anything. */
+static inline __attribute__((always_inline)) float32x4_t rove_expm1_neg_neon(float32x4_t x) {
+  const float32x4_t xc = vmaxq_f32(x, vdupq_n_f32(-87.3f));
+  const float32x4_t n = vrndnq_f32(vmulq_n_f32(xc, 1.44269504f));
+  float32x4_t r = vfmsq_f32(xc, n, vdupq_n_f32(0.693359375f));
+  r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+  float32x4_t q = vdupq_n_f32(1.989107986e-04f);
+  q = vfmaq_f32(vdupq_n_f32(1.393373124e-03f), q, r);
+  q = vfmaq_f32(vdupq_n_f32(8.333310485e-03f), q, r);
+  q = vfmaq_f32(vdupq_n_f32(4.166646302e-02f), q, r);
+  q = vfmaq_f32(vdupq_n_f32(1.666666716e-01f), q, r);
+  q = vfmaq_f32(vdupq_n_f32(0.5f), q, r);
+  const float32x4_t em = vfmaq_f32(r, vmulq_f32(r, r), q); /* e^r - 1 */
+  const float32x4_t p2 = vreinterpretq_f32_s32(
+      vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23)); /* 2^n */
+  return vfmaq_f32(vsubq_f32(p2, vdupq_n_f32(1.0f)), p2, em);
+}
+
+/* The softcap c tanh(x / c) (c > 0 finite) of the attn_tile and attn_rows kernels, within
+ * a few ulp of the correctly rounded value for every x and c (tests/ktest_softcap.c):
+ *   y = x / c, a = |y|, u = e^{-2a} - 1, tanh a = -u / (2 + u), result sign(x) c tanh a;
+ *   a < 2^-12 (y tiny, or denormal when c is huge): c tanh(x / c) rounds to x (the
+ *   a^2/3 term is below 2^-25), so x is returned as it is.
+ * A NaN score stays NaN (it fails a >= 2^-12); +-inf gives +-c. */
+static inline __attribute__((always_inline)) float32x4_t rove_softcap_neon(float32x4_t x,
+                                                                          float cap) {
+  const float32x4_t a = vabsq_f32(vdivq_f32(x, vdupq_n_f32(cap)));
+  const float32x4_t u = rove_expm1_neg_neon(vmulq_n_f32(a, -2.0f));
+  const float32x4_t t = vdivq_f32(u, vaddq_f32(u, vdupq_n_f32(2.0f))); /* -tanh a */
+  const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u));
+  const float32x4_t c = vreinterpretq_f32_u32(
+      vorrq_u32(vreinterpretq_u32_f32(vmulq_n_f32(t, -cap)), sign));
+  return vbslq_f32(vcgeq_f32(a, vdupq_n_f32(0x1p-12f)), c, x);
+}
+
 #endif

@@ -42,19 +42,6 @@ typedef struct rove_nblk {
   float32x4_t rmax[RB];   /* per row: lane-wise max of this tile's scores so far */
 } rove_nblk;
 
-/* c tanh(x / c) with tanh(y) = sign(y) (1 - e) / (1 + e), e = exp(-2|y|) <= 1. A NaN
- * score stays NaN (the exp would turn it into 0 and the result into +-c). */
-ROVE_INLINE float32x4_t rove_softcap_neon(float32x4_t x, float cap) {
-  const float32x4_t one = vdupq_n_f32(1.0f);
-  const float32x4_t y = vdivq_f32(x, vdupq_n_f32(cap));
-  const float32x4_t e = rove_exp_neon(vmulq_n_f32(vabsq_f32(y), -2.0f));
-  const float32x4_t t = vdivq_f32(vsubq_f32(one, e), vaddq_f32(one, e)); /* tanh |y| */
-  const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(y), vdupq_n_u32(0x80000000u));
-  const uint32x4_t tu = vorrq_u32(vreinterpretq_u32_f32(t), sign);
-  const float32x4_t c = vmulq_n_f32(vreinterpretq_f32_u32(tu), cap);
-  return vbslq_f32(vceqq_f32(x, x), c, x);
-}
-
 /* acc[r][h] += kk[h] * lane L of qv[r] for the R rows and 4 key vectors (L a literal). */
 #define ROVE_QK_STEP(L)                                                       \
   do {                                                                        \

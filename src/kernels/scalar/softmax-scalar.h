@@ -31,6 +31,15 @@ static inline float rove_scalar_dot(const float *a, const float *b, int32_t d) {
   return acc;
 }
 
+/* The softcap c tanh(x / c) of the reference, evaluated in double and rounded once: x / c
+ * is a normal double for every float x and c > 0 (a float division underflows to a
+ * denormal, losing bits, once c > 2^126 |x|), and the double tanh is far below float
+ * rounding, so the result is the correctly rounded value (up to a double rounding) for
+ * every x and c; tiny x / c gives x itself. NaN stays NaN, +-inf gives +-c. */
+static inline float rove_scalar_softcap(float x, float c) {
+  return (float)((double)c * tanh((double)x / (double)c));
+}
+
 typedef struct rove_scalar_keys {
   const float *k, *v;
   int64_t ks, vs;
@@ -58,7 +67,7 @@ static inline void rove_scalar_softmax_row(const float *q, int32_t qp, const rov
     float x = -INFINITY; /* hidden: -inf by selection, K not read */
     if (!rove_scalar_hidden(b, qp, j)) {
       x = rove_scalar_dot(q, b->k + j * b->ks, d);
-      if (b->softcap > 0.0f) x = b->softcap * tanhf(x / b->softcap);
+      if (b->softcap > 0.0f) x = rove_scalar_softcap(x, b->softcap);
       nan |= x != x;
     }
     s[j] = x;
