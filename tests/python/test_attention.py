@@ -201,3 +201,104 @@ def test_selective_angles_in_attention(rng, oracle):
     assert rel_err(out, want) < TOL
     want_c, _ = O.attention(oracle, rove.get_plan(H, Hk, d), q, k, v, q_angles=ang, kv_angles=ang)
     assert rel_err(out, want_c) < TOL
+
+
+# ---- rotary placement "last" (DeepSeek MLA: the rotated dims end each head) -------------
+
+def torch_ref_last(torch, q, k, v, w, m, *, r, pairing, rotate, causal=True):
+    """float64 torch attention of DESIGN.md §1 with the r rotated dims LAST in each head:
+    dims d-r .. d-1 rotate (pairs formed inside that block), dims 0 .. d-r-1 pass through.
+    q [B, Lq, H, d], k/v [B, Lk, Hk, d]; default positions (keys 0..Lk-1, queries
+    Lk-Lq+i), bottom-right causal mask. Written from the math, independent of reference.py."""
+    Q_, K_, V_, O_ = (bool(rotate & f) for f in (rove.ROTATE_Q, rove.ROTATE_K, rove.ROTATE_V,
+                                                 rove.ROTATE_O))
+    B, Lq, H, d = q.shape
+    Lk, Hk = k.shape[1], k.shape[2]
+    qt, kt, vt = (torch.from_numpy(np.asarray(x)).double() for x in (q, k, v))
+    wt = torch.tensor(np.asarray(w), dtype=torch.float64)
+    half = r // 2
+
+    def rot(x, pos, sign, mul=1.0):  # x [B, L, h, d], pos [L]
+        t = pos.double()[:, None] * wt[None, :]            # [L, half]
+        c, s = torch.cos(t)[None, :, None, :], sign * torch.sin(t)[None, :, None, :]
+        y = x.clone()
+        blk = x[..., d - r:]
+        if pairing == "half":
+            a, b = blk[..., :half], blk[..., half:]
+            y[..., d - r:d - half] = (a * c - b * s) * mul
+            y[..., d - half:] = (a * s + b * c) * mul
+        else:
+            a, b = blk[..., 0::2], blk[..., 1::2]
+            out = torch.stack(((a * c - b * s) * mul, (a * s + b * c) * mul), dim=-1)
+            y[..., d - r:] = out.flatten(-2)
+        return y
+
+    kpos, qpos = torch.arange(Lk), torch.arange(Lq) + (Lk - Lq)
+    if Q_:
+        qt = rot(qt, qpos, 1.0, m)
+    if K_:
+        kt = rot(kt, kpos, 1.0, m)
+    if V_:
+        vt = rot(vt, kpos, 1.0)
+    g = H // Hk
+    kt, vt = kt.repeat_interleave(g, 2), vt.repeat_interleave(g, 2)
+    s = torch.einsum("bqhd,bkhd->bhqk", qt, kt) / math.sqrt(d)
+    if causal:
+        s = s.masked_fill(kpos[None, :] > qpos[:, None], float("-inf"))
+    o = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, dim=-1), vt)
+    if O_:
+        o = rot(o, qpos, -1.0)
+    return o.numpy()
+
+
+LAST_CASES = [  # (B, Lq, Lk, H, Hk, d, r, pairing, rotate, scaling)
+    (1, 64, 64, 4, 2, 64, 16, "interleaved", "rove", None),
+    (2, 37, 37, 4, 4, 96, 32, "half", "rope", None),
+    (1, 1, 300, 8, 2, 192, 64, "interleaved", "rope", "yarn"),   # DeepSeek 128 + 64, decode
+    (1, 5, 80, 4, 1, 192, 64, "interleaved", "rove", "yarn"),
+    (1, 40, 40, 2, 2, 64, 62, "half", rove.ROTATE_Q | rove.ROTATE_K | rove.ROTATE_V, None),
+]
+
+
+@pytest.mark.parametrize("case", LAST_CASES, ids=[str(i) for i in range(len(LAST_CASES))])
+def test_placement_last_against_torch_float64(rng, torch, case):
+    B, Lq, Lk, H, Hk, d, r, pairing, rotate, scaling = case
+    kw = dict(rotary_dim=r, pairing=pairing, placement="last")
+    if scaling == "yarn":  # m != 1: only the rotated (last) dims of q and k are scaled
+        kw.update(scaling="yarn", factor=4.0, original_max_position=64)
+    rope = rove.RopeConfig(**kw)
+    w, m = rove.inv_freq(rope, d)
+    flags = {"rove": rove.ROTATE_ROVE, "rope": rove.ROTATE_ROPE}.get(rotate, rotate)
+    q, k, v = randn(rng, B, Lq, H, d), randn(rng, B, Lk, Hk, d), randn(rng, B, Lk, Hk, d)
+    want = torch_ref_last(torch, q, k, v, w, m, r=r, pairing=pairing, rotate=flags)
+    for conv in (lambda x: x, torch.from_numpy):
+        got = rove.attention(conv(q), conv(k), conv(v), rope=rope, rotate=rotate)
+        assert rel_err(np.asarray(got), want) < TOL
+    first = rove.attention(q, k, v, rope=rove.RopeConfig(**dict(kw, placement="first")),
+                           rotate=rotate)
+    assert rel_err(first, want) > 1e-3  # the placement is honoured, not ignored
+
+
+def test_placement_last_rotate_and_cache(rng, torch):
+    """rove.rotate and the KV cache with placement 'last' against the same reference."""
+    B, L, H, Hk, d, r = 1, 50, 4, 2, 64, 16
+    rope = rove.RopeConfig(rotary_dim=r, pairing="half", placement="last")
+    w, m = rove.inv_freq(rope, d)
+    q, k, v = randn(rng, B, L, H, d), randn(rng, B, L, Hk, d), randn(rng, B, L, Hk, d)
+    t = np.arange(L)[:, None] * np.asarray(w)[None, :]
+    c, s = np.cos(t)[None, :, None, :], np.sin(t)[None, :, None, :]
+    x = q.astype(np.float64)
+    a, b = x[..., d - r:d - r // 2], x[..., d - r // 2:]
+    want = x.copy()
+    want[..., d - r:d - r // 2], want[..., d - r // 2:] = a * c - b * s, a * s + b * c
+    got = rove.rotate(q, rope=rope)
+    assert np.array_equal(got[..., :d - r], q[..., :d - r])  # the nope dims untouched
+    assert rel_err(got, want) < 1e-6
+    plan = rove.Plan(H, Hk, d, rope=rope)
+    cache = rove.KVCache(plan, B, L)
+    cache.append(k[:, :30], v[:, :30])
+    cache.append(k[:, 30:], v[:, 30:])
+    out = cache.attention(q[:, -3:])
+    ref = torch_ref_last(torch, q[:, -3:], k, v, w, m, r=r, pairing="half",
+                         rotate=rove.ROTATE_ROVE)
+    assert rel_err(out, ref) < TOL
