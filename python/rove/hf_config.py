@@ -18,12 +18,14 @@ What is read, per ``rope_type``:
   ``"interleaved"`` for GPT-J / CodeGen (``rotate_every_two``), Cohere and configs with
   ``rope_interleave=True`` (DeepSeek), ``"half"`` (``rotate_half``) otherwise; the
   ``pairing`` argument overrides it (for model types this module does not know).
-* DeepSeek-V2/V3-style MLA configs (``qk_rope_head_dim`` set): the query/key head is
+* DeepSeek-V2/V3 MLA configs (``qk_rope_head_dim`` set; other model types that set it
+  are refused, their layouts are not guessed): the query/key head is
   ``qk_nope_head_dim + qk_rope_head_dim`` dims (the default ``head_dim`` here) of which the
   LAST ``qk_rope_head_dim`` rotate (``placement="last"``, ``rotary_dim`` =
   ``int(config.head_dim * partial_rotary_factor)``; transformers sets ``config.head_dim =
-  qk_rope_head_dim`` and computes its frequencies over it), interleaved pairs when
-  ``rope_interleave`` (the default), else rotate_half pairs. transformers' interleaved path
+  qk_rope_head_dim`` and computes its frequencies over it); DeepSeek-V2 pairs
+  interleaved (complex multiplication), V3 interleaved when ``rope_interleave`` (the
+  default), else rotate_half pairs. transformers' interleaved path
   writes the rotated pairs back de-interleaved (all first members, then all second ones):
   the same permutation of q and of k, so scores and attention outputs equal librove's
   in-place interleaved rotation exactly; only a key tensor taken from transformers' cache
@@ -81,7 +83,12 @@ __all__ = ["rope_config_from_hf", "hf_rope_parameters", "hf_head_dim", "hf_atten
 
 # Families whose rotary embedding pairs dims (x[2k], x[2k+1]) (rotate_every_two or an
 # interleaved rotate_half); configs with rope_interleave=True (DeepSeek-V2/V3) too.
-INTERLEAVED_MODEL_TYPES = frozenset({"gptj", "codegen", "cohere", "cohere2", "cohere2_moe"})
+INTERLEAVED_MODEL_TYPES = frozenset({"gptj", "codegen", "cohere", "cohere2", "cohere2_moe",
+                                     "deepseek_v2"})
+# MLA families whose layout is known: q/k heads [qk_nope dims | qk_rope rotated dims];
+# DeepSeek-V2 rotates interleaved pairs (view_as_complex), V3 as rope_interleave says.
+# Other model types with qk_rope_head_dim (there are many) are refused, not guessed.
+MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
 # Families whose compute_default_rope_parameters uses head_dim and ignores
 # partial_rotary_factor (their scaled types, from ROPE_INIT_FUNCTIONS, honour it).
 DEFAULT_IGNORES_PARTIAL = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
@@ -306,6 +313,10 @@ def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Opti
     # DeepSeek sets to qk_rope_head_dim) and the head librove rotates inside
     rope_hd = hf_head_dim(config, None if mla else head_dim)
     hd = (int(head_dim) if head_dim is not None else _mla_head_dim(config)) if mla else rope_hd
+    if mla and mt not in MLA_MODEL_TYPES:
+        raise ValueError(f"config.qk_rope_head_dim is set on model_type {mt!r}: an MLA layout "
+                         f"rope_config_from_hf does not know (it knows {sorted(MLA_MODEL_TYPES)});"
+                         " refusing to guess which dims rotate and how they pair")
     if mla and rope_hd != int(config.qk_rope_head_dim):
         raise ValueError(f"config.head_dim={rope_hd} differs from qk_rope_head_dim="
                          f"{config.qk_rope_head_dim}: transformers' rotary embedding and its "

@@ -237,6 +237,30 @@ def test_deepseek_v3_yarn_mscale_and_placement(rope):
     assert rope_config_from_hf(config).pairing == "half"
 
 
+def test_deepseek_v2_interleaved_and_unknown_mla_refused():
+    from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2RotaryEmbedding
+    # DeepSeek-V2 rotates (x[2k], x[2k+1]) as complex numbers, with no rope_interleave flag
+    v2 = T.DeepseekV2Config(hidden_size=256, num_attention_heads=4, num_key_value_heads=4,
+                            num_hidden_layers=1, intermediate_size=64, moe_intermediate_size=32,
+                            vocab_size=64, q_lora_rank=None, kv_lora_rank=32,
+                            qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                            max_position_embeddings=163840,
+                            rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0,
+                                             "factor": 40.0, "mscale": 0.707,
+                                             "mscale_all_dim": 0.707,
+                                             "original_max_position_embeddings": 4096})
+    assert not hasattr(v2, "rope_interleave")
+    cfg = rope_config_from_hf(v2)
+    assert (cfg.placement, cfg.rotary_dim, cfg.pairing) == ("last", 64, "interleaved")
+    rot = DeepseekV2RotaryEmbedding(v2)
+    _check(cfg, 192, rot.inv_freq, rot.attention_scaling)
+    # another model type with qk_rope_head_dim: its layout is not guessed
+    other = _deepseek_v3()
+    other.model_type = "minicpm3"
+    with pytest.raises(ValueError, match="MLA layout"):
+        rope_config_from_hf(other)
+
+
 def test_deepseek_v3_attention_matches_transformers():
     """q/k of DeepSeek-V3's MLA layout (128 nope dims, then 64 rotated interleaved dims),
     rotated and attended the way DeepseekV3Attention does (apply_rotary_pos_emb_interleave,
