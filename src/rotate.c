@@ -55,15 +55,17 @@ static rove_status rotate(const rove_plan *p, float *x, int32_t n_tokens, int32_
       !rove_mul_i64(n_tokens, (int64_t)angle_heads * p->half, &table) || table > INT64_MAX / 16)
     return ROVE_ERR_SIZE_OVERFLOW;
   if (angles && !rove_angles_finite(angles, table)) return ROVE_ERR_INVALID_ARGUMENT;
-  /* one cos + sin table of ROTATE_CHUNK rows per thread (angle_heads <= n_heads, so this
-   * is at most 2 * n_threads * 256 * n_heads * r/2 floats) */
+  /* one cos + sin table of ROTATE_CHUNK rows per thread the call runs (angle_heads <=
+   * n_heads, so this is at most 2 * threads * 256 * n_heads * r/2 floats) */
   const int64_t rows = n_tokens < ROTATE_CHUNK ? n_tokens : ROTATE_CHUNK;
+  const int64_t chunks = (n_tokens + ROTATE_CHUNK - 1) / ROTATE_CHUNK;
+  const int32_t threads = rove_team_size(p->cfg.n_threads, chunks);
   const size_t per_thread = (size_t)2 * (size_t)rows * (size_t)angle_heads * (size_t)p->half;
-  float *tab = rove_alloc(per_thread * (size_t)p->cfg.n_threads * sizeof(float));
+  float *tab = rove_alloc(per_thread * (size_t)threads * sizeof(float));
   if (!tab) return ROVE_ERR_OUT_OF_MEMORY;
   rotate_ctx c = {p, x, tab, rows, n_tokens, token_stride, n_heads, inverse, pos,
                   angles, angle_heads};
-  rove_parallel_for(p->cfg.n_threads, (n_tokens + ROTATE_CHUNK - 1) / ROTATE_CHUNK, rotate_task, &c);
+  rove_parallel_for(threads, chunks, rotate_task, &c);
   rove_free(tab);
   return ROVE_OK;
 }

@@ -57,6 +57,7 @@ static atomic_long g_seen;      /* allocations since arm(), by anyone */
 static atomic_long g_seen_rove; /* allocations since arm() called from librove.so's code */
 static atomic_long g_fail_at;   /* the 1-based allocation of librove that fails; 0: none */
 static atomic_int g_failed;     /* the failing allocation was reached */
+static atomic_size_t g_bytes;   /* bytes requested since arm() from librove's code */
 static void *g_caller[MAX_TRACKED];
 /* librove.so's executable segment (set once in main, before anything is armed) and
  * whether allocations of other code fail too (ROVE_ALLOC_FAIL_FOREIGN=1, a diagnostic:
@@ -66,11 +67,12 @@ static int g_fail_foreign;
 
 /* Counts an allocation while armed; 1 if it is the one that must fail. The index runs
  * over librove's own allocations (the caller's return address lies in its code). */
-static int must_fail(void *caller) {
+static int must_fail(void *caller, size_t bytes) {
   if (!atomic_load_explicit(&g_armed, memory_order_acquire)) return 0;
   const long i = atomic_fetch_add(&g_seen, 1) + 1;
   if (i <= MAX_TRACKED) g_caller[i - 1] = caller;
   const int ours = (uintptr_t)caller >= g_rove_lo && (uintptr_t)caller < g_rove_hi;
+  if (ours) atomic_fetch_add(&g_bytes, bytes);
   if (!ours && !g_fail_foreign) return 0;
   const long j = atomic_fetch_add(&g_seen_rove, 1) + 1;
   if (j != atomic_load(&g_fail_at)) return 0;
@@ -84,17 +86,19 @@ static void *counted(void *p) {
 }
 
 void *malloc(size_t n) {
-  if (must_fail(__builtin_return_address(0))) return errno = ENOMEM, NULL;
+  if (must_fail(__builtin_return_address(0), n)) return errno = ENOMEM, NULL;
   return counted(__libc_malloc(n));
 }
 
 void *calloc(size_t n, size_t size) {
-  if (must_fail(__builtin_return_address(0))) return errno = ENOMEM, NULL;
+  size_t bytes;
+  if (__builtin_mul_overflow(n, size, &bytes)) bytes = SIZE_MAX;
+  if (must_fail(__builtin_return_address(0), bytes)) return errno = ENOMEM, NULL;
   return counted(__libc_calloc(n, size));
 }
 
 void *realloc(void *p, size_t n) {
-  if (must_fail(__builtin_return_address(0))) return errno = ENOMEM, NULL; /* p stays valid */
+  if (must_fail(__builtin_return_address(0), n)) return errno = ENOMEM, NULL; /* p stays valid */
   void *r = __libc_realloc(p, n);
   if (!p && r) atomic_fetch_add(&g_live, 1);      /* realloc(NULL, n) = malloc(n) */
   else if (p && n == 0 && !r) atomic_fetch_sub(&g_live, 1); /* glibc: realloc(p, 0) frees p */
@@ -102,18 +106,18 @@ void *realloc(void *p, size_t n) {
 }
 
 void *memalign(size_t align, size_t n) {
-  if (must_fail(__builtin_return_address(0))) return errno = ENOMEM, NULL;
+  if (must_fail(__builtin_return_address(0), n)) return errno = ENOMEM, NULL;
   return counted(__libc_memalign(align, n));
 }
 
 void *aligned_alloc(size_t align, size_t n) {
-  if (must_fail(__builtin_return_address(0))) return errno = ENOMEM, NULL;
+  if (must_fail(__builtin_return_address(0), n)) return errno = ENOMEM, NULL;
   return counted(__libc_memalign(align, n));
 }
 
 int posix_memalign(void **out, size_t align, size_t n) {
   if (align < sizeof(void *) || (align & (align - 1)) != 0) return EINVAL;
-  if (must_fail(__builtin_return_address(0))) return ENOMEM;
+  if (must_fail(__builtin_return_address(0), n)) return ENOMEM;
   void *p = counted(__libc_memalign(align, n));
   if (!p) return ENOMEM;
   *out = p;
@@ -121,12 +125,12 @@ int posix_memalign(void **out, size_t align, size_t n) {
 }
 
 void *valloc(size_t n) {
-  if (must_fail(__builtin_return_address(0))) return errno = ENOMEM, NULL;
+  if (must_fail(__builtin_return_address(0), n)) return errno = ENOMEM, NULL;
   return counted(__libc_valloc(n));
 }
 
 void *pvalloc(size_t n) {
-  if (must_fail(__builtin_return_address(0))) return errno = ENOMEM, NULL;
+  if (must_fail(__builtin_return_address(0), n)) return errno = ENOMEM, NULL;
   return counted(__libc_pvalloc(n));
 }
 
@@ -138,6 +142,7 @@ void free(void *p) {
 static void arm(long fail_at) {
   atomic_store(&g_seen, 0);
   atomic_store(&g_seen_rove, 0);
+  atomic_store(&g_bytes, 0);
   atomic_store(&g_failed, 0);
   atomic_store(&g_fail_at, fail_at);
   atomic_store_explicit(&g_armed, 1, memory_order_release);
@@ -719,6 +724,88 @@ static void test_scenario(void **state) {
 #endif
 }
 
+/* ---- workspace by team --------------------------------------------------------------------
+ * rove.h: "a call never runs more threads than it has independent tasks, and its
+ * per-thread workspace is sized by the threads it runs". A call with at most `tasks`
+ * tasks in each of its parallel phases must then request the same bytes on a plan of
+ * ROVE_MAX_THREADS threads as on a plan of `tasks` threads. */
+
+static rove_status one_task_rotate(fx *f) {
+  add_inout(f, g_out, sizeof(float) * 200 * H * D, g_in);
+  return rove_rotate(f->plan, g_out, 200, H, 0, g_pos, 0);
+}
+
+static rove_status one_task_rotate_angles(fx *f) {
+  add_inout(f, g_out, sizeof(float) * 200 * H * D, g_in);
+  return rove_rotate_angles(f->plan, g_out, 200, H, 0, g_ang, HKV, 1);
+}
+
+static void setup_cache_b1(fx *f) {
+  make_plan(f);
+  assert_int_equal(rove_kv_cache_create(f->plan, 1, CACHE_CAP, &f->cache), ROVE_OK);
+}
+
+static rove_status one_task_append(fx *f) {
+  return rove_kv_cache_append(f->cache, 200, g_in, 0, g_in + 200 * HKV * D, 0, NULL);
+}
+
+static rove_status one_task_decode(fx *f) {
+  rove_attention_args a = {.batch = 1, .q_len = 1, .kv_len = 64};
+  a.q = g_in;
+  a.k = g_in + H * D;
+  a.v = a.k + 64 * HKV * D;
+  a.out = g_out;
+  add_out(f, g_out, sizeof(float) * H * D);
+  return rove_attention_forward(f->plan, &a);
+}
+
+static const struct {
+  scenario s;
+  int tasks;
+} k_few_tasks[] = {
+    {{"rotate", make_plan, one_task_rotate, NULL}, 1},        /* one chunk of tokens */
+    {{"rotate_angles", make_plan, one_task_rotate_angles, NULL}, 1},
+    {{"kv_cache_append", setup_cache_b1, one_task_append, NULL}, 1}, /* batch 1, one chunk */
+    {{"attention_forward_decode", make_plan, one_task_decode, NULL}, H}, /* merge: a task per head */
+};
+
+#if HAVE_INTERPOSER
+/* Bytes librove requests in s's call on a plan of `threads` threads, after a warm-up run
+ * (librove sizes up what the process can give a team the first time a team grows: that
+ * happens once, not per call). */
+static size_t call_bytes(const scenario *s, int threads) {
+  fx f = {.threads = threads};
+  s->setup(&f);
+  assert_int_equal(s->call(&f), ROVE_OK);
+  destroy_all(&f);
+  f = (fx){.threads = threads};
+  s->setup(&f);
+  arm(0);
+  const rove_status st = s->call(&f);
+  disarm();
+  const size_t bytes = atomic_load(&g_bytes);
+  destroy_all(&f);
+  if (st != ROVE_OK) fail_msg("%s (threads %d): %s", s->name, threads, rove_status_string(st));
+  return bytes;
+}
+#endif
+
+static void test_workspace_by_team(void **state) {
+  (void)state;
+#if HAVE_INTERPOSER
+  for (size_t i = 0; i < sizeof k_few_tasks / sizeof *k_few_tasks; i++) {
+    const scenario *s = &k_few_tasks[i].s;
+    const int t = k_few_tasks[i].tasks;
+    const size_t few = call_bytes(s, t), max = call_bytes(s, ROVE_MAX_THREADS);
+    printf("  %-26s %d task(s): %zu bytes on %d thread(s), %zu on %d\n", s->name, t, few, t, max,
+           ROVE_MAX_THREADS);
+    if (few != max)
+      fail_msg("%s (at most %d tasks) requests %zu bytes on a plan of %d threads, %zu on %d",
+               s->name, t, max, ROVE_MAX_THREADS, few, t);
+  }
+#endif
+}
+
 int main(void) {
   rove_test_isa_gate();
 #if !HAVE_INTERPOSER
@@ -757,10 +844,12 @@ int main(void) {
     return 1;
   }
 
-  struct CMUnitTest tests[N_SCENARIOS];
+  struct CMUnitTest tests[N_SCENARIOS + 1];
   for (int i = 0; i < N_SCENARIOS; i++)
     tests[i] = (struct CMUnitTest){.name = k_scenarios[i].name, .test_func = test_scenario,
                                    .initial_state = (void *)&k_scenarios[i]};
+  tests[N_SCENARIOS] = (struct CMUnitTest){.name = "workspace_by_team",
+                                           .test_func = test_workspace_by_team};
   return cmocka_run_group_tests(tests, NULL, NULL);
 #endif
 }
