@@ -18,30 +18,31 @@ typedef struct {
   float *q, *k, *v, *out;
 } bench_bufs;
 
-/* Median time of `runs` forwards with each plan, alternating which runs first. */
-static int time_pair(rove_plan *const plans[2], const rove_attention_args *a, int runs,
-                     double ms[2]) {
-  double t[2][64];
-  for (int r = 0; r < runs; r++)
-    for (int j = 0; j < 2; j++) {
-      const int which = (r + j) % 2;
-      const double t0 = cli_now_ms();
-      rove_status st = rove_attention_forward(plans[which], a);
-      t[which][r] = cli_now_ms() - t0;
-      if (st != ROVE_OK) {
-        fprintf(stderr, "rove bench: forward failed: %s\n", rove_status_string(st));
-        return -1;
-      }
-    }
-  ms[0] = cli_median(t[0], runs);
-  ms[1] = cli_median(t[1], runs);
-  return 0;
+/* Wall-clock budget of one table row's timed pairs: rows whose runs are short get more
+ * pairs than --runs (up to CLI_MAX_PAIRS), which steadies their ratio. */
+#define BENCH_ROW_BUDGET_MS 400.0
+
+/* The two plans (0: RoVE, 1: RoPE) of a row on the same tensors, for cli_time_ab. */
+typedef struct bench_timed {
+  rove_plan *plans[2];
+  rove_attention_args a;
+} bench_timed;
+
+static int timed_forward(void *ctx, int which) {
+  bench_timed *t = ctx;
+  rove_status st = rove_attention_forward(t->plans[which], &t->a);
+  if (st == ROVE_OK) return 0;
+  fprintf(stderr, "rove bench: forward failed: %s\n", rove_status_string(st));
+  return -1;
 }
 
 /* One table row: n tokens, head dim d, on isa with the given threads. */
 static int bench_row(const bench_opts *o, int32_t n, int32_t d, rove_isa isa, int32_t threads,
                      const bench_bufs *b) {
-  rove_plan *plans[2] = {NULL, NULL};
+  bench_timed bt = {{NULL, NULL},
+                    {.batch = 1, .q_len = n, .kv_len = n, .q = b->q, .k = b->k, .v = b->v,
+                     .out = b->out}};
+  rove_plan **plans = bt.plans;
   rove_attention_config c;
   rove_attention_config_init(&c, o->heads, o->heads, d);
   c.isa = isa;
@@ -51,11 +52,9 @@ static int bench_row(const bench_opts *o, int32_t n, int32_t d, rove_isa isa, in
     c.rotate = j == 0 ? ROVE_ROTATE_ROVE : ROVE_ROTATE_ROPE;
     st = rove_plan_create(&c, &plans[j]);
   }
-  rove_attention_args a = {.batch = 1, .q_len = n, .kv_len = n, .q = b->q, .k = b->k, .v = b->v,
-                           .out = b->out};
-  double ms[2];
-  int rc = st == ROVE_OK ? time_pair(plans, &a, 1, ms) : -1; /* warm-up */
-  if (rc == 0) rc = time_pair(plans, &a, o->runs, ms);
+  cli_ab_time t = {0};
+  int rc = st == ROVE_OK ? cli_time_ab(timed_forward, &bt, o->runs, BENCH_ROW_BUDGET_MS, &t) : -1;
+  const double *ms = t.ms;
   if (st != ROVE_OK) fprintf(stderr, "rove bench: plan failed: %s\n", rove_status_string(st));
   if (rc == 0) {
     const double gflops = 2.0 * n * (double)n * d * o->heads / (ms[0] * 1e6);
@@ -64,8 +63,9 @@ static int bench_row(const bench_opts *o, int32_t n, int32_t d, rove_isa isa, in
     const double peak = peaks[isa];
     char pct[16] = "-";
     if (peak > 0) snprintf(pct, sizeof pct, "%.1f", 100.0 * gflops / (peak * rove_plan_threads(plans[0])));
-    printf("| n=%d %dx%d causal | %d | %s | %.2f | %.2f | %.3f | %.1f | %s |\n", n, o->heads, d,
-           rove_plan_threads(plans[0]), rove_isa_name(isa), ms[0], ms[1], ms[0] / ms[1], gflops, pct);
+    printf("| n=%d %dx%d causal | %d | %s | %.2f | %.2f | %.3f | %.3f .. %.3f | %.3f | %d | %.1f | %s |\n",
+           n, o->heads, d, rove_plan_threads(plans[0]), rove_isa_name(isa), ms[0], ms[1],
+           t.cpu.median, t.cpu.q1, t.cpu.q3, t.wall.median, t.pairs, gflops, pct);
   }
   rove_plan_destroy(plans[0]);
   rove_plan_destroy(plans[1]);
@@ -73,11 +73,11 @@ static int bench_row(const bench_opts *o, int32_t n, int32_t d, rove_isa isa, in
 }
 
 static int parse_bench(int argc, char **argv, bench_opts *o) {
-  *o = (bench_opts){.max_n = 2048, .threads = 0, .runs = 5, .heads = 12, .isa = ROVE_ISA_AUTO};
+  *o = (bench_opts){.max_n = 2048, .threads = 0, .runs = 7, .heads = 12, .isa = ROVE_ISA_AUTO};
   const cli_opt opts[] = {
       {"--max-n", CLI_OPT_I32, &o->max_n, 64, 16384},
       {"--threads", CLI_OPT_I32, &o->threads, 0, 1024},
-      {"--runs", CLI_OPT_I32, &o->runs, 1, 64},
+      {"--runs", CLI_OPT_I32, &o->runs, 1, CLI_MAX_PAIRS},
       {"--heads", CLI_OPT_I32, &o->heads, 1, 256},
       {"--isa", CLI_OPT_ISA, &o->isa, 0, 0},
   };
@@ -104,17 +104,22 @@ int cmd_bench(int argc, char **argv) {
     cli_fill_uniform(&rng, b.q, max_elems);
     cli_fill_uniform(&rng, b.k, max_elems);
     cli_fill_uniform(&rng, b.v, max_elems);
-    printf("librove %s, batch 1, MHA, causal; time = median of %d runs; GFLOP/s count causal "
-           "FLOPs as 2*n^2*d*heads; %% of peak = of the measured single-core FMA peak times threads\n\n",
-           rove_version_string(), o.runs);
-    printf("| shape | threads | ISA | RoVE ms | RoPE ms | ratio | GFLOP/s | %% of peak |\n");
-    printf("|---|---:|---|---:|---:|---:|---:|---:|\n");
+    printf("librove %s, batch 1, MHA, causal; RoVE and RoPE timed in interleaved pairs (AB, BA, "
+           "...; at least %d, more while a row has spent under %.0f ms): time = median wall clock of "
+           "each; ratio = median of the per-pair ratios RoVE/RoPE of CPU time (all threads; "
+           "not counting time descheduled), with their quartiles, and of wall-clock time; GFLOP/s "
+           "count causal FLOPs as 2*n^2*d*heads; %% of peak = of the measured single-core FMA "
+           "peak times threads\n\n",
+           rove_version_string(), o.runs, BENCH_ROW_BUDGET_MS);
+    printf("| shape | threads | ISA | RoVE ms | RoPE ms | ratio (CPU) | quartiles | ratio (wall) | "
+           "pairs | GFLOP/s | %% of peak |\n");
+    printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     static const int32_t dims[] = {64, 128};
     /* Later rove_isa values are the more specialised ISAs: descending order, best first. */
     for (int i = ROVE_ISA_COUNT - 1; i >= ROVE_ISA_SCALAR && rc == 0; i--) {
       const rove_isa isa = (rove_isa)i;
       if ((o.isa != ROVE_ISA_AUTO && isa != o.isa) || !rove_isa_available(isa)) continue;
-      const int32_t top = isa == ROVE_ISA_SCALAR && o.max_n > 512 ? 512 : o.max_n; /* scalar is slow */
+      const int32_t top = isa == ROVE_ISA_SCALAR && o.max_n > 256 ? 256 : o.max_n; /* scalar is slow */
       for (size_t j = 0; j < 2 && rc == 0; j++)
         for (int32_t n = 256; n <= top && rc == 0; n *= 2) {
           rc = bench_row(&o, n, dims[j], isa, 1, &b);

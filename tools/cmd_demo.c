@@ -10,7 +10,7 @@
 #include "common.h"
 #include "demo_decoder.h"
 
-#define DEMO_MAX_RUNS 64
+#define DEMO_MAX_RUNS CLI_MAX_PAIRS
 
 typedef struct demo_opts {
   int32_t n, heads, dim, threads, runs;
@@ -33,7 +33,7 @@ typedef struct demo_result {
 } demo_result;
 
 static int parse_demo(int argc, char **argv, demo_opts *o) {
-  *o = (demo_opts){.n = 1024, .heads = 12, .dim = 64, .threads = 0, .runs = 5, .prompt = 512,
+  *o = (demo_opts){.n = 1024, .heads = 12, .dim = 64, .threads = 0, .runs = 21, .prompt = 512,
                    .steps = 128, .seed = 42, .isa = ROVE_ISA_AUTO};
   const cli_opt opts[] = {
       {"--n", CLI_OPT_I32, &o->n, 1, 262144},
@@ -90,40 +90,48 @@ static int forward(const rove_plan *p, const rove_attention_args *a, const char 
   return -1;
 }
 
-/* Check one rotation mode against the oracle, then time it. */
-static int run_mode(const demo_opts *o, demo_data *d, uint32_t rotate, const char *label,
-                    demo_result *res) {
+/* Build the plan of one rotation mode and check it against the oracle; *plan stays open
+ * for the timing. */
+static void demo_config(const demo_opts *o, uint32_t rotate, int32_t threads,
+                        rove_attention_config *c) {
+  rove_attention_config_init(c, o->heads, o->heads, o->dim);
+  c->rotate = rotate;
+  c->causal = 1;
+  c->isa = o->isa;
+  c->n_threads = threads;
+}
+
+static int check_mode(const demo_opts *o, demo_data *d, uint32_t rotate, const char *label,
+                      demo_result *res, rove_plan **plan) {
   rove_attention_config c;
-  rove_attention_config_init(&c, o->heads, o->heads, o->dim);
-  c.rotate = rotate;
-  c.causal = 1;
-  c.isa = o->isa;
-  c.n_threads = o->threads;
-  rove_plan *p = NULL;
-  rove_status st = rove_plan_create(&c, &p);
+  demo_config(o, rotate, o->threads, &c);
+  rove_status st = rove_plan_create(&c, plan);
   if (st != ROVE_OK) {
     fprintf(stderr, "rove demo: rove_plan_create (%s, isa %s) failed: %s\n", label,
             rove_isa_name(o->isa), rove_status_string(st));
     return -1;
   }
-  res->isa = rove_plan_isa(p);
-  res->threads = rove_plan_threads(p);
+  res->isa = rove_plan_isa(*plan);
+  res->threads = rove_plan_threads(*plan);
   rove_attention_args a = {.batch = 1, .q_len = o->n, .kv_len = o->n, .q = d->q, .k = d->k,
                            .v = d->v, .out = d->out};
   for (int64_t i = 0; i < d->elems; i++) d->out[i] = NAN;
-  int rc = forward(p, &a, label);
+  int rc = forward(*plan, &a, label);
   if (rc == 0) rc = cli_oracle(&c, &a, d->ref, NULL);
   if (rc == 0) res->err = cli_max_rel_err(d->out, (int64_t)o->heads * o->dim, d->ref, o->n,
                                            (int64_t)o->heads * o->dim);
-  double times[DEMO_MAX_RUNS];
-  for (int r = 0; rc == 0 && r < o->runs; r++) {
-    const double t0 = cli_now_ms();
-    rc = forward(p, &a, label);
-    times[r] = cli_now_ms() - t0;
-  }
-  if (rc == 0) res->ms = cli_median(times, o->runs);
-  rove_plan_destroy(p);
   return rc;
+}
+
+/* The two plans (0: RoVE, 1: RoPE) on the same tensors, for cli_time_ab. */
+typedef struct demo_timed {
+  const rove_plan *plan[2];
+  rove_attention_args a;
+} demo_timed;
+
+static int timed_forward(void *ctx, int which) {
+  demo_timed *t = ctx;
+  return forward(t->plan[which], &t->a, which ? "RoPE" : "RoVE");
 }
 
 static void print_header(const demo_opts *o) {
@@ -133,7 +141,8 @@ static void print_header(const demo_opts *o) {
   printf("  q, k, v uniform in [-1, 1], seed %llu; RoPE theta 10000, half pairing\n",
          (unsigned long long)o->seed);
   printf("  checked against the double-precision oracle (max error relative to the output's\n"
-         "  max magnitude, tolerance %.0e); time = median of %d runs\n\n",
+         "  max magnitude, tolerance %.0e); RoVE and RoPE timed in %d interleaved pairs\n"
+         "  (AB, BA, ...): time = median of each, ratio = median of the per-pair ratios\n\n",
          CLI_TOLERANCE, (int)o->runs);
   printf("%-5s %11s %10s %13s  %s\n", "mode", "time [ms]", "GFLOP/s", "max rel err", "check");
   fflush(stdout);
@@ -148,10 +157,25 @@ static int print_result(const demo_opts *o, const char *label, const demo_result
   return pass;
 }
 
-static void print_trailer(const demo_result *rove, const demo_result *rope) {
+/* The RoVE/RoPE ratio of one interleaved timing: CPU time (the headline: time spent
+ * descheduled does not count), wall clock, the quartiles of the pair ratios. */
+static void print_ratio(const char *what, const cli_ab_time *t) {
+  printf("RoVE/RoPE time ratio%s: %.3f CPU time, %.3f wall clock (median of %d interleaved "
+         "pairs;\n  quartiles of the pair ratios: CPU %.3f .. %.3f, wall %.3f .. %.3f)\n",
+         what, t->cpu.median, t->wall.median, t->pairs, t->cpu.q1, t->cpu.q3, t->wall.q1,
+         t->wall.q3);
+}
+
+static void print_trailer(const demo_result *rove, const demo_result *rope, const cli_ab_time *t,
+                          const cli_ab_time *t1) {
   const demo_result *any = rove->isa != ROVE_ISA_AUTO ? rove : rope;
-  if (rove->ms > 0.0 && rope->ms > 0.0)
-    printf("\nRoVE/RoPE time ratio: %.3f\n", rove->ms / rope->ms);
+  if (t && t->pairs > 0) {
+    printf("\n");
+    if (t1 && t1->pairs > 0) print_ratio(" on 1 thread", t1);
+    char what[48];
+    snprintf(what, sizeof what, " on %d threads", (int)any->threads);
+    print_ratio(t1 && t1->pairs > 0 ? what : "", t);
+  }
   if (any->isa != ROVE_ISA_AUTO)
     printf("isa %s, threads %d (GFLOP/s count causal attention as 2*n^2*d*heads)\n",
            rove_isa_name(any->isa), (int)any->threads);
@@ -169,13 +193,42 @@ static int demo_attention(const demo_opts *o) {
   }
   print_header(o);
   demo_result rove = {0}, rope = {0};
-  int ok = run_mode(o, &d, ROVE_ROTATE_ROVE, "RoVE", &rove) == 0;
-  ok = ok && print_result(o, "RoVE", &rove);
-  int ok2 = run_mode(o, &d, ROVE_ROTATE_ROPE, "RoPE", &rope) == 0;
-  ok2 = ok2 && print_result(o, "RoPE", &rope);
+  rove_plan *plans[2] = {NULL, NULL};
+  const int ran = check_mode(o, &d, ROVE_ROTATE_ROVE, "RoVE", &rove, &plans[0]) == 0 &&
+                  check_mode(o, &d, ROVE_ROTATE_ROPE, "RoPE", &rope, &plans[1]) == 0;
+  demo_timed timed = {{plans[0], plans[1]},
+                      {.batch = 1, .q_len = o->n, .kv_len = o->n, .q = d.q, .k = d.k,
+                       .v = d.v, .out = d.out}};
+  cli_ab_time t = {0};
+  const int timed_ok = ran && cli_time_ab(timed_forward, &timed, o->runs, 0.0, &t) == 0;
+  rove.ms = t.ms[0], rope.ms = t.ms[1];
+  int ok = timed_ok && print_result(o, "RoVE", &rove);
+  ok = timed_ok && print_result(o, "RoPE", &rope) && ok;
+  rove_plan_destroy(plans[0]);
+  rove_plan_destroy(plans[1]);
+  /* With several threads, a busy machine that deschedules one of them stalls the others
+   * at the team's barriers (they spin or sleep: wall clock and CPU time both vary), so the
+   * ratio is also timed on one thread, where the CPU time is the work itself. */
+  cli_ab_time t1 = {0};
+  int one_ok = 0;
+  if (timed_ok && rove.threads > 1) {
+    rove_plan *p1[2] = {NULL, NULL};
+    one_ok = 1;
+    for (int j = 0; j < 2 && one_ok; j++) {
+      rove_attention_config c;
+      demo_config(o, j == 0 ? ROVE_ROTATE_ROVE : ROVE_ROTATE_ROPE, 1, &c);
+      one_ok = rove_plan_create(&c, &p1[j]) == ROVE_OK;
+    }
+    demo_timed timed1 = {{p1[0], p1[1]}, timed.a};
+    one_ok = one_ok && cli_time_ab(timed_forward, &timed1, o->runs, 0.0, &t1) == 0;
+    if (!one_ok) fprintf(stderr, "rove demo: the 1-thread timing failed\n");
+    rove_plan_destroy(p1[0]);
+    rove_plan_destroy(p1[1]);
+    ok = ok && one_ok;
+  }
   free_data(&d);
-  print_trailer(&rove, &rope);
-  return ok && ok2;
+  print_trailer(&rove, &rope, timed_ok ? &t : NULL, one_ok ? &t1 : NULL);
+  return ok;
 }
 
 int cmd_demo(int argc, char **argv) {
@@ -194,6 +247,7 @@ int cmd_demo(int argc, char **argv) {
   }
   const demo_decoder_opts dec = {.prompt = o.prompt, .steps = o.steps, .heads = o.heads,
                                  .dim = o.dim, .threads = o.threads, .seed = o.seed,
+                                 .pairs = o.runs < 7 ? o.runs : 7, /* generations are long */
                                  .isa = o.isa};
   ok = demo_decoder(&dec) == CLI_EXIT_OK && ok;
   printf("%s\n", ok ? "PASS" : "FAIL");

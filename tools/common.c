@@ -15,6 +15,12 @@ double cli_now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+double cli_cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
 static int cmp_double(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -27,6 +33,56 @@ double cli_median(const double *v, int n) {
   memcpy(tmp, v, (size_t)n * sizeof(double));
   qsort(tmp, (size_t)n, sizeof(double), cmp_double);
   return (n & 1) ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+}
+
+double cli_quantile(const double *v, int n, double q) {
+  double tmp[64];
+  if (n <= 0) return 0.0;
+  if (n > 64) n = 64;
+  memcpy(tmp, v, (size_t)n * sizeof(double));
+  qsort(tmp, (size_t)n, sizeof(double), cmp_double);
+  const double pos = (q < 0.0 ? 0.0 : q > 1.0 ? 1.0 : q) * (n - 1);
+  const int i = (int)pos;
+  return i + 1 < n ? tmp[i] + (pos - i) * (tmp[i + 1] - tmp[i]) : tmp[n - 1];
+}
+
+static int time_one(cli_run_fn run, void *ctx, int which, double *wall, double *cpu) {
+  const double t0 = cli_now_ms(), c0 = cli_cpu_ms();
+  const int rc = run(ctx, which);
+  *cpu = cli_cpu_ms() - c0;
+  *wall = cli_now_ms() - t0;
+  return rc;
+}
+
+static cli_ab_ratio ratio_stats(double t[2][CLI_MAX_PAIRS], int pairs) {
+  double r[CLI_MAX_PAIRS];
+  for (int p = 0; p < pairs; p++) r[p] = t[1][p] > 0.0 ? t[0][p] / t[1][p] : 1.0;
+  return (cli_ab_ratio){cli_median(r, pairs), cli_quantile(r, pairs, 0.25),
+                        cli_quantile(r, pairs, 0.75)};
+}
+
+int cli_time_ab(cli_run_fn run, void *ctx, int min_pairs, double budget_ms, cli_ab_time *out) {
+  double wall[2][CLI_MAX_PAIRS], cpu[2][CLI_MAX_PAIRS], w, c, spent = 0.0;
+  if (min_pairs < 1) min_pairs = 1;
+  if (min_pairs > CLI_MAX_PAIRS) min_pairs = CLI_MAX_PAIRS;
+  if (time_one(run, ctx, 0, &w, &c) != 0 || time_one(run, ctx, 1, &w, &c) != 0) return -1;
+  int pairs = 0;
+  while (pairs < CLI_MAX_PAIRS && (pairs < min_pairs || spent < budget_ms)) {
+    const int p = pairs++;
+    for (int j = 0; j < 2; j++) {
+      const int which = (p + j) % 2; /* AB on even pairs, BA on odd ones */
+      if (time_one(run, ctx, which, &wall[which][p], &cpu[which][p]) != 0) return -1;
+    }
+    spent += wall[0][p] + wall[1][p];
+  }
+  out->pairs = pairs;
+  for (int j = 0; j < 2; j++) {
+    out->ms[j] = cli_median(wall[j], pairs);
+    out->best_ms[j] = cli_quantile(wall[j], pairs, 0.0);
+  }
+  out->wall = ratio_stats(wall, pairs);
+  out->cpu = ratio_stats(cpu, pairs);
+  return 0;
 }
 
 /* splitmix64: small, fast, and the same sequence everywhere. */

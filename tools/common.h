@@ -49,7 +49,33 @@ int cli_isa_from_name(const char *s, rove_isa *out);
 /* ---- timing and statistics ------------------------------------------------------------ */
 
 double cli_now_ms(void);                 /* CLOCK_MONOTONIC, milliseconds */
+double cli_cpu_ms(void);                 /* CLOCK_PROCESS_CPUTIME_ID (all threads), ms */
 double cli_median(const double *v, int n); /* n >= 1; v is not modified */
+/* The q-quantile (0 <= q <= 1, linear between order statistics) of v[0..n-1], n <= 64. */
+double cli_quantile(const double *v, int n, double q);
+
+/* Interleaved A/B timing, for a time ratio that holds on a busy machine: one untimed run
+ * of each, then `pairs` pairs of runs back to back, alternating which runs first (AB, BA,
+ * AB, ...), so the two of a pair see the same machine state (other processes, clock,
+ * caches). The ratio is the median of the per-pair ratios t_A / t_B, its spread their
+ * quartiles, for wall-clock time and for the process's CPU time (all threads): on a
+ * machine shared with other busy processes, the wall clock of a run also counts the
+ * time the run spent descheduled, which CPU time does not. run(ctx, which) does one run of A (which 0) or B (1) and returns 0, or -1
+ * when it failed (reason printed). At least min_pairs pairs (1 .. CLI_MAX_PAIRS), then more
+ * while the timed pairs so far took less than budget_ms (0: exactly min_pairs), up to
+ * CLI_MAX_PAIRS: short cases get more pairs. */
+#define CLI_MAX_PAIRS 64
+typedef int (*cli_run_fn)(void *ctx, int which);
+typedef struct cli_ab_ratio {
+  double median, q1, q3; /* median and quartiles over the pairs of t_A / t_B */
+} cli_ab_ratio;
+typedef struct cli_ab_time {
+  int pairs;
+  double ms[2];      /* median wall-clock time of A and of B [ms] */
+  double best_ms[2]; /* fastest run of each (wall clock) */
+  cli_ab_ratio wall, cpu;
+} cli_ab_time;
+int cli_time_ab(cli_run_fn run, void *ctx, int min_pairs, double budget_ms, cli_ab_time *out);
 
 /* ---- seeded data ---------------------------------------------------------------------- */
 

@@ -3,8 +3,9 @@
  * heads * dim, GPT-2-small by default) with seeded random weights. A prompt is prefilled
  * through one KV cache per layer, then tokens are decoded one at a time, each step's input
  * being the previous step's output row scaled to unit RMS. Reports prompt tokens/s and decode
- * steps/s for RoVE and plain RoPE, and checks every decode output against one full-sequence
- * rove_layer_forward pass over the same inputs. */
+ * steps/s for RoVE and plain RoPE, timed in interleaved pairs of generations (RoVE, RoPE,
+ * then RoPE, RoVE, ...) so that a busy machine slows both alike, and checks every decode
+ * output against one full-sequence rove_layer_forward pass over the same inputs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@
 #include "demo_decoder.h"
 
 #define DEC_LAYERS 2
-#define DEC_REPS 2          /* generations per mode; the faster one is reported */
+#define DEC_PAIRS 16        /* most interleaved pairs of generations (one per mode each) */
 #define DEC_TOLERANCE 1e-4  /* decode vs full forward, relative to the outputs' max */
 
 typedef struct dec_model {
@@ -25,14 +26,15 @@ typedef struct dec_model {
 typedef struct dec_data {
   int64_t dm, total;  /* d_model; prompt + steps tokens */
   float *w[DEC_LAYERS][4]; /* wq, wk, wv, wo: [dm][dm] each */
-  float *inputs;      /* [total][dm]: every token fed to the first layer */
-  float *outputs;     /* [total][dm]: last layer's output, cached path */
+  float *inputs[2];   /* per mode (0 RoVE, 1 RoPE), [total][dm]: every token fed to the
+                         first layer (the prompt, then each step's input) */
+  float *outputs[2];  /* per mode, [total][dm]: last layer's output, cached path */
   float *full;        /* [total][dm]: the same from full-sequence forwards */
   float *y;           /* [total][dm] scratch */
 } dec_data;
 
 typedef struct dec_result {
-  double prompt_ms, decode_ms, err_all, err_last;
+  double prompt_ms, decode_ms, err_all, err_last; /* times: median over the pairs */
 } dec_result;
 
 static int fail_status(const char *what, rove_status st) {
@@ -43,7 +45,8 @@ static int fail_status(const char *what, rove_status st) {
 static void free_data(dec_data *d) {
   for (int l = 0; l < DEC_LAYERS; l++)
     for (int i = 0; i < 4; i++) free(d->w[l][i]);
-  free(d->inputs), free(d->outputs), free(d->full), free(d->y);
+  for (int j = 0; j < 2; j++) free(d->inputs[j]), free(d->outputs[j]);
+  free(d->full), free(d->y);
 }
 
 /* Weights uniform in +-1/sqrt(d_model); prompt inputs uniform with unit RMS. */
@@ -60,11 +63,14 @@ static int make_data(const demo_decoder_opts *o, dec_data *d) {
       cli_fill_uniform(&rng, d->w[l][i], d->dm * d->dm);
       for (int64_t j = 0; j < d->dm * d->dm; j++) d->w[l][i][j] /= sqrtf((float)d->dm);
     }
-  d->inputs = malloc(xbytes), d->outputs = malloc(xbytes), d->full = malloc(xbytes);
-  d->y = malloc(xbytes);
-  if (!d->inputs || !d->outputs || !d->full || !d->y) return -1;
-  cli_fill_uniform(&rng, d->inputs, (int64_t)o->prompt * d->dm);
-  for (int64_t j = 0; j < (int64_t)o->prompt * d->dm; j++) d->inputs[j] *= sqrtf(3.0f);
+  for (int j = 0; j < 2; j++) d->inputs[j] = malloc(xbytes), d->outputs[j] = malloc(xbytes);
+  d->full = malloc(xbytes), d->y = malloc(xbytes);
+  if (!d->inputs[0] || !d->inputs[1] || !d->outputs[0] || !d->outputs[1] || !d->full || !d->y)
+    return -1;
+  const int64_t np = (int64_t)o->prompt * d->dm;
+  cli_fill_uniform(&rng, d->inputs[0], np);
+  for (int64_t j = 0; j < np; j++) d->inputs[0][j] *= sqrtf(3.0f);
+  memcpy(d->inputs[1], d->inputs[0], sizeof(float) * (size_t)np); /* the same prompt */
   return 0;
 }
 
@@ -119,20 +125,23 @@ static void unit_rms(float *dst, const float *src, int64_t n) {
   for (int64_t i = 0; i < n; i++) dst[i] = src[i] * s;
 }
 
-/* Prefill, then decode token by token; adds the timings to r (keeping the fastest). */
-static int generate(const demo_decoder_opts *o, dec_model *m, dec_data *d, dec_result *r, int rep) {
+/* Prefill, then decode token by token, on the inputs / outputs of mode `which`; the
+ * wall-clock times of this generation in ms[0] (prompt), ms[1] (decode), the process's
+ * CPU times (all threads) in cpu[0], cpu[1]. */
+static int generate(const demo_decoder_opts *o, dec_model *m, dec_data *d, int which,
+                    double ms[2], double cpu[2]) {
   const int64_t dm = d->dm;
+  float *in = d->inputs[which], *out = d->outputs[which];
   for (int l = 0; l < DEC_LAYERS; l++) rove_kv_cache_reset(m->cache[l]);
-  double t0 = cli_now_ms();
-  if (model_forward(m, 1, o->prompt, d->inputs, d->outputs, d->y, dm) != 0) return -1;
-  const double t1 = cli_now_ms();
+  const double t0 = cli_now_ms(), c0 = cli_cpu_ms();
+  if (model_forward(m, 1, o->prompt, in, out, d->y, dm) != 0) return -1;
+  const double t1 = cli_now_ms(), c1 = cli_cpu_ms();
   for (int64_t t = o->prompt; t < d->total; t++) {
-    unit_rms(d->inputs + t * dm, d->outputs + (t - 1) * dm, dm);
-    if (model_forward(m, 1, 1, d->inputs + t * dm, d->outputs + t * dm, d->y, dm) != 0) return -1;
+    unit_rms(in + t * dm, out + (t - 1) * dm, dm);
+    if (model_forward(m, 1, 1, in + t * dm, out + t * dm, d->y, dm) != 0) return -1;
   }
-  const double t2 = cli_now_ms();
-  if (rep == 0 || t1 - t0 < r->prompt_ms) r->prompt_ms = t1 - t0;
-  if (rep == 0 || t2 - t1 < r->decode_ms) r->decode_ms = t2 - t1;
+  ms[0] = t1 - t0, cpu[0] = c1 - c0;
+  ms[1] = cli_now_ms() - t1, cpu[1] = cli_cpu_ms() - c1;
   return 0;
 }
 
@@ -148,17 +157,54 @@ static double rel_err(const float *a, const float *b, int64_t n) {
   return mx > 0 ? e / mx : e;
 }
 
-static int run_mode(const demo_decoder_opts *o, dec_data *d, uint32_t rotate, dec_result *r) {
-  dec_model m = {0};
-  int rc = model_create(o, d, rotate, &m);
-  for (int rep = 0; rc == 0 && rep < DEC_REPS; rep++) rc = generate(o, &m, d, r, rep);
-  if (rc == 0) rc = model_forward(&m, 0, (int32_t)d->total, d->inputs, d->full, d->y, d->dm);
-  if (rc == 0) {
-    const int64_t p = (int64_t)o->prompt * d->dm, last = (d->total - 1) * d->dm;
-    r->err_all = rel_err(d->outputs + p, d->full + p, (int64_t)o->steps * d->dm);
-    r->err_last = rel_err(d->outputs + last, d->full + last, d->dm);
+/* The pair ratios RoVE/RoPE of one kind of time: median and quartiles. */
+typedef struct dec_ratio {
+  double median, q1, q3;
+} dec_ratio;
+
+/* t[mode][pair][0 prompt, 1 decode] */
+static dec_ratio ratio_stats(double t[2][DEC_PAIRS][2], int part, int n) {
+  double r[DEC_PAIRS];
+  for (int p = 0; p < n; p++) r[p] = t[1][p][part] > 0.0 ? t[0][p][part] / t[1][p][part] : 1.0;
+  return (dec_ratio){cli_median(r, n), cli_quantile(r, n, 0.25), cli_quantile(r, n, 0.75)};
+}
+
+/* ratio[0 prompt, 1 decode][0 CPU, 1 wall] */
+typedef dec_ratio dec_ratios[2][2];
+
+/* Both modes (0 RoVE, 1 RoPE): one untimed generation each, o->pairs timed pairs (RoVE
+ * first on even pairs, RoPE first on odd ones), then each mode's check against its full
+ * forward. Medians of the wall-clock times to r, the per-pair ratios to ratio. */
+static int run_modes(const demo_decoder_opts *o, dec_data *d, dec_result r[2], dec_ratios ratio) {
+  static const uint32_t rotate[2] = {ROVE_ROTATE_ROVE, ROVE_ROTATE_ROPE};
+  double wall[2][DEC_PAIRS][2], cpu[2][DEC_PAIRS][2], skip[2];
+  dec_model m[2];
+  memset(m, 0, sizeof m);
+  int rc = 0;
+  const int np = o->pairs < 1 ? 1 : o->pairs > DEC_PAIRS ? DEC_PAIRS : o->pairs;
+  for (int j = 0; j < 2 && rc == 0; j++) rc = model_create(o, d, rotate[j], &m[j]);
+  for (int j = 0; j < 2 && rc == 0; j++) rc = generate(o, &m[j], d, j, skip, skip); /* warm-up */
+  for (int p = 0; p < np && rc == 0; p++)
+    for (int i = 0; i < 2 && rc == 0; i++) {
+      const int j = (p + i) % 2;
+      rc = generate(o, &m[j], d, j, wall[j][p], cpu[j][p]);
+    }
+  for (int j = 0; j < 2 && rc == 0; j++) {
+    double pm[DEC_PAIRS], dms[DEC_PAIRS];
+    for (int p = 0; p < np; p++) pm[p] = wall[j][p][0], dms[p] = wall[j][p][1];
+    r[j].prompt_ms = cli_median(pm, np);
+    r[j].decode_ms = cli_median(dms, np);
+    rc = model_forward(&m[j], 0, (int32_t)d->total, d->inputs[j], d->full, d->y, d->dm);
+    if (rc != 0) break;
+    const int64_t p0 = (int64_t)o->prompt * d->dm, last = (d->total - 1) * d->dm;
+    r[j].err_all = rel_err(d->outputs[j] + p0, d->full + p0, (int64_t)o->steps * d->dm);
+    r[j].err_last = rel_err(d->outputs[j] + last, d->full + last, d->dm);
   }
-  model_destroy(&m);
+  for (int part = 0; rc == 0 && part < 2; part++) {
+    ratio[part][0] = ratio_stats(cpu, part, np);
+    ratio[part][1] = ratio_stats(wall, part, np);
+  }
+  for (int j = 0; j < 2; j++) model_destroy(&m[j]);
   return rc;
 }
 
@@ -168,8 +214,10 @@ static void print_header(const demo_decoder_opts *o, int64_t dm) {
   printf("  residual blocks h += layer(h); Wq, Wk, Wv, Wo uniform in +-1/sqrt(d_model), seed %llu\n",
          (unsigned long long)o->seed);
   printf("  a %d-token prompt prefilled through one KV cache per layer, then %d decode steps\n"
-         "  (each step's input: the previous output row scaled to unit RMS); best of %d runs\n",
-         (int)o->prompt, (int)o->steps, DEC_REPS);
+         "  (each step's input: the previous output row scaled to unit RMS); RoVE and RoPE in\n"
+         "  %d interleaved pairs of generations: times = medians, ratios = median of the\n"
+         "  per-pair ratios\n",
+         (int)o->prompt, (int)o->steps, o->pairs < 1 ? 1 : o->pairs > DEC_PAIRS ? DEC_PAIRS : o->pairs);
   printf("  check: the decode outputs vs one full-sequence rove_layer_forward per layer over\n"
          "  the same inputs (max error relative to the outputs' max magnitude, tolerance %.0e)\n\n",
          DEC_TOLERANCE);
@@ -187,6 +235,14 @@ static int print_row(const demo_decoder_opts *o, const char *label, const dec_re
   return pass;
 }
 
+static void print_ratios(const char *what, dec_ratios q, int pairs) {
+  printf("RoVE/RoPE time ratio%s: prompt %.3f, decode %.3f CPU time; prompt %.3f, decode %.3f "
+         "wall clock\n  (median of %d interleaved pairs; quartiles of the CPU pair ratios: "
+         "prompt %.3f .. %.3f, decode %.3f .. %.3f)\n",
+         what, q[0][0].median, q[1][0].median, q[0][1].median, q[1][1].median, pairs,
+         q[0][0].q1, q[0][0].q3, q[1][0].q1, q[1][0].q3);
+}
+
 int demo_decoder(const demo_decoder_opts *o) {
   dec_data d = {0};
   if (make_data(o, &d) != 0) {
@@ -195,12 +251,38 @@ int demo_decoder(const demo_decoder_opts *o) {
     return CLI_EXIT_FAIL;
   }
   print_header(o, d.dm);
-  dec_result rove = {0}, rope = {0};
-  const int ok1 = run_mode(o, &d, ROVE_ROTATE_ROVE, &rove) == 0 && print_row(o, "RoVE", &rove);
-  const int ok2 = run_mode(o, &d, ROVE_ROTATE_ROPE, &rope) == 0 && print_row(o, "RoPE", &rope);
-  if (ok1 && ok2)
-    printf("\nRoVE/RoPE time ratio: prompt %.3f, decode %.3f\n", rove.prompt_ms / rope.prompt_ms,
-           rove.decode_ms / rope.decode_ms);
+  dec_result r[2];
+  memset(r, 0, sizeof r);
+  dec_ratios q;
+  memset(q, 0, sizeof q);
+  const int ran = run_modes(o, &d, r, q) == 0;
+  int ok1 = ran && print_row(o, "RoVE", &r[0]);
+  int ok2 = ran && print_row(o, "RoPE", &r[1]);
+  /* With several threads, a busy machine that deschedules one of them stalls the others
+   * at the team's barriers, so the ratio is also timed on one thread (its CPU time is the
+   * work itself); that run's outputs pass the same check. */
+  const int multi = o->threads > 1 || (o->threads == 0 && rove_default_threads() > 1);
+  dec_ratios q1;
+  memset(q1, 0, sizeof q1);
+  int ran1 = 0;
+  if (ran && multi) {
+    demo_decoder_opts o1 = *o;
+    o1.threads = 1;
+    dec_result r1[2];
+    memset(r1, 0, sizeof r1);
+    ran1 = run_modes(&o1, &d, r1, q1) == 0;
+    for (int j = 0; j < 2 && ran1; j++)
+      if (!(r1[j].err_all <= DEC_TOLERANCE && r1[j].err_last <= DEC_TOLERANCE)) {
+        printf("%s on 1 thread: decode vs full forward error %.3e: FAIL\n", j ? "RoPE" : "RoVE",
+               r1[j].err_all);
+        ran1 = 0;
+      }
+    ok1 = ok1 && ran1;
+  }
+  if (ran) printf("\n");
+  const int np = o->pairs < 1 ? 1 : o->pairs > DEC_PAIRS ? DEC_PAIRS : o->pairs;
+  if (ran1) print_ratios(" on 1 thread", q1, np);
+  if (ran) print_ratios(ran1 ? " on the default threads" : "", q, np);
   free_data(&d);
   return ok1 && ok2 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }

@@ -11,6 +11,7 @@ typedef struct demo_decoder_opts {
   int32_t prompt, steps;   /* prompt tokens (prefill), then decode steps */
   int32_t heads, dim;      /* d_model = heads * dim */
   int32_t threads;         /* 0 = library default */
+  int32_t pairs;           /* interleaved RoVE/RoPE pairs of timed generations, 1 .. 16 */
   uint64_t seed;
   rove_isa isa;
 } demo_decoder_opts;
