@@ -28,7 +28,7 @@ void cli_print_usage(FILE *f) {
           "      --isa NAME       auto|scalar|avx2|avx512|neon (default auto)\n"
           "      --seed S         random seed (default 42)\n"
           "      --runs R         interleaved RoVE/RoPE pairs of timed runs (the toy\n"
-          "                       decoder: at most 7); medians reported (default 21)\n"
+          "                       decoder: at most 4); medians reported (default 21)\n"
           "      --prompt N       toy decoder (2 layers, d_model = heads x dim): prompt\n"
           "                       tokens (default 512)\n"
           "      --steps N        toy decoder decode steps (default 128)\n"

@@ -247,7 +247,7 @@ int cmd_demo(int argc, char **argv) {
   }
   const demo_decoder_opts dec = {.prompt = o.prompt, .steps = o.steps, .heads = o.heads,
                                  .dim = o.dim, .threads = o.threads, .seed = o.seed,
-                                 .pairs = o.runs < 7 ? o.runs : 7, /* generations are long */
+                                 .pairs = o.runs < 4 ? o.runs : 4, /* generations are long */
                                  .isa = o.isa};
   ok = demo_decoder(&dec) == CLI_EXIT_OK && ok;
   printf("%s\n", ok ? "PASS" : "FAIL");

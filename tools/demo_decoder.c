@@ -256,33 +256,11 @@ int demo_decoder(const demo_decoder_opts *o) {
   dec_ratios q;
   memset(q, 0, sizeof q);
   const int ran = run_modes(o, &d, r, q) == 0;
-  int ok1 = ran && print_row(o, "RoVE", &r[0]);
-  int ok2 = ran && print_row(o, "RoPE", &r[1]);
-  /* With several threads, a busy machine that deschedules one of them stalls the others
-   * at the team's barriers, so the ratio is also timed on one thread (its CPU time is the
-   * work itself); that run's outputs pass the same check. */
-  const int multi = o->threads > 1 || (o->threads == 0 && rove_default_threads() > 1);
-  dec_ratios q1;
-  memset(q1, 0, sizeof q1);
-  int ran1 = 0;
-  if (ran && multi) {
-    demo_decoder_opts o1 = *o;
-    o1.threads = 1;
-    dec_result r1[2];
-    memset(r1, 0, sizeof r1);
-    ran1 = run_modes(&o1, &d, r1, q1) == 0;
-    for (int j = 0; j < 2 && ran1; j++)
-      if (!(r1[j].err_all <= DEC_TOLERANCE && r1[j].err_last <= DEC_TOLERANCE)) {
-        printf("%s on 1 thread: decode vs full forward error %.3e: FAIL\n", j ? "RoPE" : "RoVE",
-               r1[j].err_all);
-        ran1 = 0;
-      }
-    ok1 = ok1 && ran1;
-  }
-  if (ran) printf("\n");
+  const int ok1 = ran && print_row(o, "RoVE", &r[0]);
+  const int ok2 = ran && print_row(o, "RoPE", &r[1]);
   const int np = o->pairs < 1 ? 1 : o->pairs > DEC_PAIRS ? DEC_PAIRS : o->pairs;
-  if (ran1) print_ratios(" on 1 thread", q1, np);
-  if (ran) print_ratios(ran1 ? " on the default threads" : "", q, np);
+  if (ran) printf("\n");
+  if (ran) print_ratios("", q, np);
   free_data(&d);
   return ok1 && ok2 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
