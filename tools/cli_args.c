@@ -41,7 +41,7 @@ void cli_print_usage(FILE *f) {
           "  bench [options]      quick sweep of causal prefill, RoVE vs plain RoPE, per ISA\n"
           "                       and thread count, as a markdown table (n = 256 .. max-n,\n"
           "                       head dim 64 and 128; the full suite is scripts/bench.sh)\n"
-          "      --max-n N        largest n (default 2048)\n"
+          "      --max-n N        largest n (default 1024)\n"
           "      --heads H        heads (default 12)\n"
           "      --threads T      the multi-threaded rows' threads, 0 = default (default 0)\n"
           "      --isa NAME       only this ISA (default: every one available)\n"

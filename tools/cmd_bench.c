@@ -18,6 +18,40 @@ typedef struct {
   float *q, *k, *v, *out;
 } bench_bufs;
 
+/* The per-pair CPU-time ratios of every row of one ISA, pooled by thread kind (0: one
+ * thread, 1: the multi-threaded rows): the summary ratio after the table, whose many
+ * pairs make it steadier than any one row's. */
+#define BENCH_POOL (16 * CLI_MAX_PAIRS)
+typedef struct bench_pool {
+  double r[2][BENCH_POOL];
+  int n[2];
+  int32_t threads; /* of the multi-threaded rows */
+} bench_pool;
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Quantile q of v[0..n-1] (sorted in place), linear between order statistics. */
+static double pool_quantile(double *v, int n, double q) {
+  qsort(v, (size_t)n, sizeof(double), cmp_double);
+  const double pos = q * (n - 1);
+  const int i = (int)pos;
+  return i + 1 < n ? v[i] + (pos - i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
+static void print_pool(rove_isa isa, bench_pool *p) {
+  for (int k = 0; k < 2; k++) {
+    if (p->n[k] == 0) continue;
+    const double med = pool_quantile(p->r[k], p->n[k], 0.5);
+    printf("RoVE/RoPE time ratio, %s, %d thread%s, all shapes: %.3f CPU time (median of %d "
+           "interleaved pairs; quartiles %.3f .. %.3f)\n",
+           rove_isa_name(isa), k ? (int)p->threads : 1, k && p->threads > 1 ? "s" : "", med,
+           p->n[k], pool_quantile(p->r[k], p->n[k], 0.25), pool_quantile(p->r[k], p->n[k], 0.75));
+  }
+}
+
 /* Wall-clock budget of one table row's timed pairs: rows whose runs are short get more
  * pairs than --runs (up to CLI_MAX_PAIRS), which steadies their ratio. */
 #define BENCH_ROW_BUDGET_MS 400.0
@@ -38,7 +72,7 @@ static int timed_forward(void *ctx, int which) {
 
 /* One table row: n tokens, head dim d, on isa with the given threads. */
 static int bench_row(const bench_opts *o, int32_t n, int32_t d, rove_isa isa, int32_t threads,
-                     const bench_bufs *b) {
+                     const bench_bufs *b, bench_pool *pool) {
   bench_timed bt = {{NULL, NULL},
                     {.batch = 1, .q_len = n, .kv_len = n, .q = b->q, .k = b->k, .v = b->v,
                      .out = b->out}};
@@ -57,6 +91,10 @@ static int bench_row(const bench_opts *o, int32_t n, int32_t d, rove_isa isa, in
   const double *ms = t.ms;
   if (st != ROVE_OK) fprintf(stderr, "rove bench: plan failed: %s\n", rove_status_string(st));
   if (rc == 0) {
+    const int k = rove_plan_threads(plans[0]) > 1;
+    if (k) pool->threads = rove_plan_threads(plans[0]);
+    for (int p = 0; p < t.pairs && pool->n[k] < BENCH_POOL; p++)
+      pool->r[k][pool->n[k]++] = t.cpu_ratio[p];
     const double gflops = 2.0 * n * (double)n * d * o->heads / (ms[0] * 1e6);
     static double peaks[ROVE_ISA_COUNT]; /* measured once per ISA */
     if (peaks[isa] == 0) peaks[isa] = rove_fma_peak_gflops(isa);
@@ -73,7 +111,7 @@ static int bench_row(const bench_opts *o, int32_t n, int32_t d, rove_isa isa, in
 }
 
 static int parse_bench(int argc, char **argv, bench_opts *o) {
-  *o = (bench_opts){.max_n = 2048, .threads = 0, .runs = 7, .heads = 12, .isa = ROVE_ISA_AUTO};
+  *o = (bench_opts){.max_n = 1024, .threads = 0, .runs = 7, .heads = 12, .isa = ROVE_ISA_AUTO};
   const cli_opt opts[] = {
       {"--max-n", CLI_OPT_I32, &o->max_n, 64, 16384},
       {"--threads", CLI_OPT_I32, &o->threads, 0, 1024},
@@ -115,18 +153,26 @@ int cmd_bench(int argc, char **argv) {
            "pairs | GFLOP/s | %% of peak |\n");
     printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     static const int32_t dims[] = {64, 128};
+    static bench_pool summary[ROVE_ISA_COUNT];
+    rove_isa summary_isa[ROVE_ISA_COUNT];
+    int n_summary = 0;
     /* Later rove_isa values are the more specialised ISAs: descending order, best first. */
     for (int i = ROVE_ISA_COUNT - 1; i >= ROVE_ISA_SCALAR && rc == 0; i--) {
       const rove_isa isa = (rove_isa)i;
       if ((o.isa != ROVE_ISA_AUTO && isa != o.isa) || !rove_isa_available(isa)) continue;
       const int32_t top = isa == ROVE_ISA_SCALAR && o.max_n > 256 ? 256 : o.max_n; /* scalar is slow */
+      static bench_pool pool;
+      pool.n[0] = pool.n[1] = 0;
       for (size_t j = 0; j < 2 && rc == 0; j++)
         for (int32_t n = 256; n <= top && rc == 0; n *= 2) {
-          rc = bench_row(&o, n, dims[j], isa, 1, &b);
+          rc = bench_row(&o, n, dims[j], isa, 1, &b, &pool);
           if (rc == 0 && o.threads != 1 && (o.threads > 1 || rove_default_threads() > 1))
-            rc = bench_row(&o, n, dims[j], isa, o.threads, &b);
+            rc = bench_row(&o, n, dims[j], isa, o.threads, &b, &pool);
         }
+      if (rc == 0) summary[n_summary] = pool, summary_isa[n_summary++] = isa;
     }
+    if (rc == 0) printf("\n");
+    for (int i = 0; rc == 0 && i < n_summary; i++) print_pool(summary_isa[i], &summary[i]);
     rc = rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
   }
   free(b.q), free(b.k), free(b.v), free(b.out);

@@ -82,6 +82,7 @@ int cli_time_ab(cli_run_fn run, void *ctx, int min_pairs, double budget_ms, cli_
   }
   out->wall = ratio_stats(wall, pairs);
   out->cpu = ratio_stats(cpu, pairs);
+  for (int p = 0; p < pairs; p++) out->cpu_ratio[p] = cpu[1][p] > 0.0 ? cpu[0][p] / cpu[1][p] : 1.0;
   return 0;
 }
 

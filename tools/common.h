@@ -74,6 +74,7 @@ typedef struct cli_ab_time {
   double ms[2];      /* median wall-clock time of A and of B [ms] */
   double best_ms[2]; /* fastest run of each (wall clock) */
   cli_ab_ratio wall, cpu;
+  double cpu_ratio[CLI_MAX_PAIRS]; /* each pair's t_A / t_B of CPU time */
 } cli_ab_time;
 int cli_time_ab(cli_run_fn run, void *ctx, int min_pairs, double budget_ms, cli_ab_time *out);
 
