@@ -176,7 +176,7 @@ rove_status rove_gla_run(const rove_gla_plan *p, const rove_gla_args *a, int32_t
   int32_t threads = macs < SERIAL_MACS ? 1 : p->cfg.n_threads;
   c.group = group_size(p, a->batch, threads);
   const int64_t tasks = (int64_t)a->batch * (p->cfg.n_heads / c.group);
-  if (threads > tasks) threads = (int32_t)tasks;
+  threads = rove_team_size(threads, tasks); /* scratch for the threads that run */
   c.state_floats = a->final_state ? 0 : (int64_t)c.group * p->cfg.key_dim * p->cfg.value_dim;
   c.sub = sub_size(p, c.rows, c.group);
   c.scratch_floats = rove_gla_scratch_floats(p, c.rows, c.sub, c.state_floats);
