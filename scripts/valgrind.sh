@@ -23,15 +23,16 @@ fi
 # The subset: suites that take at most a couple of minutes under memcheck (about 100x
 # their native time) and together reach every public entry point family but GLA: bad
 # input for every public function, rope frequencies, the KV cache (create, append, attention,
-# shift, truncate), the layer (OpenBLAS, cached decode), Selective RoPE angles and phase,
-# and attention with selective angles (prefill and cache, both kernels: tile and
-# streaming rows). Measured on 2 shared cores, ROVE_ISA=scalar: test_bad_input 9 s,
-# test_rope_freq 4 s, test_layer 20-28 s, test_kv_cache 73-134 s, test_selective 15 s,
-# test_selective_attention 59 s. Left out as too slow here: test_gla 339 s,
+# shift, truncate), the layer (OpenBLAS, cached decode), Selective RoPE angles and the
+# phase network (every option), the rope config fields, and attention with selective
+# angles (prefill and cache, both kernels: tile and streaming rows). Measured on 2 shared
+# cores, ROVE_ISA=scalar: test_bad_input 9 s, test_rope_freq 4 s, test_rope_fields 6 s,
+# test_layer 20-49 s, test_kv_cache 73-144 s, test_selective 15 s, test_selective_phase
+# 8 s, test_selective_attention 59-96 s. Left out as too slow here: test_gla 339 s,
 # test_hostile_input 362 s, test_decode (5 s natively, the longest), test_attention
 # (wall-clock times on a loaded machine; CPU time is about a third).
-suites=(test_bad_input test_rope_freq test_kv_cache test_layer test_selective
-  test_selective_attention)
+suites=(test_bad_input test_rope_freq test_rope_fields test_kv_cache test_layer test_selective
+  test_selective_phase test_selective_attention)
 
 echo "==== valgrind: configure and build $dir"
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROVE_SANITIZE=OFF \
