@@ -97,11 +97,12 @@ static void *probe_thread(void *arg) {
 }
 
 /* Create up to `want` threads, all alive together, each one after the previous has made
- * its arena; returns how many could be. The new threads start with every signal blocked
- * (they must not take the program's signals). */
+ * its arena; returns how many could be, or -1 when the probe itself could not allocate
+ * (nothing learnt: a transient failure must not cap the teams for good). The new threads
+ * start with every signal blocked (they must not take the program's signals). */
 static int32_t probe_threads(int32_t want) {
   pthread_t *t = malloc(sizeof(pthread_t) * (size_t)want);
-  if (!t) return 0;
+  if (!t) return -1;
   probe_gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
                   0, 0};
   pthread_attr_t attr;
@@ -141,6 +142,10 @@ static int32_t creatable_team(int32_t t) {
      * probe asks for twice the workers, and the team is capped at half of what it got. */
     const int32_t need = 2 * (t - 1);
     const int32_t got = probe_threads(need);
+    if (got < 0) { /* unknown: this call stays within what is known to work */
+      pthread_mutex_unlock(&probe_lock);
+      return team_known_ok < t ? team_known_ok : t;
+    }
     if (got < need) {
       const int32_t cap = 1 + got / 2;
       if (cap < team_cap) __atomic_store_n(&team_cap, cap, __ATOMIC_RELAXED);

@@ -439,6 +439,65 @@ static void test_thread_bound(void **state) {
   }
 }
 
+/* Huge finite logits (found by the softcap work): the softmax exponent must be formed as
+ * (s - m) log2e. As s log2e - m log2e (one FMA, m log2e rounded) its error is |m| 2^-24:
+ * AVX2 gave a NaN LSE at logits ~3e10 and, at ~3e12, output 0 and LSE -inf (as if no key
+ * were visible) with ROVE_OK. Three keys with logits (1, 2, 3) * L, so the largest one
+ * takes all the weight: out = its value row, LSE = 3 L; through the row kernel (1 query),
+ * the tile path (40 queries) and a KV cache; every ISA via ctest's ISA reruns. */
+static void test_huge_logits(void **state) {
+  (void)state;
+  enum { D = 64, NQ = 40, NK = 3 };
+  const double mags[] = {1e3, 1e6, 1e9, 3e10, 3e12, 1e15, 1e20, 1e25, 1e30, 1e35, 1e37};
+  for (size_t mi = 0; mi < sizeof mags / sizeof mags[0]; mi++) {
+    for (int nq = 1; nq <= NQ; nq += NQ - 1) {
+      for (int cached = 0; cached <= 1; cached++) {
+        rove_attention_config c;
+        rove_attention_config_init(&c, 1, 1, D);
+        c.rotate = 0, c.causal = 0, c.n_threads = 1, c.scale = 1.0f;
+        rove_plan *p = NULL;
+        assert_int_equal(rove_plan_create(&c, &p), ROVE_OK);
+        float q[NQ * D] = {0}, k[NK * D] = {0}, v[NK * D], out[NQ * D], lse[NQ];
+        /* logit_j = q[0] k_j[0] = (j + 1) L with q[0] = sqrt(L), k_j[0] = (j + 1) sqrt(L) */
+        const double r = sqrt(mags[mi]);
+        for (int i = 0; i < nq; i++) q[i * D] = (float)r;
+        for (int j = 0; j < NK; j++) {
+          k[j * D] = (float)(r * (j + 1));
+          for (int x = 0; x < D; x++) v[j * D + x] = (float)(j + 1) + 0.01f * (float)x;
+        }
+        const double want_lse = (double)(float)r * (double)(float)(r * 3);
+        rove_attention_args a = {0};
+        a.batch = 1, a.q_len = nq, a.q = q, a.out = out, a.lse = lse;
+        rove_kv_cache *kc = NULL;
+        rove_status st;
+        if (cached) {
+          assert_int_equal(rove_kv_cache_create(p, 1, NK, &kc), ROVE_OK);
+          assert_int_equal(rove_kv_cache_append(kc, NK, k, 0, v, 0, NULL), ROVE_OK);
+          int32_t qp[NQ];
+          for (int i = 0; i < nq; i++) qp[i] = NK - 1;
+          a.q_pos = qp;
+          st = rove_kv_cache_attention(kc, &a);
+        } else {
+          a.kv_len = NK, a.k = k, a.v = v;
+          st = rove_attention_forward(p, &a);
+        }
+        assert_int_equal(st, ROVE_OK);
+        for (int i = 0; i < nq; i++) {
+          for (int x = 0; x < D; x++)
+            if (fabsf(out[i * D + x] - v[2 * D + x]) > 1e-5f * fabsf(v[2 * D + x]))
+              fail_msg("logits %g, nq %d, cached %d: out[%d][%d] = %g, want %g", mags[mi], nq,
+                       cached, i, x, (double)out[i * D + x], (double)v[2 * D + x]);
+          if (!(fabs((double)lse[i] - want_lse) <= 1e-6 * want_lse))
+            fail_msg("logits %g, nq %d, cached %d: lse[%d] = %g, want %g", mags[mi], nq, cached,
+                     i, (double)lse[i], want_lse);
+        }
+        rove_kv_cache_destroy(kc);
+        rove_plan_destroy(p);
+      }
+    }
+  }
+}
+
 int main(void) {
   rove_test_isa_gate();
   const struct CMUnitTest tests[] = {
@@ -448,6 +507,7 @@ int main(void) {
       cmocka_unit_test(test_hidden_garbage_threads_bitwise),
       cmocka_unit_test(test_shift_out_of_int32),
       cmocka_unit_test(test_thread_bound),
+      cmocka_unit_test(test_huge_logits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -153,10 +153,12 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
     return 1.0f;
   }
   const float m_old = t->m[r], m_new = fmaxf(m_old, row_max);
-  const __m256 l2e = _mm256_set1_ps(1.44269504f), off = _mm256_set1_ps(m_new * 1.44269504f);
+  /* 2^((s - m') log2e): subtract first (s log2e - m' log2e in one FMA has an error of
+   * |m'| 2^-24 in the exponent, which overflows 2^t past |m'| ~ 1e9). */
+  const __m256 l2e = _mm256_set1_ps(1.44269504f), mv = _mm256_set1_ps(m_new);
   __m256 sum = _mm256_setzero_ps();
   for (int v = 0; v < nv; v++) {
-    const __m256 p = rove_exp2_256(_mm256_fmsub_ps(_mm256_loadu_ps(s + 8 * v), l2e, off));
+    const __m256 p = rove_exp2_256(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(s + 8 * v), mv), l2e));
     _mm256_storeu_ps(s + 8 * v, p);
     sum = _mm256_add_ps(sum, p);
   }

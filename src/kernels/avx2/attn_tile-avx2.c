@@ -141,9 +141,11 @@ static int init_block(rove_blk *b, const rove_tile_args *t, int32_t i, int R,
 }
 
 /* Online softmax update of the block's R rows over the keys [g0, g1) * 16.
- * p_j = 2^(s_j log2e - M) with M = m' log2e rounded once: one FMA folds the subtraction
- * and the change of base. alpha = 2^(M_old - M) uses the same rounded M, so every p of a
- * row, over all tiles, carries one common scale factor, which cancels in o / l.
+ * p_j = 2^((s_j - m') log2e): the subtraction first, then the change of base. (One FMA,
+ * s_j log2e - m' log2e with m' log2e rounded, would be an instruction cheaper, but its
+ * error is |m'| 2^-24 in the exponent: past |m'| ~ 1e9 it overflows 2^t, and at 3e12 it
+ * took every p of a row to 0, a fully masked answer for visible keys.) s_j - m' is exact
+ * whenever s_j is within a factor of two of m' (Sterbenz), so the largest p is exactly 1.
  * The exp pass runs key vector by key vector over the R rows: R independent chains.
  * The exp maps NaN to 0, so a NaN t (a visible NaN score, or +inf - inf) is or-ed back in
  * as NaN bits (t is never NaN for finite scores: no bit changes then). */
@@ -153,13 +155,13 @@ ROVE_INLINE void softmax_block(rove_blk *b, const int R) {
   float negm[RB], diff[8] = {0};
   for (int r = 0; r < R; r++) {
     const float amax = rove_hmax256(_mm256_loadu_ps(b->rmax + 8 * r)), mold = b->m[r];
-    const float mnew = mold > amax ? mold : amax, mn = mnew * L2E;
+    const float mnew = mold > amax ? mold : amax;
     if (amax == -INFINITY) { /* no visible key in this tile: O, m, l stay as they are */
       negm[r] = -INFINITY;   /* every p of the row comes out 0 */
       continue;              /* diff 0: alpha 1 */
     }
-    negm[r] = -mn;
-    diff[r] = mold * L2E - mn; /* -inf on the first tile: alpha 0 */
+    negm[r] = -mnew;
+    diff[r] = (mold - mnew) * L2E; /* -inf on the first tile: alpha 0 */
     b->m[r] = mnew;
   }
   _mm256_storeu_ps(b->alpha, rove_exp2_256(_mm256_loadu_ps(diff)));
@@ -171,7 +173,7 @@ ROVE_INLINE void softmax_block(rove_blk *b, const int R) {
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
       float *s = b->s + r * TK + j;
-      const __m256 t = _mm256_fmadd_ps(_mm256_loadu_ps(s), l2e, _mm256_broadcast_ss(negm + r));
+      const __m256 t = _mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(s), _mm256_broadcast_ss(negm + r)), l2e);
       const __m256 p = _mm256_or_ps(rove_exp2_256(t), _mm256_cmp_ps(t, t, _CMP_UNORD_Q));
       sum[r] = _mm256_add_ps(sum[r], p);
       _mm256_storeu_ps(s, p);

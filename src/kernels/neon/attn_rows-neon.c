@@ -134,10 +134,10 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
     return 1.0f;
   }
   const float m_old = t->m[r], m_new = fmaxf(m_old, row_max);
-  const float32x4_t l2e = vdupq_n_f32(1.44269504f), off = vdupq_n_f32(m_new * 1.44269504f);
+  const float32x4_t l2e = vdupq_n_f32(1.44269504f), mv = vdupq_n_f32(m_new);
   float32x4_t sum = vdupq_n_f32(0.0f);
-  for (int i = 0; i < 8 * nv; i += 4) { /* 2^(s log2e - m' log2e); -inf -> 0 */
-    const float32x4_t p = rove_exp2_neon(vsubq_f32(vmulq_f32(vld1q_f32(s + i), l2e), off));
+  for (int i = 0; i < 8 * nv; i += 4) { /* 2^((s - m') log2e), subtraction first; -inf -> 0 */
+    const float32x4_t p = rove_exp2_neon(vmulq_f32(vsubq_f32(vld1q_f32(s + i), mv), l2e));
     vst1q_f32(s + i, p);
     sum = vaddq_f32(sum, p);
   }
