@@ -115,7 +115,8 @@ ROVE_API int32_t rove_default_threads(void);
  *  do not depend on the thread count. librove creates the threads a larger team needs
  *  itself first, because libgomp (OpenMP) ends the process when it cannot create one.
  *  What remains of libgomp's behaviour: it also ends the process when one of its own
- *  small allocations fails (a team structure, out of memory); builds with
+ *  small allocations fails (out of memory): a thread's first team, and a team of another
+ *  size than that thread's previous one (libgomp reuses only the last). Builds with
  *  ROVE_ENABLE_OPENMP=OFF have no such path (and run one thread). */
 #define ROVE_MAX_THREADS 1024
 /**@}*/
@@ -457,7 +458,10 @@ ROVE_API rove_status rove_kv_cache_positions(const rove_kv_cache *c, int32_t *po
  * The Q, K and V weights are copied once into one fused [(H + 2 Hkv) d][d_model] matrix,
  * so a forward makes one QKV sgemm (OpenBLAS), attention over strided views of its output
  * (no copies), and one output sgemm. OpenBLAS is never called inside an OpenMP region.
- * The layer borrows its plan (which must outlive it) and keeps its own weight copies. */
+ * The layer borrows its plan (which must outlive it) and keeps its own weight copies.
+ * Out of memory inside OpenBLAS is not a status: its threaded sgemm ends the process
+ * ("malloc failed in gemm_driver", exit 1) when it cannot allocate its job array; with
+ * n_threads = 1, or a sequential OpenBLAS, the layer has no such path. */
 /**@{*/
 typedef struct rove_layer rove_layer;
 
