@@ -8,6 +8,8 @@
 #   build-valgrind/        RelWithDebInfo, a subset of the suites under valgrind memcheck
 #                          (ROVE_ISA=scalar and the best ISA; scripts/valgrind.sh)
 #   build-aarch64/         cross-built for aarch64, run under qemu-aarch64 (scripts/test-aarch64.sh)
+#   build-fuzz/            clang + libFuzzer/ASan/UBSan, every harness in fuzz/ for 45 s
+#                          (scripts/fuzz.sh 45; any finding fails)
 #   .venv + build-python/  the Python package, pip-installed and tested (scripts/test-python.sh)
 # Installs missing packages first. Exits non-zero if anything fails to build or any test
 # fails (a test that runs past 900 s counts as failed). Run from anywhere; the build
@@ -95,6 +97,19 @@ else
   summaries+=("build-aarch64: FAILED (scripts/test-aarch64.sh)")
   status=1
 fi
+
+# libFuzzer: each harness of fuzz/ for 45 s from its committed seeds (scripts/fuzz.sh).
+echo
+echo "==== build-fuzz: scripts/fuzz.sh 45"
+t0=$SECONDS
+fz_log=$(mktemp)
+if bash scripts/fuzz.sh 45 2>&1 | tee "$fz_log"; then
+  summaries+=("build-fuzz: $(grep -cE '^fuzz_[a-z_]+ .* ok$' "$fz_log") harnesses x 45 s, no findings ($((SECONDS - t0)) s)")
+else
+  summaries+=("build-fuzz: FAILED (scripts/fuzz.sh 45) ($((SECONDS - t0)) s)")
+  status=1
+fi
+rm -f "$fz_log"
 
 echo
 echo "==== summary"

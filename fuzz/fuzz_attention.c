@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+/* Plan creation from an arbitrary config (every rope field, 0.2 ones included), then
+ * rove_attention_forward on small fuzzed shapes, strides, positions (int32 edges),
+ * windows, softcaps, explicit angles and LSE, with NaN/Inf/huge values in K and V rows.
+ * Invariants: a valid status; outputs untouched on failure; stride gaps never written; a
+ * query with no visible key gets 0 and LSE -inf; a query whose visible keys are finite
+ * (and whose logits cannot overflow) gets a finite output and LSE; rove_plan_config works
+ * for every plan. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_util.h"
+
+#define H "fuzz_attention"
+
+static int64_t fz_stride(fz_reader *r, int64_t dense) {
+  uint8_t b = fz_u8(r);
+  if (b < 150) return 0;
+  if (b < 230) return dense + (b % 4);
+  if (b < 240) return dense - 1; /* too small: rejected */
+  if (b < 250) return -1;
+  return INT64_MAX;
+}
+
+/* Exact element count of a [rows][width] tensor with a token stride (0 = dense). */
+static size_t fz_extent(int64_t rows, int64_t width, int64_t stride) {
+  int64_t s = stride > width ? stride : width;
+  return rows > 0 ? (size_t)((rows - 1) * s + width) : 0;
+}
+
+static int32_t *fz_positions(fz_reader *r, int64_t n) {
+  if (fz_u8(r) < 100) return NULL;
+  int32_t *p = fz_alloc((size_t)n * sizeof *p);
+  int mode = fz_u8(r) % 4;
+  int32_t base = fz_pos(r);
+  for (int64_t i = 0; i < n; i++) {
+    if (mode == 0) p[i] = fz_pos(r);
+    else if (mode == 1) p[i] = (int32_t)((int64_t)base + i > INT32_MAX ? INT32_MAX : base + i);
+    else if (mode == 2) p[i] = (int32_t)i;
+    else p[i] = (int32_t)(i % 3) - 1;
+  }
+  return p;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fz_reader rd;
+  fz_init(&rd, data, size);
+  rove_attention_config cfg;
+  fz_attention_config(&rd, &cfg);
+
+  rove_plan *plan = (rove_plan *)(uintptr_t)0x1; /* untouched on failure */
+  rove_status st = rove_plan_create(&cfg, &plan);
+  fz_check_status(H, st);
+  if (st != ROVE_OK) {
+    FZ_CHECK(H, plan == (rove_plan *)(uintptr_t)0x1, "plan_create wrote *out on failure");
+    fz_rope_free(&cfg.rope);
+    return 0;
+  }
+  rove_attention_config rc;
+  FZ_CHECK(H, rove_plan_config(plan, &rc) == ROVE_OK, "rove_plan_config failed");
+  FZ_CHECK(H, rc.head_dim == cfg.head_dim && rc.n_heads == cfg.n_heads, "plan_config shape");
+  FZ_CHECK(H, rove_plan_threads(plan) == 1, "plan does not run the 1 thread it was given");
+  const double amp = 2.0;
+  double bound = fz_logit_bound(&rc, amp);
+  fz_rope_free(&cfg.rope); /* the plan copied what it needs */
+
+  const int64_t hq = rc.n_heads, hkv = rc.n_kv_heads, d = rc.head_dim;
+  const int32_t half = (rc.rope.rotary_dim > 0 ? rc.rope.rotary_dim : rc.head_dim) / 2;
+  rove_attention_args a;
+  memset(&a, 0, sizeof a);
+  a.batch = fz_range(&rd, 1, 2);
+  a.q_len = fz_range(&rd, 1, 6);
+  a.kv_len = fz_range(&rd, 1, 9);
+  if (fz_u8(&rd) >= 250) a.q_len = fz_range(&rd, -1, 0);
+  if (fz_u8(&rd) >= 250) a.kv_len = fz_range(&rd, -1, 0);
+  int bad_size = a.q_len <= 0 || a.kv_len <= 0;
+  int64_t nq = bad_size ? 1 : a.q_len, nk = bad_size ? 1 : a.kv_len;
+  int64_t qrows = a.batch * nq, krows = a.batch * nk;
+  a.q_stride = fz_stride(&rd, hq * d);
+  a.k_stride = fz_stride(&rd, hkv * d);
+  a.v_stride = fz_stride(&rd, hkv * d);
+  a.out_stride = fz_stride(&rd, hq * d);
+  /* A stride below the dense width is invalid; INT64_MAX is valid for one row (nothing
+   * follows it) and an overflow for more. */
+  int bad_stride = (a.q_stride && a.q_stride < hq * d) || (a.k_stride && a.k_stride < hkv * d) ||
+                   (a.v_stride && a.v_stride < hkv * d) ||
+                   (a.out_stride && a.out_stride < hq * d) ||
+                   (qrows > 1 && (a.q_stride == INT64_MAX || a.out_stride == INT64_MAX)) ||
+                   (krows > 1 && (a.k_stride == INT64_MAX || a.v_stride == INT64_MAX));
+  /* Buffers of exactly the extent the strides give (dense extent for invalid strides). */
+#define FZ_USE(s) (bad_stride || (s) == INT64_MAX ? 0 : (s))
+  int64_t qs = FZ_USE(a.q_stride), ks = FZ_USE(a.k_stride);
+  int64_t vs = FZ_USE(a.v_stride), os = FZ_USE(a.out_stride);
+#undef FZ_USE
+  size_t q_n = fz_extent(qrows, hq * d, qs), k_n = fz_extent(krows, hkv * d, ks);
+  size_t v_n = fz_extent(krows, hkv * d, vs), o_n = fz_extent(qrows, hq * d, os);
+  float *q = fz_alloc(q_n * sizeof *q), *k = fz_alloc(k_n * sizeof *k);
+  float *v = fz_alloc(v_n * sizeof *v);
+  float *out = fz_canary_alloc(o_n * sizeof *out);
+  fz_fill_f32(&rd, q, q_n, (float)amp);
+  fz_fill_f32(&rd, k, k_n, (float)amp);
+  fz_fill_f32(&rd, v, v_n, (float)amp);
+  /* NaN/Inf/3e38 in K and V: remember which key rows hold one. */
+  uint8_t *khit = fz_alloc(k_n), *vhit = fz_alloc(v_n);
+  int nspecial = fz_specials_f32(&rd, k, k_n, khit) + fz_specials_f32(&rd, v, v_n, vhit);
+  uint8_t *bad_key = fz_alloc((size_t)krows); /* [batch][kv_len]: K or V row not finite */
+  if (nspecial) {
+    int64_t kst = ks ? ks : hkv * d, vst = vs ? vs : hkv * d;
+    for (size_t i = 0; i < k_n; i++)
+      if (khit[i]) bad_key[i / (size_t)kst] = 1;
+    for (size_t i = 0; i < v_n; i++)
+      if (vhit[i]) bad_key[i / (size_t)vst] = 1;
+  }
+  int32_t *q_pos = fz_positions(&rd, qrows), *kv_pos = fz_positions(&rd, krows);
+  float *lse = NULL;
+  size_t lse_n = (size_t)(a.batch * hq * nq);
+  if (fz_bool(&rd)) lse = fz_canary_alloc(lse_n * sizeof *lse);
+  double *q_ang = NULL, *kv_ang = NULL;
+  size_t qa_n = (size_t)(qrows * hkv * half), ka_n = (size_t)(krows * hkv * half);
+  int ang_mode = fz_u8(&rd) % 8; /* 0: both, 1: only q (rejected), else none */
+  int bad_angle = 0;
+  if (ang_mode <= 1 && half > 0) {
+    q_ang = fz_alloc(qa_n * sizeof *q_ang);
+    fz_fill_f64(&rd, q_ang, qa_n, fz_bool(&rd) ? 4.0 : 1e6);
+    bad_angle |= fz_specials_f64(&rd, q_ang, qa_n, NULL);
+    if (ang_mode == 0) {
+      kv_ang = fz_alloc(ka_n * sizeof *kv_ang);
+      fz_fill_f64(&rd, kv_ang, ka_n, 4.0);
+      bad_angle |= fz_specials_f64(&rd, kv_ang, ka_n, NULL);
+    }
+  }
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  a.out = out;
+  a.q_pos = q_pos;
+  a.kv_pos = kv_pos;
+  a.lse = lse;
+  a.q_angles = q_ang;
+  a.kv_angles = kv_ang;
+  if (fz_u8(&rd) >= 252) a.v = NULL; /* a NULL tensor */
+
+  st = rove_attention_forward(plan, &a);
+  fz_check_status(H, st);
+  if (bad_size || bad_stride || a.v == NULL || (q_ang && !kv_ang))
+    FZ_CHECK(H, st != ROVE_OK, "an invalid size/stride/NULL/angle pairing was accepted");
+  if (bad_angle) FZ_CHECK(H, st != ROVE_OK, "a non-finite angle was accepted");
+  if (st != ROVE_OK) {
+    FZ_CHECK(H, fz_untouched(out, o_n * sizeof *out), "out written on failure");
+    if (lse) FZ_CHECK(H, fz_untouched(lse, lse_n * sizeof *lse), "lse written on failure");
+  } else {
+    int64_t ost = os ? os : hq * d;
+    for (int64_t b = 0; b < a.batch; b++)
+      for (int64_t i = 0; i < nq; i++) {
+        int32_t pi = q_pos ? q_pos[b * nq + i] : (int32_t)(nk - nq + i);
+        int any_visible = 0, bad_visible = 0;
+        for (int64_t j = 0; j < nk; j++) {
+          int32_t pj = kv_pos ? kv_pos[b * nk + j] : (int32_t)j;
+          if (fz_visible(rc.causal, rc.window, pi, pj)) {
+            any_visible = 1;
+            bad_visible |= bad_key[b * nk + j];
+          }
+        }
+        const float *row = out + (b * nq + i) * ost;
+        for (int64_t h = 0; h < hq; h++) {
+          float l = lse ? lse[(b * hq + h) * nq + i] : 0.0f;
+          for (int64_t e = 0; e < d; e++) {
+            float y = row[h * d + e];
+            FZ_CHECK(H, !fz_is_canary_f32(y), "an output element was not written");
+            if (!any_visible) FZ_CHECK(H, y == 0.0f, "fully masked query: output not 0");
+            else if (!bad_visible && bound < 1e30)
+              FZ_CHECK(H, isfinite(y), "finite visible keys gave a non-finite output");
+          }
+          if (lse && !any_visible)
+            FZ_CHECK(H, isinf(l) && l < 0, "fully masked query: lse not -inf");
+          if (lse && any_visible && !bad_visible && bound < 1e30)
+            FZ_CHECK(H, isfinite(l), "finite visible keys gave a non-finite lse");
+        }
+        /* the gap after the dense width of each row is never written */
+        if (ost > hq * d && b * nq + i + 1 < qrows)
+          FZ_CHECK(H, fz_untouched(row + hq * d, (size_t)(ost - hq * d) * sizeof *row),
+                   "out stride gap written");
+      }
+  }
+
+  free(q);
+  free(k);
+  free(v);
+  free(out);
+  free(khit);
+  free(vhit);
+  free(bad_key);
+  free(q_pos);
+  free(kv_pos);
+  free(lse);
+  free(q_ang);
+  free(kv_ang);
+  rove_plan_destroy(plan);
+  return 0;
+}

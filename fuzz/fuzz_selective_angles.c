@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/* rove_selective_angles (and rove_selective_temperatures) with fuzzed sizes, increments
+ * phi (NaN/Inf sometimes), temperatures, carries in and out (separate or in place).
+ * Invariants: a valid status; non-finite phi / temp / carry_in rejected with angles and
+ * carry_out untouched; on success the angles and carry are bit for bit the sequential
+ * double sum the contract defines, and splitting the tokens in two calls that pass the
+ * carry gives the same bits. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_util.h"
+
+#define H "fuzz_selective_angles"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fz_reader rd;
+  fz_init(&rd, data, size);
+  int32_t batch = fz_range(&rd, 1, 2), seq = fz_range(&rd, 1, 12);
+  int32_t heads = fz_range(&rd, 1, 3), pairs = fz_range(&rd, 1, 8);
+  if (fz_u8(&rd) >= 250) seq = fz_range(&rd, -1, 0);
+  if (fz_u8(&rd) >= 250) pairs = fz_range(&rd, -1, 0);
+  int bad = seq <= 0 || pairs <= 0;
+  int64_t ns = seq > 0 ? seq : 1, np = pairs > 0 ? pairs : 1;
+  size_t n = (size_t)(batch * ns * heads * np), nc = (size_t)(batch * heads * np);
+
+  float *phi = malloc(n * sizeof *phi);
+  static const float amps[] = {1.0f, 1e-3f, 100.0f, 3e38f};
+  fz_fill_f32(&rd, phi, n, amps[fz_u8(&rd) % 4]);
+  fz_specials_f32(&rd, phi, n, NULL); /* NaN, Inf or a finite +-3e38 */
+  int bad_in = 0;
+  for (size_t i = 0; i < n; i++) bad_in |= !isfinite(phi[i]);
+  double *temp = NULL;
+  if (fz_bool(&rd)) {
+    temp = malloc((size_t)np * sizeof *temp);
+    fz_fill_f64(&rd, temp, (size_t)np, fz_bool(&rd) ? 1.0 : 1e300);
+    bad_in |= fz_specials_f64(&rd, temp, (size_t)np, NULL) > 0;
+  }
+  double *carry_in = NULL;
+  if (fz_bool(&rd)) {
+    carry_in = malloc(nc * sizeof *carry_in);
+    fz_fill_f64(&rd, carry_in, nc, fz_bool(&rd) ? 10.0 : 1e6);
+    bad_in |= fz_specials_f64(&rd, carry_in, nc, NULL) > 0;
+  }
+  double *carry_orig = NULL;
+  if (carry_in) {
+    carry_orig = malloc(nc * sizeof *carry_orig);
+    memcpy(carry_orig, carry_in, nc * sizeof *carry_in);
+  }
+  int carry_mode = fz_u8(&rd) % 3; /* 0: none, 1: separate, 2: in place (== carry_in) */
+  if (carry_mode == 2 && !carry_in) carry_mode = 1;
+  double *carry_out = carry_mode == 1 ? fz_canary_alloc(nc * sizeof(double))
+                      : carry_mode == 2 ? carry_in : NULL;
+  double *angles = fz_canary_alloc(n * sizeof *angles);
+
+  rove_status st = rove_selective_angles(batch, seq, heads, pairs, phi, temp, carry_in,
+                                         carry_out, angles);
+  fz_check_status(H, st);
+  if (bad || bad_in) FZ_CHECK(H, st != ROVE_OK, "bad size or non-finite input accepted");
+  if (st != ROVE_OK) {
+    FZ_CHECK(H, fz_untouched(angles, n * sizeof *angles), "angles written on failure");
+    if (carry_mode == 1)
+      FZ_CHECK(H, fz_untouched(carry_out, nc * sizeof(double)), "carry_out written on failure");
+    if (carry_mode == 2)
+      FZ_CHECK(H, memcmp(carry_in, carry_orig, nc * sizeof(double)) == 0,
+               "in-place carry changed on failure");
+  } else {
+    /* the definition, in double */
+    double t_def[ROVE_MAX_HEAD_DIM / 2];
+    if (!temp) FZ_CHECK(H, rove_selective_temperatures(pairs, t_def) == ROVE_OK, "temperatures");
+    const double *t = temp ? temp : t_def;
+    for (int64_t b = 0; b < batch; b++)
+      for (int64_t h = 0; h < heads; h++)
+        for (int64_t k = 0; k < np; k++) {
+          double c = carry_orig ? carry_orig[(b * heads + h) * np + k] : 0.0;
+          for (int64_t s = 0; s < ns; s++) {
+            size_t at = (size_t)(((b * ns + s) * heads + h) * np + k);
+            c += (double)phi[at];
+            double want = t[k] * c;
+            FZ_CHECK(H, memcmp(&want, &angles[at], sizeof want) == 0 || (isnan(want) && isnan(angles[at])),
+                     "angle differs from the sequential double sum");
+          }
+          if (carry_out)
+            FZ_CHECK(H, memcmp(&c, &carry_out[(b * heads + h) * np + k], sizeof c) == 0,
+                     "carry_out differs from the sum");
+        }
+    /* two chunks with the carry passed on: the same bits */
+    if (ns >= 2 && batch == 1) {
+      int32_t s1 = fz_range(&rd, 1, (int32_t)ns - 1);
+      double *carry = malloc(nc * sizeof *carry);
+      double *ang2 = malloc(n * sizeof *ang2);
+      size_t n1 = (size_t)(s1 * heads * np);
+      rove_status a1 = rove_selective_angles(1, s1, heads, pairs, phi, temp, carry_orig, carry, ang2);
+      FZ_CHECK(H, a1 == ROVE_OK, "first chunk failed");
+      int carry_finite = 1; /* a sum may overflow to inf: the next call rejects that carry */
+      for (size_t i = 0; i < nc; i++) carry_finite &= isfinite(carry[i]) != 0;
+      if (carry_finite) {
+        rove_status a2 = rove_selective_angles(1, seq - s1, heads, pairs, phi + n1, temp,
+                                               carry, carry, ang2 + n1);
+        FZ_CHECK(H, a2 == ROVE_OK, "second chunk failed");
+        FZ_CHECK(H, memcmp(ang2, angles, n * sizeof *ang2) == 0, "chunked angles differ");
+      }
+      free(carry);
+      free(ang2);
+    }
+  }
+  free(phi);
+  free(temp);
+  free(carry_in);
+  free(carry_orig);
+  if (carry_mode == 1) free(carry_out);
+  free(angles);
+  return 0;
+}
