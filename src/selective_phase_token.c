@@ -85,7 +85,7 @@ void rove_phase_head(const rove_phase_run *r, int64_t h, int64_t n, float *rows,
     for (int64_t k = 0; k < P; k++) {
       const int64_t hk = h * P + k;
       const float z = row[k];
-      float *hz = hist + k * S; /* z(t - S) .. z(t - 1) */
+      float *hz = S ? hist + k * S : NULL; /* z(t - S) .. z(t - 1); no history: never read */
       double y;
       if (w->skip_conv) {
         y = (double)z - hz[0]; /* exact: both floats */

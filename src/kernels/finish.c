@@ -17,7 +17,7 @@
 #define FINISH_AHEAD 8 /* rows */
 
 static inline void prefetch_row(const float *base, int64_t row, int64_t stride, int32_t d) {
-  const uintptr_t p = (uintptr_t)base + (uintptr_t)(row * stride * (int64_t)sizeof(float));
+  const uintptr_t p = (uintptr_t)base + (uintptr_t)row * (uintptr_t)stride * sizeof(float);
   for (int32_t c = 0; c < d; c += 16)
     __builtin_prefetch((const void *)(p + sizeof(float) * (uintptr_t)c), 1, 3);
 }

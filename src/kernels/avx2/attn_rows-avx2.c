@@ -41,7 +41,7 @@
  * integers may lie past the buffer (harmless). always_inline, or gcc drops the calls. */
 INLINE void prefetch_rows(const float *p, int64_t n, int64_t stride, int32_t d) {
   for (int64_t j = 0; j < n; j++) {
-    const uintptr_t a = (uintptr_t)p + (uintptr_t)(j * stride * (int64_t)sizeof(float));
+    const uintptr_t a = (uintptr_t)p + (uintptr_t)j * (uintptr_t)stride * sizeof(float);
     for (int32_t c = 0; c < d; c += 16)
       _mm_prefetch((const char *)(a + 4 * (uintptr_t)c), _MM_HINT_T2);
   }

@@ -20,7 +20,7 @@
  * is formed as an integer, since a pointer past the end of an array would be undefined. */
 static inline void rove_avx2_prefetch_row(const float *base, int64_t row, int64_t stride,
                                           int32_t d) {
-  const uintptr_t p = (uintptr_t)base + (uintptr_t)(row * stride * (int64_t)sizeof(float));
+  const uintptr_t p = (uintptr_t)base + (uintptr_t)row * (uintptr_t)stride * sizeof(float);
   for (int32_t c = 0; c < d; c += 16)
     _mm_prefetch((const char *)(p + sizeof(float) * (uintptr_t)c), _MM_HINT_T0);
 }

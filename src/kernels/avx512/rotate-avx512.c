@@ -24,7 +24,7 @@ static inline __mmask16 tail16(int32_t n) { /* lanes 0 .. n-1 (n <= 16) */
  * faults, so the address is formed as an integer and may lie past the buffer. */
 #define ROVE_PREFETCH_ROWS 16
 static inline void prefetch_row(const float *x, int64_t rows_ahead, int64_t stride, int32_t d) {
-  const uintptr_t p = (uintptr_t)x + (uintptr_t)(rows_ahead * stride * (int64_t)sizeof(float));
+  const uintptr_t p = (uintptr_t)x + (uintptr_t)rows_ahead * (uintptr_t)stride * sizeof(float);
   for (int32_t i = 0; i < d; i += 16)
     _mm_prefetch((const char *)(p + 4u * (uintptr_t)i), _MM_HINT_T0);
 }

@@ -42,7 +42,7 @@
  * always_inline, or gcc drops the calls (a function of prefetches has no visible effect). */
 INLINE void prefetch_rows(const float *p, int64_t n, int64_t stride, int32_t d) {
   for (int64_t j = 0; j < n; j++) {
-    const uintptr_t a = (uintptr_t)p + (uintptr_t)(j * stride * (int64_t)sizeof(float));
+    const uintptr_t a = (uintptr_t)p + (uintptr_t)j * (uintptr_t)stride * sizeof(float);
     for (int32_t c = 0; c < d; c += 16)
       __builtin_prefetch((const void *)(a + 4 * (uintptr_t)c), 0, 2);
   }
