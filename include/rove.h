@@ -36,7 +36,7 @@ extern "C" {
 /** @name Version */
 /**@{*/
 #define ROVE_VERSION_MAJOR 0
-#define ROVE_VERSION_MINOR 1
+#define ROVE_VERSION_MINOR 2
 #define ROVE_VERSION_PATCH 0
 /** Encoded as major*10000 + minor*100 + patch. */
 #define ROVE_VERSION (ROVE_VERSION_MAJOR * 10000 + ROVE_VERSION_MINOR * 100 + ROVE_VERSION_PATCH)

@@ -498,6 +498,42 @@ static void test_huge_logits(void **state) {
   }
 }
 
+/* Strides the contract accepts but no address can use: with a single row per tensor any
+ * stride >= the dense width is valid ((rows - 1) * stride = 0), INT64_MAX included. The
+ * kernels' prefetches form addresses a few rows ahead; they must do so without signed
+ * overflow (found by fuzz_attention under UBSan: j * stride * 4 in int64). The gcc
+ * ASan+UBSan suite runs this on every ISA (the fuzz build has no UBSan in SIMD kernels). */
+static void test_huge_single_row_strides(void **state) {
+  (void)state;
+  enum { D = 64 };
+  for (int cached = 0; cached <= 1; cached++) {
+    rove_attention_config c;
+    rove_attention_config_init(&c, 1, 1, D);
+    c.n_threads = 1;
+    rove_plan *p = NULL;
+    assert_int_equal(rove_plan_create(&c, &p), ROVE_OK);
+    float q[D], k[D], v[D], out[D], lse[1];
+    for (int x = 0; x < D; x++) q[x] = 0.01f * (float)x, k[x] = 1.0f, v[x] = (float)x;
+    rove_attention_args a = {0};
+    a.batch = 1, a.q_len = 1, a.q = q, a.out = out, a.lse = lse;
+    a.q_stride = INT64_MAX, a.out_stride = INT64_MAX;
+    rove_kv_cache *kc = NULL;
+    if (cached) {
+      assert_int_equal(rove_kv_cache_create(p, 1, 1, &kc), ROVE_OK);
+      assert_int_equal(rove_kv_cache_append(kc, 1, k, INT64_MAX, v, INT64_MAX, NULL), ROVE_OK);
+      assert_int_equal(rove_kv_cache_attention(kc, &a), ROVE_OK);
+    } else {
+      a.kv_len = 1, a.k = k, a.v = v, a.k_stride = INT64_MAX, a.v_stride = INT64_MAX;
+      assert_int_equal(rove_attention_forward(p, &a), ROVE_OK);
+    }
+    /* one visible key: the output is its value row (RoVE rotations cancel at p = P) */
+    for (int x = 0; x < D; x++) assert_true(fabsf(out[x] - v[x]) <= 1e-4f * (1.0f + fabsf(v[x])));
+    assert_int_equal(rove_rotate(p, q, 1, 1, INT64_MAX, NULL, 0), ROVE_OK);
+    rove_kv_cache_destroy(kc);
+    rove_plan_destroy(p);
+  }
+}
+
 int main(void) {
   rove_test_isa_gate();
   const struct CMUnitTest tests[] = {
@@ -508,6 +544,7 @@ int main(void) {
       cmocka_unit_test(test_shift_out_of_int32),
       cmocka_unit_test(test_thread_bound),
       cmocka_unit_test(test_huge_logits),
+      cmocka_unit_test(test_huge_single_row_strides),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
