@@ -46,24 +46,13 @@ static int32_t *fz_positions(fz_reader *r, int64_t n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_reader rd;
   fz_init(&rd, data, size);
-  rove_attention_config cfg;
-  fz_attention_config(&rd, &cfg);
-
-  rove_plan *plan = (rove_plan *)(uintptr_t)0x1; /* untouched on failure */
-  rove_status st = rove_plan_create(&cfg, &plan);
-  fz_check_status(H, st);
-  if (st != ROVE_OK) {
-    FZ_CHECK(H, plan == (rove_plan *)(uintptr_t)0x1, "plan_create wrote *out on failure");
-    fz_rope_free(&cfg.rope);
-    return 0;
-  }
   rove_attention_config rc;
-  FZ_CHECK(H, rove_plan_config(plan, &rc) == ROVE_OK, "rove_plan_config failed");
-  FZ_CHECK(H, rc.head_dim == cfg.head_dim && rc.n_heads == cfg.n_heads, "plan_config shape");
+  rove_plan *plan = fz_plan_from_input(&rd, H, &rc);
+  if (!plan) return 0;
+  rove_status st;
   FZ_CHECK(H, rove_plan_threads(plan) == 1, "plan does not run the 1 thread it was given");
   const double amp = 2.0;
   double bound = fz_logit_bound(&rc, amp);
-  fz_rope_free(&cfg.rope); /* the plan copied what it needs */
 
   const int64_t hq = rc.n_heads, hkv = rc.n_kv_heads, d = rc.head_dim;
   const int32_t half = (rc.rope.rotary_dim > 0 ? rc.rope.rotary_dim : rc.head_dim) / 2;

@@ -198,19 +198,11 @@ static void do_shift(fz_reader *rd, rove_kv_cache *c, model *m) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_reader rd;
   fz_init(&rd, data, size);
-  rove_attention_config cfg;
-  fz_attention_config(&rd, &cfg);
-  rove_plan *plan = NULL;
-  rove_status st = rove_plan_create(&cfg, &plan);
-  fz_check_status(H, st);
-  if (st != ROVE_OK) {
-    fz_rope_free(&cfg.rope);
-    return 0;
-  }
   rove_attention_config rc;
-  FZ_CHECK(H, rove_plan_config(plan, &rc) == ROVE_OK, "rove_plan_config failed");
+  rove_plan *plan = fz_plan_from_input(&rd, H, &rc);
+  if (!plan) return 0;
+  rove_status st;
   double bound = fz_logit_bound(&rc, 2.0);
-  fz_rope_free(&cfg.rope);
   const int32_t half = (rc.rope.rotary_dim > 0 ? rc.rope.rotary_dim : rc.head_dim) / 2;
   const int64_t kvw = (int64_t)rc.n_kv_heads * rc.head_dim;
 

@@ -27,15 +27,10 @@ static void pair_dims(rove_pairing pairing, int32_t r, int32_t k, int32_t *lo, i
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_reader rd;
   fz_init(&rd, data, size);
-  rove_attention_config cfg;
-  fz_attention_config(&rd, &cfg);
-  rove_plan *plan = NULL;
-  rove_status st = rove_plan_create(&cfg, &plan);
-  fz_check_status(H, st);
-  fz_rope_free(&cfg.rope);
-  if (st != ROVE_OK) return 0;
   rove_attention_config rc;
-  FZ_CHECK(H, rove_plan_config(plan, &rc) == ROVE_OK, "rove_plan_config failed");
+  rove_plan *plan = fz_plan_from_input(&rd, H, &rc);
+  if (!plan) return 0;
+  rove_status st;
 
   const int32_t d = rc.head_dim, r = rc.rope.rotary_dim > 0 ? rc.rope.rotary_dim : d;
   const int32_t off = rc.rope.placement == ROVE_ROTARY_LAST ? d - r : 0;

@@ -263,3 +263,20 @@ int fz_visible(int32_t causal, int32_t window, int32_t pi, int32_t pj) {
   if (window != 0 && (diff < 0 ? -diff : diff) >= window) return 0;
   return 1;
 }
+
+rove_plan *fz_plan_from_input(fz_reader *r, const char *harness, rove_attention_config *rc) {
+  rove_attention_config cfg;
+  fz_attention_config(r, &cfg);
+  rove_plan *plan = (rove_plan *)(uintptr_t)0x1; /* untouched on failure */
+  const rove_status st = rove_plan_create(&cfg, &plan);
+  fz_check_status(harness, st);
+  fz_rope_free(&cfg.rope);
+  if (st != ROVE_OK) {
+    FZ_CHECK(harness, plan == (rove_plan *)(uintptr_t)0x1, "plan_create wrote *out on failure");
+    return NULL;
+  }
+  FZ_CHECK(harness, rove_plan_config(plan, rc) == ROVE_OK, "rove_plan_config failed");
+  FZ_CHECK(harness, rc->head_dim == cfg.head_dim && rc->n_heads == cfg.n_heads,
+           "plan_config shape");
+  return plan;
+}

@@ -76,6 +76,12 @@ void fz_rope_free(rove_rope_config *c);
  *  SCALAR. The rope part as fz_rope_config. */
 void fz_attention_config(fz_reader *r, rove_attention_config *c);
 
+/** Decode an attention config (fz_attention_config) and build its plan, checking the
+ *  status and that a refused config leaves *out untouched. Returns the plan, with
+ *  rove_plan_config's copy in @p rc, or NULL when the config was refused. The decoded
+ *  factor arrays are freed either way (the plan copies what it needs). */
+rove_plan *fz_plan_from_input(fz_reader *r, const char *harness, rove_attention_config *rc);
+
 /** Largest |logit| the plan can produce for inputs bounded by amp (after rotation and m),
  *  so that harnesses know when finite inputs must give a finite output. */
 double fz_logit_bound(const rove_attention_config *resolved, double amp);
