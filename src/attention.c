@@ -47,7 +47,9 @@ static void pack_task(int64_t task, int tid, void *vctx) {
   kn->rotate(vdst, d, rove_fwd_vrow(f, b, kvh, j0), f->vs, nj, d, &rv, 1.0f, 1.0f, 0);
   if (j0 + nj == f->kv_len && f->kv_pad > f->kv_len) /* zero the padding rows of V */
     memset(vdst + nj * d, 0, sizeof(float) * (size_t)((f->kv_pad - f->kv_len) * d));
-  for (int64_t t = 0; t < (nj + tk - 1) / tk; t++) {
+  /* The key tiles' position ranges are per batch row, shared by its KV heads: written by
+   * the KV head 0 task only (several tasks writing the same words would be a data race). */
+  for (int64_t t = 0; kvh == 0 && t < (nj + tk - 1) / tk; t++) {
     int64_t kt = j0 / tk + t, nk = nj - t * tk < tk ? nj - t * tk : tk;
     rove_pos_range(f->kpos + b * f->kpos_bstride + kt * tk, nk, &f->kmin[b * f->n_kt + kt],
                    &f->kmax[b * f->n_kt + kt]);
