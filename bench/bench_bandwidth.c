@@ -1,18 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* bandwidth/read: the read-bandwidth reference for decode. Sums a buffer of 64-bit words
  * (integer adds: the compiler vectorises the reduction; an AVX2 build of the loop is used
- * where the CPU has it), on 1 or more threads (OpenMP, one contiguous chunk per thread).
+ * where the CPU has it), on 1 or more threads (one contiguous chunk per thread).
  * 24 MB is about the K+V of a 4k cache of 12 x 64 (fits the L3 of many CPUs); 256 MB is
  * larger than any L3, like the K+V of a 32k cache (192 MB). Reports bytes_per_second.
- * One thread: CPU time; more: wall clock (see rb_pair). */
+ * One thread: CPU time; more: wall clock (see rb_pair), which for bandwidth/read includes
+ * creating the threads (tens of microseconds per call).
+ *
+ * The threads are plain pthreads made for each call, not an OpenMP team: idle OpenMP
+ * workers spin (libgomp's default policy) and would take the cores librove's own pool
+ * needs right after the reference, in the same loop. rb_read_seconds times the read
+ * itself: from a barrier that all threads have reached to the last one's end. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "bench_common.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static inline __attribute__((always_inline)) uint64_t sum_body(const uint64_t *p, size_t n) {
   uint64_t s = 0;
@@ -37,26 +40,68 @@ static sum_fn pick_sum(void) {
   return sum_default;
 }
 
-static uint64_t sum_threads(sum_fn fn, const uint64_t *p, size_t n, int threads) {
-  uint64_t total = 0;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads) reduction(+ : total)
-  {
-    const size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
-    const size_t lo = n * t / nt, hi = n * (t + 1) / nt;
-    total += fn(p + lo, hi - lo);
+#define RB_MAX_READ_THREADS 256
+
+typedef struct read_part {
+  sum_fn fn;
+  const uint64_t *p;
+  size_t n;
+  pthread_barrier_t *start;
+  double t0, t1; /* wall clock after the barrier, at the end */
+  uint64_t sum;
+} read_part;
+
+static void *read_part_run(void *arg) {
+  read_part *r = arg;
+  pthread_barrier_wait(r->start);
+  r->t0 = rb_now();
+  r->sum = r->fn(r->p, r->n);
+  r->t1 = rb_now();
+  return NULL;
+}
+
+/* Sums p[0, n) on `threads` threads (the caller is one); *seconds: the read's wall time. */
+static uint64_t sum_threads(sum_fn fn, const uint64_t *p, size_t n, int threads,
+                            double *seconds) {
+  if (threads > RB_MAX_READ_THREADS) threads = RB_MAX_READ_THREADS;
+  if (threads <= 1) {
+    const double t0 = rb_cpu_now();
+    const uint64_t s = fn(p, n);
+    *seconds = rb_cpu_now() - t0;
+    return s;
   }
-#else
-  (void)threads;
-  total = fn(p, n);
-#endif
+  read_part part[RB_MAX_READ_THREADS];
+  pthread_t tid[RB_MAX_READ_THREADS];
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, (unsigned)threads);
+  int made = 1;
+  for (int t = 0; t < threads; t++) {
+    const size_t lo = n * (size_t)t / (size_t)threads, hi = n * (size_t)(t + 1) / (size_t)threads;
+    part[t] = (read_part){fn, p + lo, hi - lo, &start, 0, 0, 0};
+  }
+  for (; made < threads; made++)
+    if (pthread_create(&tid[made], NULL, read_part_run, &part[made]) != 0) {
+      fprintf(stderr, "rove_bench: pthread_create failed\n");
+      exit(1);
+    }
+  read_part_run(&part[0]);
+  uint64_t total = part[0].sum;
+  double t0 = part[0].t0, t1 = part[0].t1;
+  for (int t = 1; t < threads; t++) {
+    pthread_join(tid[t], NULL);
+    total += part[t].sum;
+    if (part[t].t0 < t0) t0 = part[t].t0;
+    if (part[t].t1 > t1) t1 = part[t].t1;
+  }
+  pthread_barrier_destroy(&start);
+  *seconds = t1 - t0;
   return total;
 }
 
-uint64_t rb_read_sum(const void *buf, size_t bytes, int threads) {
+uint64_t rb_read_sum(const void *buf, size_t bytes, int threads, double *seconds) {
   static sum_fn fn;
   if (!fn) fn = pick_sum();
-  return sum_threads(fn, buf, bytes / sizeof(uint64_t), threads);
+  return sum_threads(fn, buf, bytes / sizeof(uint64_t), threads, seconds);
 }
 
 static void bm_read(rbs_state *st, void *user) {
@@ -73,7 +118,8 @@ static void bm_read(rbs_state *st, void *user) {
   const sum_fn fn = pick_sum();
   uint64_t acc = 0;
   while (rbs_keep_running(st)) {
-    acc += sum_threads(fn, buf, n, thr);
+    double seconds;
+    acc += sum_threads(fn, buf, n, thr, &seconds);
     rbs_do_not_optimize(&acc);
   }
   rbs_set_bytes_processed(st, rbs_iterations(st) * (int64_t)bytes);

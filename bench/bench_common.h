@@ -46,8 +46,9 @@ void rb_register_layer(int smoke); /* bench_layer.c */
 void rb_register_selective(int smoke); /* bench_selective.c: GLA, explicit angles */
 
 /* Sum @p bytes (a multiple of 8, 8-byte aligned) of @p buf as 64-bit words on @p threads
- * threads: the read-bandwidth reference (bench_bandwidth.c). */
-uint64_t rb_read_sum(const void *buf, size_t bytes, int threads);
+ * threads: the read-bandwidth reference (bench_bandwidth.c). *seconds: the read's time
+ * (one thread: CPU time; more: wall clock from a start barrier, thread creation excluded). */
+uint64_t rb_read_sum(const void *buf, size_t bytes, int threads, double *seconds);
 
 /* ---- helpers (bench_common.c) ------------------------------------------------------ */
 double rb_now(void);                               /* monotonic seconds */

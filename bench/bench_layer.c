@@ -58,12 +58,8 @@ static void teardown(layer_setup *s) {
   free(s->w), free(s->x), free(s->y), free(s->qkv), free(s->att);
 }
 
-/* OpenBLAS threads the layer gives its sgemms (src/layer.c): the plan's count, except
- * with the pthread build while OpenMP threads spin-wait (the default policy). */
-static int blas_threads(int32_t thr) {
-  const char *w = getenv("OMP_WAIT_POLICY");
-  return (w && (strcmp(w, "passive") == 0 || strcmp(w, "PASSIVE") == 0)) ? thr : 1;
-}
+/* OpenBLAS threads the layer gives its sgemms (src/layer.c): the plan's count. */
+static int blas_threads(int32_t thr) { return thr; }
 
 /* The parts of one forward, as the layer runs them (no biases). */
 static void parts(const layer_setup *s, int32_t n, int32_t thr) {
@@ -153,7 +149,8 @@ static void evict(int32_t thr) {
   if (!evict_buf && (evict_buf = (uint64_t *)rb_alloc_floats(EVICT_BYTES / 4)))
     memset(evict_buf, 1, EVICT_BYTES);
   if (evict_buf) {
-    uint64_t acc = rb_read_sum(evict_buf, EVICT_BYTES, thr);
+    double seconds;
+    uint64_t acc = rb_read_sum(evict_buf, EVICT_BYTES, thr, &seconds);
     rbs_do_not_optimize(&acc);
   }
 }

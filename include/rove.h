@@ -104,20 +104,22 @@ ROVE_API const char *rove_isa_name(rove_isa isa);
 /** The ISA called @p name (exactly as rove_isa_name spells it, "auto" included) in @p isa.
  *  ROVE_ERR_INVALID_ARGUMENT (and @p isa untouched) for NULL or an unknown name. */
 ROVE_API rove_status rove_isa_parse(const char *name, rove_isa *isa);
-/** Number of threads a plan with n_threads = 0 uses (the OpenMP default; 1 without OpenMP),
- *  at most ROVE_MAX_THREADS. */
+/** Number of threads a plan with n_threads = 0 uses: the first number of OMP_NUM_THREADS
+ *  when it is set (read as libgomp reads it: "8" or "8,4"), else the CPUs this process may
+ *  run on (its affinity mask); at most ROVE_MAX_THREADS; 1 in a ROVE_ENABLE_THREADS=OFF
+ *  build. Read at each call (plans keep the count they were created with). */
 ROVE_API int32_t rove_default_threads(void);
 /** The largest n_threads a plan accepts (rove_attention_config, rove_gla_config); above it
  *  plan creation returns ROVE_ERR_INVALID_ARGUMENT. A call never runs more threads than it
  *  has independent tasks, and its per-thread workspace is sized by the threads it runs.
  *  When the process cannot create that many threads (an address-space, pids or
- *  RLIMIT_NPROC limit), the call runs on fewer, down to the calling thread alone; results
- *  do not depend on the thread count. librove creates the threads a larger team needs
- *  itself first, because libgomp (OpenMP) ends the process when it cannot create one.
- *  What remains of libgomp's behaviour: it also ends the process when one of its own
- *  small allocations fails (out of memory): a thread's first team, and a team of another
- *  size than that thread's previous one (libgomp reuses only the last). Builds with
- *  ROVE_ENABLE_OPENMP=OFF have no such path (and run one thread). */
+ *  RLIMIT_NPROC limit) or allocate its thread pool, the call runs on fewer, down to the
+ *  calling thread alone; results do not depend on the thread count. librove's threads are
+ *  its own pool (not OpenMP): no call ends the process for want of threads or memory.
+ *  Idle workers spin for ROVE_SPIN_US microseconds (environment, 0..1000000, default 100;
+ *  never when a team exceeds the CPUs) and then sleep. Calls from several threads at once
+ *  get a team each; the pool survives fork (the child makes a new one) and dlclose
+ *  (workers are joined). */
 #define ROVE_MAX_THREADS 1024
 /**@}*/
 
@@ -457,7 +459,7 @@ ROVE_API rove_status rove_kv_cache_positions(const rove_kv_cache *c, int32_t *po
  * rotations. Weights follow PyTorch nn.Linear ([out_features][in_features], row-major).
  * The Q, K and V weights are copied once into one fused [(H + 2 Hkv) d][d_model] matrix,
  * so a forward makes one QKV sgemm (OpenBLAS), attention over strided views of its output
- * (no copies), and one output sgemm. OpenBLAS is never called inside an OpenMP region.
+ * (no copies), and one output sgemm. OpenBLAS is never called inside librove's parallel regions.
  * The layer borrows its plan (which must outlive it) and keeps its own weight copies.
  * Out of memory inside OpenBLAS is not a status: its threaded sgemm ends the process
  * ("malloc failed in gemm_driver", exit 1) when it cannot allocate its job array; with

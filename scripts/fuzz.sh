@@ -28,9 +28,9 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clan
   -DROVE_BUILD_TOOLS=OFF -DROVE_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j "$jobs"
 
-# One thread everywhere: plans use n_threads = 1, and OpenMP/OpenBLAS must not spin up
+# One thread everywhere: plans use n_threads = 1, and OpenBLAS must not spin up
 # teams of their own (a short run must mean something: >= 1000 execs/s).
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:abort_on_error=0:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 

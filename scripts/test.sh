@@ -3,7 +3,7 @@
 # Build librove and run the whole test suite five times, plus the Python package's tests:
 #   build/                 Release                                   (ctest -j2)
 #   build-asan/            RelWithDebInfo + ROVE_SANITIZE=ON (ASan+UBSan)
-#   build-portable/        Release without SIMD kernels and without OpenMP
+#   build-portable/        Release without SIMD kernels and without threads
 #   build-openblas-openmp/ Release with Debian's OpenMP build of OpenBLAS
 #   build-valgrind/        RelWithDebInfo, a subset of the suites under valgrind memcheck
 #                          (ROVE_ISA=scalar and the best ISA; scripts/valgrind.sh)
@@ -51,14 +51,14 @@ run_suite() {
 
 run_suite build -DCMAKE_BUILD_TYPE=Release
 run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROVE_SANITIZE=ON
-# Portable: no SIMD kernels, no OpenMP (the SIMD suites report themselves skipped).
-run_suite build-portable -DCMAKE_BUILD_TYPE=Release -DROVE_ENABLE_SIMD=OFF -DROVE_ENABLE_OPENMP=OFF
+# Portable: no SIMD kernels, no threads (the SIMD suites report themselves skipped).
+run_suite build-portable -DCMAKE_BUILD_TYPE=Release -DROVE_ENABLE_SIMD=OFF -DROVE_ENABLE_THREADS=OFF
 # The layer with Debian's OpenMP build of OpenBLAS (the default above is the pthread one).
 bash scripts/install-deps.sh libopenblas-openmp-dev
 run_suite build-openblas-openmp -DCMAKE_BUILD_TYPE=Release -DROVE_OPENBLAS_VARIANT=openmp -DROVE_BUILD_BENCH=OFF
 
 # valgrind memcheck: a subset of the C suites with ROVE_ISA=scalar and the best ISA
-# (build-valgrind/: RelWithDebInfo, OpenMP, no sanitizers; scripts/valgrind.sh).
+# (build-valgrind/: RelWithDebInfo, threads on, no sanitizers; scripts/valgrind.sh).
 echo
 echo "==== build-valgrind: scripts/valgrind.sh"
 t0=$SECONDS

@@ -3,7 +3,7 @@
 # Runs a representative subset of the C suites under valgrind memcheck, once with
 # ROVE_ISA=scalar and once with the best ISA of this CPU (capped at avx2 where that is
 # AVX-512: valgrind 3.19 cannot run AVX-512 instructions), in a build without sanitizers:
-#   scripts/valgrind.sh [build dir]      (default build-valgrind, RelWithDebInfo, OpenMP on)
+#   scripts/valgrind.sh [build dir]      (default build-valgrind, RelWithDebInfo, threads on)
 # A suite fails on any memcheck error (invalid read/write, uninitialised value used, bad
 # free) and on definite or indirect leaks; "possibly lost" and "still reachable" blocks
 # (libgomp's and OpenBLAS's thread pools live until exit) are not errors. Suppressions:
@@ -36,7 +36,7 @@ suites=(test_bad_input test_rope_freq test_rope_fields test_kv_cache test_layer 
 
 echo "==== valgrind: configure and build $dir"
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROVE_SANITIZE=OFF \
-  -DROVE_ENABLE_OPENMP=ON -DROVE_BUILD_BENCH=OFF -DROVE_BUILD_TOOLS=OFF >/dev/null
+  -DROVE_ENABLE_THREADS=ON -DROVE_BUILD_BENCH=OFF -DROVE_BUILD_TOOLS=OFF >/dev/null
 cmake --build "$dir" -j "$jobs" --target "${suites[@]}"
 
 # The best ISA, as librove itself chooses it (natively, not under valgrind).
@@ -66,14 +66,14 @@ vg=(valgrind --tool=memcheck --error-exitcode=1 --leak-check=full
 run_one() {
   local suite=$1 isa=$2 t0=$SECONDS rc=0
   local log="$logs/$suite.$isa.log"
-  env ROVE_ISA="$isa" ROVE_TEST_REQUIRE_ISA="$isa" OMP_WAIT_POLICY=passive \
+  env ROVE_ISA="$isa" ROVE_TEST_REQUIRE_ISA="$isa" ROVE_SPIN_US=0 \
     "${vg[@]}" --log-file="$log" "$dir/tests/$suite" >"$logs/$suite.$isa.out" 2>&1 || rc=$?
   local what=passed
   if [ "$rc" -eq 77 ]; then what="skipped (ISA not available)"; elif [ "$rc" -ne 0 ]; then what="FAILED (exit $rc, see $log)"; fi
   echo "$suite ROVE_ISA=$isa: $what ($((SECONDS - t0)) s)" >"$logs/$suite.$isa.result"
   cat "$logs/$suite.$isa.result"
 }
-# Up to $jobs suites at once (each is one process; OpenMP threads sleep when idle).
+# Up to $jobs suites at once (each is one process; ROVE_SPIN_US=0: idle workers sleep at once).
 t0=$SECONDS
 for isa in "${isas[@]}"; do
   for suite in "${suites[@]}"; do

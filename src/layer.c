@@ -2,31 +2,32 @@
 /* The attention layer: fused QKV projection (OpenBLAS), attention over strided views of
  * its output, output projection (OpenBLAS).
  *
- * OpenBLAS threading. OpenBLAS is only ever called here, outside any OpenMP region of
- * librove. Its build is detected at run time (openblas_get_parallel), so this is right
- * whichever libopenblas.so.0 the loader picks:
- * - OpenMP build (libopenblas0-openmp; ROVE_OPENBLAS_VARIANT=openmp): recommended. It runs
- *   on the same OpenMP threads as the attention, so nothing competes. Each sgemm runs on the
- *   plan's thread count through omp_set_num_threads(n), restored right after: that count
- *   belongs to the calling thread only. openblas_set_num_threads is never called with this
- *   build (it would change the caller's OpenMP thread count for good).
- * - pthread build (Debian's default): its worker threads and libgomp's are two pools that
- *   busy-wait for a while after each use (libgomp by default ~ms, OpenBLAS ~0.1 s with
- *   sched_yield), each stealing cores from the other. So the sgemms run single-threaded
- *   unless OMP_WAIT_POLICY=passive is set (or librove has no OpenMP); then they run on the
- *   plan's thread count. The count is set with openblas_set_num_threads around each sgemm
- *   and restored after it: it is process-global state, so concurrent calls of the same
- *   process (this library's or the program's own) may run their sgemms on another call's
- *   thread count meanwhile; results do not change, only speed.
+ * OpenBLAS threading. OpenBLAS is only ever called here, outside any parallel region of
+ * librove (src/threads.c: librove's own pool, whose idle workers spin ~100 us, then
+ * sleep). Each sgemm runs on the plan's thread count. The OpenBLAS build is detected at
+ * run time (openblas_get_parallel), so this is right whichever libopenblas.so.0 the
+ * loader picks:
+ * - pthread build (Debian's default): the count is set with openblas_set_num_threads around
+ *   each sgemm and restored after it. It is process-global state, so concurrent calls of
+ *   the same process (this library's or the program's own) may run their sgemms on another
+ *   call's thread count meanwhile; results do not change, only speed. Its workers busy-wait
+ *   (with sched_yield) for up to ~0.1 s after each sgemm, beside librove's attention.
+ * - OpenMP build (libopenblas0-openmp; ROVE_OPENBLAS_VARIANT=openmp): it takes its thread
+ *   count from the calling thread's omp_get_max_threads(), so the count is set with libgomp's
+ *   omp_set_num_threads (found in the process with dlopen(RTLD_NOLOAD): librove itself does
+ *   not link libgomp) and restored after; that count belongs to the calling thread only.
+ *   openblas_set_num_threads is never called with this build (it would change the caller's
+ *   OpenMP thread count for good). If libgomp's functions cannot be found, the count is
+ *   left to OpenBLAS.
  * - sequential build: left alone.
- * Measured on 2 cores (n = 1024, d_model 768, 12 x 64 heads, causal RoVE, the process
- * isolated from other load): 1 thread 65 ms with any build (the sum of its parts: QKV sgemm
- * 34 + attention 20 + output sgemm 11). 2 threads: OpenMP build 33 ms (= its parts);
- * pthread build 56 ms (single-threaded sgemms), 43 ms with OMP_WAIT_POLICY=passive; the
- * pthread build with 2 BLAS threads and libgomp's default wait policy took 83 ms, slower
- * than 1 thread, hence the rule above.
+ * Note that libgomp, under the OpenMP build, and OpenBLAS's own threads end the process
+ * when they cannot create a thread or allocate (not librove's code: documented in rove.h).
+ * Timings of each build are in BENCHMARKS.md.
  */
+#define _GNU_SOURCE /* RTLD_NOLOAD */
+#include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,14 +35,26 @@
 
 #include "layer_internal.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 /* OpenBLAS's thread controls (declared here too, so another cblas.h would still do). */
 int openblas_get_parallel(void);
 int openblas_get_num_threads(void);
 void openblas_set_num_threads(int num_threads);
+
+/* libgomp's per-thread count, when libgomp is in the process (OpenBLAS's OpenMP build). */
+static int (*gomp_get_max_threads)(void);
+static void (*gomp_set_num_threads)(int);
+static pthread_once_t gomp_once = PTHREAD_ONCE_INIT;
+static void find_gomp(void) {
+  void *h = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) return;
+  int (*get)(void) = (int (*)(void))dlsym(h, "omp_get_max_threads");
+  void (*set)(int) = (void (*)(int))dlsym(h, "omp_set_num_threads");
+  if (get && set) {
+    gomp_get_max_threads = get;
+    gomp_set_num_threads = set;
+  }
+  /* the handle stays open: libgomp stays loaded while OpenBLAS needs it anyway */
+}
 
 typedef struct blas_threads {
   int kind;     /* openblas_get_parallel(): 0 sequential, 1 pthreads, 2 OpenMP */
@@ -49,46 +62,27 @@ typedef struct blas_threads {
   int saved;    /* the count to restore */
 } blas_threads;
 
-/* Whether librove's OpenMP threads sleep instead of spinning when idle (see the top). */
-static int omp_threads_sleep(void) {
-#ifdef _OPENMP
-  const char *s = getenv("OMP_WAIT_POLICY");
-  static const char passive[] = "passive";
-  if (!s) return 0;
-  while (*s == ' ') s++;
-  size_t i = 0;
-  for (; passive[i]; i++)
-    if ((s[i] | 0x20) != passive[i]) return 0;
-  while (s[i] == ' ') i++;
-  return s[i] == '\0';
-#else
-  return 1;
-#endif
-}
-
 static void blas_threads_enter(const rove_plan *p, blas_threads *g) {
   g->kind = openblas_get_parallel();
   g->want = p->cfg.n_threads;
   g->saved = g->want;
   if (g->kind == 1) {
-    if (g->want > 1 && !omp_threads_sleep()) g->want = 1;
     g->saved = openblas_get_num_threads();
     if (g->saved != g->want) openblas_set_num_threads(g->want);
   }
-#ifdef _OPENMP
   if (g->kind == 2) {
-    g->saved = omp_get_max_threads();
-    if (g->saved != g->want) omp_set_num_threads(g->want);
+    pthread_once(&gomp_once, find_gomp);
+    if (gomp_get_max_threads) {
+      g->saved = gomp_get_max_threads();
+      if (g->saved != g->want) gomp_set_num_threads(g->want);
+    }
   }
-#endif
 }
 
 static void blas_threads_leave(const blas_threads *g) {
   if (g->saved == g->want) return;
   if (g->kind == 1) openblas_set_num_threads(g->saved);
-#ifdef _OPENMP
-  if (g->kind == 2) omp_set_num_threads(g->saved);
-#endif
+  if (g->kind == 2) gomp_set_num_threads(g->saved);
 }
 
 /* C[rows][n] = A[rows][k] B^T (B: [n][k]) + bias (broadcast over rows, may be NULL).

@@ -6,19 +6,6 @@
 
 #include "plan.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-int32_t rove_default_threads(void) {
-#ifdef _OPENMP
-  int n = omp_get_max_threads();
-  return n < 1 ? 1 : n > ROVE_MAX_THREADS ? ROVE_MAX_THREADS : n;
-#else
-  return 1;
-#endif
-}
-
 void rove_attention_config_init(rove_attention_config *c, int32_t n_heads, int32_t n_kv_heads,
                                 int32_t head_dim) {
   if (!c) return;

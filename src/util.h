@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Internal utilities (util.c, workspace.c): checked arithmetic, aligned allocation, the
- * overlap test, the OpenMP loops, and the workspace pool. Below the drivers: includes
+/* Internal utilities (util.c, threads.c, workspace.c): checked arithmetic, aligned
+ * allocation, the overlap test, the thread pool's loops, and the workspace pool. Below the drivers: includes
  * nothing of the plan. */
 #ifndef ROVE_UTIL_H
 #define ROVE_UTIL_H
@@ -16,11 +16,13 @@ void rove_free(void *p);
 /* [lo, hi) byte ranges of two buffers overlap? */
 int rove_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes);
 /* The threads rove_parallel_for(n_threads, n, ...) and rove_parallel_for_blocked run: never
- * more than the n tasks, nor than ROVE_MAX_THREADS (1 without OpenMP, or for n <= 1).
- * Every tid a body sees is below it, so per-thread workspace is sized by it. */
+ * more than the n tasks, nor than ROVE_MAX_THREADS (1 without threads, or for n <= 1).
+ * Every tid a body sees is below it, so per-thread workspace is sized by it (the team that
+ * runs may be smaller: threads that could not be created). */
 int32_t rove_team_size(int32_t n_threads, int64_t n);
-/* Run body(i, ctx) for i in [0, n) on rove_team_size(n_threads, n) threads (OpenMP dynamic
- * schedule). */
+/* Run body(i, tid, ctx) for i in [0, n) on up to rove_team_size(n_threads, n) threads
+ * (threads.c; dynamic schedule: each thread takes the next index). A call from inside a
+ * body runs on its thread alone. */
 void rove_parallel_for(int32_t n_threads, int64_t n, void (*body)(int64_t i, int tid, void *ctx),
                        void *ctx);
 /* rove_parallel_for with an affine schedule: thread t first runs the contiguous block

@@ -15,10 +15,10 @@
  * under a sanitizer (ASan brings its own allocator): tests/CMakeLists.txt does not build it
  * there, and without glibc it reports itself skipped.
  *
- * OpenMP: libgomp allocates (with gomp_malloc, which ends the process on failure) when a
- * thread first starts a parallel region of a team size other than its last one, and on a
- * thread's first omp_set_num_threads. Each scenario therefore runs once before it is
- * counted (warming the team up); the counted run must then make only librove's own
+ * Threads: librove's pool (src/threads.c) allocates a pool on a thread's first threaded
+ * call, and OpenBLAS allocates its buffers on first use; a pool that cannot be allocated
+ * only means the call runs on the calling thread. Each scenario therefore runs once before
+ * it is counted (the warm-up); the counted run must then make only librove's own
  * allocations (checked: the caller of each allocation is located with dladdr), so that
  * the failures injected are librove's. Links the public librove.so. */
 #define _GNU_SOURCE
@@ -620,7 +620,7 @@ static void run_scenario(const scenario *s, int threads) {
   assert_true(ref_state && state && pre_state);
   size_t ref_state_n = 0, pre_n = 0, n = 0;
 
-  /* 1. warm-up (OpenMP team, OpenBLAS buffers, the process's lazily made state) */
+  /* 1. warm-up (the thread pool, OpenBLAS buffers, the process's lazily made state) */
   fx f = {.threads = threads};
   if (s->setup) s->setup(&f);
   if (s->observe) s->observe(&f, state);
