@@ -7,6 +7,7 @@
 #   build-openblas-openmp/ Release with Debian's OpenMP build of OpenBLAS
 #   build-valgrind/        RelWithDebInfo, a subset of the suites under valgrind memcheck
 #                          (ROVE_ISA=scalar and the best ISA; scripts/valgrind.sh)
+#   build-tsan/            RelWithDebInfo + ThreadSanitizer, the threaded suites (scripts/tsan.sh)
 #   build-aarch64/         cross-built for aarch64, run under qemu-aarch64 (scripts/test-aarch64.sh)
 #   build-fuzz/            clang + libFuzzer/ASan/UBSan, every harness in fuzz/ for 45 s
 #                          (scripts/fuzz.sh 45; any finding fails)
@@ -70,6 +71,19 @@ else
   status=1
 fi
 rm -f "$vg_log"
+
+# ThreadSanitizer: the threaded suites (build-tsan/; scripts/tsan.sh).
+echo
+echo "==== build-tsan: scripts/tsan.sh"
+t0=$SECONDS
+ts_log=$(mktemp)
+if bash scripts/tsan.sh 2>&1 | tee "$ts_log"; then
+  summaries+=("build-tsan: $(grep -E '^tsan: ' "$ts_log" | tail -n 1) ($((SECONDS - t0)) s)")
+else
+  summaries+=("build-tsan: FAILED (scripts/tsan.sh) ($((SECONDS - t0)) s)")
+  status=1
+fi
+rm -f "$ts_log"
 
 # The Python package: a venv (.venv) with torch/transformers/numpy/pytest from PyPI,
 # `pip install .` (scikit-build-core builds librove into the package), pytest tests/python
