@@ -459,11 +459,16 @@ ROVE_API rove_status rove_kv_cache_positions(const rove_kv_cache *c, int32_t *po
  * rotations. Weights follow PyTorch nn.Linear ([out_features][in_features], row-major).
  * The Q, K and V weights are copied once into one fused [(H + 2 Hkv) d][d_model] matrix,
  * so a forward makes one QKV sgemm (OpenBLAS), attention over strided views of its output
- * (no copies), and one output sgemm. OpenBLAS is never called inside librove's parallel regions.
+ * (no copies), and one output sgemm.
  * The layer borrows its plan (which must outlive it) and keeps its own weight copies.
- * Out of memory inside OpenBLAS is not a status: its threaded sgemm ends the process
- * ("malloc failed in gemm_driver", exit 1) when it cannot allocate its job array; with
- * n_threads = 1, or a sequential OpenBLAS, the layer has no such path. */
+ * Threads: each projection is split into column slices that librove's pool runs, each a
+ * single-threaded OpenBLAS call (OpenBLAS's threaded driver, which ends the process when
+ * it cannot allocate, is never entered; its own threads never spin against librove's).
+ * With the pthread OpenBLAS, its process-wide thread count is 1 while a layer projects
+ * (restored by the last call out); with the OpenMP OpenBLAS, each thread that runs a slice
+ * gets omp_set_num_threads(1) (libgomp allocates a few bytes the first time, and ends the
+ * process if that fails). Results differ between thread counts by float rounding (OpenBLAS
+ * rounds differently for different partitions); a thread count repeats its bits. */
 /**@{*/
 typedef struct rove_layer rove_layer;
 

@@ -2,27 +2,30 @@
 /* The attention layer: fused QKV projection (OpenBLAS), attention over strided views of
  * its output, output projection (OpenBLAS).
  *
- * OpenBLAS threading. OpenBLAS is only ever called here, outside any parallel region of
- * librove (src/threads.c: librove's own pool, whose idle workers spin ~100 us, then
- * sleep). Each sgemm runs on the plan's thread count. The OpenBLAS build is detected at
- * run time (openblas_get_parallel), so this is right whichever libopenblas.so.0 the
- * loader picks:
- * - pthread build (Debian's default): the count is set with openblas_set_num_threads around
- *   each sgemm and restored after it. It is process-global state, so concurrent calls of
- *   the same process (this library's or the program's own) may run their sgemms on another
- *   call's thread count meanwhile; results do not change, only speed. Its workers busy-wait
- *   (with sched_yield) for up to ~0.1 s after each sgemm, beside librove's attention.
- * - OpenMP build (libopenblas0-openmp; ROVE_OPENBLAS_VARIANT=openmp): it takes its thread
- *   count from the calling thread's omp_get_max_threads(), so the count is set with libgomp's
- *   omp_set_num_threads (found in the process with dlopen(RTLD_NOLOAD): librove itself does
- *   not link libgomp) and restored after; that count belongs to the calling thread only.
- *   openblas_set_num_threads is never called with this build (it would change the caller's
- *   OpenMP thread count for good). If libgomp's functions cannot be found, the count is
- *   left to OpenBLAS.
- * - sequential build: left alone.
- * Note that libgomp, under the OpenMP build, and OpenBLAS's own threads end the process
- * when they cannot create a thread or allocate (not librove's code: documented in rove.h).
- * Timings of each build are in BENCHMARKS.md.
+ * OpenBLAS threading. OpenBLAS never runs threads of its own here: each projection is
+ * split into column slices (output features, multiples of 64) that librove's own pool
+ * (src/threads.c) runs, each slice one single-threaded sgemm (sgemv for one row). So there
+ * is one pool, nothing spins against anything, the plan's n_threads is honoured with any
+ * OpenBLAS build, and OpenBLAS's threaded driver, which ends the process when it cannot
+ * allocate its job array, is never entered. One slice per thread (balanced, and no
+ * slicing on one thread). OpenBLAS's sgemm rounds differently for different column
+ * partitions, so the layer's results differ between thread counts by float rounding (as
+ * they did with OpenBLAS's own threads); a given thread count repeats its bits. OpenBLAS
+ * is single-threaded this way by build (detected at run time
+ * with openblas_get_parallel, so whichever libopenblas.so.0 the loader picks):
+ * - pthread build (Debian's default): openblas_set_num_threads(1) while any layer call of
+ *   this process projects (a counter: the first call in saves the count, the last one out
+ *   restores it). It is process-global: the program's own OpenBLAS calls made meanwhile
+ *   run single-threaded too (speed, and rounding as for any thread count, may differ).
+ * - OpenMP build (libopenblas0-openmp; ROVE_OPENBLAS_VARIANT=openmp): OpenBLAS takes its
+ *   thread count from the calling thread's omp_get_max_threads(), so each thread that runs
+ *   a slice has libgomp's omp_set_num_threads(1) (found in the process with
+ *   dlopen(RTLD_NOLOAD): librove itself does not link libgomp); the calling thread's count
+ *   is restored after, a pool worker's stays 1. libgomp allocates a few bytes for that the
+ *   first time on each thread, and ends the process if that fails (documented in rove.h).
+ * - sequential build: nothing to do.
+ * At most ROVE_LAYER_MAX_SLICES slices run at once (OpenBLAS keeps a fixed number of
+ * buffers for concurrent callers). Timings: BENCHMARKS.md.
  */
 #define _GNU_SOURCE /* RTLD_NOLOAD */
 #include <dlfcn.h>
@@ -40,6 +43,10 @@ int openblas_get_parallel(void);
 int openblas_get_num_threads(void);
 void openblas_set_num_threads(int num_threads);
 
+#define ROVE_LAYER_MAX_SLICES 32
+#define SLICE_ALIGN 64            /* columns per slice: a multiple of OpenBLAS's unrolls */
+#define MIN_SLICE_MACS (1 << 18)  /* below this many multiply-adds a slice is not worth it */
+
 /* libgomp's per-thread count, when libgomp is in the process (OpenBLAS's OpenMP build). */
 static int (*gomp_get_max_threads)(void);
 static void (*gomp_set_num_threads)(int);
@@ -56,56 +63,99 @@ static void find_gomp(void) {
   /* the handle stays open: libgomp stays loaded while OpenBLAS needs it anyway */
 }
 
-typedef struct blas_threads {
-  int kind;     /* openblas_get_parallel(): 0 sequential, 1 pthreads, 2 OpenMP */
-  int want;     /* threads for this sgemm */
-  int saved;    /* the count to restore */
-} blas_threads;
+/* The pthread build's count: set to 1 by the first projecting call, restored by the last. */
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static int blas_users, blas_saved;
 
-static void blas_threads_enter(const rove_plan *p, blas_threads *g) {
+typedef struct blas_single {
+  int kind;  /* openblas_get_parallel(): 0 sequential, 1 pthreads, 2 OpenMP */
+  int saved; /* OpenMP build: the calling thread's count to restore (0: none) */
+} blas_single;
+
+static void blas_single_enter(blas_single *g) {
   g->kind = openblas_get_parallel();
-  g->want = p->cfg.n_threads;
-  g->saved = g->want;
+  g->saved = 0;
   if (g->kind == 1) {
-    g->saved = openblas_get_num_threads();
-    if (g->saved != g->want) openblas_set_num_threads(g->want);
-  }
-  if (g->kind == 2) {
-    pthread_once(&gomp_once, find_gomp);
-    if (gomp_get_max_threads) {
-      g->saved = gomp_get_max_threads();
-      if (g->saved != g->want) gomp_set_num_threads(g->want);
+    pthread_mutex_lock(&blas_lock);
+    if (blas_users++ == 0) {
+      blas_saved = openblas_get_num_threads();
+      if (blas_saved != 1) openblas_set_num_threads(1);
     }
+    pthread_mutex_unlock(&blas_lock);
+  } else if (g->kind == 2) {
+    pthread_once(&gomp_once, find_gomp);
+    if (gomp_get_max_threads && (g->saved = gomp_get_max_threads()) != 1) gomp_set_num_threads(1);
   }
 }
 
-static void blas_threads_leave(const blas_threads *g) {
-  if (g->saved == g->want) return;
-  if (g->kind == 1) openblas_set_num_threads(g->saved);
-  if (g->kind == 2) gomp_set_num_threads(g->saved);
+static void blas_single_leave(const blas_single *g) {
+  if (g->kind == 1) {
+    pthread_mutex_lock(&blas_lock);
+    if (--blas_users == 0 && blas_saved != 1) openblas_set_num_threads(blas_saved);
+    pthread_mutex_unlock(&blas_lock);
+  } else if (g->kind == 2 && g->saved > 1) {
+    gomp_set_num_threads(g->saved);
+  }
+}
+
+/* C[rows][n] = A[rows][k] B^T + bias over the columns [j0, j1) of one slice. */
+typedef struct gemm_job {
+  int64_t rows, n, k, n_slices;
+  const float *a, *b, *bias;
+  float *c;
+  int gomp; /* OpenMP build with libgomp's functions found */
+} gemm_job;
+
+/* OpenMP build: a pool worker's own OpenMP count (the caller's is set and restored by
+ * blas_single_*). Run on every thread of the team before the slices, so that libgomp's
+ * one-time allocation for it happens on the first projection of each worker. */
+static void gomp_single_task(int64_t i, int tid, void *ctx) {
+  (void)i, (void)ctx;
+  if (tid != 0 && gomp_get_max_threads() != 1) gomp_set_num_threads(1);
+}
+
+static void gemm_slice(int64_t slice, int tid, void *ctx) {
+  const gemm_job *g = ctx;
+  if (g->gomp) gomp_single_task(slice, tid, NULL); /* a worker the team gained since */
+  const int64_t units = (g->n + SLICE_ALIGN - 1) / SLICE_ALIGN;
+  const int64_t j0 = units * slice / g->n_slices * SLICE_ALIGN;
+  int64_t j1 = units * (slice + 1) / g->n_slices * SLICE_ALIGN;
+  if (j1 > g->n) j1 = g->n;
+  if (j1 <= j0) return;
+  const int64_t n = g->n, k = g->k, w = j1 - j0;
+  if (g->bias)
+    for (int64_t i = 0; i < g->rows; i++)
+      memcpy(g->c + i * n + j0, g->bias + j0, sizeof(float) * (size_t)w);
+  const float beta = g->bias ? 1.0f : 0.0f;
+  if (g->rows == 1) { /* a decode step: a matrix-vector product streams B at memory speed */
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)w, (int)k, 1.0f, g->b + j0 * k, (int)k, g->a,
+                1, beta, g->c + j0, 1);
+    return;
+  }
+  for (int64_t r0 = 0; r0 < g->rows; r0 += INT_MAX) {
+    const int m = (int)(g->rows - r0 < INT_MAX ? g->rows - r0 : INT_MAX);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, (int)w, (int)k, 1.0f,
+                g->a + r0 * k, (int)k, g->b + j0 * k, (int)k, beta, g->c + r0 * n + j0, (int)n);
+  }
 }
 
 /* C[rows][n] = A[rows][k] B^T (B: [n][k]) + bias (broadcast over rows, may be NULL).
  * n and k fit int (checked at create); rows is split into sgemm calls of <= INT_MAX; a
- * single row is an sgemv (OpenBLAS's sgemm with M = 1 reads B several times slower). */
+ * single row is an sgemv (OpenBLAS's sgemm with M = 1 reads B several times slower).
+ * The slices depend on the shapes and the thread count only. */
 static void gemm_bias(const rove_plan *p, int64_t rows, int64_t n, int64_t k, const float *a,
                       const float *b, const float *bias, float *c) {
-  if (bias)
-    for (int64_t i = 0; i < rows; i++) memcpy(c + i * n, bias, sizeof(float) * (size_t)n);
-  blas_threads g;
-  blas_threads_enter(p, &g);
-  if (rows == 1) { /* a decode step: a matrix-vector product streams B at memory speed */
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)k, 1.0f, b, (int)k, a, 1,
-                bias ? 1.0f : 0.0f, c, 1);
-    blas_threads_leave(&g);
-    return;
-  }
-  for (int64_t r0 = 0; r0 < rows; r0 += INT_MAX) {
-    const int m = (int)(rows - r0 < INT_MAX ? rows - r0 : INT_MAX);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, (int)n, (int)k, 1.0f, a + r0 * k,
-                (int)k, b, (int)k, bias ? 1.0f : 0.0f, c + r0 * n, (int)n);
-  }
-  blas_threads_leave(&g);
+  const double macs = (double)rows * (double)n * (double)k;
+  int64_t slices = (n + SLICE_ALIGN - 1) / SLICE_ALIGN;
+  if (slices > ROVE_LAYER_MAX_SLICES) slices = ROVE_LAYER_MAX_SLICES;
+  if ((double)slices * MIN_SLICE_MACS > macs) slices = (int64_t)(macs / MIN_SLICE_MACS);
+  const int32_t nt = rove_team_size(p->cfg.n_threads, slices < 1 ? 1 : slices);
+  blas_single g;
+  blas_single_enter(&g);
+  gemm_job job = {rows, n, k, nt, a, b, bias, c, g.kind == 2 && gomp_get_max_threads};
+  if (job.gomp && nt > 1) rove_parallel_each(nt, gomp_single_task, NULL);
+  rove_parallel_for(nt, nt, gemm_slice, &job);
+  blas_single_leave(&g);
 }
 
 void rove_layer_project_qkv(const rove_layer *l, const float *x, rove_layer_work *w) {

@@ -128,8 +128,9 @@ typedef struct pool {
   body_fn body;
   void *ctx;
   int64_t n;
-  blocked_range *blk; /* NULL: dynamic schedule over `next` */
+  blocked_range *blk; /* NULL: dynamic schedule over `next` (or each, below) */
   int32_t nblk;
+  int each;            /* every thread of the team runs body(tid, tid, ctx) once */
   _Alignas(64) int64_t next; /* the dynamic schedule's next index; atomic */
   pthread_t threads[ROVE_MAX_THREADS];
   worker_arg args[ROVE_MAX_THREADS];
@@ -202,7 +203,9 @@ static void run_share(pool *p, int tid) {
   const body_fn body = p->body;
   void *ctx = p->ctx;
   in_job = 1;
-  if (p->blk) {
+  if (p->each) {
+    body(tid, tid, ctx);
+  } else if (p->blk) {
     /* Own block first, then help the others in order (taking from their front). */
     const int32_t nb = p->nblk;
     for (int32_t k = 0; k < nb; k++) {
@@ -388,7 +391,7 @@ __attribute__((destructor)) static void pools_shutdown(void) {
 
 /* Runs the job on up to nt threads; returns 0 when it ran (else the caller runs it alone). */
 static int parallel(int32_t nt, int64_t n, body_fn body, void *ctx, blocked_range *blk,
-                    int32_t nblk) {
+                    int32_t nblk, int each) {
   if (nt <= 1 || in_job) return 0;
   pool *p = pool_acquire();
   if (!p) return 0;
@@ -397,6 +400,7 @@ static int parallel(int32_t nt, int64_t n, body_fn body, void *ctx, blocked_rang
   p->n = n;
   p->blk = blk;
   p->nblk = nblk;
+  p->each = each;
   __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
   pool_run(p, nt);
   pool_release(p);
@@ -407,7 +411,7 @@ static int parallel(int32_t nt, int64_t n, body_fn body, void *ctx, blocked_rang
 void rove_parallel_for(int32_t n_threads, int64_t n, void (*body)(int64_t i, int tid, void *ctx),
                        void *ctx) {
 #ifdef ROVE_HAVE_THREADS
-  if (parallel(rove_team_size(n_threads, n), n, body, ctx, NULL, 0)) return;
+  if (parallel(rove_team_size(n_threads, n), n, body, ctx, NULL, 0, 0)) return;
 #else
   (void)n_threads;
 #endif
@@ -427,10 +431,19 @@ void rove_parallel_for_blocked(int32_t n_threads, int64_t n,
       blk[r].next = n * r / nb;
       blk[r].end = n * (r + 1) / nb;
     }
-    if (parallel(nb, n, body, ctx, blk, nb)) return;
+    if (parallel(nb, n, body, ctx, blk, nb, 0)) return;
     for (int64_t i = 0; i < n; i++) body(i, 0, ctx);
     return;
   }
 #endif
   rove_parallel_for(n_threads, n, body, ctx);
+}
+
+void rove_parallel_each(int32_t n_threads, void (*body)(int64_t i, int tid, void *ctx), void *ctx) {
+#ifdef ROVE_HAVE_THREADS
+  if (parallel(rove_team_size(n_threads, n_threads), n_threads, body, ctx, NULL, 0, 1)) return;
+#else
+  (void)n_threads;
+#endif
+  body(0, 0, ctx);
 }

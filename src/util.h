@@ -34,6 +34,11 @@ void rove_parallel_for(int32_t n_threads, int64_t n, void (*body)(int64_t i, int
 void rove_parallel_for_blocked(int32_t n_threads, int64_t n,
                                void (*body)(int64_t i, int tid, void *ctx), void *ctx);
 
+/* Run body(tid, tid, ctx) once on each thread of the team rove_parallel_for(n_threads,
+ * n_threads, ...) would run (the team that could be made; the caller alone when that is
+ * 1): per-thread set-up such as a thread-local setting of another library. */
+void rove_parallel_each(int32_t n_threads, void (*body)(int64_t i, int tid, void *ctx), void *ctx);
+
 /* workspace.c: a mutex-protected pool of freed workspace blocks. */
 typedef struct rove_pool rove_pool;
 rove_pool *rove_pool_create(void);

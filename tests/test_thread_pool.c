@@ -204,6 +204,63 @@ static void test_dlclose(void **state) {
 #endif
 }
 
+/* The layer's projections run as column slices on the pool (src/layer.c), one slice per
+ * thread. OpenBLAS's sgemm rounds differently for different column partitions (so the
+ * layer was never bitwise across thread counts, with OpenBLAS's own threads either): every
+ * thread count agrees with one thread to float rounding, for a prefill and for cached
+ * decode steps (sgemv slices), and repeats its own bits exactly. */
+static void assert_close(const float *a, const float *b, size_t n) {
+  const double err = rove_max_rel_err_ff(a, b, (int64_t)n);
+  if (!(err <= 1e-5)) fail_msg("max relative error %g against one thread", err);
+}
+
+static void test_layer_threads(void **state) {
+  (void)state;
+  enum { DM = 320, LH = 5, LD = 64, LN = 96 }; /* 5 slices of 64 columns at most */
+  rove_rng r;
+  rove_rng_seed(&r, 9);
+  const size_t nw = (size_t)LH * LD * DM;
+  float *w = malloc(4 * nw * sizeof(float)), *x = malloc((size_t)LN * DM * sizeof(float));
+  float *y1 = malloc((size_t)LN * DM * sizeof(float)), *y = malloc((size_t)LN * DM * sizeof(float));
+  float *b = malloc(3 * (size_t)LH * LD * sizeof(float));
+  assert_true(w && x && y1 && y && b);
+  rove_rng_fill(&r, w, (int64_t)(4 * nw), -0.1f, 0.1f);
+  rove_rng_fill(&r, x, (int64_t)LN * DM, -1, 1);
+  rove_rng_fill(&r, b, 3 * LH * LD, -0.1f, 0.1f);
+  const rove_layer_weights lw = {.d_model = DM, .wq = w, .wk = w + nw, .wv = w + 2 * nw,
+                                 .wo = w + 3 * nw, .bq = b, .bk = b + LH * LD, .bv = b + 2 * LH * LD};
+  const int32_t teams[] = {1, 2, 3, 4, 7};
+  for (size_t t = 0; t < sizeof teams / sizeof teams[0]; t++) {
+    rove_attention_config c;
+    rove_attention_config_init(&c, LH, LH, LD);
+    c.n_threads = teams[t];
+    rove_plan *p = NULL;
+    rove_layer *l = NULL;
+    rove_kv_cache *kv = NULL;
+    assert_int_equal(rove_plan_create(&c, &p), ROVE_OK);
+    assert_int_equal(rove_layer_create(p, &lw, &l), ROVE_OK);
+    float *out = t == 0 ? y1 : y;
+    assert_int_equal(rove_layer_forward(l, 1, LN, x, NULL, out), ROVE_OK);
+    if (t) assert_close(y, y1, (size_t)LN * DM);
+    float *again = malloc((size_t)LN * DM * sizeof(float));
+    assert_non_null(again);
+    assert_int_equal(rove_layer_forward(l, 1, LN, x, NULL, again), ROVE_OK);
+    assert_memory_equal(again, out, (size_t)LN * DM * sizeof(float));
+    free(again);
+    /* cached: a prompt of LN - 8 tokens, then 8 one-token steps (sgemv slices) */
+    assert_int_equal(rove_kv_cache_create(p, 1, LN, &kv), ROVE_OK);
+    assert_int_equal(rove_layer_forward_cached(l, kv, LN - 8, x, NULL, out), ROVE_OK);
+    for (int s = 0; s < 8; s++)
+      assert_int_equal(rove_layer_forward_cached(l, kv, 1, x + (LN - 8 + s) * DM, NULL,
+                                                 out + (LN - 8 + s) * DM), ROVE_OK);
+    if (t) assert_close(y, y1, (size_t)LN * DM);
+    rove_kv_cache_destroy(kv);
+    rove_layer_destroy(l);
+    rove_plan_destroy(p);
+  }
+  free(w), free(x), free(y1), free(y), free(b);
+}
+
 static void test_default_threads_env(void **state) {
   (void)state;
   const char *old = getenv("OMP_NUM_THREADS");
@@ -233,7 +290,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_team_sizes),  cmocka_unit_test(test_small_calls_back_to_back),
       cmocka_unit_test(test_fork),        cmocka_unit_test(test_dlclose),
-      cmocka_unit_test(test_default_threads_env),
+      cmocka_unit_test(test_layer_threads), cmocka_unit_test(test_default_threads_env),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
