@@ -3,9 +3,11 @@
  *
  * layer/<isa>: rove_layer_forward against the sum of its parts timed separately in the
  *   same loop: the QKV sgemm, attention on strided views of its output, the output sgemm
- *   (cblas_sgemm with the OpenBLAS thread count the layer itself uses: with Debian's
- *   pthread build that is 1 unless OMP_WAIT_POLICY=passive, see src/layer.c). Counters:
- *   layer_ms, parts_ms, ratio = layer / parts (target <= 1.10).
+ *   (one cblas_sgemm each on OpenBLAS's own threads, the plan's count: what a program
+ *   would do without the layer; the layer runs column slices on librove's pool instead,
+ *   src/layer.c). OpenBLAS's idle threads may still spin when the next layer call starts,
+ *   which the layer's time then pays. Counters: layer_ms, parts_ms, ratio = layer / parts
+ *   (target <= 1.10).
  * layer_decode/<isa>: one decode step of rove_layer_forward_cached against a cache of kv
  *   tokens (truncated back after each step). Counters: step_ms; parts_ms = its parts timed
  *   separately (QKV sgemv, append, cached attention, output sgemv); ratio = step / parts;
@@ -58,7 +60,7 @@ static void teardown(layer_setup *s) {
   free(s->w), free(s->x), free(s->y), free(s->qkv), free(s->att);
 }
 
-/* OpenBLAS threads the layer gives its sgemms (src/layer.c): the plan's count. */
+/* OpenBLAS threads of the parts' sgemms: the plan's count. */
 static int blas_threads(int32_t thr) { return thr; }
 
 /* The parts of one forward, as the layer runs them (no biases). */
