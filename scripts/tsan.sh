@@ -13,7 +13,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 dir=${1:-build-tsan}
 jobs=${ROVE_JOBS:-$(nproc 2>/dev/null || echo 2)}
-suites=(test_thread_pool test_properties test_decode test_kv_cache test_gla test_layer
+suites=(ktest_threads test_thread_pool test_properties test_decode test_kv_cache test_gla test_layer
   test_selective_attention)
 
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=thread \
