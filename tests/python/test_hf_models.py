@@ -32,7 +32,7 @@ RH.register()
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_torch_thread():
-    """Tiny models: one torch thread beside librove's OpenMP threads (2 cores)."""
+    """Tiny models: one torch thread beside librove's own threads (2 cores)."""
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
