@@ -21,7 +21,6 @@
  * Workspace: O((q_len + kv_len) * d) per call (with explicit angles the tables add
  * batch * (q_len + kv_len) * n_kv_heads * r floats, the size of K itself), plus
  * O(tile_q * (d + tile_kv)) per thread. */
-#include <math.h>
 #include <stdint.h>
 #include <string.h>
 

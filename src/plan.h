@@ -16,7 +16,9 @@
 struct rove_plan {
   rove_attention_config cfg;  /* validated; rotary_dim, scale, n_threads resolved */
   int32_t half;               /* rotary_dim / 2 */
-  double *freq_factors;       /* plan's own copy (cfg.rope.freq_factors points here) */
+  double *freq_factors;       /* the plan's own copy of the factor sets in one block, each [half]:
+                               * [freq_factors][long_freq_factors] (those set), which
+                               * cfg.rope.freq_factors / long_freq_factors point into */
   double *inv_freq;           /* [half] */
   double attn_factor;         /* YaRN m: multiplies the rotated dims of q and k only */
   const rove_kernels *kern;   /* table of the chosen ISA */
