@@ -42,6 +42,11 @@ const check_case check_cases[] = {
     CASE(80, 16, INTER, ROVE, 1, 0, 0, 4, 4, 1, 100, 100, NONE, POS_DEFAULT, 0, 0),
     CASE(96, 32, HALF, ROVE, 0, 0, 0, 4, 4, 1, 100, 100, NONE, POS_DEFAULT, 0, 0),
     CASE(256, 64, HALF, ROVE, 1, 0, 0, 4, 4, 1, 37, 37, NONE, POS_DEFAULT, 0, 0),
+    /* the last r dims rotate (ROVE_ROTARY_LAST; DeepSeek-V3: 192 = 128 nope + 64 rope) */
+    CASE(64, -32, HALF, ROVE, 1, 0, 0, 4, 4, 1, 100, 100, NONE, POS_DEFAULT, 0, 1),
+    CASE(192, -64, INTER, ROVE, 1, 0, 0, 4, 4, 1, 37, 37, YARN, POS_DEFAULT, 0, 0),
+    CASE(128, -64, HALF, ROPE, 1, 0, 0, 8, 2, 1, 1, 257, NONE, POS_SHIFTED, 0, 0),
+    CASE(80, -16, INTER, ROVE, 1, 0, 0, 4, 4, 1, 100, 100, NONE, POS_DEFAULT, 1, 0),
     /* other rotation flags */
     CASE(64, 0, HALF, QKV, 1, 0, 0, 4, 4, 1, 100, 100, NONE, POS_DEFAULT, 0, 0),
     CASE(64, 0, HALF, VO, 1, 0, 0, 4, 4, 1, 100, 100, NONE, POS_DEFAULT, 0, 1),
@@ -151,7 +156,8 @@ void check_case_config(const check_case *cc, rove_isa isa, int32_t n_threads,
   c->causal = cc->causal;
   c->window = cc->window;
   c->softcap = cc->softcap;
-  c->rope.rotary_dim = cc->rotary_dim;
+  c->rope.rotary_dim = cc->rotary_dim < 0 ? -cc->rotary_dim : cc->rotary_dim;
+  c->rope.placement = cc->rotary_dim < 0 ? ROVE_ROTARY_LAST : ROVE_ROTARY_FIRST;
   c->rope.pairing = cc->pairing;
   set_scaling(&c->rope, cc->scaling);
   c->isa = isa;
@@ -180,8 +186,9 @@ void check_case_describe(const check_case *cc, char *buf, size_t size) {
   if (cc->window) n += (size_t)snprintf(extra + n, sizeof extra - n, " win=%d", (int)cc->window);
   if (cc->softcap > 0.0f)
     snprintf(extra + n, sizeof extra - n, " cap=%g", (double)cc->softcap);
-  snprintf(buf, size, "d=%d r=%d %s %s %s%s h=%d/%d b=%d q=%d kv=%d%s%s%s", (int)cc->head_dim,
-           (int)(cc->rotary_dim ? cc->rotary_dim : cc->head_dim),
+  snprintf(buf, size, "d=%d r=%d%s %s %s %s%s h=%d/%d b=%d q=%d kv=%d%s%s%s", (int)cc->head_dim,
+           (int)(cc->rotary_dim > 0 ? cc->rotary_dim : cc->rotary_dim < 0 ? -cc->rotary_dim : cc->head_dim),
+           cc->rotary_dim < 0 ? " last" : "",
            cc->pairing == ROVE_PAIRING_HALF ? "half" : "inter", rotate_name(cc->rotate, rot),
            cc->causal ? "causal" : "full", extra, (int)cc->n_heads, (int)cc->n_kv_heads,
            (int)cc->batch, (int)cc->q_len, (int)cc->kv_len, scaling_names[cc->scaling],

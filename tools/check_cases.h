@@ -20,7 +20,8 @@ typedef enum {
 } check_pos;
 
 typedef struct check_case {
-  int32_t head_dim, rotary_dim; /* rotary_dim 0 = head_dim */
+  int32_t head_dim, rotary_dim; /* rotary_dim 0 = head_dim; -r: the last r dims rotate
+                                 * (ROVE_ROTARY_LAST, DeepSeek MLA's placement) */
   rove_pairing pairing;
   uint32_t rotate;
   int32_t causal, window;
