@@ -34,6 +34,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -289,8 +290,10 @@ static void register_atfork(void) {
 }
 
 static pool *pool_new(void) {
-  pool *p = calloc(1, sizeof *p);
+  /* 64-byte aligned (the struct holds a cache-line-aligned counter); sizeof is a multiple */
+  pool *p = aligned_alloc(_Alignof(pool), sizeof *p);
   if (!p) return NULL;
+  memset(p, 0, sizeof *p);
   if (pthread_mutex_init(&p->m, NULL) != 0) goto fail_m;
   if (pthread_cond_init(&p->wake, NULL) != 0) goto fail_wake;
   if (pthread_cond_init(&p->done, NULL) != 0) goto fail_done;
