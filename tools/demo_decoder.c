@@ -3,9 +3,11 @@
  * heads * dim, GPT-2-small by default) with seeded random weights. A prompt is prefilled
  * through one KV cache per layer, then tokens are decoded one at a time, each step's input
  * being the previous step's output row scaled to unit RMS. Reports prompt tokens/s and decode
- * steps/s for RoVE and plain RoPE, timed in interleaved pairs of generations (RoVE, RoPE,
- * then RoPE, RoVE, ...) so that a busy machine slows both alike, and checks every decode
- * output against one full-sequence rove_layer_forward pass over the same inputs. */
+ * steps/s for RoVE and plain RoPE. The two modes generate in lockstep: each prefill and
+ * each decode step of RoVE is timed right beside RoPE's (which goes first alternates), so
+ * that a busy machine slows both alike and the ratio is a median over many close pairs
+ * (4 prefill pairs and `steps` step pairs per generation). Every decode output is checked
+ * against one full-sequence rove_layer_forward pass over the same inputs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 
 #define DEC_LAYERS 2
 #define DEC_PAIRS 16        /* most interleaved pairs of generations (one per mode each) */
+#define DEC_PROMPT_REPS 4   /* prefills per mode in a generation pair (the last one is kept) */
 #define DEC_TOLERANCE 1e-4  /* decode vs full forward, relative to the outputs' max */
 
 typedef struct dec_model {
@@ -125,24 +128,18 @@ static void unit_rms(float *dst, const float *src, int64_t n) {
   for (int64_t i = 0; i < n; i++) dst[i] = src[i] * s;
 }
 
-/* Prefill, then decode token by token, on the inputs / outputs of mode `which`; the
- * wall-clock times of this generation in ms[0] (prompt), ms[1] (decode), the process's
- * CPU times (all threads) in cpu[0], cpu[1]. */
-static int generate(const demo_decoder_opts *o, dec_model *m, dec_data *d, int which,
-                    double ms[2], double cpu[2]) {
+/* Prefill mode `which`'s prompt (its caches reset first). */
+static int prefill(const demo_decoder_opts *o, dec_model *m, dec_data *d, int which) {
+  for (int l = 0; l < DEC_LAYERS; l++) rove_kv_cache_reset(m->cache[l]);
+  return model_forward(m, 1, o->prompt, d->inputs[which], d->outputs[which], d->y, d->dm);
+}
+
+/* Decode token t of mode `which` (its input: the previous output row at unit RMS). */
+static int decode_step(dec_model *m, dec_data *d, int which, int64_t t) {
   const int64_t dm = d->dm;
   float *in = d->inputs[which], *out = d->outputs[which];
-  for (int l = 0; l < DEC_LAYERS; l++) rove_kv_cache_reset(m->cache[l]);
-  const double t0 = cli_now_ms(), c0 = cli_cpu_ms();
-  if (model_forward(m, 1, o->prompt, in, out, d->y, dm) != 0) return -1;
-  const double t1 = cli_now_ms(), c1 = cli_cpu_ms();
-  for (int64_t t = o->prompt; t < d->total; t++) {
-    unit_rms(in + t * dm, out + (t - 1) * dm, dm);
-    if (model_forward(m, 1, 1, in + t * dm, out + t * dm, d->y, dm) != 0) return -1;
-  }
-  ms[0] = t1 - t0, cpu[0] = c1 - c0;
-  ms[1] = cli_now_ms() - t1, cpu[1] = cli_cpu_ms() - c1;
-  return 0;
+  unit_rms(in + t * dm, out + (t - 1) * dm, dm);
+  return model_forward(m, 1, 1, in + t * dm, out + t * dm, d->y, dm);
 }
 
 /* max |a - b| / max |b| over rows x dm floats. */
@@ -162,48 +159,107 @@ typedef struct dec_ratio {
   double median, q1, q3;
 } dec_ratio;
 
-/* t[mode][pair][0 prompt, 1 decode] */
-static dec_ratio ratio_stats(double t[2][DEC_PAIRS][2], int part, int n) {
-  double r[DEC_PAIRS];
-  for (int p = 0; p < n; p++) r[p] = t[1][p][part] > 0.0 ? t[0][p][part] / t[1][p][part] : 1.0;
-  return (dec_ratio){cli_median(r, n), cli_quantile(r, n, 0.25), cli_quantile(r, n, 0.75)};
+/* a[n], b[n]: the two modes' times of n pairs; r: scratch [n] */
+static dec_ratio ratio_stats(const double *a, const double *b, int64_t n, double *r) {
+  for (int64_t k = 0; k < n; k++) r[k] = b[k] > 0.0 ? a[k] / b[k] : 1.0;
+  return (dec_ratio){cli_median(r, (int)n), cli_quantile(r, (int)n, 0.25),
+                     cli_quantile(r, (int)n, 0.75)};
 }
 
 /* ratio[0 prompt, 1 decode][0 CPU, 1 wall] */
 typedef dec_ratio dec_ratios[2][2];
 
-/* Both modes (0 RoVE, 1 RoPE): one untimed generation each, o->pairs timed pairs (RoVE
- * first on even pairs, RoPE first on odd ones), then each mode's check against its full
- * forward. Medians of the wall-clock times to r, the per-pair ratios to ratio. */
+/* Times of both modes, [mode][kind: 0 CPU, 1 wall][sample] */
+typedef struct dec_times {
+  double *prompt[2][2]; /* [pairs * DEC_PROMPT_REPS] */
+  double *step[2][2];   /* [pairs * steps]: one decode step (both layers) */
+  double *gen_decode[2]; /* [pairs]: wall time of a generation's decode steps */
+  double *scratch;      /* [max(pairs * steps, pairs * DEC_PROMPT_REPS)] */
+} dec_times;
+
+static void times_free(dec_times *t) {
+  for (int j = 0; j < 2; j++) {
+    for (int k = 0; k < 2; k++) free(t->prompt[j][k]), free(t->step[j][k]);
+    free(t->gen_decode[j]);
+  }
+  free(t->scratch);
+}
+
+static int times_alloc(dec_times *t, int np, int64_t steps) {
+  memset(t, 0, sizeof *t);
+  const size_t ns = (size_t)np * (size_t)(steps > 0 ? steps : 1), npr = (size_t)np * DEC_PROMPT_REPS;
+  int ok = 1;
+  for (int j = 0; j < 2; j++) {
+    for (int k = 0; k < 2; k++) {
+      ok &= (t->prompt[j][k] = calloc(npr, sizeof(double))) != NULL;
+      ok &= (t->step[j][k] = calloc(ns, sizeof(double))) != NULL;
+    }
+    ok &= (t->gen_decode[j] = calloc((size_t)np, sizeof(double))) != NULL;
+  }
+  ok &= (t->scratch = calloc(ns > npr ? ns : npr, sizeof(double))) != NULL;
+  if (!ok) times_free(t);
+  return ok ? 0 : -1;
+}
+
+/* Generation pair p of both modes in lockstep: DEC_PROMPT_REPS prefill pairs (the last
+ * one's caches are kept), then every decode step of RoVE and RoPE back to back. Which mode
+ * goes first alternates with each pair of calls, so that a busy machine slows both alike
+ * and every sample has a partner taken within milliseconds of it. */
+static int generate_pair(const demo_decoder_opts *o, dec_model m[2], dec_data *d, int p,
+                         dec_times *t) {
+  for (int rep = 0; rep < DEC_PROMPT_REPS; rep++)
+    for (int i = 0; i < 2; i++) {
+      const int j = (p + rep + i) % 2;
+      const double t0 = cli_now_ms(), c0 = cli_cpu_ms();
+      if (prefill(o, &m[j], d, j) != 0) return -1;
+      t->prompt[j][0][p * DEC_PROMPT_REPS + rep] = cli_cpu_ms() - c0;
+      t->prompt[j][1][p * DEC_PROMPT_REPS + rep] = cli_now_ms() - t0;
+    }
+  for (int64_t s = 0; s < o->steps; s++)
+    for (int i = 0; i < 2; i++) {
+      const int j = (int)((p + s + i) % 2);
+      const double t0 = cli_now_ms(), c0 = cli_cpu_ms();
+      if (decode_step(&m[j], d, j, o->prompt + s) != 0) return -1;
+      const double wall = cli_now_ms() - t0;
+      t->step[j][0][p * o->steps + s] = cli_cpu_ms() - c0;
+      t->step[j][1][p * o->steps + s] = wall;
+      t->gen_decode[j][p] += wall;
+    }
+  return 0;
+}
+
+/* Both modes (0 RoVE, 1 RoPE): one untimed generation pair, o->pairs timed ones, then
+ * each mode's check against its full forward. Times: medians (prompt: of the prefills;
+ * decode: of the generations' decode totals); ratios: medians of the per-pair ratios
+ * (prompt: prefill pairs; decode: step pairs). */
 static int run_modes(const demo_decoder_opts *o, dec_data *d, dec_result r[2], dec_ratios ratio) {
   static const uint32_t rotate[2] = {ROVE_ROTATE_ROVE, ROVE_ROTATE_ROPE};
-  double wall[2][DEC_PAIRS][2], cpu[2][DEC_PAIRS][2], skip[2];
   dec_model m[2];
   memset(m, 0, sizeof m);
-  int rc = 0;
   const int np = o->pairs < 1 ? 1 : o->pairs > DEC_PAIRS ? DEC_PAIRS : o->pairs;
+  dec_times t;
+  if (times_alloc(&t, np, o->steps) != 0) return -1;
+  int rc = 0;
   for (int j = 0; j < 2 && rc == 0; j++) rc = model_create(o, d, rotate[j], &m[j]);
-  for (int j = 0; j < 2 && rc == 0; j++) rc = generate(o, &m[j], d, j, skip, skip); /* warm-up */
-  for (int p = 0; p < np && rc == 0; p++)
-    for (int i = 0; i < 2 && rc == 0; i++) {
-      const int j = (p + i) % 2;
-      rc = generate(o, &m[j], d, j, wall[j][p], cpu[j][p]);
-    }
+  if (rc == 0) rc = generate_pair(o, m, d, 0, &t); /* warm-up, overwritten below */
+  for (int j = 0; j < 2; j++) t.gen_decode[j][0] = 0;
+  for (int p = 0; p < np && rc == 0; p++) rc = generate_pair(o, m, d, p, &t);
+  const int64_t nprompt = (int64_t)np * DEC_PROMPT_REPS, nsteps = (int64_t)np * o->steps;
   for (int j = 0; j < 2 && rc == 0; j++) {
-    double pm[DEC_PAIRS], dms[DEC_PAIRS];
-    for (int p = 0; p < np; p++) pm[p] = wall[j][p][0], dms[p] = wall[j][p][1];
-    r[j].prompt_ms = cli_median(pm, np);
-    r[j].decode_ms = cli_median(dms, np);
+    r[j].prompt_ms = cli_median(memcpy(t.scratch, t.prompt[j][1], sizeof(double) * (size_t)nprompt),
+                                (int)nprompt);
+    r[j].decode_ms = cli_median(memcpy(t.scratch, t.gen_decode[j], sizeof(double) * (size_t)np), np);
     rc = model_forward(&m[j], 0, (int32_t)d->total, d->inputs[j], d->full, d->y, d->dm);
     if (rc != 0) break;
     const int64_t p0 = (int64_t)o->prompt * d->dm, last = (d->total - 1) * d->dm;
     r[j].err_all = rel_err(d->outputs[j] + p0, d->full + p0, (int64_t)o->steps * d->dm);
     r[j].err_last = rel_err(d->outputs[j] + last, d->full + last, d->dm);
   }
-  for (int part = 0; rc == 0 && part < 2; part++) {
-    ratio[part][0] = ratio_stats(cpu, part, np);
-    ratio[part][1] = ratio_stats(wall, part, np);
+  for (int k = 0; rc == 0 && k < 2; k++) {
+    ratio[0][k] = ratio_stats(t.prompt[0][k], t.prompt[1][k], nprompt, t.scratch);
+    ratio[1][k] = ratio_stats(t.step[0][k], t.step[1][k], nsteps > 0 ? nsteps : 1, t.scratch);
   }
+  times_free(&t);
   for (int j = 0; j < 2; j++) model_destroy(&m[j]);
   return rc;
 }
@@ -214,10 +270,12 @@ static void print_header(const demo_decoder_opts *o, int64_t dm) {
   printf("  residual blocks h += layer(h); Wq, Wk, Wv, Wo uniform in +-1/sqrt(d_model), seed %llu\n",
          (unsigned long long)o->seed);
   printf("  a %d-token prompt prefilled through one KV cache per layer, then %d decode steps\n"
-         "  (each step's input: the previous output row scaled to unit RMS); RoVE and RoPE in\n"
-         "  %d interleaved pairs of generations: times = medians, ratios = median of the\n"
-         "  per-pair ratios\n",
-         (int)o->prompt, (int)o->steps, o->pairs < 1 ? 1 : o->pairs > DEC_PAIRS ? DEC_PAIRS : o->pairs);
+         "  (each step's input: the previous output row scaled to unit RMS); RoVE and RoPE\n"
+         "  generate in lockstep, %d generations each, %d prefills per generation: each\n"
+         "  prefill and decode step of one mode is timed beside the other's; times = medians,\n"
+         "  ratios = medians of the per-pair ratios (prefill pairs, step pairs)\n",
+         (int)o->prompt, (int)o->steps, o->pairs < 1 ? 1 : o->pairs > DEC_PAIRS ? DEC_PAIRS : o->pairs,
+         DEC_PROMPT_REPS);
   printf("  check: the decode outputs vs one full-sequence rove_layer_forward per layer over\n"
          "  the same inputs (max error relative to the outputs' max magnitude, tolerance %.0e)\n\n",
          DEC_TOLERANCE);
@@ -235,12 +293,12 @@ static int print_row(const demo_decoder_opts *o, const char *label, const dec_re
   return pass;
 }
 
-static void print_ratios(const char *what, dec_ratios q, int pairs) {
+static void print_ratios(const char *what, dec_ratios q, int pairs, int steps) {
   printf("RoVE/RoPE time ratio%s: prompt %.3f, decode %.3f CPU time; prompt %.3f, decode %.3f "
-         "wall clock\n  (median of %d interleaved pairs; quartiles of the CPU pair ratios: "
-         "prompt %.3f .. %.3f, decode %.3f .. %.3f)\n",
-         what, q[0][0].median, q[1][0].median, q[0][1].median, q[1][1].median, pairs,
-         q[0][0].q1, q[0][0].q3, q[1][0].q1, q[1][0].q3);
+         "wall clock\n  (medians of %d prefill pairs and %d step pairs; quartiles of the CPU "
+         "pair ratios: prompt %.3f .. %.3f, decode %.3f .. %.3f)\n",
+         what, q[0][0].median, q[1][0].median, q[0][1].median, q[1][1].median,
+         pairs * DEC_PROMPT_REPS, pairs * steps, q[0][0].q1, q[0][0].q3, q[1][0].q1, q[1][0].q3);
 }
 
 int demo_decoder(const demo_decoder_opts *o) {
@@ -260,7 +318,7 @@ int demo_decoder(const demo_decoder_opts *o) {
   const int ok2 = ran && print_row(o, "RoPE", &r[1]);
   const int np = o->pairs < 1 ? 1 : o->pairs > DEC_PAIRS ? DEC_PAIRS : o->pairs;
   if (ran) printf("\n");
-  if (ran) print_ratios("", q, np);
+  if (ran) print_ratios("", q, np, (int)o->steps);
   free_data(&d);
   return ok1 && ok2 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
