@@ -43,6 +43,7 @@
 
 /* ---- rove_default_threads: OMP_NUM_THREADS, else the CPUs this process may use ---------- */
 
+#ifdef ROVE_HAVE_THREADS
 /* The first entry of an OMP_NUM_THREADS-style list ("8" or "8,4"), or 0 when unset or not a
  * positive number. Capped at ROVE_MAX_THREADS by the caller. */
 static int32_t env_threads(void) {
@@ -71,6 +72,7 @@ static int32_t cpus_available(void) {
   const long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n < 1 ? 1 : n > ROVE_MAX_THREADS ? ROVE_MAX_THREADS : (int32_t)n;
 }
+#endif
 
 int32_t rove_default_threads(void) {
 #ifdef ROVE_HAVE_THREADS
