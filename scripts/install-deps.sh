@@ -6,10 +6,10 @@
 # Extra package names given as arguments are installed the same way.
 set -euo pipefail
 
-# clang with its runtimes (libFuzzer, ASan, UBSan) and its OpenMP: the fuzz build
-# (scripts/fuzz.sh, ROVE_BUILD_FUZZ).
+# clang with its runtimes (libFuzzer, ASan, UBSan): the fuzz build (scripts/fuzz.sh,
+# ROVE_BUILD_FUZZ). No OpenMP: librove runs its own thread pool.
 packages=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev libbenchmark-dev valgrind
-  clang libclang-rt-dev libomp-dev "$@")
+  clang libclang-rt-dev "$@")
 
 # Query the native architecture's copy (or the "all" one): with a foreign architecture
 # added (arm64, see scripts/test-aarch64.sh) a plain name lists every architecture's copy.

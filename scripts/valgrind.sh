@@ -6,7 +6,7 @@
 #   scripts/valgrind.sh [build dir]      (default build-valgrind, RelWithDebInfo, threads on)
 # A suite fails on any memcheck error (invalid read/write, uninitialised value used, bad
 # free) and on definite or indirect leaks; "possibly lost" and "still reachable" blocks
-# (libgomp's and OpenBLAS's thread pools live until exit) are not errors. Suppressions:
+# (librove's and OpenBLAS's thread pools live until exit) are not errors. Suppressions:
 # scripts/valgrind.supp (each one explained there). Logs: <build dir>/valgrind/.
 # Exits non-zero if anything fails. ROVE_JOBS: build parallelism and suites run at once.
 set -euo pipefail
