@@ -58,32 +58,27 @@ run_suite build-portable -DCMAKE_BUILD_TYPE=Release -DROVE_ENABLE_SIMD=OFF -DROV
 bash scripts/install-deps.sh libopenblas-openmp-dev
 run_suite build-openblas-openmp -DCMAKE_BUILD_TYPE=Release -DROVE_OPENBLAS_VARIANT=openmp -DROVE_BUILD_BENCH=OFF
 
+# run_script <build dir> <script> <regex of its summary line>: bash <script>, its last
+# summary line (or FAILED) into the summaries.
+run_script() {
+  local dir=$1 script=$2 pattern=$3 t0=$SECONDS log
+  echo
+  echo "==== $dir: $script"
+  log=$(mktemp)
+  if bash "$script" 2>&1 | tee "$log"; then
+    summaries+=("$dir: $(grep -E "$pattern" "$log" | tail -n 1) ($((SECONDS - t0)) s)")
+  else
+    summaries+=("$dir: FAILED ($script) ($((SECONDS - t0)) s)")
+    status=1
+  fi
+  rm -f "$log"
+}
+
 # valgrind memcheck: a subset of the C suites with ROVE_ISA=scalar and the best ISA
 # (build-valgrind/: RelWithDebInfo, threads on, no sanitizers; scripts/valgrind.sh).
-echo
-echo "==== build-valgrind: scripts/valgrind.sh"
-t0=$SECONDS
-vg_log=$(mktemp)
-if bash scripts/valgrind.sh 2>&1 | tee "$vg_log"; then
-  summaries+=("build-valgrind: $(grep -E '^valgrind: [0-9]+ suite runs clean' "$vg_log" | tail -n 1) ($((SECONDS - t0)) s)")
-else
-  summaries+=("build-valgrind: FAILED (scripts/valgrind.sh) ($((SECONDS - t0)) s)")
-  status=1
-fi
-rm -f "$vg_log"
-
+run_script build-valgrind scripts/valgrind.sh '^valgrind: [0-9]+ suite runs clean'
 # ThreadSanitizer: the threaded suites (build-tsan/; scripts/tsan.sh).
-echo
-echo "==== build-tsan: scripts/tsan.sh"
-t0=$SECONDS
-ts_log=$(mktemp)
-if bash scripts/tsan.sh 2>&1 | tee "$ts_log"; then
-  summaries+=("build-tsan: $(grep -E '^tsan: ' "$ts_log" | tail -n 1) ($((SECONDS - t0)) s)")
-else
-  summaries+=("build-tsan: FAILED (scripts/tsan.sh) ($((SECONDS - t0)) s)")
-  status=1
-fi
-rm -f "$ts_log"
+run_script build-tsan scripts/tsan.sh '^tsan: '
 
 # The Python package: a venv (.venv) with torch/transformers/numpy/pytest from PyPI,
 # `pip install .` (scikit-build-core builds librove into the package), pytest tests/python
