@@ -21,8 +21,9 @@
  * prefill/<isa>: q_len = kv_len = n.  decode/<isa>: q_len = q (1 or a few), kv_len = n (the
  * queries are the last positions), through rove_attention_forward, which rotates all of K and V on
  * every call.  decode_cache/<isa>: the same step through a KV cache (rove_kv_cache_*)
- * that holds the n tokens already rotated (filled before timing): what a decode step
- * costs in a generation loop, without the append of the new token.
+ * that holds the n tokens already rotated (filled before timing), stored as kv (f32,
+ * bf16, f16, q8): what a decode step costs in a generation loop, without the append of
+ * the new token. kv_bytes_per_second and the read reference count the stored bytes.
  *
  * Cases with one thread measure the CPU time of the calling thread (librove then runs on
  * it), both in Google Benchmark's time and in the per-call samples, so that other
@@ -44,9 +45,18 @@ typedef struct attn_family {
 } attn_family;
 
 /* Arguments: n (kv_len; q_len too unless decode), head_dim, heads, kv heads, threads,
- * causal; decode also q (q_len). */
-static const char *const ARG_NAMES[] = {"n", "d", "h", "kvh", "thr", "causal", "q"};
-enum { N_ARGS = 6, N_ARGS_DECODE = 7 };
+ * causal; decode also q (q_len); decode_cache also kv (the cache's rove_dtype:
+ * 0 f32, 1 bf16, 2 f16, 3 q8). */
+static const char *const ARG_NAMES[] = {"n", "d", "h", "kvh", "thr", "causal", "q", "kv"};
+enum { N_ARGS = 6, N_ARGS_DECODE = 7, N_ARGS_CACHE = 8 };
+
+/* Bytes of K and V of n tokens x kvh heads x d in storage type t (Q8 with its scales). */
+static double kv_bytes(const int64_t *a, int cache) {
+  const int64_t t = cache ? a[7] : ROVE_DTYPE_F32;
+  const double rows = (double)a[0] * (double)a[3], d = (double)a[1];
+  if (t == ROVE_DTYPE_Q8) return 2.0 * rows * (d + 4.0 * ((a[1] + ROVE_Q8_BLOCK - 1) / ROVE_Q8_BLOCK));
+  return 2.0 * rows * d * (t == ROVE_DTYPE_F32 ? 4.0 : 2.0);
+}
 
 typedef struct attn_case {
   rove_plan *plan[2]; /* 0: RoPE, 1: RoVE */
@@ -102,9 +112,9 @@ static const char *case_init(attn_case *c, const attn_family *f, const int64_t *
   rb_fill_uniform(c->v, nkv, 3);
   memset(c->out[0], 0, nq * sizeof(float)); /* fault the pages in before timing */
   memset(c->out[1], 0, nq * sizeof(float));
-  if (f->decode) {
-    c->rd_bytes = 2 * nkv * sizeof(float);
-    c->rd = (uint64_t *)rb_alloc_floats(2 * nkv);
+  if (f->decode) { /* the read reference: the bytes the cache (or K and V) hold */
+    c->rd_bytes = ((size_t)kv_bytes(a, f->cache) + 63) / 64 * 64;
+    c->rd = (uint64_t *)rb_alloc_floats(c->rd_bytes / sizeof(float));
     if (!c->rd) return "out of memory";
     memset(c->rd, 1, c->rd_bytes);
   }
@@ -116,7 +126,7 @@ static const char *case_init(attn_case *c, const attn_family *f, const int64_t *
     g->q = c->q;
     g->out = c->out[m];
     if (f->cache) { /* the cache holds the n tokens (rotated once, untimed) */
-      rove_status st = rove_kv_cache_create(c->plan[m], 1, n, &c->cache[m]);
+      rove_status st = rove_kv_cache_create_typed(c->plan[m], 1, n, (rove_dtype)a[7], &c->cache[m]);
       if (st == ROVE_OK) st = rove_kv_cache_append(c->cache[m], n, c->k, 0, c->v, 0, NULL);
       if (st != ROVE_OK) return rove_status_string(st);
       continue;
@@ -157,9 +167,8 @@ static void report(rbs_state *st, attn_case *c, const attn_family *f, const int6
     snprintf(name, sizeof name, "pct_peak%s", suffix[m]);
     rbs_counter_plain(st, name, peak > 0 ? 100.0 * gflops / peak : 0);
     if (f->decode && med[m] > 0) {
-      const double kv_bytes = 2.0 * (double)a[0] * (double)a[3] * (double)a[1] * sizeof(float);
       snprintf(name, sizeof name, "kv_bytes_per_second%s", suffix[m]);
-      rbs_counter(st, name, kv_bytes / med[m], RBS_COUNTER_KIBI);
+      rbs_counter(st, name, kv_bytes(a, f->cache) / med[m], RBS_COUNTER_KIBI);
     }
   }
   if (f->decode && c->t_read.n > 0) { /* the read reference of the same loop */
@@ -173,8 +182,8 @@ static void report(rbs_state *st, attn_case *c, const attn_family *f, const int6
 
 static void bm_attention(rbs_state *st, void *user) {
   const attn_family *f = user;
-  int64_t a[N_ARGS_DECODE];
-  const int n_args = f->decode ? N_ARGS_DECODE : N_ARGS;
+  int64_t a[N_ARGS_CACHE];
+  const int n_args = f->cache ? N_ARGS_CACHE : f->decode ? N_ARGS_DECODE : N_ARGS;
   for (int i = 0; i < n_args; i++) a[i] = rbs_range(st, i);
   attn_case c;
   memset(&c, 0, sizeof c);
@@ -242,7 +251,7 @@ static rb_pair *pair(int smoke, int kind, rove_isa isa) {
     r->pair.fn = bm_attention;
     r->pair.user = &r->fam;
     r->pair.arg_names = ARG_NAMES;
-    r->pair.n_args = kind == PREFILL ? N_ARGS : N_ARGS_DECODE;
+    r->pair.n_args = kind == PREFILL ? N_ARGS : kind == DECODE ? N_ARGS_DECODE : N_ARGS_CACHE;
     r->pair.unit = RBS_MS;
   }
   return &r->pair;
@@ -253,10 +262,14 @@ static void add(rb_pair *p, int64_t n, shape s, int32_t thr, int causal) {
   rb_pair_add(p, a, thr);
 }
 
-/* A decode case: q_len queries (the last positions) against n keys. */
-static void add_decode(rb_pair *p, int64_t n, shape s, int32_t thr, int32_t q_len) {
-  const int64_t a[N_ARGS_DECODE] = {n, s.d, s.h, s.kvh, thr, 1, q_len};
+/* A decode case: q_len queries (the last positions) against n keys (a decode_cache pair:
+ * in a cache of type kv). */
+static void add_decode_kv(rb_pair *p, int64_t n, shape s, int32_t thr, int32_t q_len, rove_dtype kv) {
+  const int64_t a[N_ARGS_CACHE] = {n, s.d, s.h, s.kvh, thr, 1, q_len, kv};
   rb_pair_add(p, a, thr);
+}
+static void add_decode(rb_pair *p, int64_t n, shape s, int32_t thr, int32_t q_len) {
+  add_decode_kv(p, n, s, thr, q_len, ROVE_DTYPE_F32);
 }
 
 /* Largest prefill n for @p isa: the best SIMD ISA goes to max_n, lower SIMD ISAs to
@@ -292,6 +305,16 @@ static void register_full(void) {
         add_decode(p, 4096, SHAPES[0], thr, 4);
         add_decode(p, 4096, gqa4, thr, 1);
         add_decode(p, 4096, gqa4, thr, 4);
+        if (kind != DECODE_CACHE) continue;
+        /* storage types: 12 x 64 MHA at 4096 and 32768 keys, Llama-3-8B's GQA 32:8 x 128
+         * at 8192 and 32768 (f32 of the MHA shape is above) */
+        const shape llama = {128, 32, 8};
+        for (int t = ROVE_DTYPE_BF16; t < ROVE_DTYPE_COUNT; t++)
+          for (int32_t n = 4096; n <= rb_cfg.max_kv && n <= 32768; n *= 8)
+            add_decode_kv(p, n, SHAPES[0], thr, 1, (rove_dtype)t);
+        for (int t = ROVE_DTYPE_F32; t < ROVE_DTYPE_COUNT; t++)
+          for (int32_t n = 8192; n <= rb_cfg.max_kv && n <= 32768; n *= 4)
+            add_decode_kv(p, n, llama, thr, 1, (rove_dtype)t);
       }
     }
 }
@@ -304,6 +327,8 @@ static void register_smoke(void) {
     add(pair(1, PREFILL, isa), 96, gqa, 2, 0);
     add_decode(pair(1, DECODE, isa), 1000, mha, 2, 1);
     add_decode(pair(1, DECODE_CACHE, isa), 1000, gqa, 1, 3);
+    add_decode_kv(pair(1, DECODE_CACHE, isa), 1000, gqa, 1, 1, ROVE_DTYPE_BF16);
+    add_decode_kv(pair(1, DECODE_CACHE, isa), 1000, mha, 2, 1, ROVE_DTYPE_Q8);
   }
 }
 

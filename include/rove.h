@@ -68,7 +68,7 @@ ROVE_API const char *rove_version_string(void);
 typedef enum rove_isa {
   ROVE_ISA_AUTO = 0,
   ROVE_ISA_SCALAR,
-  ROVE_ISA_AVX2,    /**< x86-64 with AVX2 + FMA and OS support of the ymm state */
+  ROVE_ISA_AVX2,    /**< x86-64 with AVX2, FMA, F16C (x86-64-v3) and OS support of the ymm state */
   ROVE_ISA_AVX512,  /**< x86-64 with AVX-512 F, DQ, VL, BW and OS support of the zmm state */
   ROVE_ISA_NEON,    /**< aarch64 (baseline) */
   /** Number of rove_isa values, ROVE_ISA_AUTO included (not an ISA). Iterate the ISAs as
@@ -88,7 +88,8 @@ enum {
   ROVE_CPU_NEON = 1u << 8,
   ROVE_CPU_FP16 = 1u << 9,       /**< aarch64 half-precision arithmetic */
   ROVE_CPU_BF16 = 1u << 10,      /**< aarch64 BF16 */
-  ROVE_CPU_SVE = 1u << 11
+  ROVE_CPU_SVE = 1u << 11,
+  ROVE_CPU_F16C = 1u << 12       /**< x86 half-precision conversions (vcvtph2ps / vcvtps2ph) */
 };
 
 /** Features of the running CPU (detected once; usable by the OS). */
@@ -371,6 +372,38 @@ ROVE_API rove_status rove_rotate_angles(const rove_plan *p, float *x, int32_t n_
 /**@}*/
 
 /* ------------------------------------------------------------------------------------ */
+/** @name Element types */
+/**@{*/
+
+/** Storage type of a tensor (today: of a KV cache, rove_kv_cache_create_typed).
+ * Arithmetic is always fp32: values are widened as they are read (online softmax, P V and
+ * their sums stay fp32) and rounded once as they are stored. */
+typedef enum rove_dtype {
+  ROVE_DTYPE_F32 = 0, /**< IEEE binary32 */
+  ROVE_DTYPE_BF16,    /**< bfloat16: fp32's exponent, 8 significant bits; stored by
+                           round-to-nearest-even (NaN stays a NaN) */
+  ROVE_DTYPE_F16,     /**< IEEE binary16: 11 significant bits, largest finite 65504,
+                           subnormals kept; round-to-nearest-even */
+  /** 8-bit blocks: each head row is cut into blocks of ROVE_Q8_BLOCK dims (the last one
+   *  shorter when head_dim is not a multiple), stored as int8 q in [-127, 127] with one
+   *  fp32 scale per block, x = scale * q, scale = max|x| / 127 of the block, q =
+   *  round-to-nearest-even(x * 127 / max|x|) (llama.cpp's q8_0 shape with an fp32 scale:
+   *  fp16 scales underflow for blocks of tiny values). 1.125 bytes per element at
+   *  head_dim 64 or 128 (3.56x less than fp32). */
+  ROVE_DTYPE_Q8,
+  ROVE_DTYPE_COUNT /**< number of types (not a type) */
+} rove_dtype;
+#define ROVE_Q8_BLOCK 32
+
+/** "f32", "bf16", "f16", "q8", or "unknown". Never NULL. */
+ROVE_API const char *rove_dtype_name(rove_dtype t);
+/** The type called @p name (as rove_dtype_name spells it; also "fp32", "float32",
+ *  "bfloat16", "fp16", "float16", "int8") in @p t. ROVE_ERR_INVALID_ARGUMENT (and @p t
+ *  untouched) for NULL or an unknown name. */
+ROVE_API rove_status rove_dtype_parse(const char *name, rove_dtype *t);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------ */
 /** @name KV cache
  * A cache stores K and V already rotated into the global frame (K times the YaRN factor
  * m, as the plan's ROVE_ROTATE_K / ROVE_ROTATE_V say), with their positions. A decode step
@@ -387,6 +420,36 @@ typedef struct rove_kv_cache rove_kv_cache;
  *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. *out untouched on failure. */
 ROVE_API rove_status rove_kv_cache_create(const rove_plan *p, int32_t batch, int32_t capacity,
                                           rove_kv_cache **out);
+/**
+ * rove_kv_cache_create with the storage type of K and V (rove_kv_cache_create is
+ * ROVE_DTYPE_F32). Appends take fp32 K/V, rotate them in fp32 and round the rotated rows
+ * once to @p type; attention widens each stored row to fp32 as its kernel reads it (K and
+ * V are read once per decode step, at 2 bytes per element for BF16 / F16, 1.125 for Q8).
+ *
+ * What storage adds (the accuracy contract; tests/test_kv_cache_types.c checks it against
+ * the double oracle at 1k, 16k and 64k keys and at positions near 2^20): each stored
+ * element carries a relative error of at most 2^-9 (BF16) or 2^-12 (F16; absolute 2^-25
+ * below 2^-14), Q8 an absolute error of at most scale/2 = max|x_block| / 254. The output,
+ * a convex mix of the V rows, inherits the V error, and the K error moves each logit by at
+ * most scale |q| |dk|. Measured (q, k uniform in +-1.5, v in +-1, head_dim 64-128,
+ * every ISA): max |out - exact| / max|v| <= 2.4e-4 (BF16), 3.3e-5 (F16), 7.4e-4 (Q8)
+ * at 1k keys, smaller at 16k and 64k (the errors average out), the same at positions near
+ * 2^20 (rotation happens in fp32 before rounding); fp32 caches 5e-8. Peaked attention
+ * (large logits) moves the error towards the per-element bounds plus the logit error.
+ * Values the type cannot hold are a status, never a silent change: an append (or shift)
+ * whose rotated rows hold a finite value that rounds outside the type's range (|x| above
+ * 65504 for F16, near FLT_MAX for BF16), or any NaN or infinity for Q8, returns
+ * ROVE_ERR_INVALID_ARGUMENT and changes nothing. NaN and infinities are stored as such in
+ * F32, BF16 and F16 caches (with the rules of rove_attention_forward for a visible one).
+ * A context shift reads, rotates in fp32 and rounds again: each shift adds one more
+ * rounding (2^-9, 2^-12 relative; Q8 re-quantises its block).
+ * @return as rove_kv_cache_create; ROVE_ERR_INVALID_ARGUMENT also for an unknown type.
+ */
+ROVE_API rove_status rove_kv_cache_create_typed(const rove_plan *p, int32_t batch,
+                                                int32_t capacity, rove_dtype type,
+                                                rove_kv_cache **out);
+/** Storage type of a cache (ROVE_DTYPE_F32 for NULL). */
+ROVE_API rove_dtype rove_kv_cache_type(const rove_kv_cache *c);
 /** Free a cache (NULL-safe). */
 ROVE_API void rove_kv_cache_destroy(rove_kv_cache *c);
 /** Tokens held per batch row (0 for NULL). */
@@ -395,13 +458,15 @@ ROVE_API int32_t rove_kv_cache_length(const rove_kv_cache *c);
 ROVE_API int32_t rove_kv_cache_capacity(const rove_kv_cache *c);
 
 /**
- * Rotate and store the K and V of @p n_tokens new tokens per batch row.
+ * Rotate and store the K and V of @p n_tokens new tokens per batch row (rounded to the
+ * cache's type, see rove_kv_cache_create_typed).
  * @param k, v     [batch][n_tokens][n_kv_heads][head_dim] with token strides (0 = dense)
  * @param pos      [batch][n_tokens] positions, or NULL: each row continues from its last
  *                 position + 1 (0 for an empty cache)
- * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, n_tokens <= 0, stride too small);
- *         ROVE_ERR_SIZE_OVERFLOW (length + n_tokens > capacity, or a default position
- *         past INT32_MAX). Nothing is written on failure.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, n_tokens <= 0, stride too small, a
+ *         value the cache's type cannot hold); ROVE_ERR_SIZE_OVERFLOW (length + n_tokens
+ *         > capacity, or a default position past INT32_MAX). Nothing is written on
+ *         failure (the cache's length, positions and visible rows are unchanged).
  */
 ROVE_API rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, const float *k,
                                           int64_t k_stride, const float *v, int64_t v_stride,
@@ -423,7 +488,9 @@ ROVE_API rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_
  * to float rounding).
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, 0 <= start <= end <= length violated);
  *         ROVE_ERR_SIZE_OVERFLOW (a shifted position leaves int32; nothing is changed);
- *         ROVE_ERR_UNSUPPORTED for a cache filled by rove_kv_cache_append_angles.
+ *         ROVE_ERR_UNSUPPORTED for a cache filled by rove_kv_cache_append_angles;
+ *         ROVE_ERR_INVALID_ARGUMENT when a rotated row no longer fits the cache's type
+ *         (F16 near 65504; nothing is changed); ROVE_ERR_OUT_OF_MEMORY.
  */
 ROVE_API rove_status rove_kv_cache_shift(rove_kv_cache *c, int32_t start, int32_t end,
                                          int32_t delta);

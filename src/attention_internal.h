@@ -24,9 +24,11 @@ typedef struct rove_fwd {
   /* Keys and values: the caller's tensors, or a KV cache's (already rotated: kv_rotated,
    * no key tables, k_mul 1). Token j of KV head h of batch b starts at
    * k + b * k_bstride + h * kv_hstride + j * ks (v likewise with v_bstride and vs). */
-  const float *k, *v;
+  const void *k, *v;               /* fp32 rows, or (a typed cache) kv_type elements */
   int64_t k_bstride, v_bstride, kv_hstride;
   int kv_rotated;
+  int32_t kv_type;                 /* rove_dtype of k / v (only a cache's are not fp32) */
+  const float *kscale, *vscale;    /* Q8: rove_q8_blocks(d) scales per stored row */
   float k_mul;                     /* multiplies the rotated dims of K: m, or 1 if stored */
   int64_t n_qt, n_kt, kv_pad;      /* query tiles, key tiles, kv_len rounded up to tiles */
   int64_t n_kchunks;               /* pack tasks per (batch, kv head) */
@@ -70,8 +72,10 @@ static inline void rove_pos_range(const int32_t *pos, int64_t n, int32_t *lo, in
 /* Keys and values held by a KV cache (rotated, with their positions): token j of head h
  * of batch b at k + b * bstride + h * hstride + j * tstride (v likewise). */
 typedef struct rove_kv_view {
-  const float *k, *v;
-  int64_t bstride, hstride, tstride;
+  const void *k, *v;       /* elements of type (rove_dtype) */
+  int64_t bstride, hstride, tstride; /* in elements */
+  int32_t type;
+  const float *kscale, *vscale; /* Q8: the scales of the row at element e: e / d * blocks */
   int32_t len;             /* valid tokens per batch */
   const int32_t *pos;      /* positions: token j of batch b at pos[b * pos_bstride + j] */
   int64_t pos_bstride;
@@ -97,12 +101,43 @@ static inline rove_rot rove_fwd_rot(const rove_fwd *f, const float *c, const flo
   }
   return r;
 }
-/* The K and V rows of tokens j.. of KV head h in batch b (token stride ks / vs). */
+/* Element offsets of the K and V rows of token j of KV head h in batch b. */
+static inline int64_t rove_fwd_kelem(const rove_fwd *f, int64_t b, int64_t h, int64_t j) {
+  return b * f->k_bstride + h * f->kv_hstride + j * f->ks;
+}
+static inline int64_t rove_fwd_velem(const rove_fwd *f, int64_t b, int64_t h, int64_t j) {
+  return b * f->v_bstride + h * f->kv_hstride + j * f->vs;
+}
+/* The K and V rows of tokens j.. of KV head h in batch b (token stride ks / vs), when they
+ * are fp32 (kv_type F32). */
 static inline const float *rove_fwd_krow(const rove_fwd *f, int64_t b, int64_t h, int64_t j) {
-  return f->k + b * f->k_bstride + h * f->kv_hstride + j * f->ks;
+  return (const float *)f->k + rove_fwd_kelem(f, b, h, j);
 }
 static inline const float *rove_fwd_vrow(const rove_fwd *f, int64_t b, int64_t h, int64_t j) {
-  return f->v + b * f->v_bstride + h * f->kv_hstride + j * f->vs;
+  return (const float *)f->v + rove_fwd_velem(f, b, h, j);
+}
+/* The same rows of any kv_type (the element at the offset) and their Q8 scales (NULL for
+ * other types). */
+static inline const void *rove_fwd_raw(const rove_fwd *f, const void *x, int64_t e) {
+  return (const char *)x + e * rove_dtype_size(f->kv_type);
+}
+static inline const float *rove_fwd_scale(const rove_fwd *f, const float *scale, int64_t e) {
+  const int32_t d = f->p->cfg.head_dim;
+  return scale ? scale + e / d * rove_q8_blocks(d) : NULL;
+}
+/* n rows of K (v = 0) or V (v = 1) from token j0 of KV head h of batch b as fp32 rows,
+ * *stride floats apart: fp32 rows in place, typed rows widened into buf [n][d]. */
+static inline const float *rove_fwd_rows_f32(const rove_fwd *f, int v, int64_t b, int64_t h,
+                                             int64_t j0, int64_t n, float *buf, int64_t *stride) {
+  const int64_t e = v ? rove_fwd_velem(f, b, h, j0) : rove_fwd_kelem(f, b, h, j0);
+  const void *x = v ? f->v : f->k;
+  *stride = v ? f->vs : f->ks;
+  if (f->kv_type == ROVE_DTYPE_F32) return (const float *)x + e;
+  const int32_t d = f->p->cfg.head_dim;
+  f->p->kern->to_f32(buf, d, rove_fwd_raw(f, x, e), *stride,
+                     rove_fwd_scale(f, v ? f->vscale : f->kscale, e), n, d, f->kv_type);
+  *stride = d;
+  return buf;
 }
 
 /* Rotation of key rows j0.. of KV head kvh in batch b (on = whether it is enabled). */

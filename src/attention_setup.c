@@ -219,6 +219,9 @@ rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_
   if (st == ROVE_OK) st = check_angles(f, a);
   if (st != ROVE_OK) return st;
   if (kv) {
+    f->kv_type = kv->type;
+    f->kscale = kv->kscale;
+    f->vscale = kv->vscale;
     f->ks = f->vs = kv->tstride;
     f->k_bstride = f->v_bstride = kv->bstride;
     f->kv_hstride = kv->hstride;

@@ -23,12 +23,13 @@ static uint32_t detect_features(void) {
   unsigned a, b, c, d;
   uint32_t f = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
-  int osxsave = (c >> 27) & 1, fma = (c >> 12) & 1, avx = (c >> 28) & 1;
+  int osxsave = (c >> 27) & 1, fma = (c >> 12) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
   if (!osxsave || !avx) return 0;
   uint64_t xcr0 = xgetbv0();
   int ymm_ok = (xcr0 & 0x6) == 0x6, zmm_ok = (xcr0 & 0xE6) == 0xE6;
   if (!ymm_ok) return 0;
   if (fma) f |= ROVE_CPU_FMA;
+  if (f16c) f |= ROVE_CPU_F16C;
   if (__get_cpuid_max(0, NULL) < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
   if ((b >> 5) & 1) f |= ROVE_CPU_AVX2;

@@ -34,7 +34,8 @@ extern const rove_kernels rove_kernels_neon;
 #endif
 extern const rove_kernels rove_kernels_scalar;
 
-#define ROVE_CPU_AVX2_FMA (ROVE_CPU_AVX2 | ROVE_CPU_FMA)
+/* x86-64-v3's vector part: AVX2, FMA and F16C (every AVX2 CPU since Haswell / Zen has all three) */
+#define ROVE_CPU_AVX2_FMA (ROVE_CPU_AVX2 | ROVE_CPU_FMA | ROVE_CPU_F16C)
 #define ROVE_CPU_AVX512_FDVB \
   (ROVE_CPU_AVX512F | ROVE_CPU_AVX512DQ | ROVE_CPU_AVX512VL | ROVE_CPU_AVX512BW)
 

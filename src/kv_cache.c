@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* The KV cache: K and V stored already rotated into the global frame.
  *
- * Layout: k, v [batch][n_kv_heads][capacity][head_dim] (head-major, so attention streams
- * each head's keys and values front to back); pos [batch][capacity]. Tokens 0 .. len-1 of
- * every batch row are valid. With ROVE_ROTATE_K the stored key is
+ * Layout: k, v [batch][n_kv_heads][capacity][head_dim] elements of the cache's type
+ * (head-major, so attention streams each head's keys and values front to back); for Q8
+ * also kscale, vscale [batch][n_kv_heads][capacity][rove_q8_blocks(head_dim)] floats;
+ * pos [batch][capacity]. Tokens 0 .. len-1 of every batch row are valid. Rows are rotated
+ * in fp32 and rounded once to the type (typed appends and shifts go through a per-thread
+ * fp32 buffer of CACHE_CHUNK rows); rows past len are scratch: a failed append may leave
+ * them written, which nothing can observe. With ROVE_ROTATE_K the stored key is
  * m * R_{p_j} k_j (m: the YaRN factor), with ROVE_ROTATE_V the stored value is R_{p_j} v_j,
  * so attention over the cache only rotates the queries and the output. A context shift
  * by D rotates the stored rows by R_D: R_D R_p = R_{p+D}, and m commutes with rotations. */
@@ -20,28 +24,40 @@
 struct rove_kv_cache {
   const rove_plan *p;
   int32_t batch, cap, len;
+  int32_t type; /* rove_dtype of the stored K and V */
   int angles; /* the stored K/V were rotated by explicit angles (append_angles); set by
                  the first append into an empty cache, which fixes the kind for the rest */
-  int64_t hstride, bstride; /* floats between heads (capacity * head_dim), between batches */
-  float *k, *v;
+  int64_t hstride, bstride; /* elements between heads (capacity * head_dim), between batches */
+  void *k, *v;
+  float *kscale, *vscale; /* Q8 only, else NULL */
   int32_t *pos;
 };
 
-rove_status rove_kv_cache_create(const rove_plan *p, int32_t batch, int32_t capacity,
-                                 rove_kv_cache **out) {
-  if (!p || !out || batch <= 0 || capacity <= 0) return ROVE_ERR_INVALID_ARGUMENT;
-  int64_t width = (int64_t)p->cfg.n_kv_heads * p->cfg.head_dim, rows, floats;
-  if (!rove_mul_i64(batch, capacity, &rows) || !rove_mul_i64(rows, width, &floats) ||
-      floats > INT64_MAX / 8)
+rove_status rove_kv_cache_create_typed(const rove_plan *p, int32_t batch, int32_t capacity,
+                                       rove_dtype type, rove_kv_cache **out) {
+  if (!p || !out || batch <= 0 || capacity <= 0 || (int)type < 0 || type >= ROVE_DTYPE_COUNT)
+    return ROVE_ERR_INVALID_ARGUMENT;
+  const int32_t d = p->cfg.head_dim;
+  int64_t width = (int64_t)p->cfg.n_kv_heads * d, rows, elems, scales;
+  if (!rove_mul_i64(batch, capacity, &rows) || !rove_mul_i64(rows, width, &elems) ||
+      elems > INT64_MAX / 8 || !rove_mul_i64(rows * p->cfg.n_kv_heads, rove_q8_blocks(d), &scales) ||
+      scales > INT64_MAX / 8)
     return ROVE_ERR_SIZE_OVERFLOW;
   rove_kv_cache *c = calloc(1, sizeof *c);
   if (!c) return ROVE_ERR_OUT_OF_MEMORY;
-  *c = (rove_kv_cache){.p = p, .batch = batch, .cap = capacity,
-                       .hstride = (int64_t)capacity * p->cfg.head_dim, .bstride = rows / batch * width};
-  c->k = rove_alloc((size_t)floats * sizeof(float));
-  c->v = rove_alloc((size_t)floats * sizeof(float));
+  *c = (rove_kv_cache){.p = p, .batch = batch, .cap = capacity, .type = type,
+                       .hstride = (int64_t)capacity * d, .bstride = rows / batch * width};
+  const size_t bytes = (size_t)elems * (size_t)rove_dtype_size(type);
+  c->k = rove_alloc(bytes);
+  c->v = rove_alloc(bytes);
   c->pos = rove_alloc((size_t)rows * sizeof(int32_t));
-  if (!c->k || !c->v || !c->pos) {
+  int ok = c->k && c->v && c->pos;
+  if (ok && type == ROVE_DTYPE_Q8) {
+    c->kscale = rove_alloc((size_t)scales * sizeof(float));
+    c->vscale = rove_alloc((size_t)scales * sizeof(float));
+    ok = c->kscale && c->vscale;
+  }
+  if (!ok) {
     rove_kv_cache_destroy(c);
     return ROVE_ERR_OUT_OF_MEMORY;
   }
@@ -49,14 +65,22 @@ rove_status rove_kv_cache_create(const rove_plan *p, int32_t batch, int32_t capa
   return ROVE_OK;
 }
 
+rove_status rove_kv_cache_create(const rove_plan *p, int32_t batch, int32_t capacity,
+                                 rove_kv_cache **out) {
+  return rove_kv_cache_create_typed(p, batch, capacity, ROVE_DTYPE_F32, out);
+}
+
 void rove_kv_cache_destroy(rove_kv_cache *c) {
   if (!c) return;
   rove_free(c->k);
   rove_free(c->v);
+  rove_free(c->kscale);
+  rove_free(c->vscale);
   rove_free(c->pos);
   free(c);
 }
 
+rove_dtype rove_kv_cache_type(const rove_kv_cache *c) { return c ? (rove_dtype)c->type : ROVE_DTYPE_F32; }
 int32_t rove_kv_cache_length(const rove_kv_cache *c) { return c ? c->len : 0; }
 int32_t rove_kv_cache_batch_internal(const rove_kv_cache *c) { return c ? c->batch : 0; }
 const rove_plan *rove_kv_cache_plan_internal(const rove_kv_cache *c) { return c ? c->p : NULL; }
@@ -71,10 +95,23 @@ typedef struct {
   int64_t ks, vs;
   const double *angles; /* NULL, or [batch][n][n_kv_heads][half] (Selective RoPE) */
   int64_t tab_w;        /* table floats per token: half, or n_kv_heads * half with angles */
-  float *tab;           /* per thread: cos [rows][tab_w], then sin */
+  float *tab;           /* per thread: cos [rows][tab_w], then sin, then (typed caches)
+                           the rotated fp32 rows [rows][head_dim] */
   int64_t rows;         /* min(n, CACHE_CHUNK) */
   int64_t chunks;
+  int64_t thread_floats; /* floats of tab per thread */
+  int *bad;             /* [task]: a rotated value the cache's type cannot hold */
 } append_ctx;
+
+/* Store n rotated fp32 rows (stride ss) at element e of buf (K or V; scale: its Q8
+ * scales) in the cache's type; returns 1 when a value does not fit the type. */
+static int put_rows(const rove_kv_cache *c, void *buf, float *scale, int64_t e, const float *src,
+                    int64_t ss, int64_t n) {
+  const int32_t d = c->p->cfg.head_dim;
+  return c->p->kern->from_f32((char *)buf + e * rove_dtype_size(c->type), d,
+                              scale ? scale + e / d * rove_q8_blocks(d) : NULL, src, ss, n, d,
+                              c->type);
+}
 
 /* One chunk of new tokens of one batch row: table rows, then rotate every head into place. */
 static void append_task(int64_t t, int tid, void *vctx) {
@@ -85,7 +122,8 @@ static void append_task(int64_t t, int tid, void *vctx) {
   const int64_t b = t / a->chunks, t0 = (t % a->chunks) * CACHE_CHUNK, w = a->tab_w;
   const int64_t n = a->n - t0 < CACHE_CHUNK ? a->n - t0 : CACHE_CHUNK;
   const int64_t tok = c->len + t0; /* first cache token written */
-  float *cs = a->tab + (int64_t)tid * 2 * a->rows * w, *sn = cs + a->rows * w;
+  float *cs = a->tab + (int64_t)tid * a->thread_floats, *sn = cs + a->rows * w;
+  float *rowbuf = sn + a->rows * w; /* typed caches: [rows][d] */
   if (a->angles)
     rove_angle_table(p->kern, cs, sn, a->angles + (b * a->n + t0) * w, n * w);
   else
@@ -98,10 +136,16 @@ static void append_task(int64_t t, int tid, void *vctx) {
     const rove_rot rk = rove_plan_rot(p, on_k ? cs + off : NULL, on_k ? sn + off : NULL, w);
     const rove_rot rv = rove_plan_rot(p, on_v ? cs + off : NULL, on_v ? sn + off : NULL, w);
     const int64_t dst = b * c->bstride + h * c->hstride + tok * d;
-    p->kern->rotate(c->k + dst, d, a->k + src * a->ks + (int64_t)h * d, a->ks, n, d, &rk,
-                    (float)p->attn_factor, 1.0f, 0);
-    p->kern->rotate(c->v + dst, d, a->v + src * a->vs + (int64_t)h * d, a->vs, n, d, &rv, 1.0f,
-                    1.0f, 0);
+    const float *ksrc = a->k + src * a->ks + (int64_t)h * d, *vsrc = a->v + src * a->vs + (int64_t)h * d;
+    if (c->type == ROVE_DTYPE_F32) {
+      p->kern->rotate((float *)c->k + dst, d, ksrc, a->ks, n, d, &rk, (float)p->attn_factor, 1.0f, 0);
+      p->kern->rotate((float *)c->v + dst, d, vsrc, a->vs, n, d, &rv, 1.0f, 1.0f, 0);
+      continue;
+    }
+    p->kern->rotate(rowbuf, d, ksrc, a->ks, n, d, &rk, (float)p->attn_factor, 1.0f, 0);
+    a->bad[t] |= put_rows(c, c->k, c->kscale, dst, rowbuf, d, n);
+    p->kern->rotate(rowbuf, d, vsrc, a->vs, n, d, &rv, 1.0f, 1.0f, 0);
+    a->bad[t] |= put_rows(c, c->v, c->vscale, dst, rowbuf, d, n);
   }
 }
 
@@ -137,20 +181,33 @@ static rove_status append(rove_kv_cache *c, int32_t n_tokens, const float *k, in
   /* one table of up to CACHE_CHUNK rows per thread the append runs */
   const int64_t trows = n_tokens < CACHE_CHUNK ? n_tokens : CACHE_CHUNK;
   const int64_t chunks = (n_tokens + CACHE_CHUNK - 1) / CACHE_CHUNK;
-  const int32_t threads = rove_team_size(c->p->cfg.n_threads, c->batch * chunks);
-  float *table = rove_alloc((size_t)threads * 2 * (size_t)trows * (size_t)tab_w * sizeof(float));
+  const int64_t tasks = c->batch * chunks;
+  const int32_t threads = rove_team_size(c->p->cfg.n_threads, tasks);
+  const int64_t per_thread = 2 * trows * tab_w + (c->type != ROVE_DTYPE_F32 ? trows * c->p->cfg.head_dim : 0);
+  float *table = rove_alloc((size_t)threads * (size_t)per_thread * sizeof(float));
   int32_t *newpos = rove_alloc((size_t)rows * sizeof(int32_t));
-  rove_status st = table && newpos ? new_positions(c, n_tokens, pos, newpos) : ROVE_ERR_OUT_OF_MEMORY;
+  int *bad = calloc((size_t)tasks, sizeof(int));
+  rove_status st = table && newpos && bad ? new_positions(c, n_tokens, pos, newpos) : ROVE_ERR_OUT_OF_MEMORY;
   if (st == ROVE_OK) {
+    /* rows and positions past len are invisible until len moves: a rejected append
+     * leaves the cache as it was */
     for (int64_t b = 0; b < c->batch; b++)
       memcpy(c->pos + b * c->cap + c->len, newpos + b * n_tokens, sizeof(int32_t) * (size_t)n_tokens);
-    append_ctx a = {c, n_tokens, k, v, k_stride, v_stride, angles, tab_w, table, trows, chunks};
-    rove_parallel_for(c->p->cfg.n_threads, c->batch * a.chunks, append_task, &a);
-    c->len += n_tokens;
-    c->angles = angles != NULL;
+    append_ctx a = {c, n_tokens, k, v, k_stride, v_stride, angles, tab_w, table, trows, chunks,
+                    per_thread, bad};
+    rove_parallel_for(c->p->cfg.n_threads, tasks, append_task, &a);
+    int any = 0;
+    for (int64_t t = 0; t < tasks; t++) any |= bad[t];
+    if (any) {
+      st = ROVE_ERR_INVALID_ARGUMENT;
+    } else {
+      c->len += n_tokens;
+      c->angles = angles != NULL;
+    }
   }
   rove_free(table);
   rove_free(newpos);
+  free(bad);
   return st;
 }
 
@@ -187,8 +244,9 @@ rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention
     args.q_pos = qpos;
   }
   const rove_kv_view view = {.k = c->k, .v = c->v, .bstride = c->bstride, .hstride = c->hstride,
-                             .tstride = c->p->cfg.head_dim, .len = c->len, .pos = c->pos,
-                             .pos_bstride = c->cap};
+                             .tstride = c->p->cfg.head_dim, .type = c->type,
+                             .kscale = c->kscale, .vscale = c->vscale, .len = c->len,
+                             .pos = c->pos, .pos_bstride = c->cap};
   rove_fwd f;
   rove_status st = rove_fwd_init(&f, c->p, &args, &view);
   if (st == ROVE_OK) rove_fwd_run(&f);
@@ -198,20 +256,38 @@ rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention
 
 /* ---- shift, truncate, positions ------------------------------------------------------ */
 
-/* Rotate tokens [start, end) of every (batch, head) of buf (contiguous rows of head_dim)
- * by the table (cs, sn), whose CACHE_CHUNK rows all hold R_delta. */
-static void rotate_rows(const rove_kv_cache *c, float *buf, int32_t start, int32_t end,
-                        const float *cs, const float *sn) {
+/* Rotate tokens [start, end) of every (batch, head) of buf (K or V, rows of head_dim
+ * elements; scale: its Q8 scales) by the table (cs, sn), whose CACHE_CHUNK rows all hold
+ * R_delta. fp32 rows are rotated in place. Typed rows are widened into rowbuf
+ * [CACHE_CHUNK][d], rotated and rounded back; with store 0 nothing is written and the
+ * return value says whether every rotated row fits the type (1: one does not). */
+static int rotate_rows(const rove_kv_cache *c, void *buf, float *scale, int32_t start, int32_t end,
+                       const float *cs, const float *sn, float *rowbuf, void *sink, int store) {
   const rove_plan *p = c->p;
   const int32_t d = p->cfg.head_dim, hkv = p->cfg.n_kv_heads;
   const rove_rot r = rove_plan_rot(p, cs, sn, 0);
+  int bad = 0;
   for (int64_t bh = 0; bh < (int64_t)c->batch * hkv; bh++) {
-    float *x = buf + (bh / hkv) * c->bstride + (bh % hkv) * c->hstride + (int64_t)start * d;
+    const int64_t e0 = (bh / hkv) * c->bstride + (bh % hkv) * c->hstride + (int64_t)start * d;
     for (int64_t i = 0; i < end - start; i += CACHE_CHUNK) {
-      const int64_t n = end - start - i < CACHE_CHUNK ? end - start - i : CACHE_CHUNK;
-      p->kern->rotate(x + i * d, d, x + i * d, d, n, d, &r, 1.0f, 1.0f, 0);
+      const int64_t n = end - start - i < CACHE_CHUNK ? end - start - i : CACHE_CHUNK, e = e0 + i * d;
+      if (c->type == ROVE_DTYPE_F32) {
+        float *x = (float *)buf + e;
+        p->kern->rotate(x, d, x, d, n, d, &r, 1.0f, 1.0f, 0);
+        continue;
+      }
+      p->kern->to_f32(rowbuf, d, (const char *)buf + e * rove_dtype_size(c->type), d,
+                      scale ? scale + e / d * rove_q8_blocks(d) : NULL, n, d, c->type);
+      p->kern->rotate(rowbuf, d, rowbuf, d, n, d, &r, 1.0f, 1.0f, 0);
+      if (store) {
+        bad |= put_rows(c, buf, scale, e, rowbuf, d, n);
+      } else { /* the check pass: round into sink (CACHE_CHUNK rows, scales after them) */
+        float *sink_scale = (float *)((char *)sink + CACHE_CHUNK * (int64_t)d * rove_dtype_size(c->type));
+        bad |= c->p->kern->from_f32(sink, d, sink_scale, rowbuf, d, n, d, c->type);
+      }
     }
   }
+  return bad;
 }
 
 rove_status rove_kv_cache_shift(rove_kv_cache *c, int32_t start, int32_t end, int32_t delta) {
@@ -223,18 +299,34 @@ rove_status rove_kv_cache_shift(rove_kv_cache *c, int32_t start, int32_t end, in
       if (q < INT32_MIN || q > INT32_MAX) return ROVE_ERR_SIZE_OVERFLOW;
     }
   if (start == end || delta == 0) return ROVE_OK;
-  const int32_t half = c->p->half;
-  /* One table row for R_delta, replicated so the row-indexed kernels can use it. */
-  float *tab = rove_alloc(sizeof(float) * 2 * CACHE_CHUNK * (size_t)half);
+  const int32_t half = c->p->half, d = c->p->cfg.head_dim;
+  const int typed = c->type != ROVE_DTYPE_F32;
+  /* One table row for R_delta, replicated so the row-indexed kernels can use it; typed
+   * caches add an fp32 row buffer and a sink for the check pass (rows, then Q8 scales). */
+  const size_t tab_bytes = sizeof(float) * 2 * CACHE_CHUNK * (size_t)half;
+  const size_t row_bytes = typed ? sizeof(float) * CACHE_CHUNK * (size_t)d : 0;
+  const size_t sink_bytes = typed ? CACHE_CHUNK * ((size_t)d * (size_t)rove_dtype_size(c->type) +
+                                                   sizeof(float) * (size_t)rove_q8_blocks(d)) : 0;
+  float *tab = rove_alloc(tab_bytes + row_bytes + sink_bytes);
   if (!tab) return ROVE_ERR_OUT_OF_MEMORY;
   float *cs = tab, *sn = tab + CACHE_CHUNK * half;
+  float *rowbuf = typed ? (float *)((char *)tab + tab_bytes) : NULL;
+  void *sink = typed ? (char *)tab + tab_bytes + row_bytes : NULL;
   rove_rope_table(cs, sn, c->p->inv_freq, half, &delta, 0, 1);
   for (int64_t i = 1; i < CACHE_CHUNK; i++) {
     memcpy(cs + i * half, cs, sizeof(float) * (size_t)half);
     memcpy(sn + i * half, sn, sizeof(float) * (size_t)half);
   }
-  if (c->p->cfg.rotate & ROVE_ROTATE_K) rotate_rows(c, c->k, start, end, cs, sn);
-  if (c->p->cfg.rotate & ROVE_ROTATE_V) rotate_rows(c, c->v, start, end, cs, sn);
+  const int on_k = (c->p->cfg.rotate & ROVE_ROTATE_K) != 0, on_v = (c->p->cfg.rotate & ROVE_ROTATE_V) != 0;
+  /* Typed: a first pass checks that every rotated row still fits the type (F16 near
+   * 65504), so that a rejected shift changes nothing. */
+  if (typed && ((on_k && rotate_rows(c, c->k, c->kscale, start, end, cs, sn, rowbuf, sink, 0)) ||
+                (on_v && rotate_rows(c, c->v, c->vscale, start, end, cs, sn, rowbuf, sink, 0)))) {
+    rove_free(tab);
+    return ROVE_ERR_INVALID_ARGUMENT;
+  }
+  if (on_k) rotate_rows(c, c->k, c->kscale, start, end, cs, sn, rowbuf, sink, 1);
+  if (on_v) rotate_rows(c, c->v, c->vscale, start, end, cs, sn, rowbuf, sink, 1);
   for (int64_t b = 0; b < c->batch; b++)
     for (int64_t j = start; j < end; j++) c->pos[b * c->cap + j] += delta;
   rove_free(tab);

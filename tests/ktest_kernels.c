@@ -104,6 +104,8 @@ static void test_tables(const rove_kernels *unused) {
                  {"attn_tile", k->attn_tile != NULL},
                  {"attn_rows", k->attn_rows != NULL},
                  {"exp", k->exp != NULL},
+                 {"to_f32", k->to_f32 != NULL},
+                 {"from_f32", k->from_f32 != NULL},
                  {"angle_accum", k->angle_accum != NULL},
                  {"sincos", k->sincos != NULL},
                  {"gla.chunk", k->gla.chunk != NULL},

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "rove.h"
+#include "dtype.h"
 #include "gla_kernels.h"
 #include "selective_kernels.h"
 
@@ -89,7 +90,7 @@ typedef void (*rove_attn_tile_fn)(const rove_tile_args *t);
  *   q      [nq][d] query rows, rotated and scaled (m * scale folded in), contiguous
  *   k, v   key j at k + j * ks, value j at v + j * vs (no alignment; only the d floats
  *          of each of the nk rows are read)
- *   krot, vrot  NULL, or the rotation of the stored rows: key j is then used as
+ *   krot, vrot  NULL, or the rotation of the stored fp32 rows (never with typed rows): key j is then used as
  *          k_mul R_j k_j on the rotated dims (k_j on the others) and value j as R_j v_j,
  *          R_j from row j of the table (as rove_rotate_fn with inverse 0; cos NULL: that
  *          tensor is used as stored)
@@ -100,8 +101,14 @@ typedef void (*rove_attn_tile_fn)(const rove_tile_args *t);
 /* Scratch floats of a call with head dim d: probabilities, then rotated K and V blocks. */
 #define ROVE_ROWS_SCRATCH(d) (ROVE_ROWS_MAX * ROVE_ROWS_BLOCK + 2 * ROVE_ROWS_BLOCK * (int64_t)(d))
 typedef struct rove_rows_args {
-  const float *q, *k, *v;
-  int64_t ks, vs;       /* floats between consecutive keys / values (>= d) */
+  const float *q;
+  /* K and V rows of type kv_type (rove_dtype): fp32 rows are read in place; other types
+   * are widened block by block into scratch by the ISA's to_f32 (k_scale / v_scale: the
+   * Q8 scales of row 0, ceil(d / ROVE_Q8_BLOCK) per row, rows contiguous) */
+  const void *k, *v;
+  int64_t ks, vs;       /* elements between consecutive keys / values (>= d) */
+  int32_t kv_type;
+  const float *k_scale, *v_scale;
   int32_t nq, nk, d;
   /* Positions of the nq queries / nk keys; read only when mask != 0 (as in attn_tile). */
   const int32_t *q_pos, *k_pos;
@@ -114,6 +121,37 @@ typedef struct rove_rows_args {
 } rove_rows_args;
 typedef void (*rove_attn_rows_fn)(const rove_rows_args *t);
 
+/* Element conversion of n rows of d elements between fp32 and a rove_dtype (dtype.h has the
+ * scalar definitions every ISA matches bit for bit). Typed row j starts at element
+ * j * stride of src / dst (bytes = elements * rove_dtype_size; Q8 rows also own
+ * rove_q8_blocks(d) fp32 scales at scale + j * rove_q8_blocks(d)).
+ *   to_f32   dst[j * dst_stride + i] = stored value (bf16, f16: widened exactly; q8:
+ *            (float)q * scale, one rounding)
+ *   from_f32 rounds fp32 rows into the type (all rows written); returns 1 when a finite
+ *            value rounded to a non-finite one or, for Q8, a value was not finite, else 0
+ * ROVE_DTYPE_F32 is a copy. No alignment is assumed. */
+typedef void (*rove_to_f32_fn)(float *dst, int64_t dst_stride, const void *src, int64_t stride,
+                               const float *scale, int64_t n, int32_t d, int32_t type);
+typedef int (*rove_from_f32_fn)(void *dst, int64_t stride, float *scale, const float *src,
+                                int64_t src_stride, int64_t n, int32_t d, int32_t type);
+
+/* For the attn_rows kernels: keys (or values) j0 .. j0 + nb - 1 of a rows call as fp32
+ * rows, *stride floats apart: the stored rows themselves for fp32, else widened by the
+ * ISA's cvt into scr [nb][d] (stride d). Typed rows are a cache's, stored rotated: the
+ * driver never passes krot / vrot with them. */
+static inline const float *rove_rows_fp32(const rove_rows_args *t, const void *x, int64_t xs,
+                                          const float *scale, int32_t j0, int32_t nb,
+                                          float *scr, rove_to_f32_fn cvt, int64_t *stride) {
+  if (t->kv_type == ROVE_DTYPE_F32) {
+    *stride = xs;
+    return (const float *)x + (int64_t)j0 * xs;
+  }
+  cvt(scr, t->d, (const char *)x + (int64_t)j0 * xs * rove_dtype_size(t->kv_type), xs,
+      scale ? scale + (int64_t)j0 * rove_q8_blocks(t->d) : NULL, nb, t->d, t->kv_type);
+  *stride = t->d;
+  return scr;
+}
+
 /* Vectorised exp over an array (the exp the ISA's softmax uses, exposed for the accuracy
  * test): dst[i] = exp(src[i]), exp(-inf) = 0, results for src < -87.3 flush to 0 (or are
  * denormal-accurate). dst == src is fine. Scalar: libm expf. */
@@ -125,7 +163,8 @@ typedef void (*rove_exp_fn)(float *dst, const float *src, int64_t n);
  * Coupling: tile_q, tile_kv, pack_k and attn_tile change together. pack_k writes K in the
  * ISA's private packed layout of tile_kv keys per tile, attn_tile reads exactly that
  * layout, and the driver sizes the packed K/V, query tiles and scratch from tile_q and
- * tile_kv. rotate, attn_rows, exp, angle_accum, sincos and gla are independent of them.
+ * tile_kv. rotate, attn_rows, exp, to_f32, from_f32, angle_accum, sincos and gla are
+ * independent of them.
  * The finish of a query tile (O / l, inverse rotation, LSE) is one generic function over
  * the table's rotate slot (rove_finish_f32 below). */
 typedef struct rove_kernels {
@@ -136,6 +175,8 @@ typedef struct rove_kernels {
   rove_attn_tile_fn attn_tile;
   rove_attn_rows_fn attn_rows;
   rove_exp_fn exp;
+  rove_to_f32_fn to_f32;
+  rove_from_f32_fn from_f32;
   /* Selective RoPE (selective_kernels.h) and gated linear attention (gla_kernels.h). */
   rove_angle_accum_fn angle_accum;
   rove_sincos_fn sincos;
@@ -162,6 +203,10 @@ void rove_finish_f32(const rove_kernels *k, float *out, int64_t out_stride, floa
   void rove_attn_tile_f32__##isa(const rove_tile_args *t);                                   \
   void rove_attn_rows_f32__##isa(const rove_rows_args *t);                                   \
   void rove_exp_f32__##isa(float *dst, const float *src, int64_t n);                         \
+  void rove_to_f32__##isa(float *dst, int64_t dst_stride, const void *src, int64_t stride,   \
+                          const float *scale, int64_t n, int32_t d, int32_t type);           \
+  int rove_from_f32__##isa(void *dst, int64_t stride, float *scale, const float *src,        \
+                           int64_t src_stride, int64_t n, int32_t d, int32_t type);          \
   void rove_angle_accum_f32__##isa(double *c, double *out, const float *phi,                 \
                                    const double *temp, int64_t n);                           \
   void rove_sincos_f32__##isa(float *cos_t, float *sin_t, const double *angles, int64_t n);  \

@@ -18,7 +18,12 @@
  *      When a key of the block is hidden from a row of the panel, its V row is and-ed with
  *      the pair's visibility (a hidden pair adds +0 even if V holds NaN or Inf).
  * The caller's K/V (krot / vrot) are first rotated block by block into scratch [64][d] by
- * this ISA's rotate kernel and read from there. */
+ * this ISA's rotate kernel and read from there.
+ * A typed cache's rows (bf16, f16, q8; kv_type) are read in place when d % 32 == 0: each
+ * K or V load of steps 1 and 3 widens 8 elements (bf16: zero-extend and shift by 16; f16:
+ * vcvtph2ps; q8: sign-extend, convert, times the row's scale of that 32-float section,
+ * which is exactly one Q8 block), so the stored bytes stream from memory once, prefetched
+ * like fp32 rows. Other head_dims widen each block into scratch first (rove_rows_fp32). */
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
@@ -37,15 +42,38 @@
 #define PF_K_ROWS 32
 #define PF_V_ROWS 16
 
-/* Prefetch the d floats of rows [0, n) from p (stride in floats); addresses formed as
+/* Prefetch the row_bytes of rows [0, n) from p (stride in bytes); addresses formed as
  * integers may lie past the buffer (harmless). always_inline, or gcc drops the calls. */
-INLINE void prefetch_rows(const float *p, int64_t n, int64_t stride, int32_t d) {
+INLINE void prefetch_bytes(const void *p, int64_t n, int64_t stride, int64_t row_bytes) {
   for (int64_t j = 0; j < n; j++) {
-    const uintptr_t a = (uintptr_t)p + (uintptr_t)j * (uintptr_t)stride * sizeof(float);
-    for (int32_t c = 0; c < d; c += 16)
-      _mm_prefetch((const char *)(a + 4 * (uintptr_t)c), _MM_HINT_T2);
+    const uintptr_t a = (uintptr_t)p + (uintptr_t)j * (uintptr_t)stride;
+    for (int64_t c = 0; c < row_bytes; c += 64) _mm_prefetch((const char *)(a + (uintptr_t)c), _MM_HINT_T2);
   }
 }
+/* The same for the d floats of rows of floats (stride in floats). */
+INLINE void prefetch_rows(const float *p, int64_t n, int64_t stride, int32_t d) {
+  prefetch_bytes(p, n, stride * (int64_t)sizeof(float), (int64_t)d * (int64_t)sizeof(float));
+}
+
+/* ---- typed rows (a cache's bf16 / f16 / q8, widened as they are loaded) ---- */
+
+/* 8 elements of type T at element i of p, as floats (Q8: times the block's scale sc). */
+INLINE __m256 load8(const void *p, int64_t i, const int T, float sc) {
+  if (T == ROVE_DTYPE_BF16) {
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  if (T == ROVE_DTYPE_F16)
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+  if (T == ROVE_DTYPE_Q8) {
+    const __m128i b = _mm_loadl_epi64((const __m128i *)((const int8_t *)p + i));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_set1_ps(sc));
+  }
+  return _mm256_loadu_ps((const float *)p + i);
+}
+
+/* The element size of T in bytes. */
+#define ESZ(T) ((T) == ROVE_DTYPE_Q8 ? 1 : (T) == ROVE_DTYPE_F32 ? 4 : 2)
 
 /* Per-lane masks of the first n lanes of the 4 vectors of a 32-float section from c. */
 static void section_masks(__m256i mk[4], int32_t n) {
@@ -97,13 +125,58 @@ static void scores8(float *out, const float *q, const float *k, int64_t ks, int3
   _mm256_storeu_ps(out, reduce8(acc));
 }
 
-/* One block of keys: nb <= 64 keys at k (stride ks), values at v (stride vs), positions
- * kp (read only on masked calls); pf: prefetch rows ahead (not for rows in scratch). */
+/* scores8 for typed K rows (d % 32 == 0): key j at element j * ks of k, Q8 scales of
+ * row j at ksc + j * nblk (one per 32-float section). */
+INLINE void scores8_typed(float *out, const float *q, const void *k, int64_t ks,
+                          const float *ksc, int32_t nblk, int32_t d, int32_t n, const int T) {
+  __m256 acc[8];
+  const char *row[8];
+  const float *sc[8];
+#pragma GCC unroll 8
+  for (int s = 0; s < 8; s++) {
+    const int64_t j = 4 * (s % 2) + s / 2, jj = j < n ? j : n - 1;
+    row[s] = (const char *)k + jj * ks * ESZ(T);
+    sc[s] = T == ROVE_DTYPE_Q8 ? ksc + jj * nblk : NULL;
+    acc[s] = _mm256_setzero_ps();
+  }
+  for (int32_t c = 0; c < d; c += 32) {
+    const __m256 q0 = _mm256_loadu_ps(q + c), q1 = _mm256_loadu_ps(q + c + 8);
+    const __m256 q2 = _mm256_loadu_ps(q + c + 16), q3 = _mm256_loadu_ps(q + c + 24);
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; s++) {
+      const float f = T == ROVE_DTYPE_Q8 ? sc[s][c / 32] : 0.0f;
+      acc[s] = _mm256_fmadd_ps(q0, load8(row[s], c, T, f), acc[s]);
+      acc[s] = _mm256_fmadd_ps(q1, load8(row[s], c + 8, T, f), acc[s]);
+      acc[s] = _mm256_fmadd_ps(q2, load8(row[s], c + 16, T, f), acc[s]);
+      acc[s] = _mm256_fmadd_ps(q3, load8(row[s], c + 24, T, f), acc[s]);
+    }
+  }
+  _mm256_storeu_ps(out, reduce8(acc));
+}
+typedef void (*scores_typed_fn)(float *out, const float *q, const void *k, int64_t ks,
+                                const float *ksc, int32_t nblk, int32_t d, int32_t n);
+#define SCORES_FN(T, name)                                                                   \
+  static __attribute__((noinline)) void scores8_##name(float *out, const float *q,           \
+                                                       const void *k, int64_t ks,            \
+                                                       const float *ksc, int32_t nblk,       \
+                                                       int32_t d, int32_t n) {               \
+    scores8_typed(out, q, k, ks, ksc, nblk, d, n, T);                                        \
+  }
+SCORES_FN(ROVE_DTYPE_BF16, bf16) SCORES_FN(ROVE_DTYPE_F16, f16) SCORES_FN(ROVE_DTYPE_Q8, q8)
+static const scores_typed_fn scores_typed_tab[ROVE_DTYPE_COUNT] = {
+    NULL, scores8_bf16, scores8_f16, scores8_q8};
+
+/* One block of keys: nb <= 64 keys at k (stride ks elements), values at v (stride vs),
+ * positions kp (read only on masked calls); pf: prefetch rows ahead (not for rows in
+ * scratch). type: fp32 (k, v are floats) or a typed cache's rows read in place (d % 32
+ * == 0; Q8 scales ksc / vsc, nblk per row). */
 typedef struct blk {
-  const float *k, *v;
+  const void *k, *v;
   int64_t ks, vs;
   const int32_t *kp;
   int32_t nb, pf;
+  int32_t type, nblk;
+  const float *ksc, *vsc;
 } blk;
 
 /* Bit j: key j of the block (j < nb) is visible to row r. */
@@ -126,11 +199,17 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
   __m256 mx = ninf, nan = _mm256_setzero_ps();
   for (int v = 0; v < nv; v++) {
     const int32_t n = nb - 8 * v < 8 ? nb - 8 * v : 8;
+    const int64_t esz = ESZ(b->type), rb = (int64_t)t->d * esz;
+    const char *kb = (const char *)b->k + 8 * v * b->ks * esz;
     if (r == 0 && v % 2 == 0 && b->pf) {
-      prefetch_rows(b->k + 8 * v * b->ks, PF_K_ROWS, b->ks, t->d);
-      prefetch_rows(b->v + 8 * v * b->vs, PF_V_ROWS, b->vs, t->d);
+      prefetch_bytes(kb, PF_K_ROWS, b->ks * esz, rb);
+      prefetch_bytes((const char *)b->v + 8 * v * b->vs * esz, PF_V_ROWS, b->vs * esz, rb);
     }
-    scores8(s + 8 * v, t->q + (int64_t)r * t->d, b->k + 8 * v * b->ks, b->ks, t->d, n);
+    if (b->type == ROVE_DTYPE_F32)
+      scores8(s + 8 * v, t->q + (int64_t)r * t->d, (const float *)kb, b->ks, t->d, n);
+    else
+      scores_typed_tab[b->type](s + 8 * v, t->q + (int64_t)r * t->d, kb, b->ks,
+                                b->ksc ? b->ksc + 8 * v * b->nblk : NULL, b->nblk, t->d, n);
     __m256 x = _mm256_loadu_ps(s + 8 * v);
     if (t->softcap > 0.0f) x = rove_softcap256(x, t->softcap); /* exp-avx2.h */
     /* hidden keys and lanes past nb: -inf, selected (not computed from K) */
@@ -173,9 +252,10 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
  * vector x has the lanes of mk[x]): O = alpha O + sum_{j < nb} p_j V[j]. keep: the pairs
  * are masked by vis (bit j of vis[r]: key j visible to row r); keys no row sees are
  * skipped. */
-INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb, const float *p,
-                    const float *alpha, const __m256i mk[4], const uint64_t *vis, const int R,
-                    const int masked, const int keep) {
+INLINE void pv_body(float *o, int32_t d, const void *v, int64_t vs, int32_t nb, const float *p,
+                    const float *alpha, const __m256i mk[4], const uint64_t *vis,
+                    const float *vsc, int32_t nblk, const int R, const int masked,
+                    const int keep, const int T) {
 #define LD(ptr, x) (masked ? _mm256_maskload_ps(ptr, mk[x]) : _mm256_loadu_ps(ptr))
   __m256 acc[PR][4];
 #pragma GCC unroll 2
@@ -188,8 +268,16 @@ INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
     for (int r = 0; r < R; r++) any |= vis[r];
   for (int32_t j = 0; j < nb; j++) {
     if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
-    const float *vr = v + (int64_t)j * vs;
-    const __m256 v0 = LD(vr, 0), v1 = LD(vr + 8, 1), v2 = LD(vr + 16, 2), v3 = LD(vr + 24, 3);
+    __m256 v0, v1, v2, v3;
+    if (T == ROVE_DTYPE_F32) {
+      const float *vr = (const float *)v + (int64_t)j * vs;
+      v0 = LD(vr, 0), v1 = LD(vr + 8, 1), v2 = LD(vr + 16, 2), v3 = LD(vr + 24, 3);
+    } else { /* typed rows: never masked (d % 32 == 0); Q8: one scale per section */
+      const char *vr = (const char *)v + (int64_t)j * vs * ESZ(T);
+      const float f = T == ROVE_DTYPE_Q8 ? vsc[(int64_t)j * nblk] : 0.0f;
+      v0 = load8(vr, 0, T, f), v1 = load8(vr, 8, T, f), v2 = load8(vr, 16, T, f);
+      v3 = load8(vr, 24, T, f);
+    }
 #pragma GCC unroll 2
     for (int r = 0; r < R; r++) {
       const __m256 pb = _mm256_broadcast_ss(p + r * BLK + j);
@@ -216,19 +304,30 @@ INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
 #undef LD
 }
 
-typedef void (*pv_fn)(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
+typedef void (*pv_fn)(float *o, int32_t d, const void *v, int64_t vs, int32_t nb,
                       const float *p, const float *alpha, const __m256i mk[4],
-                      const uint64_t *vis);
-#define PV_FN(R, masked, keep)                                                               \
-  static __attribute__((noinline)) void pv_##R##_##masked##keep(                             \
-      float *o, int32_t d, const float *v, int64_t vs, int32_t nb, const float *p,           \
-      const float *alpha, const __m256i mk[4], const uint64_t *vis) {                        \
-    pv_body(o, d, v, vs, nb, p, alpha, mk, vis, R, masked, keep);                            \
+                      const uint64_t *vis, const float *vsc, int32_t nblk);
+#define PV_FN(R, masked, keep, T, name)                                                      \
+  static __attribute__((noinline)) void pv_##R##_##masked##keep##name(                       \
+      float *o, int32_t d, const void *v, int64_t vs, int32_t nb, const float *p,            \
+      const float *alpha, const __m256i mk[4], const uint64_t *vis, const float *vsc,        \
+      int32_t nblk) {                                                                        \
+    pv_body(o, d, v, vs, nb, p, alpha, mk, vis, vsc, nblk, R, masked, keep, T);              \
   }
-PV_FN(1, 0, 0) PV_FN(2, 0, 0) PV_FN(1, 1, 0) PV_FN(2, 1, 0)
-PV_FN(1, 0, 1) PV_FN(2, 0, 1) PV_FN(1, 1, 1) PV_FN(2, 1, 1)
+#define PV_F32(R, masked, keep) PV_FN(R, masked, keep, ROVE_DTYPE_F32, )
+PV_F32(1, 0, 0) PV_F32(2, 0, 0) PV_F32(1, 1, 0) PV_F32(2, 1, 0)
+PV_F32(1, 0, 1) PV_F32(2, 0, 1) PV_F32(1, 1, 1) PV_F32(2, 1, 1)
 static const pv_fn pv_tab[2][2][PR] = {{{pv_1_00, pv_2_00}, {pv_1_10, pv_2_10}},
                                        {{pv_1_01, pv_2_01}, {pv_1_11, pv_2_11}}};
+#define PV_TYPED(T, name)                                                                    \
+  PV_FN(1, 0, 0, T, name) PV_FN(2, 0, 0, T, name) PV_FN(1, 0, 1, T, name) PV_FN(2, 0, 1, T, name)
+PV_TYPED(ROVE_DTYPE_BF16, _bf16) PV_TYPED(ROVE_DTYPE_F16, _f16) PV_TYPED(ROVE_DTYPE_Q8, _q8)
+/* [type][keep][R - 1] (typed rows are never masked sections) */
+static const pv_fn pv_typed_tab[ROVE_DTYPE_COUNT][2][PR] = {
+    {{NULL, NULL}, {NULL, NULL}},
+    {{pv_1_00_bf16, pv_2_00_bf16}, {pv_1_01_bf16, pv_2_01_bf16}},
+    {{pv_1_00_f16, pv_2_00_f16}, {pv_1_01_f16, pv_2_01_f16}},
+    {{pv_1_00_q8, pv_2_00_q8}, {pv_1_01_q8, pv_2_01_q8}}};
 
 /* One block, every row. */
 static void block(const rove_rows_args *t, const blk *b) {
@@ -247,8 +346,15 @@ static void block(const rove_rows_args *t, const blk *b) {
     for (int32_t c = 0; c < d; c += 32) {
       __m256i mk[4];
       section_masks(mk, d - c);
-      pv_tab[keep][d - c < 32][R - 1](t->o + (int64_t)r0 * d + c, d, b->v + c, b->vs, b->nb,
-                                      t->scratch + r0 * BLK, alpha + r0, mk, vis + r0);
+      float *o = t->o + (int64_t)r0 * d + c;
+      const float *p = t->scratch + r0 * BLK;
+      if (b->type == ROVE_DTYPE_F32)
+        pv_tab[keep][d - c < 32][R - 1](o, d, (const float *)b->v + c, b->vs, b->nb, p,
+                                        alpha + r0, mk, vis + r0, NULL, 0);
+      else
+        pv_typed_tab[b->type][keep][R - 1](o, d, (const char *)b->v + c * ESZ(b->type), b->vs,
+                                           b->nb, p, alpha + r0, mk, vis + r0,
+                                           b->vsc ? b->vsc + c / 32 : NULL, b->nblk);
     }
   }
 }
@@ -269,8 +375,21 @@ void rove_attn_rows_f32__avx2(const rove_rows_args *t) {
   float *kscr = t->scratch + ROVE_ROWS_MAX * BLK, *vscr = kscr + BLK * d;
   for (int32_t j0 = 0; j0 < t->nk; j0 += BLK) {
     const int32_t *kp = t->mask ? t->k_pos + j0 : NULL;
-    blk b = {t->k + j0 * t->ks, t->v + j0 * t->vs, t->ks, t->vs, kp,
-             t->nk - j0 < BLK ? t->nk - j0 : BLK, !rk && !rv};
+    blk b = {NULL, NULL, 0, 0, kp, t->nk - j0 < BLK ? t->nk - j0 : BLK, 0, 0, 0, NULL, NULL};
+    if (t->kv_type != ROVE_DTYPE_F32 && d % 32 == 0) { /* typed rows read in place */
+      const int64_t esz = rove_dtype_size(t->kv_type), nblk = rove_q8_blocks(d);
+      b.k = (const char *)t->k + j0 * t->ks * esz, b.ks = t->ks;
+      b.v = (const char *)t->v + j0 * t->vs * esz, b.vs = t->vs;
+      b.type = t->kv_type, b.nblk = (int32_t)nblk, b.pf = 1;
+      b.ksc = t->k_scale ? t->k_scale + j0 * nblk : NULL;
+      b.vsc = t->v_scale ? t->v_scale + j0 * nblk : NULL;
+      block(t, &b);
+      continue;
+    }
+    /* other typed rows (d % 32 != 0) are widened into scratch first */
+    b.k = rove_rows_fp32(t, t->k, t->ks, t->k_scale, j0, b.nb, kscr, rove_to_f32__avx2, &b.ks);
+    b.v = rove_rows_fp32(t, t->v, t->vs, t->v_scale, j0, b.nb, vscr, rove_to_f32__avx2, &b.vs);
+    b.pf = !rk && !rv && t->kv_type == ROVE_DTYPE_F32;
     if (rk) rotate_rows(kscr, b.k, b.ks, b.nb, d, t->krot, j0, t->k_mul), b.k = kscr, b.ks = d;
     if (rv) rotate_rows(vscr, b.v, b.vs, b.nb, d, t->vrot, j0, 1.0f), b.v = vscr, b.vs = d;
     block(t, &b);

@@ -11,6 +11,8 @@ const rove_kernels rove_kernels_avx2 = {
     .attn_tile = rove_attn_tile_f32__avx2,
     .attn_rows = rove_attn_rows_f32__avx2,
     .exp = rove_exp_f32__avx2,
+    .to_f32 = rove_to_f32__avx2,
+    .from_f32 = rove_from_f32__avx2,
     .angle_accum = rove_angle_accum_f32__avx2,
     .sincos = rove_sincos_f32__avx2,
     .gla = {.chunk = rove_gla_chunk_f32__avx2, .steps = rove_gla_steps_f32__avx2},

@@ -12,6 +12,8 @@ const rove_kernels rove_kernels_avx512 = {
     .attn_tile = rove_attn_tile_f32__avx512,
     .attn_rows = rove_attn_rows_f32__avx512,
     .exp = rove_exp_f32__avx512,
+    .to_f32 = rove_to_f32__avx512,
+    .from_f32 = rove_from_f32__avx512,
     .angle_accum = rove_angle_accum_f32__avx512,
     .sincos = rove_sincos_f32__avx512,
     .gla = {.chunk = rove_gla_chunk_f32__avx512, .steps = rove_gla_steps_f32__avx512},

@@ -254,8 +254,11 @@ void rove_attn_rows_f32__neon(const rove_rows_args *t) {
   float *kscr = t->scratch + ROVE_ROWS_MAX * BLK, *vscr = kscr + BLK * d;
   for (int32_t j0 = 0; j0 < t->nk; j0 += BLK) {
     const int32_t *kp = t->mask ? t->k_pos + j0 : NULL;
-    blk b = {t->k + j0 * t->ks, t->v + j0 * t->vs, t->ks, t->vs, kp,
-             t->nk - j0 < BLK ? t->nk - j0 : BLK, !rk && !rv};
+    /* typed rows (a cache's bf16 / f16 / q8) are widened into scratch first */
+    blk b = {NULL, NULL, 0, 0, kp, t->nk - j0 < BLK ? t->nk - j0 : BLK, 0};
+    b.k = rove_rows_fp32(t, t->k, t->ks, t->k_scale, j0, b.nb, kscr, rove_to_f32__neon, &b.ks);
+    b.v = rove_rows_fp32(t, t->v, t->vs, t->v_scale, j0, b.nb, vscr, rove_to_f32__neon, &b.vs);
+    b.pf = !rk && !rv && t->kv_type == ROVE_DTYPE_F32;
     if (rk) rotate_rows(kscr, b.k, b.ks, b.nb, d, t->krot, j0, t->k_mul), b.k = kscr, b.ks = d;
     if (rv) rotate_rows(vscr, b.v, b.vs, b.nb, d, t->vrot, j0, 1.0f), b.v = vscr, b.vs = d;
     block(t, &b);

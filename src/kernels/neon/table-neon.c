@@ -12,6 +12,8 @@ const rove_kernels rove_kernels_neon = {
     .attn_tile = rove_attn_tile_f32__neon,
     .attn_rows = rove_attn_rows_f32__neon,
     .exp = rove_exp_f32__neon,
+    .to_f32 = rove_to_f32__neon,
+    .from_f32 = rove_from_f32__neon,
     .angle_accum = rove_angle_accum_f32__neon,
     .sincos = rove_sincos_f32__neon,
     .gla = {.chunk = rove_gla_chunk_f32__neon, .steps = rove_gla_steps_f32__neon},

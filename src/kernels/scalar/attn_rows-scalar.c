@@ -3,21 +3,21 @@
  * keys and values read in place, key j at k + j * ks, value j at v + j * vs.
  *
  * The keys are walked in blocks of ROVE_ROWS_BLOCK; per block and query row, the reference
- * online softmax update of softmax-scalar.h (shared with attn_tile-scalar.c). With krot /
- * vrot, each block's keys / values are first rotated into scratch by the reference
- * rotation. */
+ * online softmax update of softmax-scalar.h (shared with attn_tile-scalar.c). Typed rows
+ * (bf16, f16, q8) are first widened into scratch; with krot / vrot, each block's fp32 keys
+ * / values are rotated into scratch by the reference rotation. */
 #include <stddef.h>
 
 #include "kernels-scalar.h"
 #include "softmax-scalar.h"
 
-/* Rows j0 .. j0 + n - 1 of x (stride xs) rotated by rows j0.. of *rot into dst [n][d]
- * (rot->cos NULL: copied); returns dst. */
+/* The n rows at x (stride xs) rotated by table rows j0.. of *rot into dst [n][d]
+ * (rot->cos NULL: copied; dst == x is fine); returns dst. */
 static const float *rotated(float *dst, const float *x, int64_t xs, int32_t j0, int32_t n,
                             int32_t d, const rove_rot *rot, float mul) {
   rove_rot r = *rot;
   if (r.cos) r.cos += j0 * rove_rot_stride(&r), r.sin += j0 * rove_rot_stride(&r);
-  rove_rotate_f32__scalar(dst, d, x + j0 * xs, xs, n, d, &r, mul, 1.0f, 0);
+  rove_rotate_f32__scalar(dst, d, x, xs, n, d, &r, mul, 1.0f, 0);
   return dst;
 }
 
@@ -26,13 +26,14 @@ void rove_attn_rows_f32__scalar(const rove_rows_args *t) {
   float *kscr = t->scratch + ROVE_ROWS_MAX * ROVE_ROWS_BLOCK, *vscr = kscr + ROVE_ROWS_BLOCK * d;
   for (int32_t j0 = 0; j0 < t->nk; j0 += ROVE_ROWS_BLOCK) {
     const int32_t *kp = t->mask ? t->k_pos + j0 : NULL;
-    rove_scalar_keys b = {t->k + j0 * t->ks, t->v + j0 * t->vs, t->ks, t->vs, kp,
-                          t->nk - j0 < ROVE_ROWS_BLOCK ? t->nk - j0 : ROVE_ROWS_BLOCK,
-                          t->mask, t->causal, t->window, t->softcap};
+    const int32_t nb = t->nk - j0 < ROVE_ROWS_BLOCK ? t->nk - j0 : ROVE_ROWS_BLOCK;
+    rove_scalar_keys b = {NULL, NULL, 0, 0, kp, nb, t->mask, t->causal, t->window, t->softcap};
+    b.k = rove_rows_fp32(t, t->k, t->ks, t->k_scale, j0, nb, kscr, rove_to_f32__scalar, &b.ks);
+    b.v = rove_rows_fp32(t, t->v, t->vs, t->v_scale, j0, nb, vscr, rove_to_f32__scalar, &b.vs);
     if (t->krot && t->krot->cos)
-      b.k = rotated(kscr, t->k, t->ks, j0, b.nb, d, t->krot, t->k_mul), b.ks = d;
+      b.k = rotated(kscr, b.k, b.ks, j0, nb, d, t->krot, t->k_mul), b.ks = d;
     if (t->vrot && t->vrot->cos)
-      b.v = rotated(vscr, t->v, t->vs, j0, b.nb, d, t->vrot, 1.0f), b.vs = d;
+      b.v = rotated(vscr, b.v, b.vs, j0, nb, d, t->vrot, 1.0f), b.vs = d;
     for (int32_t r = 0; r < t->nq; r++)
       rove_scalar_softmax_row(t->q + (int64_t)r * d, t->mask ? t->q_pos[r] : 0, &b, d,
                               t->o + (int64_t)r * d, t->m + r, t->l + r, t->scratch);

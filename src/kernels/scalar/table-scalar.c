@@ -11,6 +11,8 @@ const rove_kernels rove_kernels_scalar = {
     .attn_tile = rove_attn_tile_f32__scalar,
     .attn_rows = rove_attn_rows_f32__scalar,
     .exp = rove_exp_f32__scalar,
+    .to_f32 = rove_to_f32__scalar,
+    .from_f32 = rove_from_f32__scalar,
     .angle_accum = rove_angle_accum_f32__scalar,
     .sincos = rove_sincos_f32__scalar,
     .gla = {.chunk = rove_gla_chunk_f32__scalar, .steps = rove_gla_steps_f32__scalar},
