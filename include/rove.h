@@ -12,8 +12,9 @@
  *   untouched when a call fails.
  * - The library never aborts, exits or prints, except that ROVE_VERBOSE=1 in the
  *   environment logs the ISA choice of each new plan to stderr.
- * - Tensors are dense fp32 in row-major order; "token stride" is the number of floats
- *   between consecutive tokens (0 = dense).
+ * - Tensors are fp32 in row-major order unless a _typed call says otherwise (bf16 / fp16
+ *   tensors, bf16 / fp16 / 8-bit KV caches: rove_dtype); "token stride" is the number of
+ *   elements between consecutive tokens (0 = dense).
  * - Thread safety: functions without shared mutable state (all of them, unless a
  *   function says otherwise) may be called concurrently. A ::rove_plan is immutable
  *   after creation and may be used by many threads at once.
@@ -375,7 +376,8 @@ ROVE_API rove_status rove_rotate_angles(const rove_plan *p, float *x, int32_t n_
 /** @name Element types */
 /**@{*/
 
-/** Storage type of a tensor (today: of a KV cache, rove_kv_cache_create_typed).
+/** Element type of a tensor (rove_tensor_types) or of a KV cache's storage
+ * (rove_kv_cache_create_typed).
  * Arithmetic is always fp32: values are widened as they are read (online softmax, P V and
  * their sums stay fp32) and rounded once as they are stored. */
 typedef enum rove_dtype {
@@ -394,6 +396,28 @@ typedef enum rove_dtype {
   ROVE_DTYPE_COUNT /**< number of types (not a type) */
 } rove_dtype;
 #define ROVE_Q8_BLOCK 32
+
+/** Element types of the tensors of one attention call (rove_attention_forward_typed,
+ * rove_kv_cache_attention_typed): each F32, BF16 or F16 (Q8 only as a cache's storage).
+ * The pointers of rove_attention_args then point at elements of these types (cast them
+ * to const float * / float *), and every stride counts elements of the tensor's own type.
+ * Alignment: 2 bytes for BF16 / F16. Zero-initialised ({0}) means all F32. */
+typedef struct rove_tensor_types {
+  rove_dtype q, k, v, out;
+} rove_tensor_types;
+
+/**
+ * rove_attention_forward with q, k, v and out of the given types. Each tensor is widened
+ * to fp32 as it is packed or read (fused into the rotate/pack pass: no separate
+ * conversion pass over memory), all arithmetic and the LSE are fp32, and out is rounded
+ * once (round-to-nearest-even; a value beyond F16's range becomes +-inf, as a cast
+ * would). NaN and infinities in half inputs follow the rules of rove_attention_forward.
+ * With every type F32 (or @p types NULL) this is rove_attention_forward, bit for bit.
+ * @return as rove_attention_forward; ROVE_ERR_INVALID_ARGUMENT also for a type that is
+ *         not F32, BF16 or F16.
+ */
+ROVE_API rove_status rove_attention_forward_typed(const rove_plan *p, const rove_attention_args *a,
+                                                  const rove_tensor_types *types);
 
 /** "f32", "bf16", "f16", "q8", or "unknown". Never NULL. */
 ROVE_API const char *rove_dtype_name(rove_dtype t);
@@ -481,6 +505,20 @@ ROVE_API rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, co
  * @return as rove_attention_forward; ROVE_ERR_INVALID_ARGUMENT also for an empty cache.
  */
 ROVE_API rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention_args *a);
+
+/** rove_kv_cache_append with K and V of type @p in_type (F32, BF16 or F16; strides in
+ *  elements of that type): widened to fp32, rotated, rounded to the cache's type.
+ *  @return as rove_kv_cache_append; ROVE_ERR_INVALID_ARGUMENT also for another type. */
+ROVE_API rove_status rove_kv_cache_append_typed(rove_kv_cache *c, int32_t n_tokens,
+                                                const void *k, int64_t k_stride, const void *v,
+                                                int64_t v_stride, const int32_t *pos,
+                                                rove_dtype in_type);
+
+/** rove_kv_cache_attention with q and out of the types in @p types (types->k and ->v must
+ *  be F32: the cache supplies K and V in its own type). NULL = all F32. */
+ROVE_API rove_status rove_kv_cache_attention_typed(const rove_kv_cache *c,
+                                                   const rove_attention_args *a,
+                                                   const rove_tensor_types *types);
 
 /**
  * Context shift: positions of cached tokens [start, end) += delta, and their stored K and V

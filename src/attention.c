@@ -42,13 +42,13 @@ static void pack_task(int64_t task, int tid, void *vctx) {
   rove_rot rv = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_V);
   float *kdst = f->kpack + bh * f->kv_pad * d + j0 * d;
   float *vdst = f->vpack + bh * f->kv_pad * d + j0 * d;
-  /* fp32 rows are read in place; a typed cache's K rows are widened into vdst (free until
-   * V goes there; a cache's rows are stored rotated, so its V needs no rotate pass) */
+  /* fp32 rows are read in place; typed K rows are widened into vdst (free until V goes
+   * there), typed V rows into vdst and rotated there in place */
   int64_t ks, vs;
   const float *krows = rove_fwd_rows_f32(f, 0, b, kvh, j0, nj, vdst, &ks);
   kn->pack_k(kdst, krows, ks, nj, d, &rk, f->k_mul);
   const float *vrows = rove_fwd_rows_f32(f, 1, b, kvh, j0, nj, vdst, &vs);
-  if (vrows != vdst) kn->rotate(vdst, d, vrows, vs, nj, d, &rv, 1.0f, 1.0f, 0);
+  if (vrows != vdst || rv.cos) kn->rotate(vdst, d, vrows, vs, nj, d, &rv, 1.0f, 1.0f, 0);
   if (j0 + nj == f->kv_len && f->kv_pad > f->kv_len) /* zero the padding rows of V */
     memset(vdst + nj * d, 0, sizeof(float) * (size_t)((f->kv_pad - f->kv_len) * d));
   /* The key tiles' position ranges are per batch row, shared by its KV heads: written by
@@ -121,9 +121,14 @@ void rove_fwd_run(rove_fwd *f) {
   rove_fwd_release(f);
 }
 
-rove_status rove_attention_forward(const rove_plan *p, const rove_attention_args *a) {
+rove_status rove_attention_forward_typed(const rove_plan *p, const rove_attention_args *a,
+                                         const rove_tensor_types *types) {
   rove_fwd f;
-  rove_status st = rove_fwd_init(&f, p, a, NULL);
+  rove_status st = rove_fwd_init(&f, p, a, NULL, types);
   if (st == ROVE_OK) rove_fwd_run(&f);
   return st;
+}
+
+rove_status rove_attention_forward(const rove_plan *p, const rove_attention_args *a) {
+  return rove_attention_forward_typed(p, a, NULL);
 }

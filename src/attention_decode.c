@@ -87,9 +87,10 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
   const rove_rot rk = rove_fwd_krot(f, b, kvh, j0, rot & ROVE_ROTATE_K);
   const rove_rot rv = rove_fwd_krot(f, b, kvh, j0, rot & ROVE_ROTATE_V);
   const int64_t ke = rove_fwd_kelem(f, b, kvh, j0), ve = rove_fwd_velem(f, b, kvh, j0);
-  t->k = rove_fwd_raw(f, f->k, ke);
-  t->v = rove_fwd_raw(f, f->v, ve);
-  t->kv_type = f->kv_type;
+  t->k = rove_fwd_raw(f->k, f->k_type, ke);
+  t->v = rove_fwd_raw(f->v, f->v_type, ve);
+  t->k_type = f->k_type;
+  t->v_type = f->v_type;
   t->k_scale = rove_fwd_scale(f, f->kscale, ke);
   t->v_scale = rove_fwd_scale(f, f->vscale, ve);
   t->ks = f->ks;
@@ -184,12 +185,13 @@ static void tile_task(const rove_fwd *f, int64_t b, int64_t split, int64_t kt0, 
     for (int64_t kvh = 0; kvh < hkv; kvh++) {
       const rove_rot rk = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_K);
       const rove_rot rv = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_V);
-      /* a typed cache's K rows are widened into vbuf first (V goes there next) */
+      /* typed K rows are widened into vbuf first (V goes there next; typed V is widened
+       * there and rotated in place) */
       int64_t ks, vs;
       const float *krows = rove_fwd_rows_f32(f, 0, b, kvh, j0, t.nk, vbuf, &ks);
       kn->pack_k(kbuf, krows, ks, t.nk, d, &rk, f->k_mul);
       const float *vrows = rove_fwd_rows_f32(f, 1, b, kvh, j0, t.nk, vbuf, &vs);
-      if (vrows != vbuf) kn->rotate(vbuf, d, vrows, vs, t.nk, d, &rv, 1.0f, 1.0f, 0);
+      if (vrows != vbuf || rv.cos) kn->rotate(vbuf, d, vrows, vs, t.nk, d, &rv, 1.0f, 1.0f, 0);
       for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
         float *o = part0 + h * step;
         t.q = qbufs + h * tq * d;

@@ -24,10 +24,12 @@ typedef struct rove_fwd {
   /* Keys and values: the caller's tensors, or a KV cache's (already rotated: kv_rotated,
    * no key tables, k_mul 1). Token j of KV head h of batch b starts at
    * k + b * k_bstride + h * kv_hstride + j * ks (v likewise with v_bstride and vs). */
-  const void *k, *v;               /* fp32 rows, or (a typed cache) kv_type elements */
+  const void *k, *v;               /* rows of k_type / v_type elements */
   int64_t k_bstride, v_bstride, kv_hstride;
   int kv_rotated;
-  int32_t kv_type;                 /* rove_dtype of k / v (only a cache's are not fp32) */
+  /* Element types (rove_dtype) of q, k, v, out: the caller's (rove_attention_forward_typed;
+   * F32, BF16, F16) or a cache's (K and V also Q8). Strides and offsets count elements. */
+  int32_t q_type, k_type, v_type, out_type;
   const float *kscale, *vscale;    /* Q8: rove_q8_blocks(d) scales per stored row */
   float k_mul;                     /* multiplies the rotated dims of K: m, or 1 if stored */
   int64_t n_qt, n_kt, kv_pad;      /* query tiles, key tiles, kv_len rounded up to tiles */
@@ -81,10 +83,12 @@ typedef struct rove_kv_view {
   int64_t pos_bstride;
 } rove_kv_view;
 
-/* Validate p and a (a->k/v/kv_len/kv_pos, or kv when non-NULL), compute sizes (checked),
- * allocate the workspace. On failure nothing is allocated and no output was touched. */
+/* Validate p and a (a->k/v/kv_len/kv_pos, or kv when non-NULL) with the element types of
+ * the caller's tensors (types NULL: all fp32; with kv its k and v are not read), compute
+ * sizes (checked), allocate the workspace. On failure nothing is allocated and no output
+ * was touched. */
 rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
-                          const rove_kv_view *kv);
+                          const rove_kv_view *kv, const rove_tensor_types *types);
 /* Run the phases of an initialised call and release it. */
 void rove_fwd_run(rove_fwd *f);
 void rove_fwd_release(rove_fwd *f);
@@ -109,17 +113,17 @@ static inline int64_t rove_fwd_velem(const rove_fwd *f, int64_t b, int64_t h, in
   return b * f->v_bstride + h * f->kv_hstride + j * f->vs;
 }
 /* The K and V rows of tokens j.. of KV head h in batch b (token stride ks / vs), when they
- * are fp32 (kv_type F32). */
+ * are fp32. */
 static inline const float *rove_fwd_krow(const rove_fwd *f, int64_t b, int64_t h, int64_t j) {
   return (const float *)f->k + rove_fwd_kelem(f, b, h, j);
 }
 static inline const float *rove_fwd_vrow(const rove_fwd *f, int64_t b, int64_t h, int64_t j) {
   return (const float *)f->v + rove_fwd_velem(f, b, h, j);
 }
-/* The same rows of any kv_type (the element at the offset) and their Q8 scales (NULL for
- * other types). */
-static inline const void *rove_fwd_raw(const rove_fwd *f, const void *x, int64_t e) {
-  return (const char *)x + e * rove_dtype_size(f->kv_type);
+/* Element e of x of type t, and the Q8 scales of the row at element e (NULL for other
+ * types). */
+static inline const void *rove_fwd_raw(const void *x, int32_t t, int64_t e) {
+  return (const char *)x + e * rove_dtype_size(t);
 }
 static inline const float *rove_fwd_scale(const rove_fwd *f, const float *scale, int64_t e) {
   const int32_t d = f->p->cfg.head_dim;
@@ -131,11 +135,12 @@ static inline const float *rove_fwd_rows_f32(const rove_fwd *f, int v, int64_t b
                                              int64_t j0, int64_t n, float *buf, int64_t *stride) {
   const int64_t e = v ? rove_fwd_velem(f, b, h, j0) : rove_fwd_kelem(f, b, h, j0);
   const void *x = v ? f->v : f->k;
+  const int32_t t = v ? f->v_type : f->k_type;
   *stride = v ? f->vs : f->ks;
-  if (f->kv_type == ROVE_DTYPE_F32) return (const float *)x + e;
+  if (t == ROVE_DTYPE_F32) return (const float *)x + e;
   const int32_t d = f->p->cfg.head_dim;
-  f->p->kern->to_f32(buf, d, rove_fwd_raw(f, x, e), *stride,
-                     rove_fwd_scale(f, v ? f->vscale : f->kscale, e), n, d, f->kv_type);
+  f->p->kern->to_f32(buf, d, rove_fwd_raw(x, t, e), *stride,
+                     rove_fwd_scale(f, v ? f->vscale : f->kscale, e), n, d, t);
   *stride = d;
   return buf;
 }

@@ -37,14 +37,16 @@ static rove_status check_tensors(rove_fwd *f, const rove_attention_args *a) {
   if (st != ROVE_OK) return st;
   if (!rove_mul_i64(qrows, c->n_heads, &el) || el > INT64_MAX / (int64_t)sizeof(float))
     return ROVE_ERR_SIZE_OVERFLOW;
-  const size_t fs = sizeof(float);
-  size_t bo = (size_t)eo * fs, bl = (size_t)el * fs;
-  if (rove_overlap(a->out, bo, a->q, (size_t)eq * fs) || rove_overlap(a->out, bo, a->k, (size_t)ek * fs) ||
-      rove_overlap(a->out, bo, a->v, (size_t)ev * fs))
+  /* byte extents (elements of each tensor's type; the lse is fp32) */
+  const size_t bq = (size_t)eq * (size_t)rove_dtype_size(f->q_type);
+  const size_t bk = (size_t)ek * (size_t)rove_dtype_size(f->k_type);
+  const size_t bv = (size_t)ev * (size_t)rove_dtype_size(f->v_type);
+  const size_t bo = (size_t)eo * (size_t)rove_dtype_size(f->out_type), bl = (size_t)el * sizeof(float);
+  if (rove_overlap(a->out, bo, a->q, bq) || rove_overlap(a->out, bo, a->k, bk) ||
+      rove_overlap(a->out, bo, a->v, bv))
     return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->lse && (rove_overlap(a->lse, bl, a->q, (size_t)eq * fs) ||
-                 rove_overlap(a->lse, bl, a->k, (size_t)ek * fs) ||
-                 rove_overlap(a->lse, bl, a->v, (size_t)ev * fs) || rove_overlap(a->lse, bl, a->out, bo)))
+  if (a->lse && (rove_overlap(a->lse, bl, a->q, bq) || rove_overlap(a->lse, bl, a->k, bk) ||
+                 rove_overlap(a->lse, bl, a->v, bv) || rove_overlap(a->lse, bl, a->out, bo)))
     return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
 }
@@ -199,10 +201,25 @@ static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a,
   return ROVE_OK;
 }
 
+/* A tensor type the caller may pass: fp32, bf16 or fp16 (Q8 exists only in caches). */
+static int tensor_type_ok(rove_dtype t) {
+  return t == ROVE_DTYPE_F32 || t == ROVE_DTYPE_BF16 || t == ROVE_DTYPE_F16;
+}
+
 rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
-                          const rove_kv_view *kv) {
+                          const rove_kv_view *kv, const rove_tensor_types *types) {
   memset(f, 0, sizeof *f);
   if (!p || !a || !a->q || !a->out || a->batch <= 0 || a->q_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
+  if (types) {
+    if (!tensor_type_ok(types->q) || !tensor_type_ok(types->out) ||
+        (kv ? types->k != ROVE_DTYPE_F32 || types->v != ROVE_DTYPE_F32
+            : !tensor_type_ok(types->k) || !tensor_type_ok(types->v)))
+      return ROVE_ERR_INVALID_ARGUMENT;
+    f->q_type = types->q;
+    f->out_type = types->out;
+    f->k_type = types->k;
+    f->v_type = types->v;
+  }
   if (kv ? (a->k || a->v || a->kv_pos || a->kv_len != 0 || kv->len <= 0)
          : (!a->k || !a->v || a->kv_len <= 0))
     return ROVE_ERR_INVALID_ARGUMENT;
@@ -219,7 +236,7 @@ rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_
   if (st == ROVE_OK) st = check_angles(f, a);
   if (st != ROVE_OK) return st;
   if (kv) {
-    f->kv_type = kv->type;
+    f->k_type = f->v_type = kv->type;
     f->kscale = kv->kscale;
     f->vscale = kv->vscale;
     f->ks = f->vs = kv->tstride;

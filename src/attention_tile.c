@@ -55,8 +55,14 @@ void rove_fwd_begin(const rove_fwd *f, const rove_qtile *q, float *qbuf, float *
   const int32_t d = p->cfg.head_dim;
   const float scale = p->cfg.scale;
   rove_rot rq = rove_fwd_qrot(f, q->b, q->kvh, q->i0, p->cfg.rotate & ROVE_ROTATE_Q);
-  p->kern->rotate(qbuf, d, f->a->q + q->row0 * f->qs + q->h * d, f->qs, q->nq, d, &rq,
-                  scale * (float)p->attn_factor, scale, 0);
+  const int64_t e = q->row0 * f->qs + q->h * d; /* element offset of the tile's first row */
+  const float *src = (const float *)f->a->q + e;
+  int64_t ss = f->qs;
+  if (f->q_type != ROVE_DTYPE_F32) { /* widen into qbuf, then rotate there in place */
+    p->kern->to_f32(qbuf, d, rove_fwd_raw(f->a->q, f->q_type, e), f->qs, NULL, q->nq, d, f->q_type);
+    src = qbuf, ss = d;
+  }
+  p->kern->rotate(qbuf, d, src, ss, q->nq, d, &rq, scale * (float)p->attn_factor, scale, 0);
   memset(o, 0, sizeof(float) * (size_t)q->nq * (size_t)d);
   for (int32_t i = 0; i < q->nq; i++) {
     m[i] = -INFINITY;
@@ -64,13 +70,22 @@ void rove_fwd_begin(const rove_fwd *f, const rove_qtile *q, float *qbuf, float *
   }
 }
 
-void rove_fwd_finish(const rove_fwd *f, const rove_qtile *q, const float *o, const float *m,
+void rove_fwd_finish(const rove_fwd *f, const rove_qtile *q, float *o, const float *m,
                      const float *l) {
   const rove_plan *p = f->p;
   const int32_t d = p->cfg.head_dim;
   rove_rot ro = rove_fwd_qrot(f, q->b, q->kvh, q->i0, p->cfg.rotate & ROVE_ROTATE_O);
   float *lse = f->a->lse ? f->a->lse + (q->b * p->cfg.n_heads + q->h) * f->q_len + q->i0 : NULL;
-  rove_finish_f32(p->kern, f->a->out + q->row0 * f->os + q->h * d, f->os, lse, o, m, l, q->nq, d, &ro);
+  const int64_t e = q->row0 * f->os + q->h * d; /* element offset of the tile's first row */
+  if (f->out_type == ROVE_DTYPE_F32) {
+    rove_finish_f32(p->kern, f->a->out + e, f->os, lse, o, m, l, q->nq, d, &ro);
+    return;
+  }
+  /* typed out: finish in place in o, then round once into the caller's rows (values
+   * beyond the type's range become +-inf, as a cast would) */
+  rove_finish_f32(p->kern, o, d, lse, o, m, l, q->nq, d, &ro);
+  p->kern->from_f32((char *)f->a->out + e * rove_dtype_size(f->out_type), f->os, NULL, o, d,
+                    q->nq, d, f->out_type);
 }
 
 /* Merge in split order (independent of the thread count):

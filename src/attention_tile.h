@@ -19,8 +19,9 @@ rove_qtile rove_fwd_qtile(const rove_fwd *f, int64_t qtask);
 /* Pack the rotated, scaled query rows of q into qbuf; o = 0, m = -inf, l = 0. */
 void rove_fwd_begin(const rove_fwd *f, const rove_qtile *q, float *qbuf, float *o, float *m, float *l);
 /* O / l, the inverse rotation by the query positions (ROTATE_O) and LSE of a query tile,
- * into the caller's out / lse. */
-void rove_fwd_finish(const rove_fwd *f, const rove_qtile *q, const float *o, const float *m,
+ * into the caller's out / lse (a typed out is finished in o, which this overwrites, and
+ * rounded from there). */
+void rove_fwd_finish(const rove_fwd *f, const rove_qtile *q, float *o, const float *m,
                      const float *l);
 /* Phase 3 (split-KV): merge the partial (o, m, l) of q-task t exactly, then finish it. */
 void rove_fwd_merge_task(int64_t t, int tid, void *vctx);

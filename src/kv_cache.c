@@ -91,12 +91,13 @@ int32_t rove_kv_cache_capacity(const rove_kv_cache *c) { return c ? c->cap : 0; 
 typedef struct {
   rove_kv_cache *c;
   int32_t n;
-  const float *k, *v;
+  const void *k, *v;    /* in_type elements, token strides ks / vs */
   int64_t ks, vs;
+  int32_t in_type;
   const double *angles; /* NULL, or [batch][n][n_kv_heads][half] (Selective RoPE) */
   int64_t tab_w;        /* table floats per token: half, or n_kv_heads * half with angles */
-  float *tab;           /* per thread: cos [rows][tab_w], then sin, then (typed caches)
-                           the rotated fp32 rows [rows][head_dim] */
+  float *tab;           /* per thread: cos [rows][tab_w], then sin, then (typed caches or
+                           inputs) fp32 rows [rows][head_dim] */
   int64_t rows;         /* min(n, CACHE_CHUNK) */
   int64_t chunks;
   int64_t thread_floats; /* floats of tab per thread */
@@ -136,16 +137,26 @@ static void append_task(int64_t t, int tid, void *vctx) {
     const rove_rot rk = rove_plan_rot(p, on_k ? cs + off : NULL, on_k ? sn + off : NULL, w);
     const rove_rot rv = rove_plan_rot(p, on_v ? cs + off : NULL, on_v ? sn + off : NULL, w);
     const int64_t dst = b * c->bstride + h * c->hstride + tok * d;
-    const float *ksrc = a->k + src * a->ks + (int64_t)h * d, *vsrc = a->v + src * a->vs + (int64_t)h * d;
-    if (c->type == ROVE_DTYPE_F32) {
-      p->kern->rotate((float *)c->k + dst, d, ksrc, a->ks, n, d, &rk, (float)p->attn_factor, 1.0f, 0);
-      p->kern->rotate((float *)c->v + dst, d, vsrc, a->vs, n, d, &rv, 1.0f, 1.0f, 0);
-      continue;
+    for (int which = 0; which < 2; which++) { /* K, then V */
+      const rove_rot *r = which ? &rv : &rk;
+      const float mul = which ? 1.0f : (float)p->attn_factor;
+      const int64_t ss = which ? a->vs : a->ks, e = src * ss + (int64_t)h * d;
+      const void *x = which ? a->v : a->k;
+      /* fp32 source rows: the caller's; typed ones widened into rowbuf first */
+      const float *rows = (const float *)x + e;
+      int64_t rs = ss;
+      if (a->in_type != ROVE_DTYPE_F32) {
+        p->kern->to_f32(rowbuf, d, (const char *)x + e * rove_dtype_size(a->in_type), ss, NULL, n,
+                        d, a->in_type);
+        rows = rowbuf, rs = d;
+      }
+      if (c->type == ROVE_DTYPE_F32) { /* rotate straight into the cache */
+        p->kern->rotate((float *)(which ? c->v : c->k) + dst, d, rows, rs, n, d, r, mul, 1.0f, 0);
+        continue;
+      }
+      p->kern->rotate(rowbuf, d, rows, rs, n, d, r, mul, 1.0f, 0); /* in place if typed input */
+      a->bad[t] |= put_rows(c, which ? c->v : c->k, which ? c->vscale : c->kscale, dst, rowbuf, d, n);
     }
-    p->kern->rotate(rowbuf, d, ksrc, a->ks, n, d, &rk, (float)p->attn_factor, 1.0f, 0);
-    a->bad[t] |= put_rows(c, c->k, c->kscale, dst, rowbuf, d, n);
-    p->kern->rotate(rowbuf, d, vsrc, a->vs, n, d, &rv, 1.0f, 1.0f, 0);
-    a->bad[t] |= put_rows(c, c->v, c->vscale, dst, rowbuf, d, n);
   }
 }
 
@@ -160,10 +171,12 @@ static rove_status new_positions(const rove_kv_cache *c, int32_t n, const int32_
   return ROVE_OK;
 }
 
-static rove_status append(rove_kv_cache *c, int32_t n_tokens, const float *k, int64_t k_stride,
-                          const float *v, int64_t v_stride, const int32_t *pos,
-                          const double *angles) {
+static rove_status append(rove_kv_cache *c, int32_t n_tokens, const void *k, int64_t k_stride,
+                          const void *v, int64_t v_stride, const int32_t *pos,
+                          const double *angles, rove_dtype in_type) {
   if (!c || !k || !v || n_tokens <= 0) return ROVE_ERR_INVALID_ARGUMENT;
+  if (in_type != ROVE_DTYPE_F32 && in_type != ROVE_DTYPE_BF16 && in_type != ROVE_DTYPE_F16)
+    return ROVE_ERR_INVALID_ARGUMENT;
   const int64_t width = (int64_t)c->p->cfg.n_kv_heads * c->p->cfg.head_dim;
   const int64_t tab_w = angles ? (int64_t)c->p->cfg.n_kv_heads * c->p->half : c->p->half;
   if (k_stride == 0) k_stride = width;
@@ -183,7 +196,8 @@ static rove_status append(rove_kv_cache *c, int32_t n_tokens, const float *k, in
   const int64_t chunks = (n_tokens + CACHE_CHUNK - 1) / CACHE_CHUNK;
   const int64_t tasks = c->batch * chunks;
   const int32_t threads = rove_team_size(c->p->cfg.n_threads, tasks);
-  const int64_t per_thread = 2 * trows * tab_w + (c->type != ROVE_DTYPE_F32 ? trows * c->p->cfg.head_dim : 0);
+  const int typed = c->type != ROVE_DTYPE_F32 || in_type != ROVE_DTYPE_F32;
+  const int64_t per_thread = 2 * trows * tab_w + (typed ? trows * c->p->cfg.head_dim : 0);
   float *table = rove_alloc((size_t)threads * (size_t)per_thread * sizeof(float));
   int32_t *newpos = rove_alloc((size_t)rows * sizeof(int32_t));
   int *bad = calloc((size_t)tasks, sizeof(int));
@@ -193,8 +207,8 @@ static rove_status append(rove_kv_cache *c, int32_t n_tokens, const float *k, in
      * leaves the cache as it was */
     for (int64_t b = 0; b < c->batch; b++)
       memcpy(c->pos + b * c->cap + c->len, newpos + b * n_tokens, sizeof(int32_t) * (size_t)n_tokens);
-    append_ctx a = {c, n_tokens, k, v, k_stride, v_stride, angles, tab_w, table, trows, chunks,
-                    per_thread, bad};
+    append_ctx a = {c, n_tokens, k, v, k_stride, v_stride, in_type, angles, tab_w, table, trows,
+                    chunks, per_thread, bad};
     rove_parallel_for(c->p->cfg.n_threads, tasks, append_task, &a);
     int any = 0;
     for (int64_t t = 0; t < tasks; t++) any |= bad[t];
@@ -214,19 +228,26 @@ static rove_status append(rove_kv_cache *c, int32_t n_tokens, const float *k, in
 rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, const float *k,
                                  int64_t k_stride, const float *v, int64_t v_stride,
                                  const int32_t *pos) {
-  return append(c, n_tokens, k, k_stride, v, v_stride, pos, NULL);
+  return append(c, n_tokens, k, k_stride, v, v_stride, pos, NULL, ROVE_DTYPE_F32);
+}
+
+rove_status rove_kv_cache_append_typed(rove_kv_cache *c, int32_t n_tokens, const void *k,
+                                       int64_t k_stride, const void *v, int64_t v_stride,
+                                       const int32_t *pos, rove_dtype in_type) {
+  return append(c, n_tokens, k, k_stride, v, v_stride, pos, NULL, in_type);
 }
 
 rove_status rove_kv_cache_append_angles(rove_kv_cache *c, int32_t n_tokens, const float *k,
                                         int64_t k_stride, const float *v, int64_t v_stride,
                                         const int32_t *pos, const double *angles) {
   if (!angles) return ROVE_ERR_INVALID_ARGUMENT;
-  return append(c, n_tokens, k, k_stride, v, v_stride, pos, angles);
+  return append(c, n_tokens, k, k_stride, v, v_stride, pos, angles, ROVE_DTYPE_F32);
 }
 
 /* ---- attention --------------------------------------------------------------------- */
 
-rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention_args *a) {
+rove_status rove_kv_cache_attention_typed(const rove_kv_cache *c, const rove_attention_args *a,
+                                          const rove_tensor_types *types) {
   if (!c || !a || a->batch != c->batch || c->len <= 0 || a->q_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
   /* keys rotated by angles need queries rotated by angles (the reverse is allowed: angles
    * pos * w_k on a position cache are just positions) */
@@ -248,10 +269,14 @@ rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention
                              .kscale = c->kscale, .vscale = c->vscale, .len = c->len,
                              .pos = c->pos, .pos_bstride = c->cap};
   rove_fwd f;
-  rove_status st = rove_fwd_init(&f, c->p, &args, &view);
+  rove_status st = rove_fwd_init(&f, c->p, &args, &view, types);
   if (st == ROVE_OK) rove_fwd_run(&f);
   rove_free(qpos);
   return st;
+}
+
+rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention_args *a) {
+  return rove_kv_cache_attention_typed(c, a, NULL);
 }
 
 /* ---- shift, truncate, positions ------------------------------------------------------ */

@@ -22,7 +22,7 @@
  *    bitwise, and (bf16 / fp16 / Q8 q) from_f32 of widened rows gives the rows back.
  *  - to_f32_all: to_f32 of every bf16 and fp16 pattern and every int8 with a set of
  *    scales.
- *  - attn_rows_typed: attn_rows with kv_type bf16 / fp16 / q8 (K, V as a cache stores them,
+ *  - attn_rows_typed: attn_rows with k_type = v_type bf16 / fp16 / q8 (K, V as a cache stores them,
  *    ks = vs = d, no krot / vrot), d in {8, 64, 100, 128}, nk in {1, 63, 64, 65, 200}, nq in
  *    {1, 2, 4, 5, 16}, against the scalar attn_rows on the same typed rows (relative 2e-5, as
  *    ktest_kernels' attn_rows), and against the ISA's own attn_rows over the widened fp32
@@ -723,7 +723,7 @@ static void trows_run(const rove_kernels *kn, const trows *P, float *out, float 
   rove_rows_args t = {.q = P->q,
                       .ks = d,
                       .vs = d,
-                      .kv_type = P->kv_type,
+                      .k_type = P->kv_type, .v_type = P->kv_type,
                       .nq = nq,
                       .d = d,
                       .q_pos = P->qp,

@@ -90,7 +90,7 @@ typedef void (*rove_attn_tile_fn)(const rove_tile_args *t);
  *   q      [nq][d] query rows, rotated and scaled (m * scale folded in), contiguous
  *   k, v   key j at k + j * ks, value j at v + j * vs (no alignment; only the d floats
  *          of each of the nk rows are read)
- *   krot, vrot  NULL, or the rotation of the stored fp32 rows (never with typed rows): key j is then used as
+ *   krot, vrot  NULL, or the rotation of the rows (typed rows are widened first): key j is then used as
  *          k_mul R_j k_j on the rotated dims (k_j on the others) and value j as R_j v_j,
  *          R_j from row j of the table (as rove_rotate_fn with inverse 0; cos NULL: that
  *          tensor is used as stored)
@@ -102,12 +102,12 @@ typedef void (*rove_attn_tile_fn)(const rove_tile_args *t);
 #define ROVE_ROWS_SCRATCH(d) (ROVE_ROWS_MAX * ROVE_ROWS_BLOCK + 2 * ROVE_ROWS_BLOCK * (int64_t)(d))
 typedef struct rove_rows_args {
   const float *q;
-  /* K and V rows of type kv_type (rove_dtype): fp32 rows are read in place; other types
-   * are widened block by block into scratch by the ISA's to_f32 (k_scale / v_scale: the
-   * Q8 scales of row 0, ceil(d / ROVE_Q8_BLOCK) per row, rows contiguous) */
+  /* K and V rows of types k_type / v_type (rove_dtype): fp32 rows are read in place;
+   * other types are widened as they are read (k_scale / v_scale: the Q8 scales of row 0,
+   * ceil(d / ROVE_Q8_BLOCK) per row, rows contiguous; Q8 only comes from a cache) */
   const void *k, *v;
   int64_t ks, vs;       /* elements between consecutive keys / values (>= d) */
-  int32_t kv_type;
+  int32_t k_type, v_type;
   const float *k_scale, *v_scale;
   int32_t nq, nk, d;
   /* Positions of the nq queries / nk keys; read only when mask != 0 (as in attn_tile). */
@@ -135,19 +135,19 @@ typedef void (*rove_to_f32_fn)(float *dst, int64_t dst_stride, const void *src, 
 typedef int (*rove_from_f32_fn)(void *dst, int64_t stride, float *scale, const float *src,
                                 int64_t src_stride, int64_t n, int32_t d, int32_t type);
 
-/* For the attn_rows kernels: keys (or values) j0 .. j0 + nb - 1 of a rows call as fp32
- * rows, *stride floats apart: the stored rows themselves for fp32, else widened by the
- * ISA's cvt into scr [nb][d] (stride d). Typed rows are a cache's, stored rotated: the
- * driver never passes krot / vrot with them. */
+/* For the attn_rows kernels: keys (or values) j0 .. j0 + nb - 1 of a rows call, of type
+ * `type`, as fp32 rows *stride floats apart: the stored rows themselves for fp32, else
+ * widened by the ISA's cvt into scr [nb][d] (stride d; a rotation then runs in place). */
 static inline const float *rove_rows_fp32(const rove_rows_args *t, const void *x, int64_t xs,
-                                          const float *scale, int32_t j0, int32_t nb,
-                                          float *scr, rove_to_f32_fn cvt, int64_t *stride) {
-  if (t->kv_type == ROVE_DTYPE_F32) {
+                                          const float *scale, int32_t type, int32_t j0,
+                                          int32_t nb, float *scr, rove_to_f32_fn cvt,
+                                          int64_t *stride) {
+  if (type == ROVE_DTYPE_F32) {
     *stride = xs;
     return (const float *)x + (int64_t)j0 * xs;
   }
-  cvt(scr, t->d, (const char *)x + (int64_t)j0 * xs * rove_dtype_size(t->kv_type), xs,
-      scale ? scale + (int64_t)j0 * rove_q8_blocks(t->d) : NULL, nb, t->d, t->kv_type);
+  cvt(scr, t->d, (const char *)x + (int64_t)j0 * xs * rove_dtype_size(type), xs,
+      scale ? scale + (int64_t)j0 * rove_q8_blocks(t->d) : NULL, nb, t->d, type);
   *stride = t->d;
   return scr;
 }

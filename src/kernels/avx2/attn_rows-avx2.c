@@ -19,7 +19,8 @@
  *      the pair's visibility (a hidden pair adds +0 even if V holds NaN or Inf).
  * The caller's K/V (krot / vrot) are first rotated block by block into scratch [64][d] by
  * this ISA's rotate kernel and read from there.
- * A typed cache's rows (bf16, f16, q8; kv_type) are read in place when d % 32 == 0: each
+ * Typed rows (bf16, f16, q8) of one type, not to be rotated (a cache's), are read in place
+ * when d % 32 == 0: each
  * K or V load of steps 1 and 3 widens 8 elements (bf16: zero-extend and shift by 16; f16:
  * vcvtph2ps; q8: sign-extend, convert, times the row's scale of that 32-float section,
  * which is exactly one Q8 block), so the stored bytes stream from memory once, prefetched
@@ -376,20 +377,23 @@ void rove_attn_rows_f32__avx2(const rove_rows_args *t) {
   for (int32_t j0 = 0; j0 < t->nk; j0 += BLK) {
     const int32_t *kp = t->mask ? t->k_pos + j0 : NULL;
     blk b = {NULL, NULL, 0, 0, kp, t->nk - j0 < BLK ? t->nk - j0 : BLK, 0, 0, 0, NULL, NULL};
-    if (t->kv_type != ROVE_DTYPE_F32 && d % 32 == 0) { /* typed rows read in place */
-      const int64_t esz = rove_dtype_size(t->kv_type), nblk = rove_q8_blocks(d);
+    const int fused = t->k_type != ROVE_DTYPE_F32 && t->k_type == t->v_type && d % 32 == 0 &&
+                      !rk && !rv;
+    if (fused) { /* typed rows read in place */
+      const int64_t esz = rove_dtype_size(t->k_type), nblk = rove_q8_blocks(d);
       b.k = (const char *)t->k + j0 * t->ks * esz, b.ks = t->ks;
       b.v = (const char *)t->v + j0 * t->vs * esz, b.vs = t->vs;
-      b.type = t->kv_type, b.nblk = (int32_t)nblk, b.pf = 1;
+      b.type = t->k_type, b.nblk = (int32_t)nblk, b.pf = 1;
       b.ksc = t->k_scale ? t->k_scale + j0 * nblk : NULL;
       b.vsc = t->v_scale ? t->v_scale + j0 * nblk : NULL;
       block(t, &b);
       continue;
     }
-    /* other typed rows (d % 32 != 0) are widened into scratch first */
-    b.k = rove_rows_fp32(t, t->k, t->ks, t->k_scale, j0, b.nb, kscr, rove_to_f32__avx2, &b.ks);
-    b.v = rove_rows_fp32(t, t->v, t->vs, t->v_scale, j0, b.nb, vscr, rove_to_f32__avx2, &b.vs);
-    b.pf = !rk && !rv && t->kv_type == ROVE_DTYPE_F32;
+    /* other typed rows (d % 32 != 0, K and V of different types, the caller's rows to
+     * rotate) are widened into scratch first */
+    b.k = rove_rows_fp32(t, t->k, t->ks, t->k_scale, t->k_type, j0, b.nb, kscr, rove_to_f32__avx2, &b.ks);
+    b.v = rove_rows_fp32(t, t->v, t->vs, t->v_scale, t->v_type, j0, b.nb, vscr, rove_to_f32__avx2, &b.vs);
+    b.pf = !rk && !rv && t->k_type == ROVE_DTYPE_F32 && t->v_type == ROVE_DTYPE_F32;
     if (rk) rotate_rows(kscr, b.k, b.ks, b.nb, d, t->krot, j0, t->k_mul), b.k = kscr, b.ks = d;
     if (rv) rotate_rows(vscr, b.v, b.vs, b.nb, d, t->vrot, j0, 1.0f), b.v = vscr, b.vs = d;
     block(t, &b);

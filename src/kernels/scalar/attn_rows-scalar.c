@@ -28,8 +28,8 @@ void rove_attn_rows_f32__scalar(const rove_rows_args *t) {
     const int32_t *kp = t->mask ? t->k_pos + j0 : NULL;
     const int32_t nb = t->nk - j0 < ROVE_ROWS_BLOCK ? t->nk - j0 : ROVE_ROWS_BLOCK;
     rove_scalar_keys b = {NULL, NULL, 0, 0, kp, nb, t->mask, t->causal, t->window, t->softcap};
-    b.k = rove_rows_fp32(t, t->k, t->ks, t->k_scale, j0, nb, kscr, rove_to_f32__scalar, &b.ks);
-    b.v = rove_rows_fp32(t, t->v, t->vs, t->v_scale, j0, nb, vscr, rove_to_f32__scalar, &b.vs);
+    b.k = rove_rows_fp32(t, t->k, t->ks, t->k_scale, t->k_type, j0, nb, kscr, rove_to_f32__scalar, &b.ks);
+    b.v = rove_rows_fp32(t, t->v, t->vs, t->v_scale, t->v_type, j0, nb, vscr, rove_to_f32__scalar, &b.vs);
     if (t->krot && t->krot->cos)
       b.k = rotated(kscr, b.k, b.ks, j0, nb, d, t->krot, t->k_mul), b.ks = d;
     if (t->vrot && t->vrot->cos)
