@@ -591,6 +591,14 @@ typedef struct rove_layer_weights {
  *  plan/weights/matrix, d_model <= 0); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. */
 ROVE_API rove_status rove_layer_create(const rove_plan *p, const rove_layer_weights *w,
                                        rove_layer **out);
+/** rove_layer_create with weights and biases of type @p weight_type (F32, BF16 or F16: the
+ *  pointers of @p w point at elements of that type; cast them to const float *). They are
+ *  widened to fp32 once, here (exact), and the layer computes in fp32 as with fp32
+ *  weights (OpenBLAS sgemm): a bf16 checkpoint gives the same outputs as its weights cast
+ *  to fp32 first, and the layer's copy takes 4 bytes per weight. Inputs and outputs stay
+ *  fp32. @return as rove_layer_create; ROVE_ERR_INVALID_ARGUMENT also for another type. */
+ROVE_API rove_status rove_layer_create_typed(const rove_plan *p, const rove_layer_weights *w,
+                                             rove_dtype weight_type, rove_layer **out);
 /** Free a layer (NULL-safe). */
 ROVE_API void rove_layer_destroy(rove_layer *l);
 
@@ -603,7 +611,8 @@ ROVE_API rove_status rove_layer_forward(const rove_layer *l, int32_t batch, int3
                                         const float *x, const int32_t *pos, float *y);
 
 /**
- * Incremental forward with a KV cache built from the same plan: projects the n new tokens
+ * Incremental forward with a KV cache built from the same plan (of any storage type: K and
+ * V are rounded to it on append and read in it, rove_kv_cache_create_typed): projects the n new tokens
  * of x [batch][n][d_model], appends their K and V to @p cache (positions pos [batch][n],
  * or NULL to continue each row), attends their queries over the whole cache, projects out.
  * Prefill is one call with the prompt; each decode step is a call with n = 1.

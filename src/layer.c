@@ -208,13 +208,18 @@ void rove_layer_work_release(rove_layer_work *w) {
 
 /* ---- create / destroy ---------------------------------------------------------------- */
 
-/* Copy rows x cols floats of src into dst at row offset r0 (dst has cols columns). */
-static void copy_rows(float *dst, int64_t r0, const float *src, int64_t rows, int64_t cols) {
-  memcpy(dst + r0 * cols, src, sizeof(float) * (size_t)(rows * cols));
+/* Copy rows x cols elements of type t at src into fp32 dst at row offset r0 (dst has cols
+ * columns), widened exactly by the plan's to_f32 (bf16, f16). */
+static void copy_rows(const rove_layer *l, float *dst, int64_t r0, const void *src, int64_t rows,
+                      int64_t cols, rove_dtype t) {
+  if (t == ROVE_DTYPE_F32)
+    memcpy(dst + r0 * cols, src, sizeof(float) * (size_t)(rows * cols));
+  else /* cols <= INT_MAX (checked at create) */
+    l->p->kern->to_f32(dst + r0 * cols, cols, src, cols, NULL, rows, (int32_t)cols, t);
 }
 
 /* The fused bias: bq | bk | bv with zeros for the missing ones; NULL when all are NULL. */
-static rove_status fuse_bias(rove_layer *l, const rove_layer_weights *w) {
+static rove_status fuse_bias(rove_layer *l, const rove_layer_weights *w, rove_dtype t) {
   if (!w->bq && !w->bk && !w->bv) return ROVE_OK;
   l->bqkv = rove_alloc(sizeof(float) * (size_t)l->qkv_width);
   if (!l->bqkv) return ROVE_ERR_OUT_OF_MEMORY;
@@ -222,14 +227,16 @@ static rove_status fuse_bias(rove_layer *l, const rove_layer_weights *w) {
   const int64_t len[3] = {l->q_width, l->kv_width, l->kv_width};
   int64_t off = 0;
   for (int i = 0; i < 3; off += len[i], i++) {
-    if (parts[i]) memcpy(l->bqkv + off, parts[i], sizeof(float) * (size_t)len[i]);
+    if (parts[i]) copy_rows(l, l->bqkv + off, 0, parts[i], 1, len[i], t);
     else memset(l->bqkv + off, 0, sizeof(float) * (size_t)len[i]);
   }
   return ROVE_OK;
 }
 
-rove_status rove_layer_create(const rove_plan *p, const rove_layer_weights *w, rove_layer **out) {
-  if (!p || !w || !out || !w->wq || !w->wk || !w->wv || !w->wo || w->d_model <= 0)
+rove_status rove_layer_create_typed(const rove_plan *p, const rove_layer_weights *w,
+                                    rove_dtype t, rove_layer **out) {
+  if (!p || !w || !out || !w->wq || !w->wk || !w->wv || !w->wo || w->d_model <= 0 ||
+      (t != ROVE_DTYPE_F32 && t != ROVE_DTYPE_BF16 && t != ROVE_DTYPE_F16))
     return ROVE_ERR_INVALID_ARGUMENT;
   const rove_attention_config *c = &p->cfg;
   const int64_t qw = (int64_t)c->n_heads * c->head_dim, kvw = (int64_t)c->n_kv_heads * c->head_dim;
@@ -245,18 +252,22 @@ rove_status rove_layer_create(const rove_plan *p, const rove_layer_weights *w, r
   l->wqkv = rove_alloc(sizeof(float) * (size_t)nqkv);
   l->wo = rove_alloc(sizeof(float) * (size_t)no);
   l->bo = w->bo ? rove_alloc(sizeof(float) * (size_t)w->d_model) : NULL;
-  rove_status st = (l->wqkv && l->wo && (l->bo || !w->bo)) ? fuse_bias(l, w) : ROVE_ERR_OUT_OF_MEMORY;
+  rove_status st = (l->wqkv && l->wo && (l->bo || !w->bo)) ? fuse_bias(l, w, t) : ROVE_ERR_OUT_OF_MEMORY;
   if (st != ROVE_OK) {
     rove_layer_destroy(l);
     return st;
   }
-  copy_rows(l->wqkv, 0, w->wq, qw, w->d_model);
-  copy_rows(l->wqkv, qw, w->wk, kvw, w->d_model);
-  copy_rows(l->wqkv, qw + kvw, w->wv, kvw, w->d_model);
-  memcpy(l->wo, w->wo, sizeof(float) * (size_t)no);
-  if (w->bo) memcpy(l->bo, w->bo, sizeof(float) * (size_t)w->d_model);
+  copy_rows(l, l->wqkv, 0, w->wq, qw, w->d_model, t);
+  copy_rows(l, l->wqkv, qw, w->wk, kvw, w->d_model, t);
+  copy_rows(l, l->wqkv, qw + kvw, w->wv, kvw, w->d_model, t);
+  copy_rows(l, l->wo, 0, w->wo, w->d_model, qw, t);
+  if (w->bo) copy_rows(l, l->bo, 0, w->bo, 1, w->d_model, t);
   *out = l;
   return ROVE_OK;
+}
+
+rove_status rove_layer_create(const rove_plan *p, const rove_layer_weights *w, rove_layer **out) {
+  return rove_layer_create_typed(p, w, ROVE_DTYPE_F32, out);
 }
 
 void rove_layer_destroy(rove_layer *l) {

@@ -308,6 +308,56 @@ static void test_special_values(void **state) {
   rove_plan_destroy(p);
 }
 
+/* rove_layer_create_typed: bf16 / fp16 weights give the layer of the same weights widened
+ * to fp32, bit for bit (the widening happens once, at creation). */
+static void test_layer_typed_weights(void **state) {
+  (void)state;
+  const int H = 4, Hkv = 2, d = 32, dm = 96, T = 33;
+  rove_attention_config c;
+  rove_attention_config_init(&c, H, Hkv, d);
+  c.n_threads = 1;
+  rove_plan *p = NULL;
+  assert_int_equal(rove_plan_create(&c, &p), ROVE_OK);
+  rove_rng r;
+  rove_rng_seed(&r, 5);
+  const int64_t n[8] = {(int64_t)H * d * dm, (int64_t)Hkv * d * dm, (int64_t)Hkv * d * dm,
+                        (int64_t)dm * H * d, H * d, Hkv * d, Hkv * d, dm};
+  float *x = malloc(sizeof(float) * T * dm), *y1 = malloc(sizeof(float) * T * dm);
+  float *y2 = malloc(sizeof(float) * T * dm);
+  rove_rng_fill(&r, x, T * dm, -1, 1);
+  const rove_dtype ts[] = {ROVE_DTYPE_BF16, ROVE_DTYPE_F16};
+  for (int ti = 0; ti < 2; ti++) {
+    if (ts[ti] == ROVE_DTYPE_F16 && !HAVE_F16) continue;
+    tensor w[8];
+    for (int i = 0; i < 8; i++) {
+      float *src = malloc(sizeof(float) * (size_t)n[i]);
+      rove_rng_fill(&r, src, n[i], -0.2f, 0.2f);
+      make_tensor(&w[i], ts[ti], src, n[i]);
+      free(src);
+    }
+    rove_layer_weights wr = {.d_model = dm, .wq = w[0].raw, .wk = w[1].raw, .wv = w[2].raw,
+                             .wo = w[3].raw, .bq = w[4].raw, .bk = w[5].raw, .bv = w[6].raw,
+                             .bo = w[7].raw};
+    rove_layer_weights ww = {.d_model = dm, .wq = w[0].wide, .wk = w[1].wide, .wv = w[2].wide,
+                             .wo = w[3].wide, .bq = w[4].wide, .bk = w[5].wide, .bv = w[6].wide,
+                             .bo = w[7].wide};
+    rove_layer *a = NULL, *b = NULL;
+    assert_int_equal(rove_layer_create_typed(p, &wr, ts[ti], &a), ROVE_OK);
+    assert_int_equal(rove_layer_create(p, &ww, &b), ROVE_OK);
+    assert_int_equal(rove_layer_forward(a, 1, T, x, NULL, y1), ROVE_OK);
+    assert_int_equal(rove_layer_forward(b, 1, T, x, NULL, y2), ROVE_OK);
+    assert_memory_equal(y1, y2, sizeof(float) * T * dm);
+    rove_layer_destroy(a);
+    rove_layer_destroy(b);
+    rove_layer *bad = (rove_layer *)&bad;
+    assert_int_equal(rove_layer_create_typed(p, &wr, ROVE_DTYPE_Q8, &bad), ROVE_ERR_INVALID_ARGUMENT);
+    assert_ptr_equal(bad, (rove_layer *)&bad);
+    for (int i = 0; i < 8; i++) free_tensor(&w[i]);
+  }
+  free(x), free(y1), free(y2);
+  rove_plan_destroy(p);
+}
+
 int main(void) {
   rove_test_isa_gate();
   if (!HAVE_F16) print_message("  no _Float16 in this compiler: the f16 combinations are skipped\n");
@@ -315,6 +365,7 @@ int main(void) {
       cmocka_unit_test(test_typed_equals_rounded_fp32),
       cmocka_unit_test(test_cache_typed),
       cmocka_unit_test(test_special_values),
+      cmocka_unit_test(test_layer_typed_weights),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
