@@ -24,6 +24,9 @@
  * that holds the n tokens already rotated (filled before timing), stored as kv (f32,
  * bf16, f16, q8): what a decode step costs in a generation loop, without the append of
  * the new token. kv_bytes_per_second and the read reference count the stored bytes.
+ * prefill_bf16/<isa>: RoVE prefill with fp32 tensors against the same with q, k, v and out
+ * in bf16 (rove_attention_forward_typed), in one loop: rope_ms / gflops_rope are the fp32
+ * call's, rove_ms / gflops the bf16 call's, ratio = bf16 time / fp32 time.
  *
  * Cases with one thread measure the CPU time of the calling thread (librove then runs on
  * it), both in Google Benchmark's time and in the per-call samples, so that other
@@ -42,7 +45,23 @@ typedef struct attn_family {
   rove_isa isa;
   int decode; /* q_len = the q argument, kv_len = n */
   int cache;  /* decode through a KV cache filled before timing */
+  int bf16;   /* prefill: RoVE with fp32 tensors (slot 0) against RoVE with q, k, v and out
+                 in bf16 (slot 1, rove_attention_forward_typed), in the same loop */
 } attn_family;
+
+/* x[0..n) rounded to bf16 in place: the bf16 values packed at the start of the buffer
+ * (element i is written over bytes 2i.., after float i was read from 4i..). */
+static void to_bf16_in_place(float *x, size_t n) {
+  uint16_t *h = (uint16_t *)x;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, &x[i], 4);
+    b += 0x7fffu + ((b >> 16) & 1u); /* round to nearest even (the inputs are finite) */
+    h[i] = (uint16_t)(b >> 16);
+  }
+}
+static const rove_tensor_types BF16_TYPES = {ROVE_DTYPE_BF16, ROVE_DTYPE_BF16, ROVE_DTYPE_BF16,
+                                             ROVE_DTYPE_BF16};
 
 /* Arguments: n (kv_len; q_len too unless decode), head_dim, heads, kv heads, threads,
  * causal; decode also q (q_len); decode_cache also kv (the cache's rove_dtype:
@@ -62,6 +81,7 @@ typedef struct attn_case {
   rove_plan *plan[2]; /* 0: RoPE, 1: RoVE */
   rove_kv_cache *cache[2];
   float *q, *k, *v, *out[2];
+  float *q16, *k16, *v16; /* prefill_bf16: bf16 copies (packed at the buffer starts) */
   rove_attention_args args[2];
   rb_samples t[2];
   /* decode: a buffer of the K+V byte count, summed in the same loop (the read reference
@@ -79,6 +99,9 @@ static void case_free(attn_case *c) {
     rb_samples_free(&c->t[m]);
   }
   free(c->q);
+  free(c->q16);
+  free(c->k16);
+  free(c->v16);
   free(c->k);
   free(c->v);
   free(c->rd);
@@ -92,7 +115,7 @@ static const char *case_init(attn_case *c, const attn_family *f, const int64_t *
   for (int m = 0; m < 2; m++) {
     rove_attention_config cfg;
     rove_attention_config_init(&cfg, h, kvh, d);
-    cfg.rotate = m ? ROVE_ROTATE_ROVE : ROVE_ROTATE_ROPE;
+    cfg.rotate = m || f->bf16 ? ROVE_ROTATE_ROVE : ROVE_ROTATE_ROPE;
     cfg.causal = (int32_t)a[5];
     cfg.isa = f->isa;
     cfg.n_threads = (int32_t)a[4];
@@ -112,6 +135,18 @@ static const char *case_init(attn_case *c, const attn_family *f, const int64_t *
   rb_fill_uniform(c->v, nkv, 3);
   memset(c->out[0], 0, nq * sizeof(float)); /* fault the pages in before timing */
   memset(c->out[1], 0, nq * sizeof(float));
+  if (f->bf16) {
+    c->q16 = rb_alloc_floats(nq);
+    c->k16 = rb_alloc_floats(nkv);
+    c->v16 = rb_alloc_floats(nkv);
+    if (!c->q16 || !c->k16 || !c->v16) return "out of memory";
+    memcpy(c->q16, c->q, nq * sizeof(float));
+    memcpy(c->k16, c->k, nkv * sizeof(float));
+    memcpy(c->v16, c->v, nkv * sizeof(float));
+    to_bf16_in_place(c->q16, nq);
+    to_bf16_in_place(c->k16, nkv);
+    to_bf16_in_place(c->v16, nkv);
+  }
   if (f->decode) { /* the read reference: the bytes the cache (or K and V) hold */
     c->rd_bytes = ((size_t)kv_bytes(a, f->cache) + 63) / 64 * 64;
     c->rd = (uint64_t *)rb_alloc_floats(c->rd_bytes / sizeof(float));
@@ -134,13 +169,15 @@ static const char *case_init(attn_case *c, const attn_family *f, const int64_t *
     g->kv_len = n;
     g->k = c->k;
     g->v = c->v;
+    if (f->bf16 && m == 1) g->q = c->q16, g->k = c->k16, g->v = c->v16;
   }
   return NULL;
 }
 
-static rove_status run(const attn_case *c, int m) {
-  return c->cache[m] ? rove_kv_cache_attention(c->cache[m], &c->args[m])
-                     : rove_attention_forward(c->plan[m], &c->args[m]);
+static rove_status run(const attn_case *c, const attn_family *f, int m) {
+  if (c->cache[m]) return rove_kv_cache_attention(c->cache[m], &c->args[m]);
+  return f->bf16 && m == 1 ? rove_attention_forward_typed(c->plan[m], &c->args[m], &BF16_TYPES)
+                           : rove_attention_forward(c->plan[m], &c->args[m]);
 }
 
 /* Attention FLOPs of one forward: 4*d*h per visible (query, key) pair. */
@@ -200,7 +237,7 @@ static void bm_attention(rbs_state *st, void *user) {
     for (int j = 0; j < 2 && !err; j++) {
       const int m = (int)((it + j) & 1); /* even iterations: RoPE first */
       const double t0 = now();
-      rove_status s = run(&c, m);
+      rove_status s = run(&c, f, m);
       const double dt = now() - t0;
       rbs_do_not_optimize(c.out[m]);
       if (s != ROVE_OK) err = rove_status_string(s);
@@ -229,7 +266,7 @@ typedef struct attn_reg {
   rb_pair pair;
 } attn_reg;
 
-enum { PREFILL, DECODE, DECODE_CACHE, N_KINDS };
+enum { PREFILL, DECODE, DECODE_CACHE, PREFILL_BF16, N_KINDS };
 /* [smoke][kind][isa] */
 static attn_reg regs[2][N_KINDS][RB_N_ISAS];
 
@@ -240,18 +277,19 @@ typedef struct shape {
 static const shape SHAPES[] = {{64, 12, 12}, {64, 12, 3}, {128, 12, 12}, {128, 12, 3}};
 
 static rb_pair *pair(int smoke, int kind, rove_isa isa) {
-  static const char *const kinds[N_KINDS] = {"prefill", "decode", "decode_cache"};
+  static const char *const kinds[N_KINDS] = {"prefill", "decode", "decode_cache", "prefill_bf16"};
   attn_reg *r = &regs[smoke][kind][isa];
   if (!r->pair.fn) {
     r->fam.isa = isa;
-    r->fam.decode = kind != PREFILL;
+    r->fam.decode = kind == DECODE || kind == DECODE_CACHE;
     r->fam.cache = kind == DECODE_CACHE;
+    r->fam.bf16 = kind == PREFILL_BF16;
     snprintf(r->pair.name, sizeof r->pair.name, "%s%s/%s", smoke ? "smoke/" : "", kinds[kind],
              rove_isa_name(isa));
     r->pair.fn = bm_attention;
     r->pair.user = &r->fam;
     r->pair.arg_names = ARG_NAMES;
-    r->pair.n_args = kind == PREFILL ? N_ARGS : kind == DECODE ? N_ARGS_DECODE : N_ARGS_CACHE;
+    r->pair.n_args = !r->fam.decode ? N_ARGS : kind == DECODE ? N_ARGS_DECODE : N_ARGS_CACHE;
     r->pair.unit = RBS_MS;
   }
   return &r->pair;
@@ -291,6 +329,13 @@ static void register_full(void) {
         for (int t = 0; t < rb_cfg.n_threads; t++) add(p, n, SHAPES[s], rb_cfg.threads[t], 1);
     if (cap >= 2048) /* causal vs full: full attention at n = 2048 */
       for (int t = 0; t < rb_cfg.n_threads; t++) add(p, 2048, SHAPES[0], rb_cfg.threads[t], 0);
+    if (i > 0) continue; /* bf16 tensors: the best ISA, 12 x 64 and 8 x 128 from n = 1024 */
+    const shape s8 = {128, 8, 8};
+    for (int32_t n = 1024; n <= cap && n <= 4096; n *= 2)
+      for (int t = 0; t < rb_cfg.n_threads; t++) {
+        add(pair(0, PREFILL_BF16, isa), n, SHAPES[0], rb_cfg.threads[t], 1);
+        add(pair(0, PREFILL_BF16, isa), n, s8, rb_cfg.threads[t], 1);
+      }
   }
   /* decode: 12x64 MHA, one query, every cache length; at 4096 keys also GQA 12:4 and
    * q_len 4 (a GQA group's or a short chunk's rows share each K/V load) */
@@ -325,6 +370,7 @@ static void register_smoke(void) {
     const rove_isa isa = rb_cfg.isas[i];
     add(pair(1, PREFILL, isa), 128, mha, 1, 1);
     add(pair(1, PREFILL, isa), 96, gqa, 2, 0);
+    add(pair(1, PREFILL_BF16, isa), 128, mha, 1, 1);
     add_decode(pair(1, DECODE, isa), 1000, mha, 2, 1);
     add_decode(pair(1, DECODE_CACHE, isa), 1000, gqa, 1, 3);
     add_decode_kv(pair(1, DECODE_CACHE, isa), 1000, gqa, 1, 1, ROVE_DTYPE_BF16);
