@@ -365,18 +365,51 @@ static rove_status call_cache_create(fx *f) {
   return created(f, st, slot, cache_destroy_v);
 }
 
+/* bf16 copies of the first BF16_N inputs (a static array: no allocation to account) */
+#define BF16_N (1 << 16)
+static uint16_t g_bf16[BF16_N];
+static const uint16_t *bf16_in(void) {
+  static int done;
+  for (int i = 0; !done && i < BF16_N; i++) {
+    uint32_t b;
+    memcpy(&b, &g_in[i], 4);
+    g_bf16[i] = (uint16_t)(b >> 16);
+  }
+  done = 1;
+  return g_bf16;
+}
+
+/* Typed tensors and caches: a q8 cache, bf16 inputs, bf16 weights */
+static rove_status call_cache_create_q8(fx *f) {
+  void *slot = SLOT_SENTINEL;
+  const rove_status st =
+      rove_kv_cache_create_typed(f->plan, 2, 300, ROVE_DTYPE_Q8, (rove_kv_cache **)&slot);
+  return created(f, st, slot, cache_destroy_v);
+}
+
+static rove_status call_attention_typed(fx *f) {
+  rove_attention_args a = prefill_args(f);
+  const uint16_t *x = bf16_in();
+  a.q = (const float *)x;
+  a.k = (const float *)(x + N_PRE * H * D);
+  a.v = (const float *)(x + N_PRE * (H + HKV) * D);
+  const rove_tensor_types t = {ROVE_DTYPE_BF16, ROVE_DTYPE_BF16, ROVE_DTYPE_BF16, ROVE_DTYPE_BF16};
+  return rove_attention_forward_typed(f->plan, &a, &t);
+}
+
 #define CACHE_CAP 600
-static void cache_setup(fx *f, int angles) {
+static void cache_setup_typed(fx *f, int angles, rove_dtype type) {
   make_plan(f);
-  assert_int_equal(rove_kv_cache_create(f->plan, 2, CACHE_CAP, &f->cache), ROVE_OK);
+  assert_int_equal(rove_kv_cache_create_typed(f->plan, 2, CACHE_CAP, type, &f->cache), ROVE_OK);
   const float *k = g_in, *v = g_in + 2 * 40 * HKV * D;
   if (angles)
     assert_int_equal(rove_kv_cache_append_angles(f->cache, 40, k, 0, v, 0, NULL, g_ang), ROVE_OK);
   else
     assert_int_equal(rove_kv_cache_append(f->cache, 40, k, 0, v, 0, NULL), ROVE_OK);
 }
-static void setup_cache(fx *f) { cache_setup(f, 0); }
-static void setup_cache_angles(fx *f) { cache_setup(f, 1); }
+static void setup_cache(fx *f) { cache_setup_typed(f, 0, ROVE_DTYPE_F32); }
+static void setup_cache_angles(fx *f) { cache_setup_typed(f, 1, ROVE_DTYPE_F32); }
+static void setup_cache_q8(fx *f) { cache_setup_typed(f, 0, ROVE_DTYPE_Q8); }
 
 #define APPEND_N 300 /* two chunks of 256 tokens per row */
 static rove_status call_cache_append(fx *f) {
@@ -416,6 +449,22 @@ static rove_status call_cache_attention_angles(fx *f) {
 
 static rove_status call_cache_shift(fx *f) { return rove_kv_cache_shift(f->cache, 5, 33, -3); }
 
+static rove_status call_cache_append_bf16(fx *f) {
+  const uint16_t *k = bf16_in() + 4096, *v = k + 2 * APPEND_N * HKV * D;
+  return rove_kv_cache_append_typed(f->cache, APPEND_N, k, 0, v, 0, NULL, ROVE_DTYPE_BF16);
+}
+
+static rove_status call_cache_attention_bf16(fx *f) {
+  rove_attention_args a = {.batch = 2, .q_len = 8};
+  a.q = (const float *)(bf16_in() + 8192);
+  a.out = g_out;
+  a.lse = g_out2;
+  add_out(f, g_out, sizeof(uint16_t) * 2 * 8 * H * D);
+  add_out(f, g_out2, sizeof(float) * 2 * 8 * H);
+  const rove_tensor_types t = {ROVE_DTYPE_BF16, ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_BF16};
+  return rove_kv_cache_attention_typed(f->cache, &a, &t);
+}
+
 /* The cache as a user sees it: length, positions, and the attention of a fixed query
  * (with its own positions, or angles for an angle cache). Run unarmed. */
 static size_t observe_cache(fx *f, unsigned char *buf) {
@@ -452,6 +501,17 @@ static rove_status call_layer_create(fx *f) {
   const rove_layer_weights lw = layer_weights();
   void *slot = SLOT_SENTINEL;
   const rove_status st = rove_layer_create(f->plan, &lw, (rove_layer **)&slot);
+  return created(f, st, slot, layer_destroy_v);
+}
+
+static rove_status call_layer_create_bf16(fx *f) {
+  rove_layer_weights lw = layer_weights(); /* the same shapes; bf16 elements */
+  const uint16_t *x = bf16_in();
+  lw.wq = (const float *)x, lw.wk = (const float *)x, lw.wv = (const float *)x;
+  lw.wo = (const float *)x;
+  lw.bq = lw.bv = lw.bo = (const float *)x;
+  void *slot = SLOT_SENTINEL;
+  const rove_status st = rove_layer_create_typed(f->plan, &lw, ROVE_DTYPE_BF16, (rove_layer **)&slot);
   return created(f, st, slot, layer_destroy_v);
 }
 
@@ -575,7 +635,14 @@ static const scenario k_scenarios[] = {
     {"kv_cache_attention", setup_cache, call_cache_attention, observe_cache},
     {"kv_cache_attention_angles", setup_cache_angles, call_cache_attention_angles, observe_cache},
     {"kv_cache_shift", setup_cache, call_cache_shift, observe_cache},
+    {"attention_forward_typed", make_plan, call_attention_typed, NULL},
+    {"kv_cache_create_q8", make_plan, call_cache_create_q8, NULL},
+    {"kv_cache_append_q8", setup_cache_q8, call_cache_append, observe_cache},
+    {"kv_cache_append_bf16_into_q8", setup_cache_q8, call_cache_append_bf16, observe_cache},
+    {"kv_cache_attention_q8_bf16", setup_cache_q8, call_cache_attention_bf16, observe_cache},
+    {"kv_cache_shift_q8", setup_cache_q8, call_cache_shift, observe_cache},
     {"layer_create", make_plan, call_layer_create, NULL},
+    {"layer_create_bf16", make_plan, call_layer_create_bf16, NULL},
     {"layer_forward", setup_layer, call_layer_forward, NULL},
     {"layer_forward_one_row", setup_layer, call_layer_forward_row, NULL},
     {"layer_forward_cached_prefill", setup_layer_cache, call_layer_cached_prefill, observe_cache},
