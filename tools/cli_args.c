@@ -16,7 +16,8 @@ void cli_print_usage(FILE *f) {
           "librove %s: CPU attention with rotary position embeddings and RoVE.\n"
           "\n"
           "commands:\n"
-          "  info                 version, CPU features, ISAs, chosen ISA, default threads\n"
+          "  info                 version, CPU features, ISAs, chosen ISA, default threads,\n"
+          "                       KV cache storage types\n"
           "  demo [options]       GPT-2-small attention (12 heads x 64, n = 1024, causal)\n"
           "                       with RoVE and with plain RoPE: checked against a double\n"
           "                       precision oracle, timed, compared; then a toy 2-layer\n"
@@ -33,6 +34,9 @@ void cli_print_usage(FILE *f) {
           "                       tokens (default 512)\n"
           "      --steps N        toy decoder decode steps (default 128)\n"
           "      --decoder        run only the toy decoder section\n"
+          "      --kv TYPE        toy decoder KV cache storage: f32|bf16|f16|q8 (default\n"
+          "                       f32); another type also runs f32 caches beside it and\n"
+          "                       reports bytes per token, times and the outputs' max |diff|\n"
           "  check [options]      compare the library with the oracle over a sweep of\n"
           "                       shapes and options, for every ISA available\n"
           "      --isa NAME       only this ISA (auto = the best one)\n"
@@ -47,6 +51,12 @@ void cli_print_usage(FILE *f) {
           "      --isa NAME       only this ISA (default: every one available)\n"
           "      --runs R         interleaved RoVE/RoPE pairs per case, at least (short\n"
           "                       cases get more); medians reported (default 7)\n"
+          "      --kv LIST        also a decode table: one step through KV caches stored as\n"
+          "                       LIST, 'all' or comma-separated f32,bf16,f16,q8 (bench/'s\n"
+          "                       decode_cache cases: heads x 64, n = 1024, 4096, ...\n"
+          "                       max-kv; each type's output against an f32 cache's)\n"
+          "      --max-kv N       the decode table's largest n (default 16384)\n"
+          "      --decode         only the decode table (--kv defaults to all)\n"
           "  help                 this text (also -h, --help)\n"
           "  version              the version of librove (also --version)\n"
           "\n"
@@ -73,6 +83,52 @@ int cli_isa_from_name(const char *s, rove_isa *out) {
   for (size_t i = 0; i <= n; i++)
     low[i] = (char)((s[i] >= 'A' && s[i] <= 'Z') ? s[i] - 'A' + 'a' : s[i]);
   return rove_isa_parse(low, out) == ROVE_OK ? 0 : -1;
+}
+
+int cli_dtype_from_name(const char *s, rove_dtype *out) {
+  char low[32]; /* as for the ISA names: any case */
+  size_t n = strlen(s);
+  if (n == 0 || n >= sizeof low) return -1;
+  for (size_t i = 0; i <= n; i++)
+    low[i] = (char)((s[i] >= 'A' && s[i] <= 'Z') ? s[i] - 'A' + 'a' : s[i]);
+  return rove_dtype_parse(low, out) == ROVE_OK ? 0 : -1;
+}
+
+double cli_kv_bytes_per_token(rove_dtype t, int32_t kv_heads, int32_t head_dim) {
+  const double rows = 2.0 * kv_heads; /* a K and a V row per KV head */
+  switch (t) {
+    case ROVE_DTYPE_BF16:
+    case ROVE_DTYPE_F16:
+      return rows * head_dim * 2.0;
+    case ROVE_DTYPE_Q8:
+      return rows * (head_dim + 4.0 * ((head_dim + ROVE_Q8_BLOCK - 1) / ROVE_Q8_BLOCK));
+    default:
+      return rows * head_dim * 4.0;
+  }
+}
+
+/* "all" or a comma-separated list of storage type names -> mask of 1u << type. */
+static int parse_dtypes(const char *s, uint32_t *mask) {
+  char name[32];
+  uint32_t m = 0;
+  if (strcmp(s, "all") == 0 || strcmp(s, "ALL") == 0) {
+    *mask = (1u << ROVE_DTYPE_COUNT) - 1u;
+    return 0;
+  }
+  for (const char *p = s;; p++) {
+    const char *comma = strchr(p, ',');
+    const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    rove_dtype t;
+    if (len == 0 || len >= sizeof name) return -1;
+    memcpy(name, p, len);
+    name[len] = '\0';
+    if (cli_dtype_from_name(name, &t) != 0) return -1;
+    m |= 1u << t;
+    if (!comma) break;
+    p = comma;
+  }
+  *mask = m;
+  return 0;
 }
 
 /* Decimal integer (optional sign) filling the whole string. */
@@ -122,6 +178,16 @@ static int set_value(const char *cmd, const cli_opt *o, const char *val) {
       if (cli_isa_from_name(val, (rove_isa *)o->dst) != 0)
         return cli_usage_error(cmd, "unknown ISA '%s' (expected auto, scalar, avx2, avx512 "
                                "or neon)", val);
+      return 0;
+    case CLI_OPT_DTYPE:
+      if (cli_dtype_from_name(val, (rove_dtype *)o->dst) != 0)
+        return cli_usage_error(cmd, "%s: unknown storage type '%s' (expected f32, bf16, f16 "
+                               "or q8)", o->name, val);
+      return 0;
+    case CLI_OPT_DTYPES:
+      if (parse_dtypes(val, (uint32_t *)o->dst) != 0)
+        return cli_usage_error(cmd, "%s: bad storage type list '%s' (expected 'all' or a "
+                               "comma-separated list of f32, bf16, f16, q8)", o->name, val);
       return 0;
     case CLI_OPT_FLAG:
       break;

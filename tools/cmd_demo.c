@@ -2,7 +2,8 @@
 /* `rove demo`: GPT-2-small attention (12 heads x 64, n = 1024, causal) through librove
  * with RoVE and with plain RoPE; both checked against the oracle and timed. Then a toy
  * decoder (demo_decoder.c): prompt prefill and token-by-token decode through attention
- * layers and KV caches, timed and checked against full-sequence forwards. */
+ * layers and KV caches (stored as --kv: f32, bf16, f16, q8), timed and checked against
+ * full-sequence forwards. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -18,6 +19,7 @@ typedef struct demo_opts {
   int decoder_only;
   uint64_t seed;
   rove_isa isa;
+  rove_dtype kv; /* the toy decoder's KV cache type */
 } demo_opts;
 
 typedef struct demo_data {
@@ -34,7 +36,7 @@ typedef struct demo_result {
 
 static int parse_demo(int argc, char **argv, demo_opts *o) {
   *o = (demo_opts){.n = 1024, .heads = 12, .dim = 64, .threads = 0, .runs = 21, .prompt = 512,
-                   .steps = 128, .seed = 42, .isa = ROVE_ISA_AUTO};
+                   .steps = 128, .seed = 42, .isa = ROVE_ISA_AUTO, .kv = ROVE_DTYPE_F32};
   const cli_opt opts[] = {
       {"--n", CLI_OPT_I32, &o->n, 1, 262144},
       {"--heads", CLI_OPT_I32, &o->heads, 1, 256},
@@ -46,6 +48,7 @@ static int parse_demo(int argc, char **argv, demo_opts *o) {
       {"--prompt", CLI_OPT_I32, &o->prompt, 1, 65536},
       {"--steps", CLI_OPT_I32, &o->steps, 1, 65536},
       {"--decoder", CLI_OPT_FLAG, &o->decoder_only, 0, 0},
+      {"--kv", CLI_OPT_DTYPE, &o->kv, 0, 0},
   };
   int rc = cli_parse_opts("demo", argc, argv, opts, sizeof opts / sizeof opts[0]);
   if (rc != 0) return rc;
@@ -248,7 +251,7 @@ int cmd_demo(int argc, char **argv) {
   const demo_decoder_opts dec = {.prompt = o.prompt, .steps = o.steps, .heads = o.heads,
                                  .dim = o.dim, .threads = o.threads, .seed = o.seed,
                                  .pairs = o.runs < 4 ? o.runs : 4, /* generations are long */
-                                 .isa = o.isa};
+                                 .isa = o.isa, .kv = o.kv};
   ok = demo_decoder(&dec) == CLI_EXIT_OK && ok;
   printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;

@@ -15,7 +15,7 @@ static const struct {
     {ROVE_CPU_AVX512VL, "avx512vl"}, {ROVE_CPU_AVX512BW, "avx512bw"},
     {ROVE_CPU_AVX512BF16, "avx512bf16"}, {ROVE_CPU_NEON, "neon"},
     {ROVE_CPU_FP16, "fp16"},         {ROVE_CPU_BF16, "bf16"},
-    {ROVE_CPU_SVE, "sve"},
+    {ROVE_CPU_SVE, "sve"},           {ROVE_CPU_F16C, "f16c"},
 };
 
 static void print_features(void) {
@@ -44,6 +44,24 @@ static void print_isas(void) {
   printf("%s\n", any_missing ? ")" : "");
 }
 
+/* The KV cache storage types (rove_kv_cache_create_typed); on x86, whether the CPU has
+ * F16C, the half-precision conversions the avx2 and avx512 ISAs require (without it they
+ * are not available and every type runs on the scalar kernels). */
+static void print_dtypes(void) {
+  printf("KV cache types:  ");
+  for (int t = 0; t < ROVE_DTYPE_COUNT; t++)
+    printf("%s%s", t ? " " : "", rove_dtype_name((rove_dtype)t));
+  printf(" (rove demo --kv, rove bench --kv)\n");
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
+  const int f16c = (rove_cpu_features() & ROVE_CPU_F16C) != 0;
+  const int used = rove_isa_available(ROVE_ISA_AVX2) || rove_isa_available(ROVE_ISA_AVX512);
+  printf("F16C:            %s\n",
+         !f16c  ? "no (the avx2 and avx512 ISAs need it)"
+         : used ? "yes (the avx2 and avx512 kernels convert f16 with vcvtph2ps / vcvtps2ph)"
+                : "yes (unused here: neither the avx2 nor the avx512 ISA is available)");
+#endif
+}
+
 int cmd_info(int argc, char **argv) {
   int rc = cli_parse_opts("info", argc, argv, NULL, 0);
   if (rc != 0) return rc == 1 ? CLI_EXIT_OK : rc;
@@ -64,5 +82,6 @@ int cmd_info(int argc, char **argv) {
   const char *omp = getenv("OMP_NUM_THREADS");
   if (omp && *omp) printf(" (OMP_NUM_THREADS=%s)", omp);
   printf("\n");
+  print_dtypes();
   return CLI_EXIT_OK;
 }

@@ -29,12 +29,21 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     ;
 
 /* One option of a subcommand. A FLAG takes no value; the others take one, given either
- * as the next argument or after '=' (--n 256, --n=256). */
-typedef enum { CLI_OPT_FLAG, CLI_OPT_I32, CLI_OPT_U64, CLI_OPT_ISA } cli_opt_kind;
+ * as the next argument or after '=' (--n 256, --n=256). A DTYPE is one storage type
+ * (cli_dtype_from_name); DTYPES a set of them, "all" or a comma-separated list, stored as
+ * a mask of bits 1u << type. */
+typedef enum {
+  CLI_OPT_FLAG,
+  CLI_OPT_I32,
+  CLI_OPT_U64,
+  CLI_OPT_ISA,
+  CLI_OPT_DTYPE,
+  CLI_OPT_DTYPES
+} cli_opt_kind;
 typedef struct cli_opt {
   const char *name;   /* "--n" */
   cli_opt_kind kind;
-  void *dst;          /* int*, int32_t*, uint64_t* or rove_isa* */
+  void *dst;          /* int*, int32_t*, uint64_t*, rove_isa*, rove_dtype* or uint32_t* */
   int64_t lo, hi;     /* inclusive range for I32 */
 } cli_opt;
 
@@ -45,6 +54,14 @@ int cli_parse_opts(const char *cmd, int argc, char **argv, const cli_opt *opts, 
 
 /* "auto", "scalar", "avx2", "avx512", "neon" (any case). Returns 0, or -1 if unknown. */
 int cli_isa_from_name(const char *s, rove_isa *out);
+
+/* A storage type by any name rove_dtype_parse takes ("f32", "bf16", "f16", "q8", "fp32",
+ * ..., any case). Returns 0, or -1 if unknown. */
+int cli_dtype_from_name(const char *s, rove_dtype *out);
+
+/* Bytes of K and V one token takes in a KV cache of type t with kv_heads x head_dim per
+ * token (Q8: its int8 values and one fp32 scale per ROVE_Q8_BLOCK dims of each head row). */
+double cli_kv_bytes_per_token(rove_dtype t, int32_t kv_heads, int32_t head_dim);
 
 /* ---- timing and statistics ------------------------------------------------------------ */
 

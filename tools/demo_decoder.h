@@ -14,10 +14,12 @@ typedef struct demo_decoder_opts {
   int32_t pairs;           /* interleaved RoVE/RoPE pairs of timed generations, 1 .. 16 */
   uint64_t seed;
   rove_isa isa;
+  rove_dtype kv;           /* storage type of the KV caches */
 } demo_decoder_opts;
 
-/* Run the section for RoVE and plain RoPE and print it. Returns CLI_EXIT_OK when both
- * modes ran and passed their check, CLI_EXIT_FAIL otherwise (reason printed). */
+/* Run the section for RoVE and plain RoPE and print it; with a KV cache type other than
+ * f32, run it again with f32 caches and print how far the outputs moved. Returns
+ * CLI_EXIT_OK when every run passed its check, CLI_EXIT_FAIL otherwise (reason printed). */
 int demo_decoder(const demo_decoder_opts *o);
 
 #endif
