@@ -452,21 +452,24 @@ ROVE_API rove_status rove_kv_cache_create(const rove_plan *p, int32_t batch, int
  *
  * What storage adds (the accuracy contract; tests/test_kv_cache_types.c checks it against
  * the double oracle at 1k, 16k and 64k keys and at positions near 2^20): each stored
- * element carries a relative error of at most 2^-9 (BF16) or 2^-12 (F16; absolute 2^-25
- * below 2^-14), Q8 an absolute error of at most scale/2 = max|x_block| / 254. The output,
+ * element carries a relative error of at most 2^-8 (BF16, 8 significant bits) or 2^-11
+ * (F16, 11 bits; absolute 2^-25 below 2^-14), Q8 an absolute error of at most scale/2 =
+ * max|x_block| / 254. The output,
  * a convex mix of the V rows, inherits the V error, and the K error moves each logit by at
  * most scale |q| |dk|. Measured (q, k uniform in +-1.5, v in +-1, head_dim 64-128,
  * every ISA): max |out - exact| / max|v| <= 2.4e-4 (BF16), 3.3e-5 (F16), 7.4e-4 (Q8)
  * at 1k keys, smaller at 16k and 64k (the errors average out), the same at positions near
- * 2^20 (rotation happens in fp32 before rounding); fp32 caches 5e-8. Peaked attention
- * (large logits) moves the error towards the per-element bounds plus the logit error.
+ * 2^20 (rotation happens in fp32 before rounding); fp32 caches 5e-8. These are averages
+ * over many keys: a query that sees few keys (short contexts, peaked attention) keeps the
+ * per-element error of the values it mixes, e.g. 3e-3 (BF16), 3.4e-4 (F16), 1.1e-2 (Q8)
+ * over the queries of a 40-token prefill (tests/python/test_kvcache_types.py).
  * Values the type cannot hold are a status, never a silent change: an append (or shift)
  * whose rotated rows hold a finite value that rounds outside the type's range (|x| above
  * 65504 for F16, near FLT_MAX for BF16), or any NaN or infinity for Q8, returns
  * ROVE_ERR_INVALID_ARGUMENT and changes nothing. NaN and infinities are stored as such in
  * F32, BF16 and F16 caches (with the rules of rove_attention_forward for a visible one).
  * A context shift reads, rotates in fp32 and rounds again: each shift adds one more
- * rounding (2^-9, 2^-12 relative; Q8 re-quantises its block).
+ * rounding (2^-8, 2^-11 relative; Q8 re-quantises its block).
  * @return as rove_kv_cache_create; ROVE_ERR_INVALID_ARGUMENT also for an unknown type.
  */
 ROVE_API rove_status rove_kv_cache_create_typed(const rove_plan *p, int32_t batch,

@@ -30,6 +30,8 @@ ROTATE_Q, ROTATE_K, ROTATE_V, ROTATE_O = 1, 2, 4, 8
 ROTATE_ROPE = ROTATE_Q | ROTATE_K
 ROTATE_ROVE = ROTATE_ROPE | ROTATE_V | ROTATE_O
 MAX_HEAD_DIM = 1024
+DTYPE_F32, DTYPE_BF16, DTYPE_F16, DTYPE_Q8 = range(4)  # rove_dtype (names: DTYPE_BY_NAME)
+Q8_BLOCK = 32  # ROVE_Q8_BLOCK
 CPU_FEATURES = {  # bit -> name, as rove_cpu_features() reports them
     1 << 0: "avx2", 1 << 1: "fma", 1 << 2: "avx512f", 1 << 3: "avx512dq",
     1 << 4: "avx512vl", 1 << 5: "avx512bw", 1 << 6: "avx512bf16", 1 << 8: "neon",
@@ -188,7 +190,11 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_attention_forward": (c_enum, [_P, POINTER(AttentionArgs)]),
     "rove_rotate": (c_enum, [_P, _P, c_int32, c_int32, c_int64, _P, c_int32]),
     "rove_rotate_angles": (c_enum, [_P, _P, c_int32, c_int32, c_int64, _P, c_int32, c_int32]),
+    "rove_dtype_name": (c_char_p, [c_enum]),
+    "rove_dtype_parse": (c_enum, [c_char_p, POINTER(c_enum)]),
     "rove_kv_cache_create": (c_enum, [_P, c_int32, c_int32, POINTER(c_void_p)]),
+    "rove_kv_cache_create_typed": (c_enum, [_P, c_int32, c_int32, c_enum, POINTER(c_void_p)]),
+    "rove_kv_cache_type": (c_enum, [_P]),
     "rove_kv_cache_destroy": (None, [_P]),
     "rove_kv_cache_length": (c_int32, [_P]),
     "rove_kv_cache_capacity": (c_int32, [_P]),
@@ -232,5 +238,30 @@ ISA_BY_NAME = {}
 while isa_name(len(ISA_BY_NAME)) != "unknown":
     ISA_BY_NAME[isa_name(len(ISA_BY_NAME))] = len(ISA_BY_NAME)
 ISA_COUNT = len(ISA_BY_NAME)
+
+
+def dtype_name(t: int) -> str:
+    return lib.rove_dtype_name(t).decode()
+
+
+# The element types by canonical name ("f32", "bf16", "f16", "q8"), from the library, as
+# ISA_BY_NAME (ROVE_DTYPE_COUNT is the first value named "unknown").
+DTYPE_BY_NAME = {}
+while dtype_name(len(DTYPE_BY_NAME)) != "unknown":
+    DTYPE_BY_NAME[dtype_name(len(DTYPE_BY_NAME))] = len(DTYPE_BY_NAME)
+DTYPE_COUNT = len(DTYPE_BY_NAME)
+
+
+def dtype_parse(name: str):
+    """rove_dtype_parse: the rove_dtype called ``name`` (any spelling librove accepts), or
+    None for a name it does not know."""
+    if "\0" in name:  # c_char_p would cut the name at the NUL
+        return None
+    try:
+        raw = name.encode("ascii")
+    except UnicodeEncodeError:
+        return None
+    out = c_enum(-1)
+    return out.value if lib.rove_dtype_parse(raw, ctypes.byref(out)) == OK else None
 
 VERSION = lib.rove_version_string().decode()

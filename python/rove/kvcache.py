@@ -12,9 +12,62 @@ from . import _lib, _params, _tensor
 from .attention import Plan, _forward, _layout, _logical, _strided
 
 
+# Accepted spellings of each storage type (rove_dtype_parse's names; the first one is the
+# canonical rove_dtype_name), for error messages and the docs. test_kvcache_types.py checks
+# that librove parses every one of them to its type.
+DTYPE_ALIASES = {"f32": ("f32", "fp32", "float32"), "bf16": ("bf16", "bfloat16"),
+                 "f16": ("f16", "fp16", "float16"), "q8": ("q8", "int8")}
+
+# What a type cannot hold, for the ValueError of a rejected append / shift.
+_UNREPRESENTABLE = {
+    "bf16": "a rotated value is finite but rounds outside bfloat16's range (|x| near "
+            "FLT_MAX after rotation and, for K, the YaRN factor)",
+    "f16": "a rotated value does not fit float16 (|x| > 65504 after rotation and, for K, "
+           "the YaRN factor; NaN and inf are stored)",
+    "q8": "a rotated value is not finite (NaN or inf): a q8 cache stores only finite values",
+}
+
+
+def _accepted() -> str:
+    names = ", ".join("/".join(repr(a) for a in al) for al in DTYPE_ALIASES.values())
+    return (f"{names}, torch.float32 / torch.bfloat16 / torch.float16, or numpy float32 / "
+            "float16")
+
+
+def parse_dtype(dtype) -> int:
+    """The rove_dtype of a KV cache storage type given as a string (any name librove's
+    rove_dtype_parse accepts), a torch dtype (float32, bfloat16, float16) or a numpy
+    dtype (float32, float16); ValueError for anything else."""
+    t = None
+    if isinstance(dtype, str):
+        t = _lib.dtype_parse(dtype)
+    elif isinstance(dtype, np.dtype) or (isinstance(dtype, type) and
+                                         issubclass(dtype, np.generic)):
+        nd = np.dtype(dtype)  # float32 / float16 in either byte order
+        t = {("f", 4): _lib.DTYPE_F32, ("f", 2): _lib.DTYPE_F16}.get((nd.kind, nd.itemsize))
+    else:
+        torch = _tensor._torch()  # never imported here: a torch dtype means torch is loaded
+        if torch is not None and isinstance(dtype, torch.dtype):
+            t = {torch.float32: _lib.DTYPE_F32, torch.bfloat16: _lib.DTYPE_BF16,
+                 torch.float16: _lib.DTYPE_F16}.get(dtype)
+    if t is None:
+        raise ValueError(f"dtype must be one of {_accepted()} (got {dtype!r})")
+    return t
+
+
 class KVCache:
     """A KV cache for ``batch`` sequences of up to ``capacity`` tokens each, for the
     shape and rotations of ``plan`` (a rove.Plan, kept alive by the cache).
+
+    ``dtype`` is the storage type of K and V (rove_kv_cache_create_typed): "float32"
+    (also "f32", "fp32"; the default), "bfloat16" ("bf16"), "float16" ("f16", "fp16") or
+    "q8" ("int8": 8-bit blocks of 32 dims with an fp32 scale each), or torch.float32 /
+    bfloat16 / float16 and numpy float32 / float16. Appends still take float32 K and V:
+    they are rotated in fp32 and rounded once to the type; attention widens them back and
+    computes in fp32. An append or shift whose rotated values the type cannot hold (above
+    65504 for float16; NaN or inf for q8) raises RoveInvalidArgument (a ValueError) and
+    changes nothing; NaN and inf are stored as such by float32, bfloat16 and float16.
+    ``.dtype`` is the canonical name ("f32", "bf16", "f16" or "q8").
 
     append(k, v, pos=None) rotates and stores new tokens (k, v: [batch, n, n_kv_heads,
     d], or bhsd with layout=, or 3-D when batch is 1); attention(q, ...) attends new
@@ -27,15 +80,16 @@ class KVCache:
     another call uses it); separate caches run in parallel.
     """
 
-    def __init__(self, plan: Plan, batch: int, capacity: int):
+    def __init__(self, plan: Plan, batch: int, capacity: int, dtype="float32"):
         if not isinstance(plan, Plan):
             raise TypeError(f"plan must be a rove.Plan, not {type(plan).__name__}")
         self.plan = plan
         self.batch = _params.positive_int("batch", batch)
         cap = _params.positive_int("capacity", capacity)
+        t = parse_dtype(dtype)
         ptr = ctypes.c_void_p()
-        _lib.check("rove_kv_cache_create",
-                   _lib.lib.rove_kv_cache_create(plan._ptr, self.batch, cap, ctypes.byref(ptr)))
+        _lib.check("rove_kv_cache_create_typed", _lib.lib.rove_kv_cache_create_typed(
+            plan._ptr, self.batch, cap, t, ctypes.byref(ptr)))
         self._ptr = ptr.value
         self._finalizer = weakref.finalize(self, _lib.lib.rove_kv_cache_destroy, ptr.value)
         self._lock = threading.Lock()
@@ -48,8 +102,22 @@ class KVCache:
     def __len__(self) -> int:
         return int(_lib.lib.rove_kv_cache_length(self._ptr))
 
+    @property
+    def dtype(self) -> str:
+        """Storage type of K and V: "f32", "bf16", "f16" or "q8" (rove_dtype_name)."""
+        return _lib.dtype_name(_lib.lib.rove_kv_cache_type(self._ptr))
+
     def __repr__(self):
-        return f"rove.KVCache(batch={self.batch}, len={len(self)}, capacity={self.capacity})"
+        return (f"rove.KVCache(batch={self.batch}, len={len(self)}, capacity={self.capacity}, "
+                f"dtype={self.dtype!r})")
+
+    def _invalid(self, kind: str) -> str:
+        """Detail of a ROVE_ERR_INVALID_ARGUMENT from an append of ``kind`` (the shapes
+        and strides were checked here): a kind mix, or a value the type cannot hold."""
+        if len(self) and self._kind not in (None, kind):
+            return ("a cache filled by append() takes no angles" if kind == "angles" else
+                    "a cache filled by append_angles() takes only append_angles()")
+        return _UNREPRESENTABLE.get(self.dtype, "")
 
     def _kv(self, k, v, layout):
         bhsd = _layout(layout)
@@ -77,8 +145,9 @@ class KVCache:
         with self._lock:
             st = _lib.lib.rove_kv_cache_append(self._ptr, n, lk.ptr, ks, lv.ptr, vs, pp)
             _lib.check("rove_kv_cache_append", st,
-                       "" if st != _lib.ERR_SIZE_OVERFLOW else
-                       f"{len(self)} + {n} tokens exceed the capacity {self.capacity}")
+                       f"{len(self)} + {n} tokens exceed the capacity {self.capacity}"
+                       if st == _lib.ERR_SIZE_OVERFLOW else
+                       self._invalid("positions") if st == _lib.ERR_INVALID_ARGUMENT else "")
             self._kind = "positions"
         del lk, lv, p
 
@@ -97,9 +166,9 @@ class KVCache:
             st = _lib.lib.rove_kv_cache_append_angles(self._ptr, n, lk.ptr, ks, lv.ptr, vs,
                                                       pp, ap)
             _lib.check("rove_kv_cache_append_angles", st,
-                       "a cache filled by append() takes no angles" if st ==
-                       _lib.ERR_INVALID_ARGUMENT and len(self) and self._kind == "positions"
-                       else "")
+                       f"{len(self)} + {n} tokens exceed the capacity {self.capacity}"
+                       if st == _lib.ERR_SIZE_OVERFLOW else
+                       self._invalid("angles") if st == _lib.ERR_INVALID_ARGUMENT else "")
             self._kind = "angles"
         del lk, lv, p, a
 
@@ -123,7 +192,10 @@ class KVCache:
             if not 0 <= a[0] <= a[1] <= n:
                 raise ValueError(f"shift needs 0 <= start <= end <= len ({n}); got "
                                  f"start={a[0]}, end={a[1]}")
-            _lib.check("rove_kv_cache_shift", _lib.lib.rove_kv_cache_shift(self._ptr, *a))
+            st = _lib.lib.rove_kv_cache_shift(self._ptr, *a)
+            _lib.check("rove_kv_cache_shift", st,
+                       "the shifted rows: " + _UNREPRESENTABLE.get(self.dtype, "")
+                       if st == _lib.ERR_INVALID_ARGUMENT and self.dtype != "f32" else "")
 
     def truncate(self, length: int) -> None:
         """Keep the first ``length`` tokens (0 <= length <= len(self))."""

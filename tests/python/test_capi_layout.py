@@ -34,9 +34,14 @@ CONSTANTS = {
     "ROVE_ROTATE_V": rove.ROTATE_V, "ROVE_ROTATE_O": rove.ROTATE_O,
     "ROVE_ROTATE_ROPE": rove.ROTATE_ROPE, "ROVE_ROTATE_ROVE": rove.ROTATE_ROVE,
     "ROVE_MAX_HEAD_DIM": L.MAX_HEAD_DIM,
+    "ROVE_DTYPE_F32": L.DTYPE_F32, "ROVE_DTYPE_BF16": L.DTYPE_BF16,
+    "ROVE_DTYPE_F16": L.DTYPE_F16, "ROVE_DTYPE_Q8": L.DTYPE_Q8,
+    "ROVE_DTYPE_COUNT": L.DTYPE_COUNT,  # the binding's table is read from rove_dtype_name
+    "ROVE_Q8_BLOCK": L.Q8_BLOCK,
 }
 CONSTANTS.update({f"ROVE_CPU_{n.upper()}": b for b, n in L.CPU_FEATURES.items()})
-ENUMS = ["rove_status", "rove_isa", "rove_pairing", "rove_scaling", "rove_rotary_placement"]
+ENUMS = ["rove_status", "rove_isa", "rove_pairing", "rove_scaling", "rove_rotary_placement",
+         "rove_dtype"]
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +107,7 @@ def test_version_matches(c_layout):
 _SCALARS = {"int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "uint32_t": ctypes.c_uint32,
             "int": ctypes.c_int, "double": ctypes.c_double, "float": ctypes.c_float,
             "rove_status": L.c_enum, "rove_isa": L.c_enum, "rove_pairing": L.c_enum,
-            "rove_scaling": L.c_enum}
+            "rove_scaling": L.c_enum, "rove_dtype": L.c_enum}
 
 
 def _declarations():
