@@ -104,8 +104,15 @@ static void test_accuracy_contract(void **state) {
   } cases[] = {{1024, 0, 1},      {1024, 0, 8},      {1024, 0, 24},   {1024, 0, 100},
                {16384, 0, 1},     {65536, 0, 1},     {4096, (1 << 20) - 4096, 1},
                {4096, (1 << 20) - 2048, 8}, {1000, (1 << 20) + 77, 100}};
+  /* Under an emulator (qemu, ROVE_TEST_EMULATED=1 from tests/CMakeLists.txt) the cases
+   * whose oracle takes minutes there (16k and 64k keys, more than 8 queries: the oracle's
+   * rotations are libm sincos per query, key and pair) are left out; they run the same
+   * kernels as the cases kept. Native runs have them all. */
+  const int emulated = getenv("ROVE_TEST_EMULATED") != NULL;
+  if (emulated) print_message("  emulated: the cases of > 4096 keys or > 8 queries are skipped here\n");
   for (int ti = 0; ti < N_TYPES; ti++)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      if (emulated && (cases[i].n > 4096 || cases[i].q_len > 8)) continue;
       const double e = cache_error(&sh, types[ti], cases[i].n, cases[i].p0, cases[i].q_len);
       print_message("  %-4s n=%-6d p0=%-8d q_len=%-3d max err / max|v| = %.3g (bound %.0e)\n",
                     rove_dtype_name(types[ti]), cases[i].n, cases[i].p0, cases[i].q_len, e,
@@ -117,7 +124,7 @@ static void test_accuracy_contract(void **state) {
                         {8, 1, 128, ROVE_ROTATE_ROVE}};
   for (int ti = 0; ti < N_TYPES; ti++)
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
-      for (int q_len = 1; q_len <= 40; q_len += 39) {
+      for (int q_len = 1; q_len <= (emulated ? 1 : 40); q_len += 39) {
         const double e = cache_error(&more[i], types[ti], 777, 5, q_len);
         print_message("  %-4s H=%d/%d d=%d rot=0x%x q_len=%d: %.3g\n", rove_dtype_name(types[ti]),
                       more[i].H, more[i].Hkv, more[i].d, more[i].rotate, q_len, e);

@@ -98,11 +98,17 @@ class GLAArgs(Structure):
                 ("initial_state", c_void_p), ("final_state", c_void_p), ("out", c_void_p)]
 
 
+class TensorTypes(Structure):
+    """rove_tensor_types: the rove_dtype of q, k, v and out of one attention call."""
+    _fields_ = [("q", c_enum), ("k", c_enum), ("v", c_enum), ("out", c_enum)]
+
+
 # Every struct the bindings mirror, by its C name (the layout test iterates over this).
 STRUCTS = {"rove_rope_config": RopeConfig, "rove_attention_config": AttentionConfig,
            "rove_attention_args": AttentionArgs, "rove_layer_weights": LayerWeights,
            "rove_selective_phase_weights": SelectivePhaseWeights,
-           "rove_gla_config": GLAConfig, "rove_gla_args": GLAArgs}
+           "rove_gla_config": GLAConfig, "rove_gla_args": GLAArgs,
+           "rove_tensor_types": TensorTypes}
 
 
 # ---- errors -----------------------------------------------------------------------------
@@ -188,6 +194,7 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_plan_threads": (c_int32, [_P]),
     "rove_plan_config": (c_enum, [_P, POINTER(AttentionConfig)]),
     "rove_attention_forward": (c_enum, [_P, POINTER(AttentionArgs)]),
+    "rove_attention_forward_typed": (c_enum, [_P, POINTER(AttentionArgs), POINTER(TensorTypes)]),
     "rove_rotate": (c_enum, [_P, _P, c_int32, c_int32, c_int64, _P, c_int32]),
     "rove_rotate_angles": (c_enum, [_P, _P, c_int32, c_int32, c_int64, _P, c_int32, c_int32]),
     "rove_dtype_name": (c_char_p, [c_enum]),
@@ -201,6 +208,9 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_kv_cache_append": (c_enum, [_P, c_int32, _P, c_int64, _P, c_int64, _P]),
     "rove_kv_cache_append_angles": (c_enum, [_P, c_int32, _P, c_int64, _P, c_int64, _P, _P]),
     "rove_kv_cache_attention": (c_enum, [_P, POINTER(AttentionArgs)]),
+    "rove_kv_cache_attention_typed": (c_enum, [_P, POINTER(AttentionArgs),
+                                               POINTER(TensorTypes)]),
+    "rove_kv_cache_append_typed": (c_enum, [_P, c_int32, _P, c_int64, _P, c_int64, _P, c_enum]),
     "rove_kv_cache_shift": (c_enum, [_P, c_int32, c_int32, c_int32]),
     "rove_kv_cache_truncate": (c_enum, [_P, c_int32]),
     "rove_kv_cache_reset": (c_enum, [_P]),

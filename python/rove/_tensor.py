@@ -2,7 +2,8 @@
 """NumPy / torch tensors seen as (pointer, shape, strides): checks, views, allocation.
 
 Only float32 (float64 for angles, integers for positions) CPU tensors are accepted, and
-nothing is ever cast silently. A tensor whose strides the C API can express is passed by
+nothing is ever cast silently; attention tensors may also be bfloat16 / float16
+(view_float: librove widens them exactly and rounds its output once). A tensor whose strides the C API can express is passed by
 pointer (zero-copy); otherwise one contiguous copy is made, and ``copies`` counts it so
 that tests can tell the two paths apart.
 """
@@ -29,12 +30,13 @@ def is_torch(x) -> bool:
 
 class View:
     """A CPU array as librove sees it: the original object, its kind, the address of
-    element 0, its shape and its strides in elements."""
-    __slots__ = ("obj", "torch", "ptr", "shape", "strides")
+    element 0, its shape, its strides in elements and its element type (a rove_dtype:
+    0 = float32, see view_float)."""
+    __slots__ = ("obj", "torch", "ptr", "shape", "strides", "dtype")
 
-    def __init__(self, obj, torch_kind, ptr, shape, strides):
+    def __init__(self, obj, torch_kind, ptr, shape, strides, dtype=0):
         self.obj, self.torch, self.ptr = obj, torch_kind, ptr
-        self.shape, self.strides = shape, strides
+        self.shape, self.strides, self.dtype = shape, strides, dtype
 
 
 def _torch_checks(x, name: str, dtype_name: str, t) -> None:
@@ -86,10 +88,66 @@ def view(x, name: str, dtype=np.float32) -> View:
                     f"{type(x).__name__}")
 
 
+# rove_dtype values (rove.h's rove_dtype; _lib.DTYPE_* holds the same numbers, checked
+# against the header by test_capi_layout.py; not imported here to keep this module free
+# of the library).
+F32, BF16, F16 = 0, 1, 2
+_NP_FLOAT = {np.dtype(np.float32): F32, np.dtype(np.float16): F16}  # native byte order
+_TORCH_FLOAT = None  # torch dtype -> rove_dtype, filled on first use (torch never imported)
+
+
+def _torch_float(t):
+    global _TORCH_FLOAT
+    if _TORCH_FLOAT is None:
+        _TORCH_FLOAT = {t.float32: F32, t.bfloat16: BF16, t.float16: F16}
+    return _TORCH_FLOAT
+
+
+def view_float(x, name: str) -> View:
+    """view() for the tensors of an attention call: float32, bfloat16 (torch) or float16,
+    never cast (librove reads them as they are); ``.dtype`` is their rove_dtype."""
+    if isinstance(x, np.ndarray):
+        rdt = _NP_FLOAT.get(x.dtype)  # a byte-swapped dtype compares unequal: rejected
+        if rdt is None:
+            raise TypeError(f"{name} has dtype {x.dtype}; librove takes float32 or float16 "
+                            f"(and torch.bfloat16) and never casts silently: pass "
+                            f"{name}.astype(np.float32)")
+        v = view(x, name, x.dtype)
+        v.dtype = rdt
+        return v
+    t = _torch()
+    if t is not None and isinstance(x, t.Tensor):
+        rdt = _torch_float(t).get(x.dtype)
+        if rdt is None:
+            _torch_checks(x, name, "", t)
+            raise TypeError(f"{name} has dtype {x.dtype}; librove takes torch.float32, "
+                            f"torch.bfloat16 or torch.float16 and never casts silently: "
+                            f"pass {name}.float()")
+        v = _torch_view(x, name, t)
+        v.dtype = rdt
+        return v
+    raise TypeError(f"{name} must be a numpy.ndarray or a CPU torch.Tensor, not "
+                    f"{type(x).__name__}")
+
+
+def _torch_view(x, name, t) -> View:
+    """view() of a torch tensor whose dtype was checked by the caller."""
+    _torch_checks(x, name, "", t)
+    if x.is_conj() or x.is_neg():
+        x = x.resolve_conj().resolve_neg()
+    return View(x, True, x.data_ptr(), tuple(x.shape), tuple(x.stride()))
+
+
+def torch_dtype(rdt: int):
+    """The torch dtype of a rove_dtype (F32, BF16, F16)."""
+    t = _torch()
+    return {F32: t.float32, BF16: t.bfloat16, F16: t.float16}[rdt]
+
+
 def permuted(v: View, order) -> View:
     """The same memory with its axes in ``order`` (no copy)."""
     return View(v.obj, v.torch, v.ptr, tuple(v.shape[i] for i in order),
-                tuple(v.strides[i] for i in order))
+                tuple(v.strides[i] for i in order), v.dtype)
 
 
 def token_stride(shape, strides):
@@ -115,14 +173,20 @@ def dense_copy(v: View, logical_order) -> View:
     copies += 1
     if v.torch:
         c = v.obj.detach().permute(*logical_order).contiguous()
-        return View(c, True, c.data_ptr(), tuple(c.shape), tuple(c.stride()))
+        return View(c, True, c.data_ptr(), tuple(c.shape), tuple(c.stride()), v.dtype)
     c = np.array(np.transpose(v.obj, logical_order), order="C", copy=True)  # aligned too
     return View(c, False, c.__array_interface__["data"][0], c.shape,
-                tuple(s // c.itemsize for s in c.strides))
+                tuple(s // c.itemsize for s in c.strides), v.dtype)
 
 
-def empty(like_torch: bool, shape, dtype=np.float32):
-    """A fresh C-contiguous array of the kind of the inputs; returns (obj, ptr)."""
+def empty(like_torch: bool, shape, dtype=np.float32, rdt=None):
+    """A fresh C-contiguous array of the kind of the inputs; returns (obj, ptr). ``rdt``
+    (a rove_dtype: F32, BF16 for torch, F16) replaces ``dtype`` when given."""
+    if rdt is not None:
+        if like_torch:
+            x = _torch().empty(shape, dtype=torch_dtype(rdt))
+            return x, x.data_ptr()
+        dtype = {F32: np.float32, F16: np.float16}[rdt]
     if like_torch:
         t = _torch()
         x = t.empty(shape, dtype=getattr(t, _dtype(dtype)[1]))

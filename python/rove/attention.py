@@ -3,7 +3,11 @@
 
 Tensors: q [batch, q_len, n_heads, d] and k, v [batch, kv_len, n_kv_heads, d] in the
 default layout "bshd"; layout="bhsd" takes [batch, heads, seq, d] (torch / HF). 3-D
-tensors are one sequence without the batch axis. float32 only, on the CPU.
+tensors are one sequence without the batch axis. On the CPU; each of q, k and v is
+float32, bfloat16 (torch) or float16 (torch or numpy), each its own: librove widens them
+exactly, computes in fp32 and rounds the output once (round-to-nearest-even), so a call on
+bf16/f16 tensors equals the call on their float32 casts with the output cast back, bit for
+bit (rove_attention_forward_typed). Other dtypes raise TypeError (never a silent cast).
 
 Zero-copy: librove takes a pointer and a token stride per tensor and needs the heads and
 dims of one token dense (strides (.., >= h*d, d, 1) in bshd order) with batch row b at
@@ -12,10 +16,12 @@ and the bhsd views that HF makes with x.view(b, s, h, d).transpose(1, 2) -- are 
 place. Anything else (e.g. a contiguous [b, h, s, d] tensor, where the tokens of one
 head are adjacent) is copied once into a contiguous bshd buffer.
 
-Output: a fresh output is a contiguous [batch, q_len, n_heads, d] buffer, returned as
+Output: a fresh output (of q's dtype; the LSE is float32) is a contiguous
+[batch, q_len, n_heads, d] buffer, returned as
 is for "bshd" and as its [batch, heads, q_len, d] view (``out.transpose(1, 2)``, not
 contiguous: ``.transpose(1, 2).reshape(b, s, h*d)`` is then free) for "bhsd". A given
-``out=`` with expressible strides is written in place; otherwise the result is computed
+``out=`` (float32, bfloat16 or float16: its dtype is the output's type) with
+expressible strides is written in place; otherwise the result is computed
 into a temporary and copied into it.
 """
 from __future__ import annotations
@@ -46,7 +52,8 @@ def _logical(v: _tensor.View, name: str, bhsd: bool, ndim: int) -> _tensor.View:
         raise ValueError(f"{name} has {len(v.shape)} dims, q has {ndim}: give q, k, v the "
                          "same rank (4-D [batch, ...] or 3-D without batch)")
     if ndim == 3:
-        v = _tensor.View(v.obj, v.torch, v.ptr, (1,) + tuple(v.shape), (0,) + tuple(v.strides))
+        v = _tensor.View(v.obj, v.torch, v.ptr, (1,) + tuple(v.shape), (0,) + tuple(v.strides),
+                         v.dtype)
     elif ndim != 4:
         raise ValueError(f"{name} must be 4-D (or 3-D without batch), got shape {v.shape}")
     return _tensor.permuted(v, _BHSD_TO_BSHD) if bhsd else v
@@ -59,7 +66,7 @@ def _strided(v: _tensor.View, name: str, bhsd: bool, ndim: int):
         obj = v.obj
         if ndim == 3:
             obj = obj[None]
-        src = _tensor.View(obj, v.torch, 0, (), ())
+        src = _tensor.View(obj, v.torch, 0, (), (), v.dtype)
         order = _BHSD_TO_BSHD if bhsd else (0, 1, 2, 3)
         v = _tensor.dense_copy(src, order)
         ts = v.shape[2] * v.shape[3]
@@ -155,6 +162,10 @@ class Plan:
                   return_lse=False, out=None, q_angles=None, kv_angles=None):
         """out = attention(q, k, v) with this plan (rove_attention_forward; DESIGN.md §1).
 
+        q, k, v: float32, bfloat16 or float16, each its own (rove_attention_forward_typed:
+        exact widening, fp32 arithmetic, one rounding of the output); the output has q's
+        dtype, or out='s (float32, bfloat16 or float16).
+
         q_pos: None (P_i = kv_len - q_len + i, bottom-right aligned), or int positions
         [q_len] (shared by the batch) or [batch, q_len]; kv_pos likewise (None: 0..kv_len-1).
         q_angles / kv_angles: Selective RoPE angles, float64 [batch, len, n_kv_heads,
@@ -170,14 +181,15 @@ class Plan:
         return self._ptr
 
 
-def _prepare_out(out, torch_kind, bhsd, ndim, shape4, name="out"):
-    """(user-visible result, View for C, token stride, copy-back target or None)."""
+def _prepare_out(out, torch_kind, bhsd, ndim, shape4, name="out", dtype=_tensor.F32):
+    """(user-visible result, View for C, token stride, copy-back target or None). A fresh
+    output has element type ``dtype`` (q's), a given one its own (View.dtype)."""
     b, s, h, d = shape4
     if out is None:
-        buf, ptr = _tensor.empty(torch_kind, shape4)
-        v = _tensor.View(buf, torch_kind, ptr, shape4, (s * h * d, h * d, d, 1))
+        buf, ptr = _tensor.empty(torch_kind, shape4, rdt=dtype)
+        v = _tensor.View(buf, torch_kind, ptr, shape4, (s * h * d, h * d, d, 1), dtype)
         return _user_view(buf, torch_kind, bhsd, ndim), v, h * d, None
-    ov = _tensor.view(out, name)
+    ov = _tensor.view_float(out, name)
     if ov.torch != torch_kind:
         raise TypeError(f"{name} must be the same kind (numpy/torch) as q")
     if not ov.torch and not out.flags.writeable:
@@ -188,8 +200,8 @@ def _prepare_out(out, torch_kind, bhsd, ndim, shape4, name="out"):
     ts = _tensor.token_stride(lv.shape, lv.strides)
     if ts is not None:
         return out, lv, ts, None
-    buf, ptr = _tensor.empty(torch_kind, shape4)  # compute here, copy into out afterwards
-    v = _tensor.View(buf, torch_kind, ptr, shape4, (s * h * d, h * d, d, 1))
+    buf, ptr = _tensor.empty(torch_kind, shape4, rdt=ov.dtype)  # computed here, copied back
+    v = _tensor.View(buf, torch_kind, ptr, shape4, (s * h * d, h * d, d, 1), ov.dtype)
     return out, v, h * d, _user_view(buf, torch_kind, bhsd, ndim)
 
 
@@ -208,7 +220,7 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
     after every tensor check (so that bad input never reaches librove, not even
     rove_plan_create)."""
     bhsd = _layout(layout)
-    vq = _tensor.view(q, "q")
+    vq = _tensor.view_float(q, "q")
     ndim = len(vq.shape)
     lq = _logical(vq, "q", bhsd, ndim)
     B, Lq, H, D = lq.shape
@@ -223,7 +235,7 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
         raise ValueError(f"q has {H} heads of dim {D}; the plan has n_heads={plan.n_heads}, "
                          f"head_dim={plan.head_dim}")
     if cache is None:
-        vk, vv = _tensor.view(k, "k"), _tensor.view(v, "v")
+        vk, vv = _tensor.view_float(k, "k"), _tensor.view_float(v, "v")
         if vk.torch != vq.torch or vv.torch != vq.torch:
             raise TypeError("q, k and v must all be numpy arrays or all torch tensors")
         lk, lv = _logical(vk, "k", bhsd, ndim), _logical(vv, "v", bhsd, ndim)
@@ -277,19 +289,31 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
         shp = (B, Lk, Hk, half) if ndim == 4 else (Lk, Hk, half)
         ka, a.kv_angles = _angles(kv_angles, "kv_angles", shp)
 
-    result, ov, a.out_stride, tmp = _prepare_out(out, vq.torch, bhsd, ndim, (B, Lq, H, D))
+    result, ov, a.out_stride, tmp = _prepare_out(out, vq.torch, bhsd, ndim, (B, Lq, H, D),
+                                                 dtype=vq.dtype)
+    types = None  # all float32: the untyped calls
+    if (vq.dtype, ov.dtype) != (_tensor.F32, _tensor.F32) or (
+            cache is None and (lk.dtype, lv.dtype) != (_tensor.F32, _tensor.F32)):
+        types = _lib.TensorTypes(vq.dtype, lk.dtype if cache is None else _tensor.F32,
+                                 lv.dtype if cache is None else _tensor.F32, ov.dtype)
     if plan is None:
         plan = get_plan(H, Hk, D, **plan_kw)
     a.out = ov.ptr
     lse = None
     if return_lse:
         lse, a.lse = _tensor.empty(vq.torch, (B, H, Lq))
-    if cache is None:
+    if cache is None and types is None:
         st = _lib.lib.rove_attention_forward(plan._ptr, a)
         fn = "rove_attention_forward"
-    else:
+    elif cache is None:
+        st = _lib.lib.rove_attention_forward_typed(plan._ptr, a, types)
+        fn = "rove_attention_forward_typed"
+    elif types is None:
         st = _lib.lib.rove_kv_cache_attention(cache._ptr, a)
         fn = "rove_kv_cache_attention"
+    else:
+        st = _lib.lib.rove_kv_cache_attention_typed(cache._ptr, a, types)
+        fn = "rove_kv_cache_attention_typed"
     del lk, lv, qp, kp, qa, ka  # kept alive until here: C read them
     _lib.check(fn, st)
     if tmp is not None:

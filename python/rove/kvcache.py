@@ -28,6 +28,11 @@ _UNREPRESENTABLE = {
 }
 
 
+def _dtype_str(x) -> str:
+    d = x.dtype
+    return str(d) if _tensor.is_torch(x) else f"numpy {d}"
+
+
 def _accepted() -> str:
     names = ", ".join("/".join(repr(a) for a in al) for al in DTYPE_ALIASES.values())
     return (f"{names}, torch.float32 / torch.bfloat16 / torch.float16, or numpy float32 / "
@@ -62,10 +67,12 @@ class KVCache:
     ``dtype`` is the storage type of K and V (rove_kv_cache_create_typed): "float32"
     (also "f32", "fp32"; the default), "bfloat16" ("bf16"), "float16" ("f16", "fp16") or
     "q8" ("int8": 8-bit blocks of 32 dims with an fp32 scale each), or torch.float32 /
-    bfloat16 / float16 and numpy float32 / float16. Appends still take float32 K and V:
-    they are rotated in fp32 and rounded once to the type; attention widens them back and
-    computes in fp32. An append or shift whose rotated values the type cannot hold (above
-    65504 for float16; NaN or inf for q8) raises RoveInvalidArgument (a ValueError) and
+    bfloat16 / float16 and numpy float32 / float16. Appends take K and V of float32,
+    bfloat16 or float16 (both of one dtype, whatever the storage type;
+    rove_kv_cache_append_typed): they are widened exactly, rotated in fp32 and rounded
+    once to the storage type; attention widens them back and computes in fp32, with q of
+    float32, bfloat16 or float16 and an output of q's dtype (or out='s). An append or
+    shift whose rotated values the type cannot hold (above 65504 for float16; NaN or inf for q8) raises RoveInvalidArgument (a ValueError) and
     changes nothing; NaN and inf are stored as such by float32, bfloat16 and float16.
     ``.dtype`` is the canonical name ("f32", "bf16", "f16" or "q8").
 
@@ -119,9 +126,15 @@ class KVCache:
                     "a cache filled by append_angles() takes only append_angles()")
         return _UNREPRESENTABLE.get(self.dtype, "")
 
-    def _kv(self, k, v, layout):
+    def _kv(self, k, v, layout, typed=True):
         bhsd = _layout(layout)
-        vk, vv = _tensor.view(k, "k"), _tensor.view(v, "v")
+        if typed:
+            vk, vv = _tensor.view_float(k, "k"), _tensor.view_float(v, "v")
+            if vk.dtype != vv.dtype:
+                raise TypeError(f"k is {_dtype_str(k)} and v is {_dtype_str(v)}: append() "
+                                "takes k and v of one dtype (float32, bfloat16 or float16)")
+        else:  # append_angles: float32 only (rove_kv_cache_append_angles)
+            vk, vv = _tensor.view(k, "k"), _tensor.view(v, "v")
         ndim = len(vk.shape)
         if ndim == 3 and self.batch != 1:
             raise ValueError(f"3-D k/v need a cache of batch 1 (this one has {self.batch})")
@@ -138,13 +151,19 @@ class KVCache:
 
     def append(self, k, v, pos=None, *, layout="bshd"):
         """Rotate and store n new tokens per row; pos None continues each row (0 for an
-        empty cache), else int [n] or [batch, n]. OverflowError (RoveSizeOverflow) when
-        the cache is full."""
+        empty cache), else int [n] or [batch, n]. k and v: float32, bfloat16 or float16
+        (one dtype for both). OverflowError (RoveSizeOverflow) when the cache is full."""
         lk, ks, lv, vs, n, _ = self._kv(k, v, layout)
         p, pp = _tensor.positions(pos, "pos", self.batch, n)
         with self._lock:
-            st = _lib.lib.rove_kv_cache_append(self._ptr, n, lk.ptr, ks, lv.ptr, vs, pp)
-            _lib.check("rove_kv_cache_append", st,
+            if lk.dtype == _tensor.F32:
+                fn = "rove_kv_cache_append"
+                st = _lib.lib.rove_kv_cache_append(self._ptr, n, lk.ptr, ks, lv.ptr, vs, pp)
+            else:
+                fn = "rove_kv_cache_append_typed"
+                st = _lib.lib.rove_kv_cache_append_typed(self._ptr, n, lk.ptr, ks, lv.ptr, vs,
+                                                         pp, lk.dtype)
+            _lib.check(fn, st,
                        f"{len(self)} + {n} tokens exceed the capacity {self.capacity}"
                        if st == _lib.ERR_SIZE_OVERFLOW else
                        self._invalid("positions") if st == _lib.ERR_INVALID_ARGUMENT else "")
@@ -155,7 +174,7 @@ class KVCache:
         """append() for Selective RoPE: K and V rotated by explicit float64 angles
         [batch, n, n_kv_heads, rotary_dim/2]; pos still records positions for the mask.
         The first append into an empty cache fixes its kind (positions or angles)."""
-        lk, ks, lv, vs, n, ndim = self._kv(k, v, layout)
+        lk, ks, lv, vs, n, ndim = self._kv(k, v, layout, typed=False)
         shape = (self.batch, n, self.plan.n_kv_heads, self.plan.rotary_dim // 2)
         shape = shape[1:] if ndim == 3 else shape
         a, ap = _tensor.contiguous(angles, "angles", np.float64, shape)

@@ -8,7 +8,9 @@
 
 The op is opaque to the compiler (no graph break; a fake implementation gives its output
 shapes). Its arguments are rove.attention's, with the RopeConfig as a JSON string
-(rope_json, "" = defaults) because custom ops take only tensors and scalars. There is no
+(rope_json, "" = defaults) because custom ops take only tensors and scalars. q, k and v
+may each be float32, bfloat16 or float16 (read in place: no casts); out has q's dtype and
+the LSE is float32. There is no
 backward (librove has none yet): inputs that require grad are refused by rove.attention.
 """
 from __future__ import annotations
@@ -20,6 +22,9 @@ import torch
 
 from .attention import attention as _attention
 from .rope import RopeConfig
+
+
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # q, k, v each (rove.attention)
 
 
 def _rope(rope_json: str) -> Optional[RopeConfig]:
@@ -40,16 +45,19 @@ def _op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: Optional[torch
 
 @_op.register_fake
 def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout):
-    torch._check(q.dtype == torch.float32, lambda: "rove::attention needs float32")
+    for t in (q, k, v):
+        torch._check(t.dtype in _DTYPES,
+                     lambda: "rove::attention takes float32, bfloat16 or float16 tensors")
     bhsd = layout == "bhsd"
+    f32 = torch.float32  # the LSE is float32 whatever q's dtype; out has q's dtype
     if q.dim() == 3:
         L, H = (q.shape[1], q.shape[0]) if bhsd else (q.shape[0], q.shape[1])
         out = q.new_empty((L, H, q.shape[2]))
-        return (out.transpose(0, 1) if bhsd else out), q.new_empty((H, L))
+        return (out.transpose(0, 1) if bhsd else out), q.new_empty((H, L), dtype=f32)
     B, D = q.shape[0], q.shape[3]
     L, H = (q.shape[2], q.shape[1]) if bhsd else (q.shape[1], q.shape[2])
     out = q.new_empty((B, L, H, D))  # librove's output buffer is always bshd-contiguous
-    return (out.transpose(1, 2) if bhsd else out), q.new_empty((B, H, L))
+    return (out.transpose(1, 2) if bhsd else out), q.new_empty((B, H, L), dtype=f32)
 
 
 def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, rope=None,

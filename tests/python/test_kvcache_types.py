@@ -151,8 +151,8 @@ def test_torch_inputs_and_bhsd(rng, torch):
     assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
     pos = _pos(B, 0, L)
     assert err(out.transpose(1, 2), torch_ref(torch, plan, q, k, v, pos, pos), v) < TOL_FEW["bf16"]
-    with pytest.raises(TypeError, match="float32"):  # appends take float32 K/V only
-        cache.append(torch.from_numpy(k).bfloat16(), torch.from_numpy(v).bfloat16())
+    with pytest.raises(TypeError, match="float32"):  # appends take float32/bf16/f16 K/V
+        cache.append(torch.from_numpy(k).double(), torch.from_numpy(v).double())
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "f16", "q8"])
