@@ -56,12 +56,12 @@ void rove_fwd_begin(const rove_fwd *f, const rove_qtile *q, float *qbuf, float *
   const float scale = p->cfg.scale;
   rove_rot rq = rove_fwd_qrot(f, q->b, q->kvh, q->i0, p->cfg.rotate & ROVE_ROTATE_Q);
   const int64_t e = q->row0 * f->qs + q->h * d; /* element offset of the tile's first row */
-  const float *src = (const float *)f->a->q + e;
-  int64_t ss = f->qs;
-  if (f->q_type != ROVE_DTYPE_F32) { /* widen into qbuf, then rotate there in place */
+  const float *src = qbuf;
+  int64_t ss = d;
+  if (f->q_type == ROVE_DTYPE_F32) /* else widen into qbuf, then rotate there in place */
+    src = f->a->q + e, ss = f->qs;
+  else
     p->kern->to_f32(qbuf, d, rove_fwd_raw(f->a->q, f->q_type, e), f->qs, NULL, q->nq, d, f->q_type);
-    src = qbuf, ss = d;
-  }
   p->kern->rotate(qbuf, d, src, ss, q->nq, d, &rq, scale * (float)p->attn_factor, scale, 0);
   memset(o, 0, sizeof(float) * (size_t)q->nq * (size_t)d);
   for (int32_t i = 0; i < q->nq; i++) {

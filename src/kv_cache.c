@@ -143,13 +143,13 @@ static void append_task(int64_t t, int tid, void *vctx) {
       const int64_t ss = which ? a->vs : a->ks, e = src * ss + (int64_t)h * d;
       const void *x = which ? a->v : a->k;
       /* fp32 source rows: the caller's; typed ones widened into rowbuf first */
-      const float *rows = (const float *)x + e;
-      int64_t rs = ss;
-      if (a->in_type != ROVE_DTYPE_F32) {
+      const float *rows = rowbuf;
+      int64_t rs = d;
+      if (a->in_type == ROVE_DTYPE_F32)
+        rows = (const float *)x + e, rs = ss;
+      else
         p->kern->to_f32(rowbuf, d, (const char *)x + e * rove_dtype_size(a->in_type), ss, NULL, n,
                         d, a->in_type);
-        rows = rowbuf, rs = d;
-      }
       if (c->type == ROVE_DTYPE_F32) { /* rotate straight into the cache */
         p->kern->rotate((float *)(which ? c->v : c->k) + dst, d, rows, rs, n, d, r, mul, 1.0f, 0);
         continue;
