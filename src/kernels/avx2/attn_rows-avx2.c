@@ -51,10 +51,6 @@ INLINE void prefetch_bytes(const void *p, int64_t n, int64_t stride, int64_t row
     for (int64_t c = 0; c < row_bytes; c += 64) _mm_prefetch((const char *)(a + (uintptr_t)c), _MM_HINT_T2);
   }
 }
-/* The same for the d floats of rows of floats (stride in floats). */
-INLINE void prefetch_rows(const float *p, int64_t n, int64_t stride, int32_t d) {
-  prefetch_bytes(p, n, stride * (int64_t)sizeof(float), (int64_t)d * (int64_t)sizeof(float));
-}
 
 /* ---- typed rows (a cache's bf16 / f16 / q8, widened as they are loaded) ---- */
 
