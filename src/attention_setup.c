@@ -201,19 +201,14 @@ static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a,
   return ROVE_OK;
 }
 
-/* A tensor type the caller may pass: fp32, bf16 or fp16 (Q8 exists only in caches). */
-static int tensor_type_ok(rove_dtype t) {
-  return t == ROVE_DTYPE_F32 || t == ROVE_DTYPE_BF16 || t == ROVE_DTYPE_F16;
-}
-
 rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
                           const rove_kv_view *kv, const rove_tensor_types *types) {
   memset(f, 0, sizeof *f);
   if (!p || !a || !a->q || !a->out || a->batch <= 0 || a->q_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
   if (types) {
-    if (!tensor_type_ok(types->q) || !tensor_type_ok(types->out) ||
+    if (!rove_dtype_is_tensor(types->q) || !rove_dtype_is_tensor(types->out) ||
         (kv ? types->k != ROVE_DTYPE_F32 || types->v != ROVE_DTYPE_F32
-            : !tensor_type_ok(types->k) || !tensor_type_ok(types->v)))
+            : !rove_dtype_is_tensor(types->k) || !rove_dtype_is_tensor(types->v)))
       return ROVE_ERR_INVALID_ARGUMENT;
     f->q_type = types->q;
     f->out_type = types->out;

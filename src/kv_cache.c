@@ -175,8 +175,7 @@ static rove_status append(rove_kv_cache *c, int32_t n_tokens, const void *k, int
                           const void *v, int64_t v_stride, const int32_t *pos,
                           const double *angles, rove_dtype in_type) {
   if (!c || !k || !v || n_tokens <= 0) return ROVE_ERR_INVALID_ARGUMENT;
-  if (in_type != ROVE_DTYPE_F32 && in_type != ROVE_DTYPE_BF16 && in_type != ROVE_DTYPE_F16)
-    return ROVE_ERR_INVALID_ARGUMENT;
+  if (!rove_dtype_is_tensor(in_type)) return ROVE_ERR_INVALID_ARGUMENT;
   const int64_t width = (int64_t)c->p->cfg.n_kv_heads * c->p->cfg.head_dim;
   const int64_t tab_w = angles ? (int64_t)c->p->cfg.n_kv_heads * c->p->half : c->p->half;
   if (k_stride == 0) k_stride = width;

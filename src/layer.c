@@ -236,7 +236,7 @@ static rove_status fuse_bias(rove_layer *l, const rove_layer_weights *w, rove_dt
 rove_status rove_layer_create_typed(const rove_plan *p, const rove_layer_weights *w,
                                     rove_dtype t, rove_layer **out) {
   if (!p || !w || !out || !w->wq || !w->wk || !w->wv || !w->wo || w->d_model <= 0 ||
-      (t != ROVE_DTYPE_F32 && t != ROVE_DTYPE_BF16 && t != ROVE_DTYPE_F16))
+      !rove_dtype_is_tensor(t))
     return ROVE_ERR_INVALID_ARGUMENT;
   const rove_attention_config *c = &p->cfg;
   const int64_t qw = (int64_t)c->n_heads * c->head_dim, kvw = (int64_t)c->n_kv_heads * c->head_dim;

@@ -24,6 +24,10 @@
 static inline int64_t rove_dtype_size(int32_t t) {
   return t == ROVE_DTYPE_F32 ? 4 : t == ROVE_DTYPE_Q8 ? 1 : 2;
 }
+/* A type a caller's tensor may have (F32, BF16, F16); Q8 exists only as cache storage. */
+static inline int rove_dtype_is_tensor(int32_t t) {
+  return t == ROVE_DTYPE_F32 || t == ROVE_DTYPE_BF16 || t == ROVE_DTYPE_F16;
+}
 /* Q8 scales per row of d elements. */
 static inline int32_t rove_q8_blocks(int32_t d) { return (d + ROVE_Q8_BLOCK - 1) / ROVE_Q8_BLOCK; }
 
