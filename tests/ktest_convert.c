@@ -22,11 +22,12 @@
  *    bitwise, and (bf16 / fp16 / Q8 q) from_f32 of widened rows gives the rows back.
  *  - to_f32_all: to_f32 of every bf16 and fp16 pattern and every int8 with a set of
  *    scales.
- *  - attn_rows_typed: attn_rows with k_type = v_type bf16 / fp16 / q8 (K, V as a cache stores them,
- *    ks = vs = d, no krot / vrot), d in {8, 64, 100, 128}, nk in {1, 63, 64, 65, 200}, nq in
- *    {1, 2, 4, 5, 16}, against the scalar attn_rows on the same typed rows (relative 2e-5, as
- *    ktest_kernels' attn_rows), and against the ISA's own attn_rows over the widened fp32
- *    rows.
+ *  - attn_rows_typed: attn_rows with K of type bf16 / fp16 / q8 and V of K's type (as a
+ *    cache stores them) or, for half the problems, of another tensor type (f32 / bf16 /
+ *    f16), token strides d or d + 8 or d + 13, no krot / vrot, d in {8, 64, 100, 128}, nk in
+ *    {1, 63, 64, 65, 200}, nq in {1, 2, 3, 4, 5, 8, 16}, against the scalar attn_rows on the
+ *    same typed rows (relative 2e-5, as ktest_kernels' attn_rows), and against the ISA's
+ *    own attn_rows over the widened fp32 rows.
  * ISA iteration and skips: ktest_util.h. */
 #include <float.h>
 #include <math.h>
@@ -704,16 +705,17 @@ typedef struct {
   int32_t nq, nk, d, type, calls, mask, causal;
   float softcap;
   const float *q;
-  const void *k, *v;    /* typed (or fp32) rows, stride d */
+  const void *k, *v;    /* typed (or fp32) rows, kst / vst elements apart */
   const float *ks, *vs; /* Q8 scales */
-  int32_t kv_type;
+  int32_t k_type, v_type;
+  int64_t kst, vst;
   const int32_t *qp, *kp;
 } trows;
 
 /* P through attn_rows in P->calls consecutive calls; out = o / l, lse = m + ln l. */
 static void trows_run(const rove_kernels *kn, const trows *P, float *out, float *lse) {
   const int32_t nq = P->nq, d = P->d, nb = rove_q8_blocks(d);
-  const int64_t es = rove_dtype_size(P->kv_type);
+  const int64_t kes = rove_dtype_size(P->k_type), ves = rove_dtype_size(P->v_type);
   rove_guarded og, mg, lg, sg;
   float *o = kt_alloc(&og, (int64_t)nq * d, 3, 1), *m = kt_alloc(&mg, nq, 1, 1);
   float *l = kt_alloc(&lg, nq, 2, 1), *s = kt_alloc(&sg, ROVE_ROWS_SCRATCH(d), 0, 1);
@@ -721,9 +723,9 @@ static void trows_run(const rove_kernels *kn, const trows *P, float *out, float 
   memset(o, 0, sizeof(float) * (size_t)og.n);
   for (int32_t i = 0; i < nq; i++) m[i] = -INFINITY, l[i] = 0.0f;
   rove_rows_args t = {.q = P->q,
-                      .ks = d,
-                      .vs = d,
-                      .k_type = P->kv_type, .v_type = P->kv_type,
+                      .ks = P->kst,
+                      .vs = P->vst,
+                      .k_type = P->k_type, .v_type = P->v_type,
                       .nq = nq,
                       .d = d,
                       .q_pos = P->qp,
@@ -742,8 +744,8 @@ static void trows_run(const rove_kernels *kn, const trows *P, float *out, float 
     const int32_t j0 = (int32_t)((int64_t)P->nk * c / P->calls),
                   j1 = (int32_t)((int64_t)P->nk * (c + 1) / P->calls);
     if (j1 == j0) continue;
-    t.k = (const char *)P->k + (int64_t)j0 * d * es,
-    t.v = (const char *)P->v + (int64_t)j0 * d * es;
+    t.k = (const char *)P->k + (int64_t)j0 * P->kst * kes,
+    t.v = (const char *)P->v + (int64_t)j0 * P->vst * ves;
     t.k_scale = P->ks ? P->ks + (int64_t)j0 * nb : NULL,
     t.v_scale = P->vs ? P->vs + (int64_t)j0 * nb : NULL;
     t.k_pos = P->kp + j0, t.nk = j1 - j0;
@@ -771,13 +773,29 @@ static void trows_cmp(const float *oi, const float *li, const float *orf, const 
 
 static int64_t n_bitwise_same; /* typed vs widened fp32 on the ISA: bitwise equal outputs */
 
+/* A lead offset (bytes before element 0) that keeps a row of type ty element-aligned. */
+static int typed_lead(int32_t ty, uint64_t h) {
+  const int es = (int)rove_dtype_size(ty);
+  return es == 1 ? (int)(h % 4) : es * (int)(h % 2);
+}
+
 static void typed_rows_case(const rove_kernels *kn, rove_rng *g, int32_t type, int32_t d,
                             int32_t nq, int32_t nk, int64_t idx) {
   const rove_kernels *ref = kt_ref();
   const uint64_t h = rove_rng_u64(g);
   const int32_t nb = rove_q8_blocks(d);
-  const int es = (int)rove_dtype_size(type);
-  trows P = {.nq = nq, .nk = nk, .d = d, .kv_type = type, .calls = 1 + (int)(h % 2)};
+  /* V of K's type (a cache's rows) in half the problems, else another tensor type (the
+   * plain API's typed tensors may differ); token strides d or a few elements more */
+  static const int32_t others[] = {ROVE_DTYPE_F32, ROVE_DTYPE_BF16, ROVE_DTYPE_F16};
+  int32_t vtype = type;
+  if ((h >> 12) % 2 && type != ROVE_DTYPE_Q8) {
+    vtype = others[(h >> 13) % 3];
+    if (vtype == type) vtype = ROVE_DTYPE_F32;
+  }
+  static const int64_t pads[] = {0, 8, 13};
+  trows P = {.nq = nq, .nk = nk, .d = d, .k_type = type, .v_type = vtype,
+             .kst = d + pads[(h >> 15) % 3], .vst = d + pads[(h >> 17) % 3],
+             .calls = 1 + (int)(h % 2)};
   const int variant = (int)(idx % 3); /* 0 plain, 1 causal mask, 2 softcap */
   P.mask = P.causal = variant == 1;
   P.softcap = variant == 2 ? 20.0f : 0.0f;
@@ -787,14 +805,15 @@ static void typed_rows_case(const rove_kernels *kn, rove_rng *g, int32_t type, i
   for (int32_t i = 0; i < nq; i++)
     qp[i] = nk - 1 - (int32_t)((h >> 8) % 3) * i; /* some rows see fewer keys */
   P.qp = qp, P.kp = kp;
-  const int lead = es == 2 ? 2 * (int)((h >> 4) % 2) : (int)((h >> 4) % 4),
+  const int klead = typed_lead(type, h >> 4), vlead = typed_lead(vtype, h >> 19),
             mis = (int)((h >> 6) % 16);
-  kt_ctx("attn_rows typed %s d=%d nq=%d nk=%d calls=%d %s lead=%d mis=%d", type_name(type), d, nq,
-         nk, P.calls,
+  kt_ctx("attn_rows typed K %s V %s d=%d nq=%d nk=%d calls=%d %s strides %lld/%lld lead=%d/%d "
+         "mis=%d",
+         type_name(type), type_name(vtype), d, nq, nk, P.calls,
          variant == 1   ? "causal"
          : variant == 2 ? "softcap 20"
                         : "plain",
-         lead, mis);
+         (long long)P.kst, (long long)P.vst, klead, vlead, mis);
   const float amp = sqrtf(50.0f / sqrtf((float)d));
   float *q = malloc(sizeof(float) * (size_t)nq * d), *kf = malloc(sizeof(float) * (size_t)nk * d);
   float *vf = malloc(sizeof(float) * (size_t)nk * d), *kw = malloc(sizeof(float) * (size_t)nk * d);
@@ -808,17 +827,17 @@ static void typed_rows_case(const rove_kernels *kn, rove_rng *g, int32_t type, i
       for (int32_t c = 0; c < d; c++) kf[(int64_t)j * d + c] *= 0.2f + 1.6f * (float)j / (float)nk;
   tbuf K, V;
   rove_guarded ksg, vsg;
-  tb_alloc(&K, type, nk, d, d, lead, mis, 0);
-  tb_alloc(&V, type, nk, d, d, es == 2 ? 2 - lead : (lead + 1) % 4, (mis + 5) % 16, 1);
+  tb_alloc(&K, type, nk, P.kst, d, klead, mis, 0);
+  tb_alloc(&V, vtype, nk, P.vst, d, vlead, (mis + 5) % 16, 1);
   float *ksc = kt_alloc(&ksg, (int64_t)nk * nb, (mis + 2) % 16, 0);
   float *vsc = kt_alloc(&vsg, (int64_t)nk * nb, (mis + 9) % 16, 1);
-  const int bad = ref->from_f32(K.p, d, ksc, kf, d, nk, d, type) |
-                  ref->from_f32(V.p, d, vsc, vf, d, nk, d, type);
+  const int bad = ref->from_f32(K.p, P.kst, ksc, kf, d, nk, d, type) |
+                  ref->from_f32(V.p, P.vst, vsc, vf, d, nk, d, vtype);
   if (bad) kt_fail("from_f32 flagged finite K/V");
-  ref->to_f32(kw, d, K.p, d, ksc, nk, d, type);
-  ref->to_f32(vw, d, V.p, d, vsc, nk, d, type);
+  ref->to_f32(kw, d, K.p, P.kst, ksc, nk, d, type);
+  ref->to_f32(vw, d, V.p, P.vst, vsc, nk, d, vtype);
   P.q = q, P.k = K.p, P.v = V.p;
-  P.ks = type == ROVE_DTYPE_Q8 ? ksc : NULL, P.vs = type == ROVE_DTYPE_Q8 ? vsc : NULL;
+  P.ks = type == ROVE_DTYPE_Q8 ? ksc : NULL, P.vs = vtype == ROVE_DTYPE_Q8 ? vsc : NULL;
   float orf[ROVE_ROWS_MAX * 128], oi[ROVE_ROWS_MAX * 128], ow[ROVE_ROWS_MAX * 128];
   float lr[ROVE_ROWS_MAX], li[ROVE_ROWS_MAX], lw[ROVE_ROWS_MAX];
   assert_true(d <= 128);
@@ -827,7 +846,8 @@ static void typed_rows_case(const rove_kernels *kn, rove_rng *g, int32_t type, i
   trows_cmp(oi, li, orf, lr, nq, d, "typed vs scalar");
   /* the ISA over the widened rows as fp32 */
   trows W = P;
-  W.kv_type = ROVE_DTYPE_F32, W.k = kw, W.v = vw, W.ks = W.vs = NULL;
+  W.k_type = W.v_type = ROVE_DTYPE_F32, W.k = kw, W.v = vw, W.ks = W.vs = NULL;
+  W.kst = W.vst = d;
   trows_run(kn, &W, ow, lw);
   trows_cmp(oi, li, ow, lw, nq, d, "typed vs widened fp32");
   n_bitwise_same += !memcmp(oi, ow, sizeof(float) * (size_t)nq * d) &&
@@ -843,7 +863,7 @@ static void test_attn_rows_typed(const rove_kernels *kn) {
   rove_rng g;
   rove_rng_seed(&g, 7070);
   static const int32_t ds[] = {8, 64, 100, 128}, nks[] = {1, 63, 64, 65, 200},
-                       nqs[] = {1, 2, 4, 5, ROVE_ROWS_MAX};
+                       nqs[] = {1, 2, 3, 4, 5, 8, ROVE_ROWS_MAX};
   static const int32_t types[] = {ROVE_DTYPE_BF16, ROVE_DTYPE_F16, ROVE_DTYPE_Q8};
   int64_t idx = 0;
   for (int t = 0; t < 3; t++)

@@ -1,26 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /* AVX-512 decode row kernel (attn_rows, kernels.h): nq <= 16 query rows against keys and
- * values read in place (row-major, any token stride; nothing is packed or copied).
+ * values read in place (row-major, any token stride; nothing is packed or copied), fp32 or
+ * a cache's bf16 / f16 / q8 rows (K and V each of its own type), any head_dim.
  *
  * Per block of up to 64 keys:
- *   1. scores, per query row and 16 keys: one zmm accumulator per key takes
- *      q[c..c+15] * k_j[c..c+15] over d (q held in registers 64 floats at a time, K loaded
- *      straight from its rows), then a transpose-style tree reduces the 16 accumulators to
- *      one vector of 16 scores (30 shuffles + 15 adds instead of 16 horizontal sums).
- *      Rows after the first re-read the block's keys from L1.
- *   2. softcap; mask (keys past nk and, on calls the driver marks, invisible pairs) to -inf;
+ *   1. scores, the query rows in groups of RG = 4, 2 or 1 (what is left), each group over
+ *      the block's keys 16 / RG at a time: 16 zmm accumulators hold those keys x the RG
+ *      rows, each takes q_r[c..c+15] * k_j[c..c+15] over d. Each K vector is loaded (and
+ *      widened) once and used by the RG rows, so a GQA group's 4 rows share every K read;
+ *      the q vectors of a section (64 floats, 32 for RG = 4) stay in registers. A
+ *      transpose-style tree then reduces the 16 accumulators to one vector of 16 scores
+ *      (30 shuffles + 15 adds instead of 16 horizontal sums), stored into each row's
+ *      scratch [64]. Groups after the first re-read the block's keys from L1.
+ *   2. softcap; keys past nk and, on calls the driver marks, invisible pairs become -inf
+ *      (selected, whatever their K rows hold; 16-key groups no row sees are not scored);
  *      online softmax per row: m' = max(m, max s), alpha = exp(m - m'), p = exp(s - m'),
- *      l = alpha l + sum p; p goes to scratch [row][64]. Hidden keys are masked out by
- *      selection (never computed from K); a NaN score of a visible key (or a +inf one)
- *      poisons the row as softmax-scalar.h does: o, l NaN, m = +inf.
+ *      l = alpha l + sum p, p into the row's scratch. A NaN score of a visible key (or a
+ *      +inf one) poisons the row as softmax-scalar.h does: o, l NaN, m = +inf.
  *   3. O = alpha O + P V: query rows in panels of up to 4, d in sections of 64 floats
- *      (4 zmm, the last section masked); per key one load of its V section and one
+ *      (4 zmm, masked past d); per key one load (and widening) of its V section and one
  *      broadcast FMA per row and vector. V needs no transpose. When a key is hidden from a
  *      row of the panel, the FMAs are masked per pair (a hidden V row adds nothing, even
  *      NaN or Inf).
- * So each key and value is read from memory once per call, by 4 + 4 zmm loads at d = 64.
- * The caller's K/V (krot / vrot) are first rotated block by block into scratch [64][d]
- * (rotate_rows, the math of rotate-scalar.c) and read from there. */
+ * So each key and value is read from memory once per call (from L1 again for rows past the
+ * first group or panel). Typed rows are widened as they are loaded, 16 elements at a time:
+ * bf16 zero-extended and shifted by 16, f16 by vcvtph2ps, q8 sign-extended, converted and
+ * multiplied by the scale of its 32-element block; loads past d are masked (AVX512BW),
+ * so every head_dim reads in place. The caller's K/V (krot / vrot) are first widened and
+ * rotated block by block into scratch [64][d] (rotate_rows, the math of rotate-scalar.c)
+ * and read from there as fp32. */
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
@@ -33,31 +41,61 @@
 #define PR 4 /* query rows per P V panel: 4 x 4 zmm accumulators */
 #define INLINE static inline __attribute__((always_inline))
 
-/* Software prefetch, issued once per group of 16 keys (by the first query row): the K rows
- * of this group and the next and the V rows of this group, into L2 (prefetcht2). Measured
- * on Zen 4 (1 x 4096 x 12 x 64, 24 MB of K and V): without it the kernel reads at 35-40 %
- * of a plain read of the same bytes, with it at 90-100 %, whether the rows are a cache's
- * (contiguous) or the caller's (3 KB apart) and whether they come from L3 or DRAM.
- * Re-requesting the current group's K rows matters (the hardware prefetchers do not follow
- * the interleaved K and V streams); into L1 instead of L2 it is worse for rows 3 KB apart
- * (their lines fall into few L1 sets). The cost: about 30 % when K and V sit in L2. */
+/* Software prefetch, issued once per 16 keys during the first row group's scores: the K
+ * rows of these 16 keys and the next 16 and the V rows of these 16, into L2 (prefetcht2),
+ * spread over the pass (a burst of a whole block's rows at its start measured slower;
+ * so did requesting only rows ahead, 16 or 32 keys, at 32:8 x 128 GQA). Measured on Zen 4 (1 x 4096 x 12 x 64, 24 MB of K and V): without it the
+ * kernel reads at 35-40 % of a plain read of the same bytes, with it at 90-100 %, whether
+ * the rows are a cache's (contiguous) or the caller's (3 KB apart) and whether they come
+ * from L3 or DRAM. Re-requesting the current group's K rows matters (the hardware
+ * prefetchers do not follow the interleaved K and V streams); into L1 instead of L2 it is
+ * worse for rows 3 KB apart (their lines fall into few L1 sets). Typed rows request only
+ * the lines their bytes occupy. */
 #define PF_K_ROWS 32
 #define PF_V_ROWS 16
 
-/* Prefetch the d floats of rows [j0, j0 + n) from p (stride in floats). Addresses are
- * formed as integers: they may lie past the buffer, where prefetches are harmless.
- * always_inline: a function of prefetches alone has no visible effect to gcc and its calls
- * are dropped. */
-INLINE void prefetch_rows(const float *p, int64_t j0, int64_t n, int64_t stride, int32_t d) {
-  for (int64_t j = j0; j < j0 + n; j++) {
-    const uintptr_t a = (uintptr_t)p + (uintptr_t)j * (uintptr_t)stride * sizeof(float);
-    for (int32_t c = 0; c < d; c += 16)
-      _mm_prefetch((const char *)(a + 4 * (uintptr_t)c), _MM_HINT_T2);
+/* Prefetch the row_bytes of rows [0, n) from p (stride in bytes); addresses formed as
+ * integers may lie past the buffer (harmless). always_inline: a function of prefetches
+ * alone has no visible effect to gcc and its calls are dropped. */
+INLINE void prefetch_bytes(const void *p, int64_t n, int64_t stride, int64_t row_bytes) {
+  for (int64_t j = 0; j < n; j++) {
+    const uintptr_t a = (uintptr_t)p + (uintptr_t)j * (uintptr_t)stride;
+    for (int64_t c = 0; c < row_bytes; c += 64)
+      _mm_prefetch((const char *)(a + (uintptr_t)c), _MM_HINT_T2);
   }
 }
 
 static inline __mmask16 lanes(int32_t n) { /* lanes 0 .. n-1, n clamped to [0, 16] */
   return (__mmask16)(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1u);
+}
+
+/* The element size of type T in bytes. */
+#define ESZ(T) ((T) == ROVE_DTYPE_Q8 ? 1 : (T) == ROVE_DTYPE_F32 ? 4 : 2)
+
+/* 16 elements of type T from element i of p as floats; Q8: times the block's scale sc.
+ * masked: only the lanes of mk are read (the others are 0), for the section past d; else
+ * plain loads (on Zen 4 masked loads in the P V loop cost a quarter of the GQA decode
+ * time: 32:8 x 128, 8192 keys, 5.0 ms against 4.0). */
+INLINE __m512 load16(const void *p, int64_t i, __mmask16 mk, const int T, float sc,
+                     const int masked) {
+  if (T == ROVE_DTYPE_BF16 || T == ROVE_DTYPE_F16) {
+    const uint16_t *h = (const uint16_t *)p + i;
+    const __m256i x = masked ? _mm256_maskz_loadu_epi16(mk, h) : _mm256_loadu_si256((const __m256i *)h);
+    if (T == ROVE_DTYPE_F16) return _mm512_cvtph_ps(x);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
+  }
+  if (T == ROVE_DTYPE_Q8) {
+    const int8_t *b = (const int8_t *)p + i;
+    const __m128i x = masked ? _mm_maskz_loadu_epi8(mk, b) : _mm_loadu_si128((const __m128i *)b);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), _mm512_set1_ps(sc));
+  }
+  return masked ? _mm512_maskz_loadu_ps(mk, (const float *)p + i) : _mm512_loadu_ps((const float *)p + i);
+}
+
+/* The Q8 scale of element c of a row (scales sc, one per 32 elements), 0 past d (where
+ * the load is masked off and the block would not exist). */
+INLINE float q8_scale(const float *sc, int32_t c, int32_t d, const int T) {
+  return T == ROVE_DTYPE_Q8 && c < d ? sc[c / ROVE_Q8_BLOCK] : 0.0f;
 }
 
 /* Sum of the 16 lanes of each acc[s], the sum of slot s landing in lane 4 (s % 4) + s / 4:
@@ -78,40 +116,76 @@ INLINE __m512 reduce16(const __m512 acc[16]) {
   return _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
 }
 
-/* Scores of query row q against the n <= 16 keys at k (stride ks): lane j = q . k_j (lanes
- * past n hold repeats of key n - 1). Slot s accumulates key 4 (s % 4) + s / 4, so that
- * reduce16 returns the keys in order. */
-static __m512 scores16(const float *q, const float *k, int64_t ks, int32_t d, int32_t n) {
-  __m512 acc[16];
-  const float *row[16];
-#pragma GCC unroll 16
-  for (int s = 0; s < 16; s++) {
-    const int32_t j = 4 * (s % 4) + s / 4;
-    row[s] = k + (int64_t)(j < n ? j : n - 1) * ks;
-    acc[s] = _mm512_setzero_ps();
-  }
-  int32_t c = 0;
-  for (; c + 64 <= d; c += 64) {
-    const __m512 q0 = _mm512_loadu_ps(q + c), q1 = _mm512_loadu_ps(q + c + 16);
-    const __m512 q2 = _mm512_loadu_ps(q + c + 32), q3 = _mm512_loadu_ps(q + c + 48);
-#pragma GCC unroll 16
-    for (int s = 0; s < 16; s++) {
-      const float *kr = row[s] + c;
-      acc[s] = _mm512_fmadd_ps(q0, _mm512_loadu_ps(kr), acc[s]);
-      acc[s] = _mm512_fmadd_ps(q1, _mm512_loadu_ps(kr + 16), acc[s]);
-      acc[s] = _mm512_fmadd_ps(q2, _mm512_loadu_ps(kr + 32), acc[s]);
-      acc[s] = _mm512_fmadd_ps(q3, _mm512_loadu_ps(kr + 48), acc[s]);
+/* Slot of the accumulator that reduce16 returns in lane e. */
+#define SLOT(e) ((e) / 4 + 4 * ((e) % 4))
+
+/* One section of scores_body: the 16 * NX dims from c (masked: the last, past d). */
+INLINE void scores_section(__m512 acc[16], const float *q, int32_t d, const char *const row[16],
+                           const float *const sc[16], int32_t c, const int RG, const int T,
+                           const int masked) {
+  const int KEYS = 16 / RG, NX = RG == 4 ? 2 : 4; /* NX vectors of 16 floats per section */
+  __mmask16 mk[4];
+  __m512 qv[4][4];
+#pragma GCC unroll 4
+  for (int x = 0; x < NX; x++) {
+    mk[x] = masked ? lanes(d - c - 16 * x) : 0xFFFF;
+#pragma GCC unroll 4
+    for (int r = 0; r < RG; r++) {
+      const float *qr = q + (int64_t)r * d + c + 16 * x;
+      qv[r][x] = masked ? _mm512_maskz_loadu_ps(mk[x], qr) : _mm512_loadu_ps(qr);
     }
   }
-  for (; c < d; c += 16) { /* d % 64 left: 16 floats at a time, the last masked */
-    const __mmask16 mk = lanes(d - c);
-    const __m512 qc = _mm512_maskz_loadu_ps(mk, q + c);
 #pragma GCC unroll 16
-    for (int s = 0; s < 16; s++)
-      acc[s] = _mm512_fmadd_ps(qc, _mm512_maskz_loadu_ps(mk, row[s] + c), acc[s]);
+  for (int j = 0; j < KEYS; j++)
+#pragma GCC unroll 4
+    for (int x = 0; x < NX; x++) {
+      const __m512 kv =
+          load16(row[j], c + 16 * x, mk[x], T, q8_scale(sc[j], c + 16 * x, d, T), masked);
+#pragma GCC unroll 4
+      for (int r = 0; r < RG; r++)
+        acc[SLOT(r * KEYS + j)] = _mm512_fmadd_ps(qv[r][x], kv, acc[SLOT(r * KEYS + j)]);
+    }
+}
+
+/* Scores of RG query rows (q, rows d floats apart) against KEYS = 16 / RG keys: key j at
+ * element j * ks of k (type T, Q8 scales of key j at ksc + j * nblk); n <= KEYS keys are
+ * real, the others repeat key n - 1. Lane e of the result: row e / KEYS, key e % KEYS. */
+INLINE __m512 scores_body(const float *q, int32_t d, const void *k, int64_t ks,
+                          const float *ksc, int32_t nblk, int32_t n, const int RG, const int T) {
+  const int KEYS = 16 / RG, W = RG == 4 ? 32 : 64; /* W dims per section */
+  __m512 acc[16];
+  const char *row[16];
+  const float *sc[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < KEYS; j++) {
+    const int64_t jj = j < n ? j : n - 1;
+    row[j] = (const char *)k + jj * ks * ESZ(T);
+    sc[j] = T == ROVE_DTYPE_Q8 ? ksc + jj * nblk : NULL;
   }
+#pragma GCC unroll 16
+  for (int s = 0; s < 16; s++) acc[s] = _mm512_setzero_ps();
+  int32_t c = 0;
+  for (; c + W <= d; c += W) scores_section(acc, q, d, row, sc, c, RG, T, 0);
+  if (c < d) scores_section(acc, q, d, row, sc, c, RG, T, 1);
   return reduce16(acc);
 }
+typedef __m512 (*scores_fn)(const float *q, int32_t d, const void *k, int64_t ks,
+                            const float *ksc, int32_t nblk, int32_t n);
+#define SCORES_FN(RG, T, name)                                                                \
+  static __attribute__((noinline)) __m512 scores_##RG##name(                                  \
+      const float *q, int32_t d, const void *k, int64_t ks, const float *ksc, int32_t nblk,   \
+      int32_t n) {                                                                            \
+    return scores_body(q, d, k, ks, ksc, nblk, n, RG, T);                                     \
+  }
+#define SCORES_TYPE(T, name) SCORES_FN(1, T, name) SCORES_FN(2, T, name) SCORES_FN(4, T, name)
+SCORES_TYPE(ROVE_DTYPE_F32, _f32) SCORES_TYPE(ROVE_DTYPE_BF16, _bf16)
+SCORES_TYPE(ROVE_DTYPE_F16, _f16) SCORES_TYPE(ROVE_DTYPE_Q8, _q8)
+/* [type][0, 1, 2 for RG = 1, 2, 4] */
+static const scores_fn scores_tab[ROVE_DTYPE_COUNT][3] = {
+    {scores_1_f32, scores_2_f32, scores_4_f32},
+    {scores_1_bf16, scores_2_bf16, scores_4_bf16},
+    {scores_1_f16, scores_2_f16, scores_4_f16},
+    {scores_1_q8, scores_2_q8, scores_4_q8}};
 
 /* Rotation of the caller's rows (krot / vrot): rows [0, n) of x (stride xs, table rows
  * j0..) into dst [n][d] as mul R x on the rotated dims [first, first + r) and x on the
@@ -161,7 +235,7 @@ static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32
   for (int32_t i = 0; i < n; i++) {
     const float *xi = x + i * xs, *c = rot->cos + (j0 + i) * ts, *s = rot->sin + (j0 + i) * ts;
     float *y = dst + (int64_t)i * d;
-    prefetch_rows(xi, PF_ROT, 1, xs, d);
+    prefetch_bytes(xi + PF_ROT * xs, 1, 0, 4 * (int64_t)d);
     for (int32_t c0 = 0; c0 < f; c0 += 16) /* pass-through dims before the block (LAST) */
       _mm512_mask_storeu_ps(y + c0, lanes(f - c0), _mm512_maskz_loadu_ps(lanes(f - c0), xi + c0));
     if (rot->pairing == ROVE_PAIRING_HALF)
@@ -173,67 +247,90 @@ static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32
   }
 }
 
-/* One block of keys: nb <= 64 keys at k (stride ks), values at v (stride vs), positions
- * kp (read only on masked calls); pf: prefetch rows ahead (not for rows in scratch). */
+/* One block of keys: nb <= 64 keys at k (stride ks elements, type kt, Q8 scales ksc),
+ * values at v (vs, vt, vsc), positions kp (read only on masked calls); pfk / pfv: prefetch
+ * the K / V rows ahead (rows read in place, not rows in scratch). */
 typedef struct blk {
-  const float *k, *v;
+  const void *k, *v;
   int64_t ks, vs;
+  int32_t kt, vt;
+  const float *ksc, *vsc;
   const int32_t *kp;
-  int32_t nb, pf;
+  int32_t nb, pfk, pfv;
 } blk;
 
-/* Which of the n keys from j are visible to row r (rove_visible, lane per key). */
-static __mmask16 visible_bits(const rove_rows_args *t, const blk *b, int32_t r, int32_t j,
-                              int32_t n) {
-  unsigned bits = 0;
-  for (int32_t i = 0; i < n; i++)
-    bits |= (unsigned)rove_visible(t->q_pos[r], b->kp[j + i], t->causal, t->window) << i;
-  return (__mmask16)bits;
+/* Bit j: key j of the block (j < nb) is visible to row r. */
+static uint64_t visible_bits(const rove_rows_args *t, int32_t r, const blk *b) {
+  if (!t->mask) return b->nb == 64 ? ~0ull : (1ull << b->nb) - 1ull;
+  uint64_t bits = 0;
+  for (int32_t j = 0; j < b->nb; j++)
+    bits |= (uint64_t)rove_visible(t->q_pos[r], b->kp[j], t->causal, t->window) << j;
+  return bits;
 }
 
-/* Steps 1-2 for row r and the keys of b: p -> p[0 .. 16 nv), *vis: bit j set when key j is
- * visible to the row; returns alpha. */
-static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float *p,
-                         uint64_t *vis) {
-  const int nv = (b->nb + 15) / 16;
-  const __m512 ninf = _mm512_set1_ps(-INFINITY);
-  __m512 s[BLK / 16], mx = ninf;
-  __mmask16 msk[BLK / 16], nan = 0;
-  *vis = 0;
-  for (int v = 0; v < nv; v++) {
-    const int32_t n = b->nb - 16 * v < 16 ? b->nb - 16 * v : 16;
-    msk[v] = t->mask ? visible_bits(t, b, r, 16 * v, n) : lanes(n);
-    *vis |= (uint64_t)msk[v] << (16 * v);
-    s[v] = ninf;
-    if (!msk[v]) continue;
-    const float *k = b->k + 16 * v * b->ks;
-    if (r == 0 && b->pf) {
-      prefetch_rows(k, 0, PF_K_ROWS, b->ks, t->d);
-      prefetch_rows(b->v + 16 * v * b->vs, 0, PF_V_ROWS, b->vs, t->d);
+/* Step 1: the scores of every row against the keys of b into scratch rows [r][64] (key
+ * groups of 16 no row sees are skipped: their lanes stay garbage, step 2 selects -inf). */
+static void block_scores(const rove_rows_args *t, const blk *b, uint64_t any) {
+  const int32_t d = t->d, nblk = rove_q8_blocks(d);
+  const int64_t ke = ESZ(b->kt), ve = ESZ(b->vt);
+  for (int32_t r0 = 0, RG; r0 < t->nq; r0 += RG) {
+    RG = t->nq - r0 >= 4 ? 4 : t->nq - r0 >= 2 ? 2 : 1;
+    const int32_t keys = 16 / RG;
+    const scores_fn f = scores_tab[b->kt][RG == 4 ? 2 : RG - 1];
+    for (int32_t j = 0; j < b->nb; j += 16) {
+      if (!(any >> j & 0xFFFFu)) continue;
+      const char *kj = (const char *)b->k + j * b->ks * ke;
+      if (r0 == 0) {
+        if (b->pfk) prefetch_bytes(kj, PF_K_ROWS, b->ks * ke, d * ke);
+        if (b->pfv) prefetch_bytes((const char *)b->v + j * b->vs * ve, PF_V_ROWS, b->vs * ve, d * ve);
+      }
+      const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
+      for (int32_t jj = 0; jj < n16; jj += keys) {
+        const int32_t n = n16 - jj < keys ? n16 - jj : keys;
+        const __m512 s = f(t->q + (int64_t)r0 * d, d, kj + jj * b->ks * ke, b->ks,
+                           b->ksc ? b->ksc + (int64_t)(j + jj) * nblk : NULL, nblk, n);
+        /* lanes [r keys, r keys + n) of s are row r0 + r's keys j + jj .. */
+        for (int32_t r = 0; r < RG; r++)
+          _mm512_mask_storeu_ps(t->scratch + (r0 + r) * BLK + j + jj - r * keys,
+                                (__mmask16)(lanes(n) << (r * keys)), s);
+      }
     }
-    s[v] = scores16(t->q + (int64_t)r * t->d, k, b->ks, t->d, n);
-    if (t->softcap > 0.0f) s[v] = rove_softcap512(s[v], t->softcap); /* exp-avx512.h */
-    mx = _mm512_mask_max_ps(mx, msk[v], mx, s[v]);
-    nan |= _mm512_mask_cmp_ps_mask(msk[v], s[v], s[v], _CMP_UNORD_Q);
+  }
+}
+
+/* Step 2 for row r: its scores s (scratch row) become p (zero past the visible keys, up to
+ * the next multiple of 16); vis: visible_bits. Returns alpha. */
+static float row_softmax(const rove_rows_args *t, int32_t r, int32_t nb, float *s, uint64_t vis) {
+  const int nv = (nb + 15) / 16;
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  __m512 x[BLK / 16], mx = ninf;
+  __mmask16 nan = 0;
+  for (int v = 0; v < nv; v++) {
+    const __mmask16 mk = (__mmask16)(vis >> (16 * v));
+    x[v] = _mm512_loadu_ps(s + 16 * v);
+    if (t->softcap > 0.0f) x[v] = rove_softcap512(x[v], t->softcap); /* exp-avx512.h */
+    x[v] = _mm512_mask_mov_ps(ninf, mk, x[v]); /* hidden keys, lanes past nb: -inf */
+    nan |= _mm512_cmp_ps_mask(x[v], x[v], _CMP_UNORD_Q);
+    mx = _mm512_max_ps(mx, x[v]);
   }
   const float row_max = _mm512_reduce_max_ps(mx);
   if (nan || row_max == INFINITY) { /* poisoned: o, l NaN, m = +inf */
-    for (int v = 0; v < nv; v++) _mm512_storeu_ps(p + 16 * v, _mm512_setzero_ps());
+    for (int v = 0; v < nv; v++) _mm512_storeu_ps(s + 16 * v, _mm512_setzero_ps());
     t->l[r] = NAN;
     t->m[r] = INFINITY;
     return NAN;
   }
   if (row_max == -INFINITY) { /* nothing visible: o, m, l stay, p = 0 */
-    for (int v = 0; v < nv; v++) _mm512_storeu_ps(p + 16 * v, _mm512_setzero_ps());
+    for (int v = 0; v < nv; v++) _mm512_storeu_ps(s + 16 * v, _mm512_setzero_ps());
     return 1.0f;
   }
   const float m_old = t->m[r], m_new = fmaxf(m_old, row_max);
   const __m512 sub = _mm512_set1_ps(m_new);
   __m512 sum = _mm512_setzero_ps();
   for (int v = 0; v < nv; v++) {
-    const __m512 pv = msk[v] ? rove_exp512_nonpos_maskz(msk[v], _mm512_sub_ps(s[v], sub))
-                             : _mm512_setzero_ps();
-    _mm512_storeu_ps(p + 16 * v, pv);
+    const __mmask16 mk = (__mmask16)(vis >> (16 * v));
+    const __m512 pv = rove_exp512_nonpos_maskz(mk, _mm512_sub_ps(x[v], sub));
+    _mm512_storeu_ps(s + 16 * v, pv);
     sum = _mm512_add_ps(sum, pv);
   }
   const float alpha =
@@ -243,109 +340,126 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
   return alpha;
 }
 
-/* Step 3 for R rows (p: their scratch rows) and the section of 64 floats at c0 (masked:
- * vector x has the lanes of mk[x]): O = alpha O + sum_{j < nb} p_j V[j]. keep: only the
- * visible pairs (bit j of vis[r]) are added (masked FMAs); keys no row sees are skipped. */
-INLINE void pv_body(float *o, int32_t d, const float *v, int64_t vs, int32_t nb, const float *p,
+/* Step 3 for R rows (p: their scratch rows) and the section of 64 floats from element c0
+ * of o and of the value rows v (type T, stride vs elements, Q8 scales vsc, nblk per row;
+ * vector x has the lanes of mk[x], none past d): O = alpha O + sum_{j < nb} p_j V[j].
+ * keep: only the visible pairs (bit j of vis[r]) are added (masked FMAs); keys no row
+ * sees are skipped. */
+INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
+                    const float *vsc, int32_t nblk, int32_t nb, const float *p,
                     const float *alpha, const __mmask16 mk[4], const uint64_t *vis, const int R,
-                    const int masked, const int keep) {
-#define LD(ptr, x) (masked ? _mm512_maskz_loadu_ps(mk[x], ptr) : _mm512_loadu_ps(ptr))
+                    const int keep, const int T, const int masked) {
   __m512 acc[PR][4];
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
     for (int x = 0; x < 4; x++)
-      acc[r][x] = _mm512_mul_ps(LD(o + (int64_t)r * d + 16 * x, x), _mm512_set1_ps(alpha[r]));
+      acc[r][x] = _mm512_mul_ps(load16(o + (int64_t)r * d, c0 + 16 * x, mk[x], ROVE_DTYPE_F32,
+                                       0.0f, masked),
+                                _mm512_set1_ps(alpha[r]));
   uint64_t any = 0;
   if (keep)
     for (int r = 0; r < R; r++) any |= vis[r];
   for (int32_t j = 0; j < nb; j++) {
     if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
-    const float *vr = v + (int64_t)j * vs;
-    const __m512 v0 = LD(vr, 0), v1 = LD(vr + 16, 1), v2 = LD(vr + 32, 2), v3 = LD(vr + 48, 3);
+    const char *vr = (const char *)v + (int64_t)j * vs * ESZ(T);
+    const float *sc = T == ROVE_DTYPE_Q8 ? vsc + (int64_t)j * nblk : NULL;
+    __m512 vv[4];
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; x++)
+      vv[x] = load16(vr, c0 + 16 * x, mk[x], T, q8_scale(sc, c0 + 16 * x, d, T), masked);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
       const __m512 pb = _mm512_set1_ps(p[r * BLK + j]);
-      if (keep) {
-        const __mmask16 k = (__mmask16)(0u - (unsigned)(vis[r] >> j & 1));
-        acc[r][0] = _mm512_mask3_fmadd_ps(pb, v0, acc[r][0], k);
-        acc[r][1] = _mm512_mask3_fmadd_ps(pb, v1, acc[r][1], k);
-        acc[r][2] = _mm512_mask3_fmadd_ps(pb, v2, acc[r][2], k);
-        acc[r][3] = _mm512_mask3_fmadd_ps(pb, v3, acc[r][3], k);
-      } else {
-        acc[r][0] = _mm512_fmadd_ps(pb, v0, acc[r][0]);
-        acc[r][1] = _mm512_fmadd_ps(pb, v1, acc[r][1]);
-        acc[r][2] = _mm512_fmadd_ps(pb, v2, acc[r][2]);
-        acc[r][3] = _mm512_fmadd_ps(pb, v3, acc[r][3]);
-      }
+      const __mmask16 k = keep ? (__mmask16)(0u - (unsigned)(vis[r] >> j & 1)) : 0xFFFF;
+#pragma GCC unroll 4
+      for (int x = 0; x < 4; x++)
+        acc[r][x] = keep ? _mm512_mask3_fmadd_ps(pb, vv[x], acc[r][x], k)
+                         : _mm512_fmadd_ps(pb, vv[x], acc[r][x]);
     }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-    for (int x = 0; x < 4; x++) {
-      float *dst = o + (int64_t)r * d + 16 * x;
+    for (int x = 0; x < 4; x++)
       if (masked)
-        _mm512_mask_storeu_ps(dst, mk[x], acc[r][x]);
+        _mm512_mask_storeu_ps(o + (int64_t)r * d + c0 + 16 * x, mk[x], acc[r][x]);
       else
-        _mm512_storeu_ps(dst, acc[r][x]);
-    }
-#undef LD
+        _mm512_storeu_ps(o + (int64_t)r * d + c0 + 16 * x, acc[r][x]);
 }
 
-typedef void (*pv_fn)(float *o, int32_t d, const float *v, int64_t vs, int32_t nb,
-                      const float *p, const float *alpha, const __mmask16 mk[4],
-                      const uint64_t *vis);
-#define PV_FN(R, masked, keep)                                                               \
-  static __attribute__((noinline)) void pv_##R##_##masked##keep(                             \
-      float *o, int32_t d, const float *v, int64_t vs, int32_t nb, const float *p,           \
-      const float *alpha, const __mmask16 mk[4], const uint64_t *vis) {                      \
-    pv_body(o, d, v, vs, nb, p, alpha, mk, vis, R, masked, keep);                            \
+typedef void (*pv_fn)(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
+                      const float *vsc, int32_t nblk, int32_t nb, const float *p,
+                      const float *alpha, const __mmask16 mk[4], const uint64_t *vis);
+#define PV_FN(R, keep, masked, T, name)                                                      \
+  static __attribute__((noinline)) void pv_##R##keep##masked##name(                          \
+      float *o, int32_t d, int32_t c0, const void *v, int64_t vs, const float *vsc,          \
+      int32_t nblk, int32_t nb, const float *p, const float *alpha, const __mmask16 mk[4],   \
+      const uint64_t *vis) {                                                                 \
+    pv_body(o, d, c0, v, vs, vsc, nblk, nb, p, alpha, mk, vis, R, keep, T, masked);          \
   }
-PV_FN(1, 0, 0) PV_FN(2, 0, 0) PV_FN(3, 0, 0) PV_FN(4, 0, 0)
-PV_FN(1, 1, 0) PV_FN(2, 1, 0) PV_FN(3, 1, 0) PV_FN(4, 1, 0)
-PV_FN(1, 0, 1) PV_FN(2, 0, 1) PV_FN(3, 0, 1) PV_FN(4, 0, 1)
-PV_FN(1, 1, 1) PV_FN(2, 1, 1) PV_FN(3, 1, 1) PV_FN(4, 1, 1)
-static const pv_fn pv_tab[2][2][PR] = {
-    {{pv_1_00, pv_2_00, pv_3_00, pv_4_00}, {pv_1_10, pv_2_10, pv_3_10, pv_4_10}},
-    {{pv_1_01, pv_2_01, pv_3_01, pv_4_01}, {pv_1_11, pv_2_11, pv_3_11, pv_4_11}}};
+#define PV_R(keep, masked, T, name)                                                          \
+  PV_FN(1, keep, masked, T, name) PV_FN(2, keep, masked, T, name)                            \
+  PV_FN(3, keep, masked, T, name) PV_FN(4, keep, masked, T, name)
+#define PV_TYPE(T, name) PV_R(0, 0, T, name) PV_R(0, 1, T, name) PV_R(1, 0, T, name) PV_R(1, 1, T, name)
+PV_TYPE(ROVE_DTYPE_F32, _f32) PV_TYPE(ROVE_DTYPE_BF16, _bf16)
+PV_TYPE(ROVE_DTYPE_F16, _f16) PV_TYPE(ROVE_DTYPE_Q8, _q8)
+#define PV_4(k, m, name) {pv_1##k##m##name, pv_2##k##m##name, pv_3##k##m##name, pv_4##k##m##name}
+#define PV_ROW(name) {{PV_4(0, 0, name), PV_4(0, 1, name)}, {PV_4(1, 0, name), PV_4(1, 1, name)}}
+/* [type][keep][masked][R - 1] */
+static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_bf16), PV_ROW(_f16),
+                                                         PV_ROW(_q8)};
 
 /* One block, every row. */
 static void block(const rove_rows_args *t, const blk *b) {
   float alpha[ROVE_ROWS_MAX];
-  uint64_t vis[ROVE_ROWS_MAX];
-  const int32_t d = t->d;
+  uint64_t vis[ROVE_ROWS_MAX], any = 0;
+  const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const uint64_t all = b->nb == 64 ? ~0ull : (1ull << b->nb) - 1ull;
+  for (int32_t r = 0; r < t->nq; r++) any |= vis[r] = visible_bits(t, r, b);
+  block_scores(t, b, any);
   for (int32_t r = 0; r < t->nq; r++)
-    alpha[r] = row_softmax(t, r, b, t->scratch + r * BLK, vis + r);
+    alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);
   for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
     const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
-    float *o = t->o + (int64_t)r0 * d;
-    const float *p = t->scratch + r0 * BLK;
     int keep = 0; /* some key is hidden from some row of the panel */
     for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
     for (int32_t c = 0; c < d; c += 64) {
-      const int masked = d - c < 64;
       __mmask16 mk[4];
       for (int x = 0; x < 4; x++) mk[x] = lanes(d - c - 16 * x);
-      pv_tab[keep][masked][R - 1](o + c, d, b->v + c, b->vs, b->nb, p, alpha + r0, mk, vis + r0);
+      pv_tab[b->vt][keep][d - c < 64][R - 1](t->o + (int64_t)r0 * d, d, c, b->v, b->vs, b->vsc, nblk, b->nb,
+                                 t->scratch + r0 * BLK, alpha + r0, mk, vis + r0);
     }
   }
 }
 
 void rove_attn_rows_f32__avx512(const rove_rows_args *t) {
-  const int32_t d = t->d;
+  const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const int rk = t->krot && t->krot->cos, rv = t->vrot && t->vrot->cos;
   float *kscr = t->scratch + ROVE_ROWS_MAX * BLK, *vscr = kscr + BLK * d;
   for (int32_t j0 = 0; j0 < t->nk; j0 += BLK) {
-    const int32_t *kp = t->mask ? t->k_pos + j0 : NULL;
-    /* typed rows (a cache's bf16 / f16 / q8) are widened into scratch first */
-    blk b = {NULL, NULL, 0, 0, kp, t->nk - j0 < BLK ? t->nk - j0 : BLK, 0};
-    b.k = rove_rows_fp32(t, t->k, t->ks, t->k_scale, t->k_type, j0, b.nb, kscr, rove_to_f32__avx512, &b.ks);
-    b.v = rove_rows_fp32(t, t->v, t->vs, t->v_scale, t->v_type, j0, b.nb, vscr, rove_to_f32__avx512, &b.vs);
-    b.pf = !rk && !rv && t->k_type == ROVE_DTYPE_F32 && t->v_type == ROVE_DTYPE_F32;
-    if (rk) rotate_rows(kscr, b.k, b.ks, b.nb, d, t->krot, j0, t->k_mul), b.k = kscr, b.ks = d;
-    if (rv) rotate_rows(vscr, b.v, b.vs, b.nb, d, t->vrot, j0, 1.0f), b.v = vscr, b.vs = d;
+    blk b;
+    b.nb = t->nk - j0 < BLK ? t->nk - j0 : BLK;
+    b.kp = t->mask ? t->k_pos + j0 : NULL;
+    /* rows as stored (read in place, any type), or widened and rotated into scratch */
+    b.k = (const char *)t->k + j0 * t->ks * rove_dtype_size(t->k_type), b.ks = t->ks;
+    b.kt = t->k_type, b.ksc = t->k_scale ? t->k_scale + j0 * nblk : NULL, b.pfk = !rk;
+    b.v = (const char *)t->v + j0 * t->vs * rove_dtype_size(t->v_type), b.vs = t->vs;
+    b.vt = t->v_type, b.vsc = t->v_scale ? t->v_scale + j0 * nblk : NULL, b.pfv = !rv;
+    if (rk) {
+      int64_t xs;
+      const float *x = rove_rows_fp32(t, t->k, t->ks, t->k_scale, t->k_type, j0, b.nb, kscr,
+                                      rove_to_f32__avx512, &xs);
+      rotate_rows(kscr, x, xs, b.nb, d, t->krot, j0, t->k_mul);
+      b.k = kscr, b.ks = d, b.kt = ROVE_DTYPE_F32, b.ksc = NULL;
+    }
+    if (rv) {
+      int64_t xs;
+      const float *x = rove_rows_fp32(t, t->v, t->vs, t->v_scale, t->v_type, j0, b.nb, vscr,
+                                      rove_to_f32__avx512, &xs);
+      rotate_rows(vscr, x, xs, b.nb, d, t->vrot, j0, 1.0f);
+      b.v = vscr, b.vs = d, b.vt = ROVE_DTYPE_F32, b.vsc = NULL;
+    }
     block(t, &b);
   }
 }
