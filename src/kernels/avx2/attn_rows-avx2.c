@@ -1,30 +1,43 @@
 /* SPDX-License-Identifier: MIT */
 /* AVX2 + FMA decode row kernel (attn_rows, kernels.h): nq <= 16 query rows against keys
- * and values read in place (row-major, any token stride; nothing is packed or copied).
+ * and values read in place (row-major, any token stride; nothing is packed or copied),
+ * fp32 or a cache's bf16 / f16 / q8 rows (K and V each of its own type).
  *
  * Per block of up to 64 keys:
- *   1. scores, per query row and 8 keys: one ymm accumulator per key takes
- *      q[c..c+7] * k_j[c..c+7] over d (q held in registers 32 floats at a time, K loaded
- *      straight from its rows), then a tree reduces the 8 accumulators to one vector of
- *      8 scores (4 cross-lane permutes, 3 horizontal adds). Rows after the first re-read
- *      the block's keys from L1. Scores go to the row's scratch [64].
+ *   1. scores, the query rows in groups of RG rows, each group over the block's keys
+ *      8 / RG at a time: 8 ymm accumulators hold those keys x the RG rows, each takes
+ *      q_r[c..c+7] * k_j[c..c+7] over d. Typed K rows: RG = 4, 2 or 1 (what is left), so
+ *      each K vector is loaded and widened once for a GQA group's 4 rows; fp32 K rows:
+ *      RG = 1 (see below). The q vectors of a section (32 floats for RG = 1, 16 for 2, 8
+ *      for 4) stay in registers.
+ *      A tree then reduces the 8 accumulators to one vector of 8 scores (4 cross-lane
+ *      permutes, 3 horizontal adds), stored into each row's scratch [64]. Groups after the
+ *      first re-read the block's keys from L1.
  *   2. softcap; keys past nk and, on calls the driver marks, invisible pairs become -inf
- *      (selected, whatever their K rows hold); online softmax per row:
- *      m' = max(m, max s), alpha = exp(m - m'), p = 2^((s - m') log2 e) (masked keys give
- *      exactly 0), l = alpha l + sum p. A NaN score of a visible key (or a +inf one,
- *      exp(inf - inf)) poisons the row as softmax-scalar.h does: o, l NaN, m = +inf.
- *   3. O = alpha O + P V: rows in panels of 2, d in sections of 32 floats (4 ymm, the last
- *      section masked); per key one load of its V section and a broadcast FMA per row.
- *      When a key of the block is hidden from a row of the panel, its V row is and-ed with
- *      the pair's visibility (a hidden pair adds +0 even if V holds NaN or Inf).
- * The caller's K/V (krot / vrot) are first rotated block by block into scratch [64][d] by
- * this ISA's rotate kernel and read from there.
- * Typed rows (bf16, f16, q8) of one type, not to be rotated (a cache's), are read in place
- * when d % 32 == 0: each
- * K or V load of steps 1 and 3 widens 8 elements (bf16: zero-extend and shift by 16; f16:
- * vcvtph2ps; q8: sign-extend, convert, times the row's scale of that 32-float section,
- * which is exactly one Q8 block), so the stored bytes stream from memory once, prefetched
- * like fp32 rows. Other head_dims widen each block into scratch first (rove_rows_fp32). */
+ *      (selected, whatever their K rows hold; 16-key groups no row sees are not scored);
+ *      online softmax per row: m' = max(m, max s), alpha = exp(m - m'),
+ *      p = 2^((s - m') log2 e) (masked keys give exactly 0), l = alpha l + sum p. A NaN
+ *      score of a visible key (or a +inf one, exp(inf - inf)) poisons the row as
+ *      softmax-scalar.h does: o, l NaN, m = +inf.
+ *   3. O = alpha O + P V: rows in panels of up to 4 (typed V; fp32 V: 2), d in sections of
+ *      32 floats (4 ymm) for panels of 1-2 rows, 16 floats (2 ymm) for 3-4 rows (8
+ *      accumulators either way); per key one load (and widening) of its V section and a
+ *      broadcast FMA per row and vector, so a GQA group of 4 widens each typed V row once.
+ *      fp32 rows keep 1-row scores and 2-row panels: measured on a Zen 5 running this
+ *      kernel (32:8 x 128 GQA, 8192 keys, one thread), 4-row groups and panels took
+ *      6.0-6.5 ms against 4.9-5.2 for fp32 while costing the same with the data in L1/L2
+ *      (32 ns per key and KV head either way): the first row group's pass issues the
+ *      prefetches, and a 1-row pass issues them sooner. For typed rows the 4-row groups
+ *      win (bf16 3.6-3.8 ms against 3.8-4.0, q8 3.0-3.6 against 3.5-4.1). When a key of the block is
+ *      hidden from a row of the panel, its V row is and-ed with the pair's visibility (a
+ *      hidden pair adds +0 even if V holds NaN or Inf).
+ * Typed rows are widened 8 elements at a time as they are loaded (bf16: zero-extend and
+ * shift by 16; f16: vcvtph2ps; q8: sign-extend, convert, times the scale of its
+ * 32-element block), so the stored bytes stream from memory once, prefetched like fp32
+ * rows; that needs d % 8 == 0 (AVX2 has no masked 16-bit loads), other head_dims widen
+ * each block into scratch first (rove_rows_fp32). The caller's K/V (krot / vrot) are
+ * widened and rotated block by block into scratch [64][d] by this ISA's rotate kernel and
+ * read from there as fp32. */
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
@@ -34,12 +47,12 @@
 #include "rotate-avx2.h"
 
 #define BLK ROVE_ROWS_BLOCK
-#define PR 2 /* query rows per P V panel: 2 x 4 ymm accumulators */
+#define PR 4 /* query rows per P V panel: 4 x 2 (or 2 x 4) ymm accumulators */
 #define INLINE static inline __attribute__((always_inline))
 
-/* Software prefetch into L2, once per 16 keys by the first query row: the K rows of these
- * 16 keys and the next 16, the V rows of these 16 (the reasons and measurements are in
- * attn_rows-avx512.c, which does the same). */
+/* Software prefetch into L2, once per 16 keys during the first row group's scores: the K
+ * rows of these 16 keys and the next 16, the V rows of these 16 (the reasons and
+ * measurements are in attn_rows-avx512.c, which does the same). */
 #define PF_K_ROWS 32
 #define PF_V_ROWS 16
 
@@ -52,7 +65,8 @@ INLINE void prefetch_bytes(const void *p, int64_t n, int64_t stride, int64_t row
   }
 }
 
-/* ---- typed rows (a cache's bf16 / f16 / q8, widened as they are loaded) ---- */
+/* The element size of T in bytes. */
+#define ESZ(T) ((T) == ROVE_DTYPE_Q8 ? 1 : (T) == ROVE_DTYPE_F32 ? 4 : 2)
 
 /* 8 elements of type T at element i of p, as floats (Q8: times the block's scale sc). */
 INLINE __m256 load8(const void *p, int64_t i, const int T, float sc) {
@@ -69,12 +83,14 @@ INLINE __m256 load8(const void *p, int64_t i, const int T, float sc) {
   return _mm256_loadu_ps((const float *)p + i);
 }
 
-/* The element size of T in bytes. */
-#define ESZ(T) ((T) == ROVE_DTYPE_Q8 ? 1 : (T) == ROVE_DTYPE_F32 ? 4 : 2)
-
-/* Per-lane masks of the first n lanes of the 4 vectors of a 32-float section from c. */
-static void section_masks(__m256i mk[4], int32_t n) {
-  for (int x = 0; x < 4; x++) mk[x] = rove_avx2_lanes(n - 8 * x);
+/* load8 of the vector at element i of a row of d elements, masked (the last section): fp32
+ * reads the lanes of mk; typed rows (d % 8 == 0) read whole vectors before d, 0 past it. */
+INLINE __m256 load8m(const void *p, int64_t i, int32_t d, __m256i mk, const int T,
+                     const float *sc, const int masked) {
+  const float f = T == ROVE_DTYPE_Q8 && i < d ? sc[i / ROVE_Q8_BLOCK] : 0.0f;
+  if (!masked) return load8(p, i, T, f);
+  if (T == ROVE_DTYPE_F32) return _mm256_maskload_ps((const float *)p + i, mk);
+  return i < d ? load8(p, i, T, f) : _mm256_setzero_ps();
 }
 
 /* Sum of the 8 lanes of each acc[s], slot s landing in element 4 (s % 2) + s / 2:
@@ -88,92 +104,86 @@ INLINE __m256 reduce8(const __m256 acc[8]) {
   return _mm256_hadd_ps(_mm256_hadd_ps(w[0], w[1]), _mm256_hadd_ps(w[2], w[3]));
 }
 
-/* Scores of row q against the n <= 8 keys at k (stride ks) into s[0..8) (lanes past n:
- * repeats of key n - 1). Slot s accumulates key 4 (s % 2) + s / 2, so they come out in order. */
-static void scores8(float *out, const float *q, const float *k, int64_t ks, int32_t d, int32_t n) {
-  __m256 acc[8];
-  const float *row[8];
-#pragma GCC unroll 8
-  for (int s = 0; s < 8; s++) {
-    const int32_t j = 4 * (s % 2) + s / 2;
-    row[s] = k + (int64_t)(j < n ? j : n - 1) * ks;
-    acc[s] = _mm256_setzero_ps();
-  }
-  int32_t c = 0;
-  for (; c + 32 <= d; c += 32) {
-    const __m256 q0 = _mm256_loadu_ps(q + c), q1 = _mm256_loadu_ps(q + c + 8);
-    const __m256 q2 = _mm256_loadu_ps(q + c + 16), q3 = _mm256_loadu_ps(q + c + 24);
-#pragma GCC unroll 8
-    for (int s = 0; s < 8; s++) {
-      const float *kr = row[s] + c;
-      acc[s] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(kr), acc[s]);
-      acc[s] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(kr + 8), acc[s]);
-      acc[s] = _mm256_fmadd_ps(q2, _mm256_loadu_ps(kr + 16), acc[s]);
-      acc[s] = _mm256_fmadd_ps(q3, _mm256_loadu_ps(kr + 24), acc[s]);
+/* Slot of the accumulator that reduce8 returns in lane e. */
+#define SLOT(e) (2 * ((e) % 4) + (e) / 4)
+
+/* One section of scores_body: the 8 * NX dims from c (masked: the last, past d). */
+INLINE void scores_section(__m256 acc[8], const float *q, int32_t d, const char *const row[8],
+                           const float *const sc[8], int32_t c, const int RG, const int T,
+                           const int masked) {
+  const int KEYS = 8 / RG, NX = RG == 1 ? 4 : RG == 2 ? 2 : 1;
+  __m256i mk[4];
+  __m256 qv[4][4];
+#pragma GCC unroll 4
+  for (int x = 0; x < NX; x++) {
+    mk[x] = rove_avx2_lanes(d - c - 8 * x);
+#pragma GCC unroll 4
+    for (int r = 0; r < RG; r++) {
+      const float *qr = q + (int64_t)r * d + c + 8 * x;
+      qv[r][x] = masked ? _mm256_maskload_ps(qr, mk[x]) : _mm256_loadu_ps(qr);
     }
   }
-  for (; c < d; c += 8) { /* d % 32 left: 8 floats at a time, the last masked */
-    const __m256i mk = rove_avx2_lanes(d - c);
-    const __m256 qc = _mm256_maskload_ps(q + c, mk);
 #pragma GCC unroll 8
-    for (int s = 0; s < 8; s++)
-      acc[s] = _mm256_fmadd_ps(qc, _mm256_maskload_ps(row[s] + c, mk), acc[s]);
-  }
-  _mm256_storeu_ps(out, reduce8(acc));
+  for (int j = 0; j < KEYS; j++)
+#pragma GCC unroll 4
+    for (int x = 0; x < NX; x++) {
+      const __m256 kv = load8m(row[j], c + 8 * x, d, mk[x], T, sc[j], masked);
+#pragma GCC unroll 4
+      for (int r = 0; r < RG; r++)
+        acc[SLOT(r * KEYS + j)] = _mm256_fmadd_ps(qv[r][x], kv, acc[SLOT(r * KEYS + j)]);
+    }
 }
 
-/* scores8 for typed K rows (d % 32 == 0): key j at element j * ks of k, Q8 scales of
- * row j at ksc + j * nblk (one per 32-float section). */
-INLINE void scores8_typed(float *out, const float *q, const void *k, int64_t ks,
-                          const float *ksc, int32_t nblk, int32_t d, int32_t n, const int T) {
+/* Scores of RG query rows (q, rows d floats apart) against KEYS = 8 / RG keys: key j at
+ * element j * ks of k (type T, Q8 scales of key j at ksc + j * nblk); n <= KEYS keys are
+ * real, the others repeat key n - 1. Lane e of the result: row e / KEYS, key e % KEYS. */
+INLINE __m256 scores_body(const float *q, int32_t d, const void *k, int64_t ks,
+                          const float *ksc, int32_t nblk, int32_t n, const int RG, const int T) {
+  const int KEYS = 8 / RG, W = RG == 1 ? 32 : RG == 2 ? 16 : 8; /* W dims per section */
   __m256 acc[8];
   const char *row[8];
   const float *sc[8];
 #pragma GCC unroll 8
-  for (int s = 0; s < 8; s++) {
-    const int64_t j = 4 * (s % 2) + s / 2, jj = j < n ? j : n - 1;
-    row[s] = (const char *)k + jj * ks * ESZ(T);
-    sc[s] = T == ROVE_DTYPE_Q8 ? ksc + jj * nblk : NULL;
-    acc[s] = _mm256_setzero_ps();
+  for (int j = 0; j < KEYS; j++) {
+    const int64_t jj = j < n ? j : n - 1;
+    row[j] = (const char *)k + jj * ks * ESZ(T);
+    sc[j] = T == ROVE_DTYPE_Q8 ? ksc + jj * nblk : NULL;
   }
-  for (int32_t c = 0; c < d; c += 32) {
-    const __m256 q0 = _mm256_loadu_ps(q + c), q1 = _mm256_loadu_ps(q + c + 8);
-    const __m256 q2 = _mm256_loadu_ps(q + c + 16), q3 = _mm256_loadu_ps(q + c + 24);
 #pragma GCC unroll 8
-    for (int s = 0; s < 8; s++) {
-      const float f = T == ROVE_DTYPE_Q8 ? sc[s][c / 32] : 0.0f;
-      acc[s] = _mm256_fmadd_ps(q0, load8(row[s], c, T, f), acc[s]);
-      acc[s] = _mm256_fmadd_ps(q1, load8(row[s], c + 8, T, f), acc[s]);
-      acc[s] = _mm256_fmadd_ps(q2, load8(row[s], c + 16, T, f), acc[s]);
-      acc[s] = _mm256_fmadd_ps(q3, load8(row[s], c + 24, T, f), acc[s]);
-    }
-  }
-  _mm256_storeu_ps(out, reduce8(acc));
+  for (int s = 0; s < 8; s++) acc[s] = _mm256_setzero_ps();
+  int32_t c = 0;
+  for (; c + W <= d; c += W) scores_section(acc, q, d, row, sc, c, RG, T, 0);
+  if (c < d) scores_section(acc, q, d, row, sc, c, RG, T, 1);
+  return reduce8(acc);
 }
-typedef void (*scores_typed_fn)(float *out, const float *q, const void *k, int64_t ks,
-                                const float *ksc, int32_t nblk, int32_t d, int32_t n);
-#define SCORES_FN(T, name)                                                                   \
-  static __attribute__((noinline)) void scores8_##name(float *out, const float *q,           \
-                                                       const void *k, int64_t ks,            \
-                                                       const float *ksc, int32_t nblk,       \
-                                                       int32_t d, int32_t n) {               \
-    scores8_typed(out, q, k, ks, ksc, nblk, d, n, T);                                        \
+typedef __m256 (*scores_fn)(const float *q, int32_t d, const void *k, int64_t ks,
+                            const float *ksc, int32_t nblk, int32_t n);
+#define SCORES_FN(RG, T, name)                                                                \
+  static __attribute__((noinline)) __m256 scores_##RG##name(                                  \
+      const float *q, int32_t d, const void *k, int64_t ks, const float *ksc, int32_t nblk,   \
+      int32_t n) {                                                                            \
+    return scores_body(q, d, k, ks, ksc, nblk, n, RG, T);                                     \
   }
-SCORES_FN(ROVE_DTYPE_BF16, bf16) SCORES_FN(ROVE_DTYPE_F16, f16) SCORES_FN(ROVE_DTYPE_Q8, q8)
-static const scores_typed_fn scores_typed_tab[ROVE_DTYPE_COUNT] = {
-    NULL, scores8_bf16, scores8_f16, scores8_q8};
+#define SCORES_TYPE(T, name) SCORES_FN(1, T, name) SCORES_FN(2, T, name) SCORES_FN(4, T, name)
+SCORES_TYPE(ROVE_DTYPE_F32, _f32) SCORES_TYPE(ROVE_DTYPE_BF16, _bf16)
+SCORES_TYPE(ROVE_DTYPE_F16, _f16) SCORES_TYPE(ROVE_DTYPE_Q8, _q8)
+/* [type][0, 1, 2 for RG = 1, 2, 4] */
+static const scores_fn scores_tab[ROVE_DTYPE_COUNT][3] = {
+    {scores_1_f32, scores_2_f32, scores_4_f32},
+    {scores_1_bf16, scores_2_bf16, scores_4_bf16},
+    {scores_1_f16, scores_2_f16, scores_4_f16},
+    {scores_1_q8, scores_2_q8, scores_4_q8}};
 
-/* One block of keys: nb <= 64 keys at k (stride ks elements), values at v (stride vs),
- * positions kp (read only on masked calls); pf: prefetch rows ahead (not for rows in
- * scratch). type: fp32 (k, v are floats) or a typed cache's rows read in place (d % 32
- * == 0; Q8 scales ksc / vsc, nblk per row). */
+/* One block of keys: nb <= 64 keys at k (stride ks elements, type kt, Q8 scales ksc),
+ * values at v (vs, vt, vsc), positions kp (read only on masked calls); pfk / pfv: prefetch
+ * the K / V rows ahead (rows read in place, not rows in scratch). */
 typedef struct blk {
   const void *k, *v;
   int64_t ks, vs;
-  const int32_t *kp;
-  int32_t nb, pf;
-  int32_t type, nblk;
+  int32_t kt, vt;
   const float *ksc, *vsc;
+  const int32_t *kp;
+  int32_t nb, pfk, pfv;
 } blk;
 
 /* Bit j: key j of the block (j < nb) is visible to row r. */
@@ -185,28 +195,57 @@ static uint64_t visible_bits(const rove_rows_args *t, int32_t r, const blk *b) {
   return bits;
 }
 
-/* Steps 1-2 for row r and the keys of b; s: the row's scratch (p on return,
- * zero up to the next multiple of 8); vis: visible_bits. Returns alpha. */
-static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float *s,
-                         uint64_t vis) {
-  const int32_t nb = b->nb;
+/* Lanes [r KEYS, r KEYS + KEYS) of s (row r of a group of 8 / KEYS rows) to dst, which has
+ * room for KEYS floats (the keys past the block's nb are ignored later). */
+static inline void store_row(float *dst, __m256 s, int32_t r, int32_t keys) {
+  if (keys == 8) {
+    _mm256_storeu_ps(dst, s);
+  } else {
+    const __m128 h = r * keys < 4 ? _mm256_castps256_ps128(s) : _mm256_extractf128_ps(s, 1);
+    if (keys == 4)
+      _mm_storeu_ps(dst, h);
+    else if (r % 2 == 0)
+      _mm_storel_pi((__m64 *)(void *)dst, h);
+    else
+      _mm_storeh_pi((__m64 *)(void *)dst, h);
+  }
+}
+
+/* Step 1: the scores of every row against the keys of b into scratch rows [r][64] (16-key
+ * groups no row sees are skipped: their lanes stay garbage, step 2 selects -inf). */
+static void block_scores(const rove_rows_args *t, const blk *b, uint64_t any) {
+  const int32_t d = t->d, nblk = rove_q8_blocks(d);
+  const int64_t ke = ESZ(b->kt), ve = ESZ(b->vt);
+  for (int32_t r0 = 0, RG; r0 < t->nq; r0 += RG) {
+    RG = b->kt == ROVE_DTYPE_F32 ? 1 : t->nq - r0 >= 4 ? 4 : t->nq - r0 >= 2 ? 2 : 1;
+    const int32_t keys = 8 / RG;
+    const scores_fn f = scores_tab[b->kt][RG == 4 ? 2 : RG - 1];
+    for (int32_t j = 0; j < b->nb; j += 16) {
+      if (!(any >> j & 0xFFFFu)) continue;
+      const char *kj = (const char *)b->k + j * b->ks * ke;
+      if (r0 == 0) {
+        if (b->pfk) prefetch_bytes(kj, PF_K_ROWS, b->ks * ke, d * ke);
+        if (b->pfv) prefetch_bytes((const char *)b->v + j * b->vs * ve, PF_V_ROWS, b->vs * ve, d * ve);
+      }
+      const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
+      for (int32_t jj = 0; jj < n16; jj += keys) {
+        const int32_t n = n16 - jj < keys ? n16 - jj : keys;
+        const __m256 s = f(t->q + (int64_t)r0 * d, d, kj + jj * b->ks * ke, b->ks,
+                           b->ksc ? b->ksc + (int64_t)(j + jj) * nblk : NULL, nblk, n);
+        for (int32_t r = 0; r < RG; r++) store_row(t->scratch + (r0 + r) * BLK + j + jj, s, r, keys);
+      }
+    }
+  }
+}
+
+/* Step 2 for row r: its scores s (scratch row) become p (zero past the visible keys, up to
+ * the next multiple of 8); vis: visible_bits. Returns alpha. */
+static float row_softmax(const rove_rows_args *t, int32_t r, int32_t nb, float *s, uint64_t vis) {
   const int nv = (nb + 7) / 8;
   const __m256 ninf = _mm256_set1_ps(-INFINITY);
   const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
   __m256 mx = ninf, nan = _mm256_setzero_ps();
   for (int v = 0; v < nv; v++) {
-    const int32_t n = nb - 8 * v < 8 ? nb - 8 * v : 8;
-    const int64_t esz = ESZ(b->type), rb = (int64_t)t->d * esz;
-    const char *kb = (const char *)b->k + 8 * v * b->ks * esz;
-    if (r == 0 && v % 2 == 0 && b->pf) {
-      prefetch_bytes(kb, PF_K_ROWS, b->ks * esz, rb);
-      prefetch_bytes((const char *)b->v + 8 * v * b->vs * esz, PF_V_ROWS, b->vs * esz, rb);
-    }
-    if (b->type == ROVE_DTYPE_F32)
-      scores8(s + 8 * v, t->q + (int64_t)r * t->d, (const float *)kb, b->ks, t->d, n);
-    else
-      scores_typed_tab[b->type](s + 8 * v, t->q + (int64_t)r * t->d, kb, b->ks,
-                                b->ksc ? b->ksc + 8 * v * b->nblk : NULL, b->nblk, t->d, n);
     __m256 x = _mm256_loadu_ps(s + 8 * v);
     if (t->softcap > 0.0f) x = rove_softcap256(x, t->softcap); /* exp-avx2.h */
     /* hidden keys and lanes past nb: -inf, selected (not computed from K) */
@@ -245,113 +284,94 @@ static float row_softmax(const rove_rows_args *t, int32_t r, const blk *b, float
   return alpha;
 }
 
-/* Step 3 for R rows (p: their scratch rows) and the 32-float section at o / v (masked:
- * vector x has the lanes of mk[x]): O = alpha O + sum_{j < nb} p_j V[j]. keep: the pairs
- * are masked by vis (bit j of vis[r]: key j visible to row r); keys no row sees are
- * skipped. */
-INLINE void pv_body(float *o, int32_t d, const void *v, int64_t vs, int32_t nb, const float *p,
-                    const float *alpha, const __m256i mk[4], const uint64_t *vis,
-                    const float *vsc, int32_t nblk, const int R, const int masked,
-                    const int keep, const int T) {
-#define LD(ptr, x) (masked ? _mm256_maskload_ps(ptr, mk[x]) : _mm256_loadu_ps(ptr))
+/* Step 3 for R rows (p: their scratch rows) and the section of NX = 4 (R <= 2) or 2 vectors
+ * from element c0 of o and of the value rows v (type T, stride vs elements, Q8 scales vsc,
+ * nblk per row; masked: the last section, vector x reads the lanes of mk[x]):
+ * O = alpha O + sum_{j < nb} p_j V[j]. keep: the pairs are masked by vis (bit j of vis[r]:
+ * key j visible to row r); keys no row sees are skipped. */
+INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
+                    const float *vsc, int32_t nblk, int32_t nb, const float *p,
+                    const float *alpha, const __m256i mk[4], const uint64_t *vis, const int R,
+                    const int keep, const int T, const int masked) {
+  const int NX = R <= 2 ? 4 : 2;
   __m256 acc[PR][4];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-    for (int x = 0; x < 4; x++)
-      acc[r][x] = _mm256_mul_ps(LD(o + (int64_t)r * d + 8 * x, x), _mm256_set1_ps(alpha[r]));
+    for (int x = 0; x < NX; x++)
+      acc[r][x] = _mm256_mul_ps(rove_avx2_load(o + (int64_t)r * d + c0 + 8 * x, masked, mk[x]),
+                                _mm256_set1_ps(alpha[r]));
   uint64_t any = 0;
   if (keep)
     for (int r = 0; r < R; r++) any |= vis[r];
   for (int32_t j = 0; j < nb; j++) {
     if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
-    __m256 v0, v1, v2, v3;
-    if (T == ROVE_DTYPE_F32) {
-      const float *vr = (const float *)v + (int64_t)j * vs;
-      v0 = LD(vr, 0), v1 = LD(vr + 8, 1), v2 = LD(vr + 16, 2), v3 = LD(vr + 24, 3);
-    } else { /* typed rows: never masked (d % 32 == 0); Q8: one scale per section */
-      const char *vr = (const char *)v + (int64_t)j * vs * ESZ(T);
-      const float f = T == ROVE_DTYPE_Q8 ? vsc[(int64_t)j * nblk] : 0.0f;
-      v0 = load8(vr, 0, T, f), v1 = load8(vr, 8, T, f), v2 = load8(vr, 16, T, f);
-      v3 = load8(vr, 24, T, f);
-    }
-#pragma GCC unroll 2
+    const char *vr = (const char *)v + (int64_t)j * vs * ESZ(T);
+    const float *sc = T == ROVE_DTYPE_Q8 ? vsc + (int64_t)j * nblk : NULL;
+    __m256 vv[4];
+#pragma GCC unroll 4
+    for (int x = 0; x < NX; x++) vv[x] = load8m(vr, c0 + 8 * x, d, mk[x], T, sc, masked);
+#pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
       const __m256 pb = _mm256_broadcast_ss(p + r * BLK + j);
       const __m256 kb = keep ? _mm256_castsi256_ps(_mm256_set1_epi32(-(int32_t)(vis[r] >> j & 1)))
                              : pb;
-#define KEEP(x) (keep ? _mm256_and_ps(x, kb) : (x))
-      acc[r][0] = _mm256_fmadd_ps(pb, KEEP(v0), acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(pb, KEEP(v1), acc[r][1]);
-      acc[r][2] = _mm256_fmadd_ps(pb, KEEP(v2), acc[r][2]);
-      acc[r][3] = _mm256_fmadd_ps(pb, KEEP(v3), acc[r][3]);
-#undef KEEP
+#pragma GCC unroll 4
+      for (int x = 0; x < NX; x++)
+        acc[r][x] = _mm256_fmadd_ps(pb, keep ? _mm256_and_ps(vv[x], kb) : vv[x], acc[r][x]);
     }
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-    for (int x = 0; x < 4; x++) {
-      float *dst = o + (int64_t)r * d + 8 * x;
-      if (masked)
-        _mm256_maskstore_ps(dst, mk[x], acc[r][x]);
-      else
-        _mm256_storeu_ps(dst, acc[r][x]);
-    }
-#undef LD
+    for (int x = 0; x < NX; x++)
+      rove_avx2_store(o + (int64_t)r * d + c0 + 8 * x, acc[r][x], masked, mk[x]);
 }
 
-typedef void (*pv_fn)(float *o, int32_t d, const void *v, int64_t vs, int32_t nb,
-                      const float *p, const float *alpha, const __m256i mk[4],
-                      const uint64_t *vis, const float *vsc, int32_t nblk);
-#define PV_FN(R, masked, keep, T, name)                                                      \
-  static __attribute__((noinline)) void pv_##R##_##masked##keep##name(                       \
-      float *o, int32_t d, const void *v, int64_t vs, int32_t nb, const float *p,            \
-      const float *alpha, const __m256i mk[4], const uint64_t *vis, const float *vsc,        \
-      int32_t nblk) {                                                                        \
-    pv_body(o, d, v, vs, nb, p, alpha, mk, vis, vsc, nblk, R, masked, keep, T);              \
+typedef void (*pv_fn)(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
+                      const float *vsc, int32_t nblk, int32_t nb, const float *p,
+                      const float *alpha, const __m256i mk[4], const uint64_t *vis);
+#define PV_FN(R, keep, masked, T, name)                                                      \
+  static __attribute__((noinline)) void pv_##R##keep##masked##name(                          \
+      float *o, int32_t d, int32_t c0, const void *v, int64_t vs, const float *vsc,          \
+      int32_t nblk, int32_t nb, const float *p, const float *alpha, const __m256i mk[4],     \
+      const uint64_t *vis) {                                                                 \
+    pv_body(o, d, c0, v, vs, vsc, nblk, nb, p, alpha, mk, vis, R, keep, T, masked);          \
   }
-#define PV_F32(R, masked, keep) PV_FN(R, masked, keep, ROVE_DTYPE_F32, )
-PV_F32(1, 0, 0) PV_F32(2, 0, 0) PV_F32(1, 1, 0) PV_F32(2, 1, 0)
-PV_F32(1, 0, 1) PV_F32(2, 0, 1) PV_F32(1, 1, 1) PV_F32(2, 1, 1)
-static const pv_fn pv_tab[2][2][PR] = {{{pv_1_00, pv_2_00}, {pv_1_10, pv_2_10}},
-                                       {{pv_1_01, pv_2_01}, {pv_1_11, pv_2_11}}};
-#define PV_TYPED(T, name)                                                                    \
-  PV_FN(1, 0, 0, T, name) PV_FN(2, 0, 0, T, name) PV_FN(1, 0, 1, T, name) PV_FN(2, 0, 1, T, name)
-PV_TYPED(ROVE_DTYPE_BF16, _bf16) PV_TYPED(ROVE_DTYPE_F16, _f16) PV_TYPED(ROVE_DTYPE_Q8, _q8)
-/* [type][keep][R - 1] (typed rows are never masked sections) */
-static const pv_fn pv_typed_tab[ROVE_DTYPE_COUNT][2][PR] = {
-    {{NULL, NULL}, {NULL, NULL}},
-    {{pv_1_00_bf16, pv_2_00_bf16}, {pv_1_01_bf16, pv_2_01_bf16}},
-    {{pv_1_00_f16, pv_2_00_f16}, {pv_1_01_f16, pv_2_01_f16}},
-    {{pv_1_00_q8, pv_2_00_q8}, {pv_1_01_q8, pv_2_01_q8}}};
+#define PV_R(keep, masked, T, name)                                                          \
+  PV_FN(1, keep, masked, T, name) PV_FN(2, keep, masked, T, name)                            \
+  PV_FN(3, keep, masked, T, name) PV_FN(4, keep, masked, T, name)
+#define PV_TYPE(T, name) PV_R(0, 0, T, name) PV_R(0, 1, T, name) PV_R(1, 0, T, name) PV_R(1, 1, T, name)
+PV_TYPE(ROVE_DTYPE_F32, _f32) PV_TYPE(ROVE_DTYPE_BF16, _bf16)
+PV_TYPE(ROVE_DTYPE_F16, _f16) PV_TYPE(ROVE_DTYPE_Q8, _q8)
+#define PV_4(k, m, name) {pv_1##k##m##name, pv_2##k##m##name, pv_3##k##m##name, pv_4##k##m##name}
+#define PV_ROW(name) {{PV_4(0, 0, name), PV_4(0, 1, name)}, {PV_4(1, 0, name), PV_4(1, 1, name)}}
+/* [type][keep][masked][R - 1] */
+static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_bf16), PV_ROW(_f16),
+                                                         PV_ROW(_q8)};
 
 /* One block, every row. */
 static void block(const rove_rows_args *t, const blk *b) {
   float alpha[ROVE_ROWS_MAX];
-  uint64_t vis[ROVE_ROWS_MAX];
-  const int32_t d = t->d;
+  uint64_t vis[ROVE_ROWS_MAX], any = 0;
+  const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const uint64_t all = b->nb == 64 ? ~0ull : (1ull << b->nb) - 1ull;
-  for (int32_t r = 0; r < t->nq; r++) {
-    vis[r] = visible_bits(t, r, b);
-    alpha[r] = row_softmax(t, r, b, t->scratch + r * BLK, vis[r]);
-  }
-  for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
-    const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
+  for (int32_t r = 0; r < t->nq; r++) any |= vis[r] = visible_bits(t, r, b);
+  block_scores(t, b, any);
+  for (int32_t r = 0; r < t->nq; r++)
+    alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);
+  const int pr = b->vt == ROVE_DTYPE_F32 ? 2 : PR; /* see the header */
+  for (int32_t r0 = 0; r0 < t->nq; r0 += pr) {
+    const int R = t->nq - r0 < pr ? t->nq - r0 : pr;
+    const int32_t w = R <= 2 ? 32 : 16; /* floats per section */
     int keep = 0; /* some key is hidden from some row of the panel */
     for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
-    for (int32_t c = 0; c < d; c += 32) {
+    for (int32_t c = 0; c < d; c += w) {
       __m256i mk[4];
-      section_masks(mk, d - c);
-      float *o = t->o + (int64_t)r0 * d + c;
-      const float *p = t->scratch + r0 * BLK;
-      if (b->type == ROVE_DTYPE_F32)
-        pv_tab[keep][d - c < 32][R - 1](o, d, (const float *)b->v + c, b->vs, b->nb, p,
-                                        alpha + r0, mk, vis + r0, NULL, 0);
-      else
-        pv_typed_tab[b->type][keep][R - 1](o, d, (const char *)b->v + c * ESZ(b->type), b->vs,
-                                           b->nb, p, alpha + r0, mk, vis + r0,
-                                           b->vsc ? b->vsc + c / 32 : NULL, b->nblk);
+      for (int x = 0; x < 4; x++) mk[x] = rove_avx2_lanes(d - c - 8 * x);
+      pv_tab[b->vt][keep][d - c < w][R - 1](t->o + (int64_t)r0 * d, d, c, b->v, b->vs, b->vsc,
+                                            nblk, b->nb, t->scratch + r0 * BLK, alpha + r0, mk,
+                                            vis + r0);
     }
   }
 }
@@ -367,31 +387,36 @@ static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32
 }
 
 void rove_attn_rows_f32__avx2(const rove_rows_args *t) {
-  const int32_t d = t->d;
+  const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const int rk = t->krot && t->krot->cos, rv = t->vrot && t->vrot->cos;
+  /* rows read in place: fp32, or typed when d % 8 == 0 (whole vectors), not to be rotated */
+  const int kin = !rk && (t->k_type == ROVE_DTYPE_F32 || d % 8 == 0);
+  const int vin = !rv && (t->v_type == ROVE_DTYPE_F32 || d % 8 == 0);
   float *kscr = t->scratch + ROVE_ROWS_MAX * BLK, *vscr = kscr + BLK * d;
   for (int32_t j0 = 0; j0 < t->nk; j0 += BLK) {
-    const int32_t *kp = t->mask ? t->k_pos + j0 : NULL;
-    blk b = {NULL, NULL, 0, 0, kp, t->nk - j0 < BLK ? t->nk - j0 : BLK, 0, 0, 0, NULL, NULL};
-    const int fused = t->k_type != ROVE_DTYPE_F32 && t->k_type == t->v_type && d % 32 == 0 &&
-                      !rk && !rv;
-    if (fused) { /* typed rows read in place */
-      const int64_t esz = rove_dtype_size(t->k_type), nblk = rove_q8_blocks(d);
-      b.k = (const char *)t->k + j0 * t->ks * esz, b.ks = t->ks;
-      b.v = (const char *)t->v + j0 * t->vs * esz, b.vs = t->vs;
-      b.type = t->k_type, b.nblk = (int32_t)nblk, b.pf = 1;
-      b.ksc = t->k_scale ? t->k_scale + j0 * nblk : NULL;
-      b.vsc = t->v_scale ? t->v_scale + j0 * nblk : NULL;
-      block(t, &b);
-      continue;
+    blk b;
+    b.nb = t->nk - j0 < BLK ? t->nk - j0 : BLK;
+    b.kp = t->mask ? t->k_pos + j0 : NULL;
+    b.k = (const char *)t->k + j0 * t->ks * rove_dtype_size(t->k_type), b.ks = t->ks;
+    b.kt = t->k_type, b.ksc = t->k_scale ? t->k_scale + j0 * nblk : NULL, b.pfk = kin;
+    b.v = (const char *)t->v + j0 * t->vs * rove_dtype_size(t->v_type), b.vs = t->vs;
+    b.vt = t->v_type, b.vsc = t->v_scale ? t->v_scale + j0 * nblk : NULL, b.pfv = vin;
+    if (!kin) { /* widened (and rotated) into scratch */
+      int64_t xs;
+      b.k = rove_rows_fp32(t, t->k, t->ks, t->k_scale, t->k_type, j0, b.nb, kscr,
+                           rove_to_f32__avx2, &xs);
+      b.ks = xs;
+      if (rk) rotate_rows(kscr, b.k, xs, b.nb, d, t->krot, j0, t->k_mul), b.k = kscr, b.ks = d;
+      b.kt = ROVE_DTYPE_F32, b.ksc = NULL;
     }
-    /* other typed rows (d % 32 != 0, K and V of different types, the caller's rows to
-     * rotate) are widened into scratch first */
-    b.k = rove_rows_fp32(t, t->k, t->ks, t->k_scale, t->k_type, j0, b.nb, kscr, rove_to_f32__avx2, &b.ks);
-    b.v = rove_rows_fp32(t, t->v, t->vs, t->v_scale, t->v_type, j0, b.nb, vscr, rove_to_f32__avx2, &b.vs);
-    b.pf = !rk && !rv && t->k_type == ROVE_DTYPE_F32 && t->v_type == ROVE_DTYPE_F32;
-    if (rk) rotate_rows(kscr, b.k, b.ks, b.nb, d, t->krot, j0, t->k_mul), b.k = kscr, b.ks = d;
-    if (rv) rotate_rows(vscr, b.v, b.vs, b.nb, d, t->vrot, j0, 1.0f), b.v = vscr, b.vs = d;
+    if (!vin) {
+      int64_t xs;
+      b.v = rove_rows_fp32(t, t->v, t->vs, t->v_scale, t->v_type, j0, b.nb, vscr,
+                           rove_to_f32__avx2, &xs);
+      b.vs = xs;
+      if (rv) rotate_rows(vscr, b.v, xs, b.nb, d, t->vrot, j0, 1.0f), b.v = vscr, b.vs = d;
+      b.vt = ROVE_DTYPE_F32, b.vsc = NULL;
+    }
     block(t, &b);
   }
 }
