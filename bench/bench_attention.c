@@ -350,10 +350,13 @@ static void register_full(void) {
         add_decode(p, 4096, SHAPES[0], thr, 4);
         add_decode(p, 4096, gqa4, thr, 1);
         add_decode(p, 4096, gqa4, thr, 4);
-        if (kind != DECODE_CACHE) continue;
-        /* storage types: 12 x 64 MHA at 4096 and 32768 keys, Llama-3-8B's GQA 32:8 x 128
-         * at 8192 and 32768 (f32 of the MHA shape is above) */
-        const shape llama = {128, 32, 8};
+        const shape llama = {128, 32, 8}; /* Llama-3-8B's GQA 32:8 x 128 */
+        if (kind != DECODE_CACHE) { /* the caller's K/V, rotated as they are read */
+          add_decode(p, 8192, llama, thr, 1);
+          continue;
+        }
+        /* storage types: 12 x 64 MHA at 4096 and 32768 keys, the Llama shape at 8192 and
+         * 32768 (f32 of the MHA shape is above) */
         for (int t = ROVE_DTYPE_BF16; t < ROVE_DTYPE_COUNT; t++)
           for (int32_t n = 4096; n <= rb_cfg.max_kv && n <= 32768; n *= 8)
             add_decode_kv(p, n, SHAPES[0], thr, 1, (rove_dtype)t);
