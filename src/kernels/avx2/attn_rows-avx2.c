@@ -226,6 +226,9 @@ static void block_scores(const rove_rows_args *t, const blk *b, uint64_t any) {
       if (r0 == 0) {
         if (b->pfk) prefetch_bytes(kj, PF_K_ROWS, b->ks * ke, d * ke);
         if (b->pfv) prefetch_bytes((const char *)b->v + j * b->vs * ve, PF_V_ROWS, b->vs * ve, d * ve);
+        /* Q8 scales: their own contiguous rows (nblk floats per key) */
+        if (b->pfk && b->ksc) prefetch_bytes(b->ksc + (int64_t)j * nblk, 1, 0, PF_K_ROWS * 4 * nblk);
+        if (b->pfv && b->vsc) prefetch_bytes(b->vsc + (int64_t)j * nblk, 1, 0, PF_V_ROWS * 4 * nblk);
       }
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       for (int32_t jj = 0; jj < n16; jj += keys) {
