@@ -69,8 +69,11 @@ Design of ``apply`` (no re-rotation of the past)
       plain RoPE). ``apply`` compares them with the model's own rotary embedding
       (inv_freq and attention scaling) and refuses a model whose frequencies differ.
 
-float32 only (librove computes in fp32); no backward (inference: use ``torch.no_grad()``
-or ``model.eval()`` with generate); dropout > 0 is refused.
+float32, bfloat16 and float16 models: librove reads half-precision q / k / v as they are
+(widened to fp32 in its kernels, fp32 accumulation) and returns the output in q's dtype;
+with ``apply``, new keys / values are rotated in fp32 and rounded to the cache's dtype once
+(as a half-precision model's cache holds them). No backward (inference: use
+``torch.no_grad()`` or ``model.eval()`` with generate); dropout > 0 is refused.
 """
 from __future__ import annotations
 
@@ -94,6 +97,7 @@ NAME = "rove"
 _SENTINEL = 2 ** 31 - 1     # position of a padded key: never visible to a causal query
 _FAR_WINDOW = 2 ** 30       # window that makes the sentinel invisible without causality
 _MASK_BLOCK = 1 << 22       # elements of transformers' mask evaluated at a time
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what librove reads in place
 
 # Counters for tests and the curious: rows rotated before the cache, attention calls.
 stats = {"k_rows": 0, "v_rows": 0, "attention_calls": 0, "fallback_calls": 0}
@@ -352,7 +356,7 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
         return x.shape[1] == 1 or (s[1] == D and s[3] == 1)
 
     if tokens_dense(key) and tokens_dense(value):
-        out = torch.empty((B, Lq, H, D), dtype=torch.float32)
+        out = torch.empty((B, Lq, H, D), dtype=query.dtype)
         get_plan(H, Hk, D, **plan_kw).attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos,
                                                 layout="bhsd", out=out.transpose(1, 2))
         return out
@@ -374,9 +378,9 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
     k/v [b, kv_h, k, d] -> (out [b, q, h, d], None))."""
     _check_kwargs(module, dropout, kwargs)
     for name, t in (("query", query), ("key", key), ("value", value)):
-        if t.dtype != torch.float32:
-            raise TypeError(f"rove attention: {name} is {t.dtype}; librove computes in float32 "
-                            "(load the model with dtype=torch.float32)")
+        if t.dtype not in _DTYPES:
+            raise TypeError(f"rove attention: {name} is {t.dtype}; librove takes float32, "
+                            "bfloat16 or float16 tensors")
         if t.device.type != "cpu":
             raise ValueError(f"rove attention: {name} is on {t.device}; librove runs on the CPU")
         if t.requires_grad and torch.is_grad_enabled():
@@ -473,15 +477,20 @@ class _Call:
 _rotate_plans: dict = {}  # (id(RopeConfig), head_dim, threads) -> (config, Plan)
 
 
-def _rotated(x: torch.Tensor, pos: np.ndarray, rope: RopeConfig) -> torch.Tensor:
-    """A contiguous copy of x [b, h, s, d] rotated by R_pos (pos [b, s]): one rove_rotate
-    call over its (b, h, s) rows (the per-token path of rove.rotate, without its
-    general-layout handling, which a decode step would pay for every layer)."""
+def _rotated(x: torch.Tensor, pos: np.ndarray, rope: RopeConfig, m: float = 1.0,
+             dims=None) -> torch.Tensor:
+    """A contiguous copy of x [b, h, s, d] rotated by R_pos (pos [b, s]), times m on the
+    rotary dims: one rove_rotate call over its (b, h, s) rows (the per-token path of
+    rove.rotate, without its general-layout handling, which a decode step would pay for
+    every layer). Half-precision x is rotated in fp32 and rounded back once."""
     B, Hh, L, D = x.shape
-    if x.device.type != "cpu" or x.dtype != torch.float32:
+    if x.device.type != "cpu" or x.dtype not in _DTYPES:
         raise ValueError(f"rove.hf.apply: tensor on {x.device} of {x.dtype}; librove needs "
-                         "float32 CPU tensors")
-    y = x.detach().contiguous().clone() if x.is_contiguous() else x.detach().contiguous()
+                         "float32, bfloat16 or float16 CPU tensors")
+    if x.dtype != torch.float32:
+        y = x.detach().to(torch.float32).contiguous()
+    else:
+        y = x.detach().contiguous().clone() if x.is_contiguous() else x.detach().contiguous()
     key = (id(rope), D, _threads)
     hit = _rotate_plans.get(key)
     if hit is None or hit[0] is not rope:  # the config is kept: its id stays unique
@@ -492,7 +501,9 @@ def _rotated(x: torch.Tensor, pos: np.ndarray, rope: RopeConfig) -> torch.Tensor
     st = _lib.lib.rove_rotate(plan._handle, y.data_ptr(), B * Hh * L, 1, D,
                               p.__array_interface__["data"][0], 0)
     _lib.check("rove_rotate", st)
-    return y
+    if m != 1.0:
+        y[..., dims] *= m
+    return y if x.dtype == torch.float32 else y.to(x.dtype)
 
 
 def _rotate_kv(state, call, key, value):
@@ -502,17 +513,16 @@ def _rotate_kv(state, call, key, value):
     if pos.shape != (B, L):
         raise ValueError(f"position_ids of shape {tuple(call.pos.shape)} do not match the "
                          f"{B} x {L} new keys")
-    if key.dtype != torch.float32 or value.dtype != torch.float32:
+    if key.dtype not in _DTYPES or value.dtype not in _DTYPES:
         raise TypeError(f"rove.hf.apply: keys/values are {key.dtype}/{value.dtype}; librove "
-                        "computes in float32 (load the model with dtype=torch.float32)")
+                        "takes float32, bfloat16 or float16 tensors")
     if torch.is_grad_enabled() and (key.requires_grad or value.requires_grad):
         raise RuntimeError("rove.hf.apply: keys require grad, but librove has no backward "
                            "(inference only): run under torch.no_grad() / model.generate()")
     pos = pos.to(torch.int64).numpy()
     with torch.no_grad():
-        k = _rotated(key, pos, call.rope)
-        if call.m != 1.0:
-            k[..., _rotary_dims(call.rope, k.shape[-1], call.rdim)] *= call.m
+        k = _rotated(key, pos, call.rope, call.m,
+                     _rotary_dims(call.rope, key.shape[-1], call.rdim))
         stats["k_rows"] += B * L
         if state.mode == "rove":
             value = _rotated(value, pos, call.rope)
@@ -638,7 +648,8 @@ def _applied_attention(module, state, query, key, value, info, softcap, scaling)
                               rope=call.rope)
     # General path: rotate q here (with m), index positions for the mask, rotate back here.
     stats["fallback_calls"] += 1
-    q = _rotate(query.detach(), pos, rope=call.rope, layout="bhsd", threads=_threads)
+    q = _rotate(query.detach().to(torch.float32), pos, rope=call.rope, layout="bhsd",
+                threads=_threads)
     if call.m != 1.0:
         q[..., _rotary_dims(call.rope, q.shape[-1], call.rdim)] *= call.m
     q_pos, kv_pos, window, causal = _cached_index_positions(info, B)
@@ -646,7 +657,7 @@ def _applied_attention(module, state, query, key, value, info, softcap, scaling)
                          softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos, rope=None)
     if rot_o:
         out = _rotate(out, pos, rope=call.rope, inverse=True, layout="bshd", threads=_threads)
-    return out
+    return out.to(query.dtype)
 
 
 def _model_rotary_check(model, states):
@@ -680,8 +691,13 @@ def _model_rotary_check(model, states):
         if hf_w is None:
             hf_w = getattr(rot, f"{prefix}inv_freq")
         hf_m = getattr(rot, f"{prefix}attention_scaling", getattr(rot, "attention_scaling", 1.0))
+        # a half-precision model's buffer (model.to(torch.bfloat16) rounds it): librove
+        # keeps the exact frequencies it was rounded from, so compare to that rounding
+        # (half an ulp relative; fp16 also half its subnormal spacing, 2^-25, absolute)
+        rtol, atol = {torch.bfloat16: (2.0 ** -8, 0.0),
+                      torch.float16: (2.0 ** -11, 2.0 ** -25)}.get(hf_w.dtype, (1e-5, 0.0))
         hf_w = hf_w.detach().double().cpu().numpy()
-        if hf_w.shape != w.shape or not np.allclose(hf_w, w, rtol=1e-5, atol=0):
+        if hf_w.shape != w.shape or not np.allclose(hf_w, w, rtol=rtol, atol=atol):
             raise ValueError(f"rove.hf.apply: librove's inv_freq for layer type {lt!r} differs "
                              "from the model's rotary embedding; refusing to run it")
         if not math.isclose(float(hf_m), m, rel_tol=1e-6):

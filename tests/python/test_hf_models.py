@@ -300,8 +300,50 @@ def test_training_dtype_and_weights_are_refused():
         mod(ids)
     with torch.no_grad(), pytest.raises(ValueError, match="attention weights"):
         mod(ids, output_attentions=True)
-    with torch.no_grad(), pytest.raises(TypeError, match="float32"):
-        copy.deepcopy(mod).to(torch.bfloat16)(ids)
+    with torch.no_grad(), pytest.raises(TypeError, match="float32, bfloat16 or float16"):
+        copy.deepcopy(mod).to(torch.float64)(ids)
+
+
+# ---- half-precision models ----------------------------------------------------------------
+HALF_FAMILIES = ["llama3", "qwen2", "gemma2", "phi3"]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("family", HALF_FAMILIES)
+def test_half_precision_models(family, dtype):
+    """A bf16 / fp16 model through librove (q / k / v read as they are, fp32 accumulation,
+    output in the model's dtype) is at least as close to the float32 model as transformers'
+    own attention in that dtype: register, apply(mode="rope") and apply(mode="rove") (the
+    last against the float64 RoVE reference), each compared with the same dtype's sdpa /
+    eager error against its float32 reference."""
+    ref = _build(family, _ref_impl(family))
+    state = ref.state_dict()
+    theirs = _build(family, _ref_impl(family), state).to(dtype)
+    ours = _build(family, "rove", state).to(dtype)
+    rope = RH.apply(_build(family, "eager", state).to(dtype), "rope")
+    rove64 = _reference_model(family, state)
+    rove = RH.apply(_build(family, "eager", state).to(dtype), "rove")
+    ids, _ = _prompt(ref, check=False)
+    calls = RH.stats["attention_calls"]
+    with torch.no_grad():
+        a, b = ref(ids).logits, theirs(ids).logits.float()
+        c, d = ours(ids), rope(ids)
+        e, f = rove64(ids, use_cache=False).logits, rove(ids).logits.float()
+    assert RH.stats["attention_calls"] > calls
+    assert c.logits.dtype == dtype and d.logits.dtype == dtype
+    e_ref = _rel(b, a)  # transformers in dtype against float32: the bar
+    assert 0 < e_ref < 0.2, f"{family} {dtype}: reference error {e_ref:.2e}"
+    for name, got, want in (("register", c.logits.float(), a), ("rope", d.logits.float(), a),
+                            ("rove", f, e)):
+        err = _rel(got, want)
+        assert err <= 1.5 * e_ref, f"{family} {dtype} {name}: {err:.2e} vs {dtype} sdpa {e_ref:.2e}"
+    # a decode step through the cache: the half model's greedy tokens come out in its dtype
+    with torch.no_grad():
+        out = ours.generate(ids, max_new_tokens=4, min_new_tokens=4, do_sample=False,
+                            pad_token_id=0)
+        out_r = rove.generate(ids, max_new_tokens=4, min_new_tokens=4, do_sample=False,
+                              pad_token_id=0)
+    assert out.shape == out_r.shape == (1, PROMPT + 4)
 
 
 def test_apply_refuses_unknown_families_and_dynamic_beyond_max():
