@@ -30,9 +30,11 @@ fi
 # test_layer 20-49 s, test_kv_cache 73-144 s, test_selective 15 s, test_selective_phase
 # 8 s, test_selective_attention 59-96 s. Left out as too slow here: test_gla 339 s,
 # test_hostile_input 362 s, test_decode (5 s natively, the longest), test_attention
-# (wall-clock times on a loaded machine; CPU time is about a third).
+# (wall-clock times on a loaded machine; CPU time is about a third). The element types:
+# test_attention_types (0.3 s natively) and test_kv_cache_types with its cut-down case set
+# (ROVE_TEST_EMULATED=1, the one emulators run: 0.3 s natively instead of 2.2).
 suites=(test_bad_input test_rope_freq test_rope_fields test_kv_cache test_layer test_selective
-  test_selective_phase test_selective_attention)
+  test_selective_phase test_selective_attention test_attention_types test_kv_cache_types)
 
 echo "==== valgrind: configure and build $dir"
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROVE_SANITIZE=OFF \
@@ -66,7 +68,7 @@ vg=(valgrind --tool=memcheck --error-exitcode=1 --leak-check=full
 run_one() {
   local suite=$1 isa=$2 t0=$SECONDS rc=0
   local log="$logs/$suite.$isa.log"
-  env ROVE_ISA="$isa" ROVE_TEST_REQUIRE_ISA="$isa" ROVE_SPIN_US=0 \
+  env ROVE_ISA="$isa" ROVE_TEST_REQUIRE_ISA="$isa" ROVE_SPIN_US=0 ROVE_TEST_EMULATED=1 \
     "${vg[@]}" --log-file="$log" "$dir/tests/$suite" >"$logs/$suite.$isa.out" 2>&1 || rc=$?
   local what=passed
   if [ "$rc" -eq 77 ]; then what="skipped (ISA not available)"; elif [ "$rc" -ne 0 ]; then what="FAILED (exit $rc, see $log)"; fi
