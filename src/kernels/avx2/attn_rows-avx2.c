@@ -42,7 +42,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "../mask.h"
+#include "../rows_block.h"
 #include "exp-avx2.h"
 #include "rotate-avx2.h"
 
@@ -65,8 +65,7 @@ INLINE void prefetch_bytes(const void *p, int64_t n, int64_t stride, int64_t row
   }
 }
 
-/* The element size of T in bytes. */
-#define ESZ(T) ((T) == ROVE_DTYPE_Q8 ? 1 : (T) == ROVE_DTYPE_F32 ? 4 : 2)
+#define ESZ ROVE_ESZ
 
 /* 8 elements of type T at element i of p, as floats (Q8: times the block's scale sc). */
 INLINE __m256 load8(const void *p, int64_t i, const int T, float sc) {
@@ -174,26 +173,6 @@ static const scores_fn scores_tab[ROVE_DTYPE_COUNT][3] = {
     {scores_1_f16, scores_2_f16, scores_4_f16},
     {scores_1_q8, scores_2_q8, scores_4_q8}};
 
-/* One block of keys: nb <= 64 keys at k (stride ks elements, type kt, Q8 scales ksc),
- * values at v (vs, vt, vsc), positions kp (read only on masked calls); pfk / pfv: prefetch
- * the K / V rows ahead (rows read in place, not rows in scratch). */
-typedef struct blk {
-  const void *k, *v;
-  int64_t ks, vs;
-  int32_t kt, vt;
-  const float *ksc, *vsc;
-  const int32_t *kp;
-  int32_t nb, pfk, pfv;
-} blk;
-
-/* Bit j: key j of the block (j < nb) is visible to row r. */
-static uint64_t visible_bits(const rove_rows_args *t, int32_t r, const blk *b) {
-  if (!t->mask) return b->nb == 64 ? ~0ull : (1ull << b->nb) - 1ull;
-  uint64_t bits = 0;
-  for (int32_t j = 0; j < b->nb; j++)
-    bits |= (uint64_t)rove_visible(t->q_pos[r], b->kp[j], t->causal, t->window) << j;
-  return bits;
-}
 
 /* Lanes [r KEYS, r KEYS + KEYS) of s (row r of a group of 8 / KEYS rows) to dst, which has
  * room for KEYS floats (the keys past the block's nb are ignored later). */
@@ -213,7 +192,7 @@ static inline void store_row(float *dst, __m256 s, int32_t r, int32_t keys) {
 
 /* Step 1: the scores of every row against the keys of b into scratch rows [r][64] (16-key
  * groups no row sees are skipped: their lanes stay garbage, step 2 selects -inf). */
-static void block_scores(const rove_rows_args *t, const blk *b, uint64_t any) {
+static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64_t any) {
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const int64_t ke = ESZ(b->kt), ve = ESZ(b->vt);
   for (int32_t r0 = 0, RG; r0 < t->nq; r0 += RG) {
@@ -242,7 +221,7 @@ static void block_scores(const rove_rows_args *t, const blk *b, uint64_t any) {
 }
 
 /* Step 2 for row r: its scores s (scratch row) become p (zero past the visible keys, up to
- * the next multiple of 8); vis: visible_bits. Returns alpha. */
+ * the next multiple of 8); vis: rove_rows_visible. Returns alpha. */
 static float row_softmax(const rove_rows_args *t, int32_t r, int32_t nb, float *s, uint64_t vis) {
   const int nv = (nb + 7) / 8;
   const __m256 ninf = _mm256_set1_ps(-INFINITY);
@@ -354,12 +333,12 @@ static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_b
                                                          PV_ROW(_q8)};
 
 /* One block, every row. */
-static void block(const rove_rows_args *t, const blk *b) {
+static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   float alpha[ROVE_ROWS_MAX];
   uint64_t vis[ROVE_ROWS_MAX], any = 0;
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
-  const uint64_t all = b->nb == 64 ? ~0ull : (1ull << b->nb) - 1ull;
-  for (int32_t r = 0; r < t->nq; r++) any |= vis[r] = visible_bits(t, r, b);
+  const uint64_t all = rove_rows_all(b->nb);
+  for (int32_t r = 0; r < t->nq; r++) any |= vis[r] = rove_rows_visible(t, r, b);
   block_scores(t, b, any);
   for (int32_t r = 0; r < t->nq; r++)
     alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);
@@ -397,7 +376,7 @@ void rove_attn_rows_f32__avx2(const rove_rows_args *t) {
   const int vin = !rv && (t->v_type == ROVE_DTYPE_F32 || d % 8 == 0);
   float *kscr = t->scratch + ROVE_ROWS_MAX * BLK, *vscr = kscr + BLK * d;
   for (int32_t j0 = 0; j0 < t->nk; j0 += BLK) {
-    blk b;
+    rove_rows_blk b;
     b.nb = t->nk - j0 < BLK ? t->nk - j0 : BLK;
     b.kp = t->mask ? t->k_pos + j0 : NULL;
     b.k = (const char *)t->k + j0 * t->ks * rove_dtype_size(t->k_type), b.ks = t->ks;

@@ -34,7 +34,7 @@
 #include <stddef.h>
 
 #include "kernels-avx512.h"
-#include "../mask.h"
+#include "../rows_block.h"
 #include "exp-avx512.h"
 
 #define BLK ROVE_ROWS_BLOCK
@@ -70,8 +70,7 @@ static inline __mmask16 lanes(int32_t n) { /* lanes 0 .. n-1, n clamped to [0, 1
   return (__mmask16)(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1u);
 }
 
-/* The element size of type T in bytes. */
-#define ESZ(T) ((T) == ROVE_DTYPE_Q8 ? 1 : (T) == ROVE_DTYPE_F32 ? 4 : 2)
+#define ESZ ROVE_ESZ
 
 /* 16 elements of type T from element i of p as floats; Q8: times the block's scale sc.
  * masked: only the lanes of mk are read (the others are 0), for the section past d; else
@@ -248,30 +247,10 @@ static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32
   }
 }
 
-/* One block of keys: nb <= 64 keys at k (stride ks elements, type kt, Q8 scales ksc),
- * values at v (vs, vt, vsc), positions kp (read only on masked calls); pfk / pfv: prefetch
- * the K / V rows ahead (rows read in place, not rows in scratch). */
-typedef struct blk {
-  const void *k, *v;
-  int64_t ks, vs;
-  int32_t kt, vt;
-  const float *ksc, *vsc;
-  const int32_t *kp;
-  int32_t nb, pfk, pfv;
-} blk;
-
-/* Bit j: key j of the block (j < nb) is visible to row r. */
-static uint64_t visible_bits(const rove_rows_args *t, int32_t r, const blk *b) {
-  if (!t->mask) return b->nb == 64 ? ~0ull : (1ull << b->nb) - 1ull;
-  uint64_t bits = 0;
-  for (int32_t j = 0; j < b->nb; j++)
-    bits |= (uint64_t)rove_visible(t->q_pos[r], b->kp[j], t->causal, t->window) << j;
-  return bits;
-}
 
 /* Step 1: the scores of every row against the keys of b into scratch rows [r][64] (key
  * groups of 16 no row sees are skipped: their lanes stay garbage, step 2 selects -inf). */
-static void block_scores(const rove_rows_args *t, const blk *b, uint64_t any) {
+static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64_t any) {
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const int64_t ke = ESZ(b->kt), ve = ESZ(b->vt);
   for (int32_t r0 = 0, RG; r0 < t->nq; r0 += RG) {
@@ -303,7 +282,7 @@ static void block_scores(const rove_rows_args *t, const blk *b, uint64_t any) {
 }
 
 /* Step 2 for row r: its scores s (scratch row) become p (zero past the visible keys, up to
- * the next multiple of 16); vis: visible_bits. Returns alpha. */
+ * the next multiple of 16); vis: rove_rows_visible. Returns alpha. */
 static float row_softmax(const rove_rows_args *t, int32_t r, int32_t nb, float *s, uint64_t vis) {
   const int nv = (nb + 15) / 16;
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
@@ -415,12 +394,12 @@ static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_b
                                                          PV_ROW(_q8)};
 
 /* One block, every row. */
-static void block(const rove_rows_args *t, const blk *b) {
+static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   float alpha[ROVE_ROWS_MAX];
   uint64_t vis[ROVE_ROWS_MAX], any = 0;
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
-  const uint64_t all = b->nb == 64 ? ~0ull : (1ull << b->nb) - 1ull;
-  for (int32_t r = 0; r < t->nq; r++) any |= vis[r] = visible_bits(t, r, b);
+  const uint64_t all = rove_rows_all(b->nb);
+  for (int32_t r = 0; r < t->nq; r++) any |= vis[r] = rove_rows_visible(t, r, b);
   block_scores(t, b, any);
   for (int32_t r = 0; r < t->nq; r++)
     alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);
@@ -442,7 +421,7 @@ void rove_attn_rows_f32__avx512(const rove_rows_args *t) {
   const int rk = t->krot && t->krot->cos, rv = t->vrot && t->vrot->cos;
   float *kscr = t->scratch + ROVE_ROWS_MAX * BLK, *vscr = kscr + BLK * d;
   for (int32_t j0 = 0; j0 < t->nk; j0 += BLK) {
-    blk b;
+    rove_rows_blk b;
     b.nb = t->nk - j0 < BLK ? t->nk - j0 : BLK;
     b.kp = t->mask ? t->k_pos + j0 : NULL;
     /* rows as stored (read in place, any type), or widened and rotated into scratch */
