@@ -344,6 +344,36 @@ typedef struct rove_attention_args {
  */
 ROVE_API rove_status rove_attention_forward(const rove_plan *p, const rove_attention_args *a);
 
+/** Gradients of one attention call (rove_attention_backward). Zero-initialise, then set. */
+typedef struct rove_attention_grads {
+  const float *dout;  /**< [batch][q_len][n_heads][head_dim]: dLoss / d out */
+  float *dq;          /**< out: [batch][q_len][n_heads][head_dim] */
+  float *dk, *dv;     /**< out: [batch][kv_len][n_kv_heads][head_dim] */
+  /** Floats between consecutive tokens, as in rove_attention_args; 0 = dense. */
+  int64_t dout_stride, dq_stride, dk_stride, dv_stride;
+} rove_attention_grads;
+
+/**
+ * dq, dk and dv of rove_attention_forward(p, a) for the upstream gradient g->dout. @p a
+ * is the forward's call: the same q, k, v, strides, positions and angles, with a->out and
+ * a->lse holding what that forward wrote (read here, not written; a->lse is required, so
+ * run the forward with an lse buffer). Every rotation flag, YaRN's factor m (on q and k),
+ * causal / bottom-right alignment, explicit positions, windows, softcap, GQA / MQA (dk and
+ * dv summed over each query group) and strides, all fp32. Flash style: P is recomputed
+ * from the LSE key block by key block, never an n x n matrix; workspace O((q_len + kv_len)
+ * * heads * head_dim). A query with no visible key (LSE -inf) contributes nothing and
+ * gets dq = 0; a key no query sees gets dk = dv = 0. Explicit angles (Selective RoPE) are
+ * treated as constants: no gradient flows to them (yet). Bitwise identical for any thread
+ * count (no atomics: dk / dv and dq are accumulated by disjoint tasks in a fixed order).
+ * The inner loops are portable C on every ISA (no SIMD kernel yet).
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT as rove_attention_forward, and for a NULL
+ *         @p g, dout, dq, dk, dv or a->lse, a gradient stride below the dense width, or a
+ *         gradient that overlaps an input (q, k, v, out, lse, dout) or another gradient;
+ *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. Gradients untouched on failure.
+ */
+ROVE_API rove_status rove_attention_backward(const rove_plan *p, const rove_attention_args *a,
+                                             const rove_attention_grads *g);
+
 /**
  * Rotate x ([n_tokens][n_heads][head_dim], token stride in floats, 0 = dense) in place by
  * R_pos (inverse = 0) or R_pos^{-1} (inverse = 1), using the plan's head_dim, rotary_dim,

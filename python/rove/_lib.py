@@ -103,12 +103,19 @@ class TensorTypes(Structure):
     _fields_ = [("q", c_enum), ("k", c_enum), ("v", c_enum), ("out", c_enum)]
 
 
+class AttentionGrads(Structure):
+    """rove_attention_grads: dout in, dq / dk / dv out, token strides (0 = dense)."""
+    _fields_ = [("dout", c_void_p), ("dq", c_void_p), ("dk", c_void_p), ("dv", c_void_p),
+                ("dout_stride", c_int64), ("dq_stride", c_int64), ("dk_stride", c_int64),
+                ("dv_stride", c_int64)]
+
+
 # Every struct the bindings mirror, by its C name (the layout test iterates over this).
 STRUCTS = {"rove_rope_config": RopeConfig, "rove_attention_config": AttentionConfig,
            "rove_attention_args": AttentionArgs, "rove_layer_weights": LayerWeights,
            "rove_selective_phase_weights": SelectivePhaseWeights,
            "rove_gla_config": GLAConfig, "rove_gla_args": GLAArgs,
-           "rove_tensor_types": TensorTypes}
+           "rove_tensor_types": TensorTypes, "rove_attention_grads": AttentionGrads}
 
 
 # ---- errors -----------------------------------------------------------------------------
@@ -195,6 +202,7 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_plan_config": (c_enum, [_P, POINTER(AttentionConfig)]),
     "rove_attention_forward": (c_enum, [_P, POINTER(AttentionArgs)]),
     "rove_attention_forward_typed": (c_enum, [_P, POINTER(AttentionArgs), POINTER(TensorTypes)]),
+    "rove_attention_backward": (c_enum, [_P, POINTER(AttentionArgs), POINTER(AttentionGrads)]),
     "rove_rotate": (c_enum, [_P, _P, c_int32, c_int32, c_int64, _P, c_int32]),
     "rove_rotate_angles": (c_enum, [_P, _P, c_int32, c_int32, c_int64, _P, c_int32, c_int32]),
     "rove_dtype_name": (c_char_p, [c_enum]),

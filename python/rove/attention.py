@@ -33,7 +33,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import _lib, _params, _tensor
+from . import _autograd, _lib, _params, _tensor
 from .rope import RopeConfig
 
 _BHSD_TO_BSHD = (0, 2, 1, 3)  # the same permutation both ways
@@ -172,6 +172,10 @@ class Plan:
         rotary_dim/2] (both or neither), replacing pos * w_k in every rotation.
         return_lse: also return the log-sum-exp, float32 [batch, n_heads, q_len].
         """
+        if _autograd.needs_grad(q, k, v):  # float32 torch inputs that require grad
+            _layout(layout)
+            return _autograd.attention(self, q, k, v, q_pos, kv_pos, layout, return_lse, out,
+                                       q_angles, kv_angles)
         return _forward(self, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles,
                         kv_angles)
 
@@ -323,6 +327,15 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
     return result
 
 
+def _heads(x, name, bhsd):
+    """(heads, head_dim) of a 4-D or 3-D tensor in the given layout."""
+    s = tuple(x.shape)
+    if len(s) not in (3, 4):
+        raise ValueError(f"{name} must be 4-D (or 3-D without batch), got shape {s}")
+    h = s[-3] if bhsd else s[-2]
+    return h, s[-1]
+
+
 # ---- the plan cache ------------------------------------------------------------------
 PLAN_CACHE_SIZE = 64
 _plans: "OrderedDict[tuple, Plan]" = OrderedDict()
@@ -366,8 +379,16 @@ def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, r
 
     GQA/MQA come from the head counts of q and k. Returns the kind it was given (numpy
     or torch), with return_lse a tuple (out, lse). The plan is cached (get_plan).
+    Differentiable for float32 torch tensors (torch.autograd: dq, dk, dv by
+    rove_attention_backward; the LSE and explicit angles get no gradient).
     """
     kw = dict(rotate=rotate, causal=causal, window=window, softcap=softcap, scale=scale,
               rope=rope, isa=isa, threads=threads)
+    if _autograd.needs_grad(q, k, v):  # differentiable: rove_attention_backward
+        bhsd = _layout(layout)
+        _autograd.check(q, k, v, out, q_angles, kv_angles)  # before any C call
+        (H, D), (Hk, _) = _heads(q, "q", bhsd), _heads(k, "k", bhsd)
+        return _autograd.attention(get_plan(H, Hk, D, **kw), q, k, v, q_pos, kv_pos, layout,
+                                   return_lse, out, q_angles, kv_angles)
     return _forward(None, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles,
                     kv_angles, plan_kw=kw)

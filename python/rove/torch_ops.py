@@ -10,8 +10,9 @@ The op is opaque to the compiler (no graph break; a fake implementation gives it
 shapes). Its arguments are rove.attention's, with the RopeConfig as a JSON string
 (rope_json, "" = defaults) because custom ops take only tensors and scalars. q, k and v
 may each be float32, bfloat16 or float16 (read in place: no casts); out has q's dtype and
-the LSE is float32. There is no
-backward (librove has none yet): inputs that require grad are refused by rove.attention.
+the LSE is float32. The op is differentiable in q, k and v for float32 tensors
+(torch.library.register_autograd; the backward is rove_attention_backward, as for
+rove.attention); the LSE output gets no gradient.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from typing import Optional, Tuple
 
 import torch
 
-from .attention import attention as _attention
+from . import _autograd
+from .attention import _heads, attention as _attention, get_plan
 from .rope import RopeConfig
 
 
@@ -36,11 +38,38 @@ def _op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: Optional[torch
         kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
         softcap: float, scale: Optional[float], rope_json: str,
         layout: str) -> Tuple[torch.Tensor, torch.Tensor]:
-    flags = int(rotate) if rotate.isdigit() else rotate
-    out, lse = _attention(q, k, v, rotate=flags, causal=causal, q_pos=q_pos, kv_pos=kv_pos,
-                          rope=_rope(rope_json), window=window, softcap=softcap, scale=scale,
-                          layout=layout, return_lse=True)
+    out, lse = _attention(q, k, v, rotate=_flags(rotate), causal=causal, q_pos=q_pos,
+                          kv_pos=kv_pos, rope=_rope(rope_json), window=window,
+                          softcap=softcap, scale=scale, layout=layout, return_lse=True)
     return out, lse
+
+
+def _flags(rotate: str):
+    return int(rotate) if rotate.isdigit() else rotate
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.args = (q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout)
+
+
+def _backward(ctx, dout, dlse):
+    q, k, v, out, lse = ctx.saved_tensors
+    q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout = ctx.args
+    if q.dtype != torch.float32 or k.dtype != torch.float32 or v.dtype != torch.float32:
+        raise TypeError("rove::attention: gradients are computed for float32 q, k and v only")
+    bhsd = layout == "bhsd"
+    (H, D), (Hk, _) = _heads(q, "q", bhsd), _heads(k, "k", bhsd)
+    plan = get_plan(H, Hk, D, rotate=_flags(rotate), causal=causal, window=window,
+                    softcap=softcap, scale=scale, rope=_rope(rope_json))
+    dq, dk, dv = _autograd._backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout,
+                                     None, None)
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None
+
+
+_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 @_op.register_fake

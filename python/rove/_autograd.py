@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: MIT
+"""Autograd for rove.attention (torch): a torch.autograd.Function whose backward is
+librove's rove_attention_backward (dq, dk, dv; flash style, fp32).
+
+Used by attention() / Plan.attention when a float32 torch q, k or v requires grad and
+grad mode is on. The forward is the usual librove call (with its LSE, which the backward
+needs); the LSE returned with return_lse=True is not differentiable. Explicit angles
+(Selective RoPE) are constants here: an angle tensor that requires grad is refused.
+"""
+from __future__ import annotations
+
+import ctypes
+
+from . import _lib, _tensor
+
+
+def needs_grad(q, k, v) -> bool:
+    """Whether this call must record a graph: torch inputs, one requiring grad, grad on."""
+    if not _tensor.is_torch(q):
+        return False
+    t = _tensor._torch()
+    return t.is_grad_enabled() and any(
+        _tensor.is_torch(x) and x.requires_grad for x in (q, k, v))
+
+
+def _bshd(x, bhsd, ndim):
+    """x in the caller's layout as a contiguous float32 [b, s, h, d] tensor."""
+    if ndim == 3:
+        x = x.unsqueeze(0)
+    if bhsd:
+        x = x.transpose(1, 2)
+    return x.contiguous()
+
+
+def _user(x, bhsd, ndim):
+    """A [b, s, h, d] tensor in the caller's layout and rank (a view)."""
+    if bhsd:
+        x = x.transpose(1, 2)
+    return x[0] if ndim == 3 else x
+
+
+def check(q, k, v, out, q_angles, kv_angles):
+    """Refuse what the differentiable path cannot honour (before any C call)."""
+    t = _tensor._torch()
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not _tensor.is_torch(x):
+            raise TypeError("q, k and v must all be torch tensors when one requires grad")
+        if x.dtype != t.float32:
+            raise TypeError(f"{name} is {x.dtype}: gradients are computed for float32 "
+                            "q, k and v only (cast with .float())")
+    if out is not None:
+        raise ValueError("out= cannot be used when an input requires grad (autograd needs a "
+                         "fresh output)")
+    for name, a in (("q_angles", q_angles), ("kv_angles", kv_angles)):
+        if _tensor.is_torch(a) and a.requires_grad:
+            raise NotImplementedError(f"{name} requires grad: librove has no gradient for "
+                                      "explicit angles yet (detach them)")
+
+
+def _make_function():
+    torch = _tensor._torch()
+
+    class AttentionFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, plan, q_pos, kv_pos, layout, q_angles, kv_angles):
+            from .attention import _forward
+            out, lse = _forward(plan, q, k, v, q_pos, kv_pos, layout, True, None, q_angles,
+                                kv_angles)
+            ctx.save_for_backward(q, k, v, out, lse)
+            ctx.meta = (plan, q_pos, kv_pos, layout, q_angles, kv_angles)
+            ctx.mark_non_differentiable(lse)
+            return out, lse
+
+        @staticmethod
+        def backward(ctx, dout, dlse):
+            q, k, v, out, lse = ctx.saved_tensors
+            plan, q_pos, kv_pos, layout, q_angles, kv_angles = ctx.meta
+            dq, dk, dv = _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout,
+                                   q_angles, kv_angles)
+            return (dq if ctx.needs_input_grad[0] else None,
+                    dk if ctx.needs_input_grad[1] else None,
+                    dv if ctx.needs_input_grad[2] else None,
+                    None, None, None, None, None, None)
+
+    return AttentionFunction
+
+
+_FUNCTION = None
+
+
+def attention(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv_angles):
+    """The differentiable call (plan resolved); returns what _forward would."""
+    global _FUNCTION
+    check(q, k, v, out, q_angles, kv_angles)
+    if _FUNCTION is None:
+        _FUNCTION = _make_function()
+    o, lse = _FUNCTION.apply(q, k, v, plan, q_pos, kv_pos, layout, q_angles, kv_angles)
+    return (o, lse) if return_lse else o
+
+
+def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv_angles):
+    """dq, dk, dv (the caller's layout and rank) by rove_attention_backward."""
+    from .attention import _angles
+    torch = _tensor._torch()
+    bhsd, ndim = layout == "bhsd", q.dim()
+    with torch.no_grad():
+        qc, kc, vc = (_bshd(x.detach(), bhsd, ndim) for x in (q, k, v))
+        oc = _bshd(out.detach().float(), bhsd, ndim)
+        gc = _bshd(dout.detach().float(), bhsd, ndim)
+        lc = (lse.unsqueeze(0) if ndim == 3 else lse).contiguous()
+        B, Lq, H, D = qc.shape
+        Lk, Hk = kc.shape[1], kc.shape[2]
+        dq, dk, dv = torch.empty_like(qc), torch.empty_like(kc), torch.empty_like(vc)
+        a = _lib.AttentionArgs()
+        a.batch, a.q_len, a.kv_len = B, Lq, Lk
+        a.q, a.k, a.v, a.out, a.lse = (x.data_ptr() for x in (qc, kc, vc, oc, lc))
+        qp, a.q_pos = _tensor.positions(q_pos, "q_pos", B, Lq)
+        kp, a.kv_pos = _tensor.positions(kv_pos, "kv_pos", B, Lk)
+        qa = ka = None
+        half = plan.rotary_dim // 2
+        if q_angles is not None:
+            qa, a.q_angles = _angles(q_angles.detach() if _tensor.is_torch(q_angles) else q_angles,
+                                     "q_angles", (B, Lq, Hk, half) if ndim == 4 else (Lq, Hk, half))
+            ka, a.kv_angles = _angles(
+                kv_angles.detach() if _tensor.is_torch(kv_angles) else kv_angles, "kv_angles",
+                (B, Lk, Hk, half) if ndim == 4 else (Lk, Hk, half))
+        g = _lib.AttentionGrads()
+        g.dout, g.dq, g.dk, g.dv = (x.data_ptr() for x in (gc, dq, dk, dv))
+        st = _lib.lib.rove_attention_backward(plan._handle, ctypes.byref(a), ctypes.byref(g))
+        del qp, kp, qa, ka
+        _lib.check("rove_attention_backward", st)
+    return _user(dq, bhsd, ndim), _user(dk, bhsd, ndim), _user(dv, bhsd, ndim)

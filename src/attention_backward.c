@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/* rove_attention_backward: dq, dk, dv of rove_attention_forward, flash style (P is
+ * recomputed from the forward's LSE block by block; no n x n matrix).
+ *
+ * The forward (docs/DESIGN.md §1), with q^_i = scale * M R_{P_i} q_i (M: m on the rotated
+ * dims, 1 on the others; plain scale * q without ROTATE_Q), k~_j = M R_{p_j} k_j, v~_j =
+ * R_{p_j} v_j (ROTATE_V), r_ij = q^_i . k~_j, s_ij = c tanh(r_ij / c) (softcap c, else
+ * s = r), a_ij = exp(s_ij - lse_i) over the visible keys, o~_i = sum_j a_ij v~_j and
+ * o_i = R_{P_i}^-1 o~_i (ROTATE_O). Rotations are orthogonal, so with do~_i = R_{P_i} do_i:
+ *   D_i    = do_i . o_i  (= do~_i . o~_i)
+ *   dS_ij  = a_ij (do~_i . v~_j - D_i),   dR_ij = dS_ij (1 - (s_ij / c)^2)  (softcap)
+ *   dv~_j  = sum_i a_ij do~_i,             dv_j = R_{p_j}^-1 dv~_j
+ *   dk~_j  = sum_i dR_ij q^_i,             dk_j = R_{p_j}^-1 M dk~_j
+ *   dq^_i  = sum_j dR_ij k~_j,             dq_i = scale R_{P_i}^-1 M dq^_i
+ * GQA: the sums over i run over every query head of the KV head's group.
+ *
+ * Phases (each parallel, every task writing disjoint rows, task split by shape only, so
+ * results are bitwise identical for any thread count; no atomics):
+ *   0. the forward's cos/sin tables (rove_fwd_init, rove_fwd_table_task);
+ *   1. rotate: q^, k~, v~ and do~ into [batch*heads][len][d] buffers, D_i;
+ *   2. key blocks (batch x KV head x ROVE_BWD_KEYS keys): dk, dv of the block over every
+ *      query of the group;
+ *   3. query blocks (batch x head x ROVE_BWD_QUERIES queries): dq.
+ * Workspace: (q_len * n_heads * 2 + kv_len * n_kv_heads * 2) * d floats per batch row
+ * plus a block's accumulators per thread (and the forward's validation workspace).
+ * The inner loops are plain C for now (no kernel-table entry yet). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_internal.h"
+#include "attention_tile.h"
+
+#define ROVE_BWD_KEYS 64
+#define ROVE_BWD_QUERIES 64
+
+typedef struct rove_bwd {
+  rove_fwd f; /* validation, positions, rotation tables */
+  const rove_attention_grads *g;
+  int64_t dos, dqs, dks, dvs; /* token strides, resolved */
+  float *qh, *kt, *vt, *dot;  /* q^, k~, v~, do~: [batch*heads][len][d] */
+  float *D;                   /* [batch*n_heads][q_len] */
+  float *scratch;             /* per thread: 2 * ROVE_BWD_KEYS * d floats */
+  int64_t n_kb, n_qb;
+  void *block;
+  size_t block_bytes;
+} rove_bwd;
+
+static float dot_f(const float *a, const float *b, int32_t d) {
+  float s = 0.0f;
+  for (int32_t c = 0; c < d; c++) s += a[c] * b[c];
+  return s;
+}
+
+/* Resolve a token stride (0 = dense) and the byte extent of rows tokens of width floats. */
+static rove_status grad_extent(int64_t stride, int64_t width, int64_t rows, int64_t *resolved,
+                               size_t *bytes) {
+  if (stride == 0) stride = width;
+  if (stride < width) return ROVE_ERR_INVALID_ARGUMENT;
+  int64_t e;
+  if (!rove_mul_i64(rows - 1, stride, &e) || !rove_add_i64(e, width, &e) ||
+      e > INT64_MAX / (int64_t)sizeof(float))
+    return ROVE_ERR_SIZE_OVERFLOW;
+  *resolved = stride;
+  *bytes = (size_t)e * sizeof(float);
+  return ROVE_OK;
+}
+
+/* Strides of dout / dq / dk / dv; the gradients must not overlap each other or any input. */
+static rove_status check_grads(rove_bwd *w, const rove_attention_args *a,
+                               const rove_attention_grads *g) {
+  const rove_fwd *f = &w->f;
+  const rove_attention_config *c = &f->p->cfg;
+  const int64_t wq = (int64_t)c->n_heads * c->head_dim, wkv = (int64_t)c->n_kv_heads * c->head_dim;
+  const int64_t qrows = a->batch * (int64_t)a->q_len, krows = a->batch * (int64_t)a->kv_len;
+  size_t bdo, bdq, bdk, bdv;
+  rove_status st = grad_extent(g->dout_stride, wq, qrows, &w->dos, &bdo);
+  if (st == ROVE_OK) st = grad_extent(g->dq_stride, wq, qrows, &w->dqs, &bdq);
+  if (st == ROVE_OK) st = grad_extent(g->dk_stride, wkv, krows, &w->dks, &bdk);
+  if (st == ROVE_OK) st = grad_extent(g->dv_stride, wkv, krows, &w->dvs, &bdv);
+  if (st != ROVE_OK) return st;
+  /* inputs: q, k, v, out (extents from the forward's strides), lse, dout */
+  const size_t bq = (size_t)((qrows - 1) * f->qs + wq) * sizeof(float);
+  const size_t bk = (size_t)((krows - 1) * f->ks + wkv) * sizeof(float);
+  const size_t bv = (size_t)((krows - 1) * f->vs + wkv) * sizeof(float);
+  const size_t bo = (size_t)((qrows - 1) * f->os + wq) * sizeof(float);
+  const size_t bl = (size_t)(qrows * c->n_heads) * sizeof(float);
+  const void *in[6] = {a->q, a->k, a->v, a->out, a->lse, g->dout};
+  const size_t inb[6] = {bq, bk, bv, bo, bl, bdo};
+  void *outs[3] = {g->dq, g->dk, g->dv};
+  const size_t outb[3] = {bdq, bdk, bdv};
+  for (int o = 0; o < 3; o++) {
+    for (int i = 0; i < 6; i++)
+      if (rove_overlap(outs[o], outb[o], in[i], inb[i])) return ROVE_ERR_INVALID_ARGUMENT;
+    for (int o2 = 0; o2 < o; o2++)
+      if (rove_overlap(outs[o], outb[o], outs[o2], outb[o2])) return ROVE_ERR_INVALID_ARGUMENT;
+  }
+  return ROVE_OK;
+}
+
+/* Phase 1, one task per (batch, query head): q^ and do~ rows, D; the task of query head h
+ * of KV head group position 0 also rotates its KV head's k~ and v~. */
+static void rotate_task(int64_t t, int tid, void *vctx) {
+  (void)tid;
+  rove_bwd *w = vctx;
+  const rove_fwd *f = &w->f;
+  const rove_plan *p = f->p;
+  const rove_kernels *kn = p->kern;
+  const int32_t d = p->cfg.head_dim, H = p->cfg.n_heads, G = H / p->cfg.n_kv_heads;
+  const int64_t b = t / H, h = t % H, kvh = h / G, Lq = f->q_len, Lk = f->kv_len;
+  const float scale = p->cfg.scale, m = (float)p->attn_factor;
+  const rove_attention_args *a = f->a;
+  rove_rot rq = rove_fwd_qrot(f, b, kvh, 0, p->cfg.rotate & ROVE_ROTATE_Q);
+  rove_rot ro = rove_fwd_qrot(f, b, kvh, 0, p->cfg.rotate & ROVE_ROTATE_O);
+  const int64_t qe = b * Lq * f->qs + h * d, oe = b * Lq * f->os + h * d;
+  const int64_t de = b * Lq * w->dos + h * d;
+  float *qh = w->qh + t * Lq * d, *dt = w->dot + t * Lq * d;
+  kn->rotate(qh, d, a->q + qe, f->qs, Lq, d, &rq, scale * m, scale, 0);
+  kn->rotate(dt, d, w->g->dout + de, w->dos, Lq, d, &ro, 1.0f, 1.0f, 0);
+  for (int64_t i = 0; i < Lq; i++) { /* D_i = do_i . o_i in double (one value per row) */
+    const float *o = a->out + oe + i * f->os, *g = w->g->dout + de + i * w->dos;
+    double s = 0.0;
+    for (int32_t c = 0; c < d; c++) s += (double)o[c] * g[c];
+    w->D[t * Lq + i] = (float)s;
+  }
+  if (h % G) return;
+  const int64_t bk = b * p->cfg.n_kv_heads + kvh;
+  rove_rot rk = rove_fwd_krot(f, b, kvh, 0, p->cfg.rotate & ROVE_ROTATE_K);
+  rove_rot rv = rove_fwd_krot(f, b, kvh, 0, p->cfg.rotate & ROVE_ROTATE_V);
+  kn->rotate(w->kt + bk * Lk * d, d, rove_fwd_krow(f, b, kvh, 0), f->ks, Lk, d, &rk, f->k_mul,
+             1.0f, 0);
+  kn->rotate(w->vt + bk * Lk * d, d, rove_fwd_vrow(f, b, kvh, 0), f->vs, Lk, d, &rv, 1.0f, 1.0f, 0);
+}
+
+/* dR_ij (and a_ij in *pa) of query row t*Lq + i against key row bk*Lk + j; 0 when j is
+ * not visible to i or i sees no key (lse -inf). */
+static float grad_logit(const rove_bwd *w, int64_t t, int64_t i, int64_t bk, int64_t j,
+                        float *pa) {
+  const rove_fwd *f = &w->f;
+  const rove_plan *p = f->p;
+  const int32_t d = p->cfg.head_dim;
+  const int64_t b = t / p->cfg.n_heads, Lq = f->q_len, Lk = f->kv_len;
+  const float lse = f->a->lse[t * Lq + i];
+  *pa = 0.0f;
+  if (lse == -INFINITY) return 0.0f;
+  if (!rove_visible(f->qpos[b * f->qpos_bstride + i], f->kpos[b * f->kpos_bstride + j],
+                    p->cfg.causal, p->cfg.window))
+    return 0.0f;
+  const float *q = w->qh + (t * Lq + i) * d, *k = w->kt + (bk * Lk + j) * d;
+  const float *g = w->dot + (t * Lq + i) * d, *v = w->vt + (bk * Lk + j) * d;
+  float s = dot_f(q, k, d), th = 0.0f;
+  const float cap = p->cfg.softcap;
+  if (cap > 0.0f) th = tanhf(s / cap), s = cap * th;
+  const float pr = expf(s - lse);
+  float ds = pr * (dot_f(g, v, d) - w->D[t * Lq + i]);
+  if (cap > 0.0f) ds *= 1.0f - th * th;
+  *pa = pr;
+  return ds;
+}
+
+/* Phase 2: keys [j0, j0 + ROVE_BWD_KEYS) of one (batch, KV head): dk, dv. */
+static void key_task(int64_t task, int tid, void *vctx) {
+  rove_bwd *w = vctx;
+  const rove_fwd *f = &w->f;
+  const rove_plan *p = f->p;
+  const int32_t d = p->cfg.head_dim, H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads, G = H / Hkv;
+  const int64_t bk = task / w->n_kb, b = bk / Hkv, kvh = bk % Hkv, Lq = f->q_len, Lk = f->kv_len;
+  const int64_t j0 = task % w->n_kb * ROVE_BWD_KEYS;
+  const int64_t nj = Lk - j0 < ROVE_BWD_KEYS ? Lk - j0 : ROVE_BWD_KEYS;
+  float *dk = w->scratch + (int64_t)tid * 2 * ROVE_BWD_KEYS * d, *dv = dk + ROVE_BWD_KEYS * d;
+  memset(dk, 0, sizeof(float) * (size_t)(2 * ROVE_BWD_KEYS * d));
+  for (int64_t h = kvh * G; h < (kvh + 1) * G; h++) {
+    const int64_t t = b * H + h;
+    for (int64_t i = 0; i < Lq; i++) {
+      const float *q = w->qh + (t * Lq + i) * d, *g = w->dot + (t * Lq + i) * d;
+      for (int64_t j = 0; j < nj; j++) {
+        float pr;
+        const float ds = grad_logit(w, t, i, bk, j0 + j, &pr);
+        if (pr == 0.0f && ds == 0.0f) continue;
+        float *dkj = dk + j * d, *dvj = dv + j * d;
+        for (int32_t c = 0; c < d; c++) dkj[c] += ds * q[c], dvj[c] += pr * g[c];
+      }
+    }
+  }
+  rove_rot rk = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_K);
+  rove_rot rv = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_V);
+  float *dko = w->g->dk + (b * Lk + j0) * w->dks + kvh * d;
+  float *dvo = w->g->dv + (b * Lk + j0) * w->dvs + kvh * d;
+  p->kern->rotate(dko, w->dks, dk, d, nj, d, &rk, f->k_mul, 1.0f, 1);
+  p->kern->rotate(dvo, w->dvs, dv, d, nj, d, &rv, 1.0f, 1.0f, 1);
+}
+
+/* Phase 3: queries [i0, i0 + ROVE_BWD_QUERIES) of one (batch, query head): dq. */
+static void query_task(int64_t task, int tid, void *vctx) {
+  rove_bwd *w = vctx;
+  const rove_fwd *f = &w->f;
+  const rove_plan *p = f->p;
+  const int32_t d = p->cfg.head_dim, H = p->cfg.n_heads, G = H / p->cfg.n_kv_heads;
+  const int64_t t = task / w->n_qb, b = t / H, h = t % H, kvh = h / G, Lq = f->q_len, Lk = f->kv_len;
+  const int64_t bk = b * p->cfg.n_kv_heads + kvh;
+  const int64_t i0 = task % w->n_qb * ROVE_BWD_QUERIES;
+  const int64_t ni = Lq - i0 < ROVE_BWD_QUERIES ? Lq - i0 : ROVE_BWD_QUERIES;
+  float *dq = w->scratch + (int64_t)tid * 2 * ROVE_BWD_KEYS * d;
+  memset(dq, 0, sizeof(float) * (size_t)(ni * d));
+  for (int64_t i = 0; i < ni; i++) {
+    float *dqi = dq + i * d;
+    for (int64_t j = 0; j < Lk; j++) {
+      float pr;
+      const float ds = grad_logit(w, t, i0 + i, bk, j, &pr);
+      if (ds == 0.0f) continue;
+      const float *k = w->kt + (bk * Lk + j) * d;
+      for (int32_t c = 0; c < d; c++) dqi[c] += ds * k[c];
+    }
+  }
+  rove_rot rq = rove_fwd_qrot(f, b, kvh, i0, p->cfg.rotate & ROVE_ROTATE_Q);
+  const float scale = p->cfg.scale, m = (float)p->attn_factor;
+  p->kern->rotate(w->g->dq + (b * Lq + i0) * w->dqs + h * d, w->dqs, dq, d, ni, d, &rq,
+                  scale * m, scale, 1);
+}
+
+rove_status rove_attention_backward(const rove_plan *p, const rove_attention_args *a,
+                                    const rove_attention_grads *g) {
+  if (!p || !a || !g || !a->lse || !g->dout || !g->dq || !g->dk || !g->dv)
+    return ROVE_ERR_INVALID_ARGUMENT;
+  rove_bwd w;
+  memset(&w, 0, sizeof w);
+  rove_status st = rove_fwd_init(&w.f, p, a, NULL, NULL);
+  if (st != ROVE_OK) return st;
+  st = check_grads(&w, a, g);
+  const int32_t d = p->cfg.head_dim;
+  const int64_t B = a->batch, H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads;
+  int64_t nq = 0, nk = 0, nD = 0, total = 0;
+  w.n_kb = (a->kv_len + ROVE_BWD_KEYS - 1) / ROVE_BWD_KEYS;
+  w.n_qb = (a->q_len + ROVE_BWD_QUERIES - 1) / ROVE_BWD_QUERIES;
+  const int32_t nt = p->cfg.n_threads;
+  const int64_t kt = B * Hkv * w.n_kb, qt = B * H * w.n_qb;
+  const int64_t team = rove_team_size(nt, kt > qt ? kt : qt);
+  if (st == ROVE_OK &&
+      (!rove_mul_i64(B * H * a->q_len, d, &nq) || !rove_mul_i64(B * Hkv * a->kv_len, d, &nk) ||
+       !rove_mul_i64(B * H, a->q_len, &nD) || nq > INT64_MAX / 64 || nk > INT64_MAX / 64 ||
+       !rove_add_i64(2 * nq + 2 * nk + nD, team * 2 * ROVE_BWD_KEYS * d + 64, &total) ||
+       total > INT64_MAX / 8 || (uint64_t)total > SIZE_MAX / 8))
+    st = ROVE_ERR_SIZE_OVERFLOW;
+  if (st == ROVE_OK) {
+    float *block = rove_pool_get(p->pool, (size_t)total * sizeof(float), &w.block_bytes);
+    if (!block) st = ROVE_ERR_OUT_OF_MEMORY;
+    w.block = block;
+    w.qh = block, w.dot = w.qh + nq, w.kt = w.dot + nq, w.vt = w.kt + nk, w.D = w.vt + nk;
+    w.scratch = w.D + nD;
+  }
+  if (st != ROVE_OK) {
+    rove_fwd_release(&w.f);
+    return st;
+  }
+  w.g = g;
+  rove_parallel_for(nt, w.f.n_tables, rove_fwd_table_task, &w.f);
+  rove_parallel_for(nt, B * H, rotate_task, &w);
+  rove_parallel_for(nt, kt, key_task, &w);
+  rove_parallel_for(nt, qt, query_task, &w);
+  rove_pool_put(p->pool, w.block, w.block_bytes);
+  rove_fwd_release(&w.f);
+  return ROVE_OK;
+}

@@ -1,0 +1,219 @@
+# SPDX-License-Identifier: MIT
+"""rove.attention under torch.autograd (rove_attention_backward): dq, dk, dv against
+PyTorch's own autograd through a float64 torch implementation of docs/DESIGN.md §1 (the
+reference users trust: torch's derivatives of torch ops), for every rotation set, GQA,
+windows, softcap, YaRN, explicit positions, both layouts and 3-D inputs;
+torch.autograd.gradcheck on float32 (finite differences of librove's own forward); the
+refusals of what the differentiable path does not take."""
+import math
+
+import numpy as np
+import pytest
+
+import rove
+from reference import rel_err
+
+torch = pytest.importorskip("torch")
+
+TOL = 1e-4  # fp32 gradients vs float64 autograd, relative to max |grad|
+
+
+@pytest.fixture
+def no_c_call(monkeypatch):
+    """Fail the test if librove is reached (the refusals happen in Python)."""
+    from rove import _lib
+
+    def spy(*a):
+        raise AssertionError("librove was called with input Python should have rejected")
+    for fn in ("rove_attention_forward", "rove_attention_backward", "rove_plan_create"):
+        monkeypatch.setattr(_lib.lib, fn, spy)
+    rove.clear_plan_cache()
+    yield
+    rove.clear_plan_cache()
+
+
+def _rotate(x, ang, r, pairing, sign=1.0):
+    """x [..., d] rotated by ang [..., r/2] (torch ops only: autograd differentiates it)."""
+    c, s = torch.cos(ang), sign * torch.sin(ang)
+    if pairing == "half":
+        a, b, rest = x[..., : r // 2], x[..., r // 2: r], x[..., r:]
+        return torch.cat([a * c - b * s, a * s + b * c, rest], dim=-1)
+    a, b = x[..., 0:r:2], x[..., 1:r:2]
+    y = torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)
+    return torch.cat([y, x[..., r:]], dim=-1)
+
+
+def torch_ref(q, k, v, *, rope, rotate, causal, window=0, softcap=0.0, q_pos=None,
+              kv_pos=None):
+    """Attention in float64 torch ops, bshd [B, L, H, d]."""
+    w, m = rove.inv_freq(rope, q.shape[-1])
+    w = torch.as_tensor(np.asarray(w), dtype=torch.float64)
+    B, Lq, H, d = q.shape
+    Lk, Hk = k.shape[1], k.shape[2]
+    g, r = H // Hk, rope.rotary_dim or d
+    P = torch.arange(Lk - Lq, Lk) if q_pos is None else torch.as_tensor(q_pos)
+    p = torch.arange(Lk) if kv_pos is None else torch.as_tensor(kv_pos)
+    P, p = P.expand(B, Lq).double(), p.expand(B, Lk).double()
+    qa, ka = P[..., None, None] * w, p[..., None, None] * w  # [B, L, 1, r/2]
+    kk, vv = k.repeat_interleave(g, dim=2), v.repeat_interleave(g, dim=2)
+    mvec = torch.ones(d, dtype=torch.float64)
+    mvec[:r] = m
+    rot = {"rove": "QKVO", "rope": "QK", "none": ""}[rotate]
+    qt = _rotate(q, qa, r, rope.pairing) * mvec if "Q" in rot else q
+    kt = _rotate(kk, ka, r, rope.pairing) * mvec if "K" in rot else kk
+    vt = _rotate(vv, ka, r, rope.pairing) if "V" in rot else vv
+    s = torch.einsum("bihd,bjhd->bhij", qt, kt) / math.sqrt(d)
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    diff = P[:, None, :, None] - p[:, None, None, :]
+    vis = torch.ones_like(diff, dtype=torch.bool)
+    if causal:
+        vis &= diff >= 0
+    if window:
+        vis &= (diff if causal else diff.abs()) < window
+    s = s.masked_fill(~vis, -math.inf)
+    a = torch.softmax(s, dim=-1).nan_to_num(0.0)  # rows with no key: 0
+    y = torch.einsum("bhij,bjhd->bihd", a, vt)
+    if "O" in rot:
+        y = _rotate(y, qa, r, rope.pairing, sign=-1.0)
+    return y
+
+
+CASES = [  # (B, Lq, Lk, H, Hk, d, kwargs)
+    (1, 24, 24, 2, 2, 16, dict(rotate="rove")),
+    (2, 17, 17, 4, 2, 32, dict(rotate="rope")),
+    (1, 20, 20, 3, 1, 16, dict(rotate="none", causal=False)),
+    (2, 5, 40, 4, 2, 32, dict(rotate="rove")),                       # bottom-right
+    (1, 30, 30, 2, 2, 16, dict(rotate="rove", window=7, softcap=5.0)),
+    (1, 70, 70, 4, 1, 64, dict(rotate="rove")),                      # two key blocks
+    (1, 12, 12, 2, 2, 24, dict(rotate="rove", rope=rove.RopeConfig(
+        rotary_dim=8, pairing="interleaved", scaling="yarn", factor=4.0,
+        original_max_position=8))),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+def test_gradients_match_torch_autograd(case, layout):
+    B, Lq, Lk, H, Hk, d, kw = case
+    kw = dict(kw)
+    rope = kw.pop("rope", rove.RopeConfig())
+    causal = kw.pop("causal", True)
+    g = np.random.default_rng(hash((case[:6], layout)) % 2 ** 32)
+    q64 = torch.tensor(g.uniform(-1.5, 1.5, (B, Lq, H, d)), requires_grad=True)
+    k64 = torch.tensor(g.uniform(-1.5, 1.5, (B, Lk, Hk, d)), requires_grad=True)
+    v64 = torch.tensor(g.uniform(-1.0, 1.0, (B, Lk, Hk, d)), requires_grad=True)
+    dout = torch.tensor(g.uniform(-1.0, 1.0, (B, Lq, H, d)))
+    ref = torch_ref(q64, k64, v64, rope=rope, causal=causal, **kw)
+    (ref * dout).sum().backward()
+
+    def user(x):  # the caller's layout
+        x = x.detach().float()
+        return (x.transpose(1, 2).contiguous() if layout == "bhsd" else x).requires_grad_()
+    q, k, v = user(q64), user(k64), user(v64)
+    out = rove.attention(q, k, v, rope=rope, causal=causal, layout=layout, **kw)
+    assert out.requires_grad
+    do = dout.float().transpose(1, 2) if layout == "bhsd" else dout.float()
+    (out * do).sum().backward()
+    back = (lambda x: x.transpose(1, 2)) if layout == "bhsd" else (lambda x: x)
+    assert rel_err(back(out.detach()).numpy(), ref.detach().numpy()) < 2e-5
+    for name, got, want in (("dq", q.grad, q64.grad), ("dk", k.grad, k64.grad),
+                            ("dv", v.grad, v64.grad)):
+        assert got.shape == (user(want).shape), name
+        e = rel_err(back(got).numpy(), want.numpy())
+        assert e < TOL, f"{name}: rel err {e:.3g}"
+
+
+def test_positions_3d_and_masked_rows():
+    """3-D inputs, explicit positions, and query rows that see no key (grad 0, no NaN)."""
+    g = np.random.default_rng(3)
+    Lq, Lk, H, Hk, d = 6, 8, 2, 1, 16
+    q64 = torch.tensor(g.uniform(-1, 1, (1, Lq, H, d)), requires_grad=True)
+    k64 = torch.tensor(g.uniform(-1, 1, (1, Lk, Hk, d)), requires_grad=True)
+    v64 = torch.tensor(g.uniform(-1, 1, (1, Lk, Hk, d)), requires_grad=True)
+    qp = np.array([100, 3, 103, 104, 2, 110], dtype=np.int32)  # rows 1 and 4 see no key
+    kp = np.arange(100, 100 + Lk, dtype=np.int32)
+    ref = torch_ref(q64, k64, v64, rope=rove.RopeConfig(), rotate="rove", causal=True,
+                    q_pos=qp, kv_pos=kp)
+    ref.sum().backward()
+    q, k, v = (x.detach()[0].float().requires_grad_() for x in (q64, k64, v64))
+    out = rove.attention(q, k, v, q_pos=qp, kv_pos=kp)
+    out.sum().backward()
+    for got, want in ((q.grad, q64.grad[0]), (k.grad, k64.grad[0]), (v.grad, v64.grad[0])):
+        assert torch.isfinite(got).all()
+        assert rel_err(got.numpy(), want.numpy()) < TOL
+    assert (q.grad[[1, 4]] == 0).all()
+
+
+@pytest.mark.filterwarnings("ignore:Input #")  # gradcheck prefers float64 inputs
+def test_gradcheck_float32():
+    """torch.autograd.gradcheck of librove's forward against its backward (finite
+    differences in float32, hence the loose tolerances)."""
+    g = np.random.default_rng(7)
+    q, k, v = (torch.tensor(g.uniform(-1, 1, (1, 6, 2, 8)), dtype=torch.float32,
+                            requires_grad=True) for _ in range(3))
+    fn = lambda q, k, v: rove.attention(q, k, v, rotate="rove")  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (q, k, v), eps=1e-2, atol=2e-3, rtol=2e-2,
+                                    fast_mode=False)
+
+
+def test_plan_attention_and_training_step():
+    """Plan.attention is differentiable too, and a few SGD steps on q lower a loss."""
+    plan = rove.Plan(2, 2, 16)
+    g = np.random.default_rng(11)
+    q = torch.tensor(g.uniform(-1, 1, (1, 10, 2, 16)), dtype=torch.float32, requires_grad=True)
+    k, v = (torch.tensor(g.uniform(-1, 1, (1, 10, 2, 16)), dtype=torch.float32)
+            for _ in range(2))
+    target = torch.zeros(1, 10, 2, 16)
+    losses = []
+    for _ in range(5):
+        loss = ((plan.attention(q, k, v) - target) ** 2).mean()
+        losses.append(float(loss.detach()))
+        loss.backward()
+        with torch.no_grad():
+            q -= 5.0 * q.grad
+            q.grad = None
+    assert losses[-1] < losses[0]
+
+
+def test_lse_is_not_differentiable():
+    q, k, v = (torch.rand(1, 4, 2, 8, requires_grad=True) for _ in range(3))
+    out, lse = rove.attention(q, k, v, return_lse=True)
+    assert out.requires_grad and not lse.requires_grad
+
+
+def test_refusals(no_c_call):
+    q = torch.rand(1, 4, 2, 8, requires_grad=True)
+    k, v = torch.rand(1, 4, 2, 8), torch.rand(1, 4, 2, 8)
+    with pytest.raises(TypeError, match="float32"):
+        rove.attention(q.detach().bfloat16().requires_grad_(), k.bfloat16(), v.bfloat16())
+    with pytest.raises(ValueError, match="out="):
+        rove.attention(q, k, v, out=torch.empty(1, 4, 2, 8))
+    with pytest.raises(TypeError, match="torch"):
+        rove.attention(q, k.numpy(), v.numpy())
+    ang = torch.zeros(1, 4, 2, 4, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="angles"):
+        rove.attention(q, k, v, q_angles=ang, kv_angles=ang.detach())
+
+
+def test_no_grad_mode_takes_the_plain_path():
+    q, k, v = (torch.rand(1, 4, 2, 8, requires_grad=True) for _ in range(3))
+    with torch.no_grad():
+        out = rove.attention(q, k, v)
+    assert not out.requires_grad
+
+
+def test_custom_op_is_differentiable():
+    """rove.torch_ops.attention (the rove::attention custom op) has the same gradients."""
+    import rove.torch_ops as ops
+    g = np.random.default_rng(5)
+    base = [torch.tensor(g.uniform(-1, 1, (1, 9, 4, 16)), dtype=torch.float32),
+            torch.tensor(g.uniform(-1, 1, (1, 9, 2, 16)), dtype=torch.float32),
+            torch.tensor(g.uniform(-1, 1, (1, 9, 2, 16)), dtype=torch.float32)]
+    grads = []
+    for fn in (rove.attention, ops.attention):
+        q, k, v = (x.clone().requires_grad_() for x in base)
+        fn(q, k, v, rotate="rove", window=5).square().sum().backward()
+        grads.append((q.grad, k.grad, v.grad))
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
