@@ -17,13 +17,20 @@
  * Phases (each parallel, every task writing disjoint rows, task split by shape only, so
  * results are bitwise identical for any thread count; no atomics):
  *   0. the forward's cos/sin tables (rove_fwd_init, rove_fwd_table_task);
- *   1. rotate: q^, k~, v~ and do~ into [batch*heads][len][d] buffers, D_i;
- *   2. key blocks (batch x KV head x ROVE_BWD_KEYS keys): dk, dv of the block over every
- *      query of the group;
- *   3. query blocks (batch x head x ROVE_BWD_QUERIES queries): dq.
- * Workspace: (q_len * n_heads * 2 + kv_len * n_kv_heads * 2) * d floats per batch row
- * plus a block's accumulators per thread (and the forward's validation workspace).
- * The inner loops are plain C for now (no kernel-table entry yet). */
+ *   1. rotate: q^, k~, v~ and do~ into [batch*heads][len][d] buffers, D_i, and k~, v~
+ *      again as transposed key blocks [d][ROVE_BWD_TK] (the tile's S and dP read them);
+ *   2. key blocks (batch x KV head x ROVE_BWD_TK keys): dk, dv of the block over every
+ *      query block of every query head of the group (the kernel table's attn_bwd tile,
+ *      src/kernels/attn_bwd_kernels.h, with dq off);
+ *   3. query blocks (batch x head x ROVE_BWD_TQ queries): dq over every key block (the
+ *      same tile with dk, dv off).
+ * Tiles whose position ranges see no pair are skipped (rove_classify), so causal and
+ * windowed calls do about half / a band of the work. P and dP are computed in both phases:
+ * 7 block products against the forward's 2 (a single pass would need dq summed across key
+ * blocks, i.e. atomics or per-block partial sums).
+ * Workspace: (q_len * n_heads * 2 + kv_len * n_kv_heads * 4) * d floats per batch row
+ * plus a tile's scratch and accumulators per thread (and the forward's validation
+ * workspace). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,26 +38,19 @@
 #include "attention_internal.h"
 #include "attention_tile.h"
 
-#define ROVE_BWD_KEYS 64
-#define ROVE_BWD_QUERIES 64
-
 typedef struct rove_bwd {
   rove_fwd f; /* validation, positions, rotation tables */
   const rove_attention_grads *g;
   int64_t dos, dqs, dks, dvs; /* token strides, resolved */
   float *qh, *kt, *vt, *dot;  /* q^, k~, v~, do~: [batch*heads][len][d] */
+  float *kT, *vT;             /* k~, v~ by key block, transposed: [batch*Hkv][n_kb][d][TK] */
   float *D;                   /* [batch*n_heads][q_len] */
-  float *scratch;             /* per thread: 2 * ROVE_BWD_KEYS * d floats */
+  float *scratch;             /* per thread: the tile's scratch, then dk, dv or dq */
+  int64_t scratch_floats;
   int64_t n_kb, n_qb;
   void *block;
   size_t block_bytes;
 } rove_bwd;
-
-static float dot_f(const float *a, const float *b, int32_t d) {
-  float s = 0.0f;
-  for (int32_t c = 0; c < d; c++) s += a[c] * b[c];
-  return s;
-}
 
 /* Resolve a token stride (0 = dense) and the byte extent of rows tokens of width floats. */
 static rove_status grad_extent(int64_t stride, int64_t width, int64_t rows, int64_t *resolved,
@@ -130,58 +130,71 @@ static void rotate_task(int64_t t, int tid, void *vctx) {
   kn->rotate(w->kt + bk * Lk * d, d, rove_fwd_krow(f, b, kvh, 0), f->ks, Lk, d, &rk, f->k_mul,
              1.0f, 0);
   kn->rotate(w->vt + bk * Lk * d, d, rove_fwd_vrow(f, b, kvh, 0), f->vs, Lk, d, &rv, 1.0f, 1.0f, 0);
+  for (int64_t kb = 0; kb < w->n_kb; kb++) { /* [d][TK] blocks, zero past the last key */
+    float *kT = w->kT + (bk * w->n_kb + kb) * d * ROVE_BWD_TK;
+    float *vT = w->vT + (bk * w->n_kb + kb) * d * ROVE_BWD_TK;
+    const float *kr = w->kt + (bk * Lk + kb * ROVE_BWD_TK) * d;
+    const float *vr = w->vt + (bk * Lk + kb * ROVE_BWD_TK) * d;
+    const int64_t nj = Lk - kb * ROVE_BWD_TK < ROVE_BWD_TK ? Lk - kb * ROVE_BWD_TK : ROVE_BWD_TK;
+    for (int32_t c = 0; c < d; c++)
+      for (int64_t j = 0; j < ROVE_BWD_TK; j++) {
+        kT[c * ROVE_BWD_TK + j] = j < nj ? kr[j * d + c] : 0.0f;
+        vT[c * ROVE_BWD_TK + j] = j < nj ? vr[j * d + c] : 0.0f;
+      }
+  }
 }
 
-/* dR_ij (and a_ij in *pa) of query row t*Lq + i against key row bk*Lk + j; 0 when j is
- * not visible to i or i sees no key (lse -inf). */
-static float grad_logit(const rove_bwd *w, int64_t t, int64_t i, int64_t bk, int64_t j,
-                        float *pa) {
+/* Position range of n positions from pos. */
+static void pos_range(const int32_t *pos, int64_t n, int32_t *lo, int32_t *hi) {
+  rove_pos_range(pos, n, lo, hi);
+}
+
+/* The tile of query rows [i0, i0 + ni) of (batch row) task t = b * H + h against key
+ * block kb of KV head bk; 0 when no pair of the two blocks is visible. */
+static int tile_args(const rove_bwd *w, int64_t t, int64_t i0, int64_t ni, int64_t bk,
+                     int64_t kb, rove_bwd_tile *a) {
   const rove_fwd *f = &w->f;
   const rove_plan *p = f->p;
   const int32_t d = p->cfg.head_dim;
-  const int64_t b = t / p->cfg.n_heads, Lq = f->q_len, Lk = f->kv_len;
-  const float lse = f->a->lse[t * Lq + i];
-  *pa = 0.0f;
-  if (lse == -INFINITY) return 0.0f;
-  if (!rove_visible(f->qpos[b * f->qpos_bstride + i], f->kpos[b * f->kpos_bstride + j],
-                    p->cfg.causal, p->cfg.window))
-    return 0.0f;
-  const float *q = w->qh + (t * Lq + i) * d, *k = w->kt + (bk * Lk + j) * d;
-  const float *g = w->dot + (t * Lq + i) * d, *v = w->vt + (bk * Lk + j) * d;
-  float s = dot_f(q, k, d), th = 0.0f;
-  const float cap = p->cfg.softcap;
-  if (cap > 0.0f) th = tanhf(s / cap), s = cap * th;
-  const float pr = expf(s - lse);
-  float ds = pr * (dot_f(g, v, d) - w->D[t * Lq + i]);
-  if (cap > 0.0f) ds *= 1.0f - th * th;
-  *pa = pr;
-  return ds;
+  const int64_t b = t / p->cfg.n_heads, Lq = f->q_len, Lk = f->kv_len, j0 = kb * ROVE_BWD_TK;
+  const int64_t nj = Lk - j0 < ROVE_BWD_TK ? Lk - j0 : ROVE_BWD_TK;
+  const int32_t *qp = f->qpos + b * f->qpos_bstride + i0, *kp = f->kpos + b * f->kpos_bstride + j0;
+  int32_t qlo, qhi, klo, khi;
+  pos_range(qp, ni, &qlo, &qhi);
+  pos_range(kp, nj, &klo, &khi);
+  const int c = rove_classify(qlo, qhi, klo, khi, p->cfg.causal, p->cfg.window);
+  if (c == 0) return 0;
+  const int64_t tb = (bk * w->n_kb + kb) * d * ROVE_BWD_TK; /* transposed block */
+  *a = (rove_bwd_tile){.q = w->qh + (t * Lq + i0) * d, .dout = w->dot + (t * Lq + i0) * d,
+                       .lse = f->a->lse + t * Lq + i0, .D = w->D + t * Lq + i0,
+                       .k = w->kt + (bk * Lk + j0) * d, .kT = w->kT + tb, .vT = w->vT + tb,
+                       .nq = (int32_t)ni, .nk = (int32_t)nj, .d = d, .q_pos = qp, .k_pos = kp,
+                       .mask = c == 2, .causal = p->cfg.causal, .window = p->cfg.window,
+                       .softcap = p->cfg.softcap};
+  return 1;
 }
 
-/* Phase 2: keys [j0, j0 + ROVE_BWD_KEYS) of one (batch, KV head): dk, dv. */
+/* Phase 2: key block kb of one (batch, KV head): dk, dv over every query block of every
+ * query head of the group, in a fixed order. */
 static void key_task(int64_t task, int tid, void *vctx) {
   rove_bwd *w = vctx;
   const rove_fwd *f = &w->f;
   const rove_plan *p = f->p;
   const int32_t d = p->cfg.head_dim, H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads, G = H / Hkv;
-  const int64_t bk = task / w->n_kb, b = bk / Hkv, kvh = bk % Hkv, Lq = f->q_len, Lk = f->kv_len;
-  const int64_t j0 = task % w->n_kb * ROVE_BWD_KEYS;
-  const int64_t nj = Lk - j0 < ROVE_BWD_KEYS ? Lk - j0 : ROVE_BWD_KEYS;
-  float *dk = w->scratch + (int64_t)tid * 2 * ROVE_BWD_KEYS * d, *dv = dk + ROVE_BWD_KEYS * d;
-  memset(dk, 0, sizeof(float) * (size_t)(2 * ROVE_BWD_KEYS * d));
-  for (int64_t h = kvh * G; h < (kvh + 1) * G; h++) {
-    const int64_t t = b * H + h;
-    for (int64_t i = 0; i < Lq; i++) {
-      const float *q = w->qh + (t * Lq + i) * d, *g = w->dot + (t * Lq + i) * d;
-      for (int64_t j = 0; j < nj; j++) {
-        float pr;
-        const float ds = grad_logit(w, t, i, bk, j0 + j, &pr);
-        if (pr == 0.0f && ds == 0.0f) continue;
-        float *dkj = dk + j * d, *dvj = dv + j * d;
-        for (int32_t c = 0; c < d; c++) dkj[c] += ds * q[c], dvj[c] += pr * g[c];
-      }
+  const int64_t bk = task / w->n_kb, kb = task % w->n_kb, b = bk / Hkv, kvh = bk % Hkv;
+  const int64_t Lq = f->q_len, Lk = f->kv_len, j0 = kb * ROVE_BWD_TK;
+  const int64_t nj = Lk - j0 < ROVE_BWD_TK ? Lk - j0 : ROVE_BWD_TK;
+  float *ws = w->scratch + (int64_t)tid * w->scratch_floats;
+  float *dk = ws + ROVE_BWD_SCRATCH, *dv = dk + ROVE_BWD_TK * d;
+  memset(dk, 0, sizeof(float) * (size_t)(2 * ROVE_BWD_TK * d));
+  for (int64_t h = kvh * G; h < (kvh + 1) * G; h++)
+    for (int64_t i0 = 0; i0 < Lq; i0 += ROVE_BWD_TQ) {
+      rove_bwd_tile a;
+      if (!tile_args(w, b * H + h, i0, Lq - i0 < ROVE_BWD_TQ ? Lq - i0 : ROVE_BWD_TQ, bk, kb, &a))
+        continue;
+      a.dk = dk, a.dv = dv, a.scratch = ws;
+      p->kern->attn_bwd(&a);
     }
-  }
   rove_rot rk = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_K);
   rove_rot rv = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_V);
   float *dko = w->g->dk + (b * Lk + j0) * w->dks + kvh * d;
@@ -190,27 +203,24 @@ static void key_task(int64_t task, int tid, void *vctx) {
   p->kern->rotate(dvo, w->dvs, dv, d, nj, d, &rv, 1.0f, 1.0f, 1);
 }
 
-/* Phase 3: queries [i0, i0 + ROVE_BWD_QUERIES) of one (batch, query head): dq. */
+/* Phase 3: query rows [i0, i0 + ROVE_BWD_TQ) of one (batch, query head): dq over every
+ * key block in order. */
 static void query_task(int64_t task, int tid, void *vctx) {
   rove_bwd *w = vctx;
   const rove_fwd *f = &w->f;
   const rove_plan *p = f->p;
   const int32_t d = p->cfg.head_dim, H = p->cfg.n_heads, G = H / p->cfg.n_kv_heads;
-  const int64_t t = task / w->n_qb, b = t / H, h = t % H, kvh = h / G, Lq = f->q_len, Lk = f->kv_len;
+  const int64_t t = task / w->n_qb, b = t / H, h = t % H, kvh = h / G, Lq = f->q_len;
   const int64_t bk = b * p->cfg.n_kv_heads + kvh;
-  const int64_t i0 = task % w->n_qb * ROVE_BWD_QUERIES;
-  const int64_t ni = Lq - i0 < ROVE_BWD_QUERIES ? Lq - i0 : ROVE_BWD_QUERIES;
-  float *dq = w->scratch + (int64_t)tid * 2 * ROVE_BWD_KEYS * d;
+  const int64_t i0 = task % w->n_qb * ROVE_BWD_TQ;
+  const int64_t ni = Lq - i0 < ROVE_BWD_TQ ? Lq - i0 : ROVE_BWD_TQ;
+  float *ws = w->scratch + (int64_t)tid * w->scratch_floats, *dq = ws + ROVE_BWD_SCRATCH;
   memset(dq, 0, sizeof(float) * (size_t)(ni * d));
-  for (int64_t i = 0; i < ni; i++) {
-    float *dqi = dq + i * d;
-    for (int64_t j = 0; j < Lk; j++) {
-      float pr;
-      const float ds = grad_logit(w, t, i0 + i, bk, j, &pr);
-      if (ds == 0.0f) continue;
-      const float *k = w->kt + (bk * Lk + j) * d;
-      for (int32_t c = 0; c < d; c++) dqi[c] += ds * k[c];
-    }
+  for (int64_t kb = 0; kb < w->n_kb; kb++) {
+    rove_bwd_tile a;
+    if (!tile_args(w, t, i0, ni, bk, kb, &a)) continue;
+    a.dq = dq, a.scratch = ws;
+    p->kern->attn_bwd(&a);
   }
   rove_rot rq = rove_fwd_qrot(f, b, kvh, i0, p->cfg.rotate & ROVE_ROTATE_Q);
   const float scale = p->cfg.scale, m = (float)p->attn_factor;
@@ -229,24 +239,28 @@ rove_status rove_attention_backward(const rove_plan *p, const rove_attention_arg
   st = check_grads(&w, a, g);
   const int32_t d = p->cfg.head_dim;
   const int64_t B = a->batch, H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads;
-  int64_t nq = 0, nk = 0, nD = 0, total = 0;
-  w.n_kb = (a->kv_len + ROVE_BWD_KEYS - 1) / ROVE_BWD_KEYS;
-  w.n_qb = (a->q_len + ROVE_BWD_QUERIES - 1) / ROVE_BWD_QUERIES;
+  int64_t nq = 0, nk = 0, nD = 0, nT = 0, total = 0;
+  w.n_kb = (a->kv_len + ROVE_BWD_TK - 1) / ROVE_BWD_TK;
+  w.n_qb = (a->q_len + ROVE_BWD_TQ - 1) / ROVE_BWD_TQ;
+  w.scratch_floats = (ROVE_BWD_SCRATCH + 2 * ROVE_BWD_TK * d + 15) / 16 * 16;
   const int32_t nt = p->cfg.n_threads;
   const int64_t kt = B * Hkv * w.n_kb, qt = B * H * w.n_qb;
   const int64_t team = rove_team_size(nt, kt > qt ? kt : qt);
   if (st == ROVE_OK &&
       (!rove_mul_i64(B * H * a->q_len, d, &nq) || !rove_mul_i64(B * Hkv * a->kv_len, d, &nk) ||
+       !rove_mul_i64(B * Hkv * w.n_kb, d * ROVE_BWD_TK, &nT) ||
        !rove_mul_i64(B * H, a->q_len, &nD) || nq > INT64_MAX / 64 || nk > INT64_MAX / 64 ||
-       !rove_add_i64(2 * nq + 2 * nk + nD, team * 2 * ROVE_BWD_KEYS * d + 64, &total) ||
+       nT > INT64_MAX / 64 ||
+       !rove_add_i64(2 * nq + 2 * nk + 2 * nT + nD, team * w.scratch_floats + 64, &total) ||
        total > INT64_MAX / 8 || (uint64_t)total > SIZE_MAX / 8))
     st = ROVE_ERR_SIZE_OVERFLOW;
   if (st == ROVE_OK) {
     float *block = rove_pool_get(p->pool, (size_t)total * sizeof(float), &w.block_bytes);
     if (!block) st = ROVE_ERR_OUT_OF_MEMORY;
     w.block = block;
-    w.qh = block, w.dot = w.qh + nq, w.kt = w.dot + nq, w.vt = w.kt + nk, w.D = w.vt + nk;
-    w.scratch = w.D + nD;
+    w.qh = block, w.dot = w.qh + nq, w.kt = w.dot + nq, w.vt = w.kt + nk, w.kT = w.vt + nk;
+    w.vT = w.kT + nT, w.D = w.vT + nT;
+    w.scratch = w.D + (nD + 15) / 16 * 16;
   }
   if (st != ROVE_OK) {
     rove_fwd_release(&w.f);

@@ -33,6 +33,7 @@
 
 #include "rove.h"
 #include "dtype.h"
+#include "attn_bwd_kernels.h"
 #include "gla_kernels.h"
 #include "selective_kernels.h"
 
@@ -163,7 +164,7 @@ typedef void (*rove_exp_fn)(float *dst, const float *src, int64_t n);
  * Coupling: tile_q, tile_kv, pack_k and attn_tile change together. pack_k writes K in the
  * ISA's private packed layout of tile_kv keys per tile, attn_tile reads exactly that
  * layout, and the driver sizes the packed K/V, query tiles and scratch from tile_q and
- * tile_kv. rotate, attn_rows, exp, to_f32, from_f32, angle_accum, sincos and gla are
+ * tile_kv. rotate, attn_rows, exp, to_f32, from_f32, angle_accum, sincos, gla and attn_bwd are
  * independent of them.
  * The finish of a query tile (O / l, inverse rotation, LSE) is one generic function over
  * the table's rotate slot (rove_finish_f32 below). */
@@ -181,6 +182,8 @@ typedef struct rove_kernels {
   rove_angle_accum_fn angle_accum;
   rove_sincos_fn sincos;
   rove_gla_kernels gla;
+  /* The backward tile of rove_attention_backward (attn_bwd_kernels.h). */
+  rove_attn_bwd_fn attn_bwd;
 } rove_kernels;
 
 /* Finish nq rows of a query tile (src/kernels/finish.c, one version for every ISA):
@@ -214,6 +217,7 @@ void rove_finish_f32(const rove_kernels *k, float *out, int64_t out_stride, floa
   void rove_gla_steps_f32__##isa(float *s, float *o, const float *q, const float *k,         \
                                  const float *v, const float *g, int32_t n, int32_t dk,      \
                                  int32_t dv, float *work);                                   \
+  void rove_attn_bwd_f32__##isa(const rove_bwd_tile *t);                                    \
   extern const rove_kernels rove_kernels_##isa;
 
 #endif

@@ -17,4 +17,5 @@ const rove_kernels rove_kernels_avx512 = {
     .angle_accum = rove_angle_accum_f32__avx512,
     .sincos = rove_sincos_f32__avx512,
     .gla = {.chunk = rove_gla_chunk_f32__avx512, .steps = rove_gla_steps_f32__avx512},
+    .attn_bwd = rove_attn_bwd_f32__avx512,
 };

@@ -16,4 +16,5 @@ const rove_kernels rove_kernels_scalar = {
     .angle_accum = rove_angle_accum_f32__scalar,
     .sincos = rove_sincos_f32__scalar,
     .gla = {.chunk = rove_gla_chunk_f32__scalar, .steps = rove_gla_steps_f32__scalar},
+    .attn_bwd = rove_attn_bwd_f32__scalar,
 };

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/* The body of the backward tile (attn_bwd_kernels.h), written once in C for the loop
+ * vectoriser: every inner loop runs over contiguous keys (S, dP through the transposed
+ * blocks) or contiguous dims (the three accumulations, axpy rows), with no reductions, so
+ * vectorising changes no rounding. Each ISA's file defines ROVE_BWD_MADD(a, b, c) (a * b +
+ * c: the scalar reference computes it as a multiply and an add, the SIMD files as fmaf,
+ * which their -mfma flags turn into vector FMAs) and includes this to define its kernel
+ * with its own exp slot.
+ *
+ * Scratch: S / P [nq][TK], dP / dS [nq][TK], and tanh(S / c) [nq][TK] under softcap. */
+#ifndef ROVE_ATTN_BWD_BODY_H
+#define ROVE_ATTN_BWD_BODY_H
+
+#include <math.h>
+#include <string.h>
+
+#include "rove.h"
+#include "attn_bwd_kernels.h"
+#include "mask.h"
+
+/* rows[i][0..TK) = a[i][.] . bT[.][0..TK) for nq rows of a ([nq][d]); bT is [d][TK].
+ * A row's TK sums are a local array (mostly kept in vector registers over d). A macro:
+ * expanded in place it vectorises better than the same code as a function (measured). */
+#define ROVE_BWD_PRODUCT(rows, a, bT, nq, d)                                              \
+  for (int32_t i_ = 0; i_ < (nq); i_++) {                                                 \
+    float acc_[ROVE_BWD_TK];                                                              \
+    const float *a_ = (a) + (int64_t)i_ * (d);                                            \
+    for (int32_t j_ = 0; j_ < ROVE_BWD_TK; j_++) acc_[j_] = 0.0f;                         \
+    for (int32_t c_ = 0; c_ < (d); c_++) {                                                \
+      const float ac_ = a_[c_];                                                           \
+      const float *restrict b_ = (bT) + (int64_t)c_ * ROVE_BWD_TK;                       \
+      for (int32_t j_ = 0; j_ < ROVE_BWD_TK; j_++) acc_[j_] = ROVE_BWD_MADD(ac_, b_[j_], acc_[j_]); \
+    }                                                                                     \
+    memcpy((rows) + (int64_t)i_ * ROVE_BWD_TK, acc_, sizeof acc_);                        \
+  }
+
+/* dst[o][0..D) += sum_n w(o, n) src[n][0..D) for o < n_out, n < n_in, with the weight
+ * w(o, n) = W[o * wo + n * wn]; a zero weight is skipped (it may multiply a NaN of an
+ * invisible row). The D sums of one output row stay in registers over the n loop (D a
+ * constant: 64 and 128 get their own copies; 0 = the runtime d). */
+#define ROVE_BWD_DEFINE_ACC(name, D_)                                                     \
+  static inline void name(float *restrict dst, const float *restrict W, int64_t wo,       \
+                          int64_t wn, const float *restrict src, int32_t n_out,           \
+                          int32_t n_in, int32_t dd) {                                     \
+    const int32_t D = (D_) ? (D_) : dd;                                                   \
+    for (int32_t o = 0; o < n_out; o++) {                                                 \
+      float acc[(D_) ? (D_) : ROVE_MAX_HEAD_DIM];                                         \
+      float *x = dst + (int64_t)o * D;                                                    \
+      for (int32_t c = 0; c < D; c++) acc[c] = x[c];                                      \
+      for (int32_t n = 0; n < n_in; n++) {                                                \
+        const float w = W[o * wo + n * wn];                                               \
+        if (w == 0.0f) continue;                                                          \
+        const float *y = src + (int64_t)n * D;                                            \
+        for (int32_t c = 0; c < D; c++) acc[c] = ROVE_BWD_MADD(w, y[c], acc[c]);          \
+      }                                                                                   \
+      for (int32_t c = 0; c < D; c++) x[c] = acc[c];                                      \
+    }                                                                                     \
+  }
+ROVE_BWD_DEFINE_ACC(rove_bwd_acc64, 64)
+ROVE_BWD_DEFINE_ACC(rove_bwd_acc128, 128)
+ROVE_BWD_DEFINE_ACC(rove_bwd_accd, 0)
+
+static inline void rove_bwd_acc(float *dst, const float *W, int64_t wo, int64_t wn,
+                                const float *src, int32_t n_out, int32_t n_in, int32_t d) {
+  if (d == 64)
+    rove_bwd_acc64(dst, W, wo, wn, src, n_out, n_in, d);
+  else if (d == 128)
+    rove_bwd_acc128(dst, W, wo, wn, src, n_out, n_in, d);
+  else
+    rove_bwd_accd(dst, W, wo, wn, src, n_out, n_in, d);
+}
+
+static inline void rove_attn_bwd_body(const rove_bwd_tile *t,
+                                      void (*expv)(float *, const float *, int64_t)) {
+  const int32_t nq = t->nq, nk = t->nk, d = t->d, TK = ROVE_BWD_TK;
+  const float cap = t->softcap;
+  float *P = t->scratch, *dS = P + ROVE_BWD_TQ * TK, *th = dS + ROVE_BWD_TQ * TK;
+  /* S = q^ k~^T over all TK columns (the zero columns past nk give 0) */
+  ROVE_BWD_PRODUCT(P, t->q, t->kT, nq, d);
+  /* P = exp(s - lse) on the visible entries; dead rows (lse -inf) and masked entries 0 */
+  for (int32_t i = 0; i < nq; i++) {
+    float *p = P + (int64_t)i * TK;
+    const float lse = t->lse[i];
+    if (lse == -INFINITY) {
+      for (int32_t j = 0; j < TK; j++) p[j] = 0.0f;
+      continue;
+    }
+    if (cap > 0.0f) {
+      float *h = th + (int64_t)i * TK;
+      for (int32_t j = 0; j < nk; j++) h[j] = tanhf(p[j] / cap), p[j] = cap * h[j];
+    }
+    for (int32_t j = 0; j < nk; j++) p[j] -= lse;
+    expv(p, p, nk);
+    for (int32_t j = nk; j < TK; j++) p[j] = 0.0f;
+    if (t->mask)
+      for (int32_t j = 0; j < nk; j++)
+        if (!rove_visible(t->q_pos[i], t->k_pos[j], t->causal, t->window)) p[j] = 0.0f;
+  }
+  /* dP = do~ v~^T, then dS = P (dP - D) (x (1 - tanh^2) under softcap) */
+  ROVE_BWD_PRODUCT(dS, t->dout, t->vT, nq, d);
+  for (int32_t i = 0; i < nq; i++) {
+    float *p = P + (int64_t)i * TK, *g = dS + (int64_t)i * TK;
+    const float Di = t->D[i];
+    /* where P is 0, dS is 0 even if dP is not finite (garbage V of an invisible key) */
+    for (int32_t j = 0; j < TK; j++) g[j] = p[j] != 0.0f ? p[j] * (g[j] - Di) : 0.0f;
+    if (cap > 0.0f && t->lse[i] != -INFINITY) {
+      const float *h = th + (int64_t)i * TK;
+      for (int32_t j = 0; j < nk; j++) g[j] *= 1.0f - h[j] * h[j];
+    }
+  }
+  /* accumulations (a zero weight adds nothing and is skipped, so a NaN or inf of an
+   * invisible pair never reaches a gradient): dv_j += sum_i P_ij do_i, dk_j += sum_i
+   * dS_ij q_i (weights by column: wo = 1, wn = TK), dq_i += sum_j dS_ij k_j (by row) */
+  if (t->dv) rove_bwd_acc(t->dv, P, 1, TK, t->dout, nk, nq, d);
+  if (t->dk) rove_bwd_acc(t->dk, dS, 1, TK, t->q, nk, nq, d);
+  if (t->dq) rove_bwd_acc(t->dq, dS, TK, 1, t->k, nq, nk, d);
+}
+
+#endif
