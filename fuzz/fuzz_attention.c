@@ -5,7 +5,9 @@
  * Invariants: a valid status; outputs untouched on failure; stride gaps never written; a
  * query with no visible key gets 0 and LSE -inf; a query whose visible keys are finite
  * (and whose logits cannot overflow) gets a finite output and LSE; rove_plan_config works
- * for every plan. */
+ * for every plan. Then rove_attention_backward of a successful forward with an LSE: it
+ * succeeds, writes every gradient element, gives 0 to fully masked queries and unseen
+ * keys, and finite gradients for finite inputs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +173,55 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           FZ_CHECK(H, fz_untouched(row + hq * d, (size_t)(ost - hq * d) * sizeof *row),
                    "out stride gap written");
       }
+  }
+
+  /* The backward of a successful forward with an LSE: same arguments, dense gradients.
+   * It must succeed; every gradient element is written; a query with no visible key gets
+   * dq = 0 and a key no query sees dk = dv = 0; with finite inputs and bounded logits
+   * every gradient is finite. */
+  if (st == ROVE_OK && lse && fz_bool(&rd)) {
+    const size_t gq = (size_t)(qrows * hq * d), gk = (size_t)(krows * hkv * d);
+    float *dout = fz_alloc(gq * sizeof *dout);
+    fz_fill_f32(&rd, dout, gq, 1.0f);
+    float *dq = fz_canary_alloc(gq * sizeof *dq), *dk = fz_canary_alloc(gk * sizeof *dk);
+    float *dv = fz_canary_alloc(gk * sizeof *dv);
+    rove_attention_grads g = {.dout = dout, .dq = dq, .dk = dk, .dv = dv};
+    rove_status bs = rove_attention_backward(plan, &a, &g);
+    fz_check_status(H, bs);
+    FZ_CHECK(H, bs == ROVE_OK, "backward of a successful forward failed");
+    if (bs == ROVE_OK) {
+      const int finite = !nspecial && bound < 1e30;
+      for (int64_t b = 0; b < a.batch; b++) {
+        for (int64_t i = 0; i < nq; i++) {
+          int32_t pi = q_pos ? q_pos[b * nq + i] : (int32_t)(nk - nq + i);
+          int any = 0;
+          for (int64_t j = 0; j < nk; j++)
+            any |= fz_visible(rc.causal, rc.window, pi, kv_pos ? kv_pos[b * nk + j] : (int32_t)j);
+          for (int64_t e = 0; e < hq * d; e++) {
+            const float x = dq[(b * nq + i) * hq * d + e];
+            FZ_CHECK(H, !fz_is_canary_f32(x), "a dq element was not written");
+            if (!any) FZ_CHECK(H, x == 0.0f, "fully masked query: dq not 0");
+            if (finite) FZ_CHECK(H, isfinite(x), "finite inputs gave a non-finite dq");
+          }
+        }
+        for (int64_t j = 0; j < nk; j++) {
+          int32_t pj = kv_pos ? kv_pos[b * nk + j] : (int32_t)j;
+          int seen = 0;
+          for (int64_t i = 0; i < nq; i++)
+            seen |= fz_visible(rc.causal, rc.window, q_pos ? q_pos[b * nq + i] : (int32_t)(nk - nq + i), pj);
+          for (int64_t e = 0; e < hkv * d; e++) {
+            const float x = dk[(b * nk + j) * hkv * d + e], y = dv[(b * nk + j) * hkv * d + e];
+            FZ_CHECK(H, !fz_is_canary_f32(x) && !fz_is_canary_f32(y), "a dk/dv element was not written");
+            if (!seen) FZ_CHECK(H, x == 0.0f && y == 0.0f, "a key no query sees: dk/dv not 0");
+            if (finite) FZ_CHECK(H, isfinite(x) && isfinite(y), "finite inputs gave a non-finite dk/dv");
+          }
+        }
+      }
+    }
+    free(dout);
+    free(dq);
+    free(dk);
+    free(dv);
   }
 
   free(q);

@@ -351,6 +351,12 @@ typedef struct rove_attention_grads {
   float *dk, *dv;     /**< out: [batch][kv_len][n_kv_heads][head_dim] */
   /** Floats between consecutive tokens, as in rove_attention_args; 0 = dense. */
   int64_t dout_stride, dq_stride, dk_stride, dv_stride;
+  /** With explicit angles (a->q_angles / kv_angles): NULL, or out: dLoss / d angle,
+   *  [batch][q_len][n_kv_heads][rotary_dim/2] and [batch][kv_len][n_kv_heads][rotary_dim/2]
+   *  doubles (dense; a KV head's query heads summed). Each is the gradient through its
+   *  own array: a self-attention call that passes one array as both gets the total as
+   *  d_q_angles + d_kv_angles. Must be NULL without explicit angles. */
+  double *d_q_angles, *d_kv_angles;
 } rove_attention_grads;
 
 /**
@@ -362,13 +368,16 @@ typedef struct rove_attention_grads {
  * dv summed over each query group) and strides, all fp32. Flash style: P is recomputed
  * from the LSE key block by key block, never an n x n matrix; workspace O((q_len + kv_len)
  * * heads * head_dim). A query with no visible key (LSE -inf) contributes nothing and
- * gets dq = 0; a key no query sees gets dk = dv = 0. Explicit angles (Selective RoPE) are
- * treated as constants: no gradient flows to them (yet). Bitwise identical for any thread
- * count (no atomics: dk / dv and dq are accumulated by disjoint tasks in a fixed order).
+ * gets dq = 0; a key no query sees gets dk = dv = 0. With explicit angles (Selective
+ * RoPE) their gradients are written where g asks for them (d_q_angles, d_kv_angles: each
+ * rotation an angle drives contributes, e.g. a key angle through K and, for RoVE, V).
+ * Bitwise identical for any thread count (no atomics: dk / dv and dq are accumulated by
+ * disjoint tasks in a fixed order).
  * The inner loops are portable C on every ISA (no SIMD kernel yet).
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT as rove_attention_forward, and for a NULL
  *         @p g, dout, dq, dk, dv or a->lse, a gradient stride below the dense width, or a
- *         gradient that overlaps an input (q, k, v, out, lse, dout) or another gradient;
+ *         gradient that overlaps an input (q, k, v, out, lse, dout, the angles) or another
+ *         gradient, an angle gradient without explicit angles;
  *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. Gradients untouched on failure.
  */
 ROVE_API rove_status rove_attention_backward(const rove_plan *p, const rove_attention_args *a,

@@ -22,8 +22,11 @@
  *   2. key blocks (batch x KV head x ROVE_BWD_TK keys): dk, dv of the block over every
  *      query block of every query head of the group (the kernel table's attn_bwd tile,
  *      src/kernels/attn_bwd_kernels.h, with dq off);
- *   3. query blocks (batch x head x ROVE_BWD_TQ queries): dq over every key block (the
- *      same tile with dk, dv off).
+ *   3. query blocks (batch x KV head x ROVE_BWD_TQ queries): dq of each query head of the
+ *      group over every key block (the same tile with dk, dv off).
+ * Explicit angles (Selective RoPE): d psi of the key angles in phase 2 and d phi of the
+ * query angles in phase 3, from the rotated-frame gradients before the inverse rotation
+ * (add_pair_grads), summed over a GQA group in order.
  * Tiles whose position ranges see no pair are skipped (rove_classify), so causal and
  * windowed calls do about half / a band of the work. P and dP are computed in both phases:
  * 7 block products against the forward's 2 (a single pass would need dq summed across key
@@ -85,17 +88,38 @@ static rove_status check_grads(rove_bwd *w, const rove_attention_args *a,
   const size_t bv = (size_t)((krows - 1) * f->vs + wkv) * sizeof(float);
   const size_t bo = (size_t)((qrows - 1) * f->os + wq) * sizeof(float);
   const size_t bl = (size_t)(qrows * c->n_heads) * sizeof(float);
-  const void *in[6] = {a->q, a->k, a->v, a->out, a->lse, g->dout};
-  const size_t inb[6] = {bq, bk, bv, bo, bl, bdo};
-  void *outs[3] = {g->dq, g->dk, g->dv};
-  const size_t outb[3] = {bdq, bdk, bdv};
-  for (int o = 0; o < 3; o++) {
-    for (int i = 0; i < 6; i++)
+  /* angle gradients: only with explicit angles, [batch][len][n_kv_heads][r/2] doubles */
+  if ((g->d_q_angles || g->d_kv_angles) && !f->angles) return ROVE_ERR_INVALID_ARGUMENT;
+  const size_t aw = (size_t)c->n_kv_heads * (size_t)f->p->half * sizeof(double);
+  const size_t baq = f->angles ? (size_t)qrows * aw : 0, bak = f->angles ? (size_t)krows * aw : 0;
+  const void *in[8] = {a->q, a->k, a->v, a->out, a->lse, g->dout, a->q_angles, a->kv_angles};
+  const size_t inb[8] = {bq, bk, bv, bo, bl, bdo, baq, bak};
+  void *outs[5] = {g->dq, g->dk, g->dv, g->d_q_angles, g->d_kv_angles};
+  const size_t outb[5] = {bdq, bdk, bdv, g->d_q_angles ? baq : 0, g->d_kv_angles ? bak : 0};
+  for (int o = 0; o < 5; o++) {
+    for (int i = 0; i < 8; i++)
       if (rove_overlap(outs[o], outb[o], in[i], inb[i])) return ROVE_ERR_INVALID_ARGUMENT;
     for (int o2 = 0; o2 < o; o2++)
       if (rove_overlap(outs[o], outb[o], outs[o2], outb[o2])) return ROVE_ERR_INVALID_ARGUMENT;
   }
   return ROVE_OK;
+}
+
+/* Angle gradients (explicit angles): a pair (y_a, y_b) = R(t) (x_a, x_b) has
+ * d y / d t = (-y_b, y_a), so with g = dLoss / d y, dLoss / d t = g_b y_a - g_a y_b. Adds
+ * sign times that for the plan's r/2 pairs of one row to out[half]. A zero gradient
+ * component adds nothing (it may meet a NaN of a key no query sees). */
+static void add_pair_grads(const rove_plan *p, const float *g, const float *y, double *out,
+                           double sign) {
+  const int32_t half = p->half, first = rove_plan_rot_first(p);
+  const int inter = p->cfg.rope.pairing == ROVE_PAIRING_INTERLEAVED;
+  for (int32_t k = 0; k < half; k++) {
+    const int32_t ia = first + (inter ? 2 * k : k), ib = first + (inter ? 2 * k + 1 : k + half);
+    double t = 0.0;
+    if (g[ib] != 0.0f) t += (double)g[ib] * y[ia];
+    if (g[ia] != 0.0f) t -= (double)g[ia] * y[ib];
+    out[k] += sign * t;
+  }
 }
 
 /* Phase 1, one task per (batch, query head): q^ and do~ rows, D; the task of query head h
@@ -195,6 +219,17 @@ static void key_task(int64_t task, int tid, void *vctx) {
       a.dk = dk, a.dv = dv, a.scratch = ws;
       p->kern->attn_bwd(&a);
     }
+  if (w->g->d_kv_angles) { /* d psi_j from k~ = M R(psi) k and v~ = R(psi) v */
+    const int32_t half = p->half;
+    for (int64_t j = 0; j < nj; j++) {
+      double *da = w->g->d_kv_angles + ((b * Lk + j0 + j) * Hkv + kvh) * half;
+      memset(da, 0, sizeof(double) * (size_t)half);
+      if (p->cfg.rotate & ROVE_ROTATE_K)
+        add_pair_grads(p, dk + j * d, w->kt + (bk * Lk + j0 + j) * d, da, 1.0);
+      if (p->cfg.rotate & ROVE_ROTATE_V)
+        add_pair_grads(p, dv + j * d, w->vt + (bk * Lk + j0 + j) * d, da, 1.0);
+    }
+  }
   rove_rot rk = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_K);
   rove_rot rv = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_V);
   float *dko = w->g->dk + (b * Lk + j0) * w->dks + kvh * d;
@@ -203,29 +238,45 @@ static void key_task(int64_t task, int tid, void *vctx) {
   p->kern->rotate(dvo, w->dvs, dv, d, nj, d, &rv, 1.0f, 1.0f, 1);
 }
 
-/* Phase 3: query rows [i0, i0 + ROVE_BWD_TQ) of one (batch, query head): dq over every
- * key block in order. */
+/* Phase 3: query rows [i0, i0 + ROVE_BWD_TQ) of one (batch, KV head): dq of each query
+ * head of the group over every key block in order; with explicit angles also d phi of
+ * the rows (summed over the group's heads in order: q^ = scale M R(phi) q and the output
+ * o = R(phi)^-1 o~, whose derivative is -J o). */
 static void query_task(int64_t task, int tid, void *vctx) {
   rove_bwd *w = vctx;
   const rove_fwd *f = &w->f;
   const rove_plan *p = f->p;
-  const int32_t d = p->cfg.head_dim, H = p->cfg.n_heads, G = H / p->cfg.n_kv_heads;
-  const int64_t t = task / w->n_qb, b = t / H, h = t % H, kvh = h / G, Lq = f->q_len;
-  const int64_t bk = b * p->cfg.n_kv_heads + kvh;
+  const int32_t d = p->cfg.head_dim, H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads, G = H / Hkv;
+  const int32_t half = p->half;
+  const int64_t bk = task / w->n_qb, b = bk / Hkv, kvh = bk % Hkv, Lq = f->q_len;
   const int64_t i0 = task % w->n_qb * ROVE_BWD_TQ;
   const int64_t ni = Lq - i0 < ROVE_BWD_TQ ? Lq - i0 : ROVE_BWD_TQ;
   float *ws = w->scratch + (int64_t)tid * w->scratch_floats, *dq = ws + ROVE_BWD_SCRATCH;
-  memset(dq, 0, sizeof(float) * (size_t)(ni * d));
-  for (int64_t kb = 0; kb < w->n_kb; kb++) {
-    rove_bwd_tile a;
-    if (!tile_args(w, t, i0, ni, bk, kb, &a)) continue;
-    a.dq = dq, a.scratch = ws;
-    p->kern->attn_bwd(&a);
-  }
+  double *dphi = w->g->d_q_angles ? w->g->d_q_angles + ((b * Lq + i0) * Hkv + kvh) * half : NULL;
+  for (int64_t i = 0; dphi && i < ni; i++)
+    memset(dphi + i * Hkv * half, 0, sizeof(double) * (size_t)half);
   rove_rot rq = rove_fwd_qrot(f, b, kvh, i0, p->cfg.rotate & ROVE_ROTATE_Q);
   const float scale = p->cfg.scale, m = (float)p->attn_factor;
-  p->kern->rotate(w->g->dq + (b * Lq + i0) * w->dqs + h * d, w->dqs, dq, d, ni, d, &rq,
-                  scale * m, scale, 1);
+  for (int64_t h = kvh * G; h < (kvh + 1) * G; h++) {
+    const int64_t t = b * H + h;
+    memset(dq, 0, sizeof(float) * (size_t)(ni * d));
+    for (int64_t kb = 0; kb < w->n_kb; kb++) {
+      rove_bwd_tile a;
+      if (!tile_args(w, t, i0, ni, bk, kb, &a)) continue;
+      a.dq = dq, a.scratch = ws;
+      p->kern->attn_bwd(&a);
+    }
+    for (int64_t i = 0; dphi && i < ni; i++) {
+      double *da = dphi + i * Hkv * half;
+      if (p->cfg.rotate & ROVE_ROTATE_Q)
+        add_pair_grads(p, dq + i * d, w->qh + (t * Lq + i0 + i) * d, da, 1.0);
+      if (p->cfg.rotate & ROVE_ROTATE_O)
+        add_pair_grads(p, w->g->dout + (b * Lq + i0 + i) * w->dos + h * d,
+                       f->a->out + (b * Lq + i0 + i) * f->os + h * d, da, -1.0);
+    }
+    p->kern->rotate(w->g->dq + (b * Lq + i0) * w->dqs + h * d, w->dqs, dq, d, ni, d, &rq,
+                    scale * m, scale, 1);
+  }
 }
 
 rove_status rove_attention_backward(const rove_plan *p, const rove_attention_args *a,
@@ -244,7 +295,7 @@ rove_status rove_attention_backward(const rove_plan *p, const rove_attention_arg
   w.n_qb = (a->q_len + ROVE_BWD_TQ - 1) / ROVE_BWD_TQ;
   w.scratch_floats = (ROVE_BWD_SCRATCH + 2 * ROVE_BWD_TK * d + 15) / 16 * 16;
   const int32_t nt = p->cfg.n_threads;
-  const int64_t kt = B * Hkv * w.n_kb, qt = B * H * w.n_qb;
+  const int64_t kt = B * Hkv * w.n_kb, qt = B * Hkv * w.n_qb;
   const int64_t team = rove_team_size(nt, kt > qt ? kt : qt);
   if (st == ROVE_OK &&
       (!rove_mul_i64(B * H * a->q_len, d, &nq) || !rove_mul_i64(B * Hkv * a->kv_len, d, &nk) ||

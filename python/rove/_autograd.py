@@ -5,7 +5,8 @@ librove's rove_attention_backward (dq, dk, dv; flash style, fp32).
 Used by attention() / Plan.attention when a float32 torch q, k or v requires grad and
 grad mode is on. The forward is the usual librove call (with its LSE, which the backward
 needs); the LSE returned with return_lse=True is not differentiable. Explicit angles
-(Selective RoPE) are constants here: an angle tensor that requires grad is refused.
+(Selective RoPE) given as float64 torch tensors that require grad get their gradients
+too (one tensor passed as both gets the sum, as autograd adds the two).
 """
 from __future__ import annotations
 
@@ -52,9 +53,8 @@ def check(q, k, v, out, q_angles, kv_angles):
         raise ValueError("out= cannot be used when an input requires grad (autograd needs a "
                          "fresh output)")
     for name, a in (("q_angles", q_angles), ("kv_angles", kv_angles)):
-        if _tensor.is_torch(a) and a.requires_grad:
-            raise NotImplementedError(f"{name} requires grad: librove has no gradient for "
-                                      "explicit angles yet (detach them)")
+        if _tensor.is_torch(a) and a.requires_grad and a.dtype != t.float64:
+            raise TypeError(f"{name} is {a.dtype}: angles are float64")
 
 
 def _make_function():
@@ -62,7 +62,7 @@ def _make_function():
 
     class AttentionFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, plan, q_pos, kv_pos, layout, q_angles, kv_angles):
+        def forward(ctx, q, k, v, q_angles, kv_angles, plan, q_pos, kv_pos, layout):
             from .attention import _forward
             out, lse = _forward(plan, q, k, v, q_pos, kv_pos, layout, True, None, q_angles,
                                 kv_angles)
@@ -75,12 +75,12 @@ def _make_function():
         def backward(ctx, dout, dlse):
             q, k, v, out, lse = ctx.saved_tensors
             plan, q_pos, kv_pos, layout, q_angles, kv_angles = ctx.meta
-            dq, dk, dv = _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout,
-                                   q_angles, kv_angles)
-            return (dq if ctx.needs_input_grad[0] else None,
-                    dk if ctx.needs_input_grad[1] else None,
-                    dv if ctx.needs_input_grad[2] else None,
-                    None, None, None, None, None, None)
+            need = ctx.needs_input_grad
+            dq, dk, dv, dqa, dka = _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos,
+                                             layout, q_angles, kv_angles,
+                                             angle_grads=(need[3], need[4]))
+            return (dq if need[0] else None, dk if need[1] else None, dv if need[2] else None,
+                    dqa, dka, None, None, None, None)
 
     return AttentionFunction
 
@@ -94,12 +94,14 @@ def attention(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, k
     check(q, k, v, out, q_angles, kv_angles)
     if _FUNCTION is None:
         _FUNCTION = _make_function()
-    o, lse = _FUNCTION.apply(q, k, v, plan, q_pos, kv_pos, layout, q_angles, kv_angles)
+    o, lse = _FUNCTION.apply(q, k, v, q_angles, kv_angles, plan, q_pos, kv_pos, layout)
     return (o, lse) if return_lse else o
 
 
-def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv_angles):
-    """dq, dk, dv (the caller's layout and rank) by rove_attention_backward."""
+def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv_angles,
+              angle_grads=(False, False)):
+    """dq, dk, dv (the caller's layout and rank) and the angle gradients asked for by
+    angle_grads (float64, the angles' shapes; else None) by rove_attention_backward."""
     from .attention import _angles
     torch = _tensor._torch()
     bhsd, ndim = layout == "bhsd", q.dim()
@@ -126,7 +128,14 @@ def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv
                 (B, Lk, Hk, half) if ndim == 4 else (Lk, Hk, half))
         g = _lib.AttentionGrads()
         g.dout, g.dq, g.dk, g.dv = (x.data_ptr() for x in (gc, dq, dk, dv))
+        dqa = dka = None
+        if q_angles is not None and angle_grads[0]:
+            dqa = torch.empty(tuple(q_angles.shape), dtype=torch.float64)
+            g.d_q_angles = dqa.data_ptr()
+        if kv_angles is not None and angle_grads[1]:
+            dka = torch.empty(tuple(kv_angles.shape), dtype=torch.float64)
+            g.d_kv_angles = dka.data_ptr()
         st = _lib.lib.rove_attention_backward(plan._handle, ctypes.byref(a), ctypes.byref(g))
         del qp, kp, qa, ka
         _lib.check("rove_attention_backward", st)
-    return _user(dq, bhsd, ndim), _user(dk, bhsd, ndim), _user(dv, bhsd, ndim)
+    return _user(dq, bhsd, ndim), _user(dk, bhsd, ndim), _user(dv, bhsd, ndim), dqa, dka

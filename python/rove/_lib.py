@@ -104,10 +104,11 @@ class TensorTypes(Structure):
 
 
 class AttentionGrads(Structure):
-    """rove_attention_grads: dout in, dq / dk / dv out, token strides (0 = dense)."""
+    """rove_attention_grads: dout in, dq / dk / dv out, token strides (0 = dense), the
+    angle gradients (explicit angles only)."""
     _fields_ = [("dout", c_void_p), ("dq", c_void_p), ("dk", c_void_p), ("dv", c_void_p),
                 ("dout_stride", c_int64), ("dq_stride", c_int64), ("dk_stride", c_int64),
-                ("dv_stride", c_int64)]
+                ("dv_stride", c_int64), ("d_q_angles", c_void_p), ("d_kv_angles", c_void_p)]
 
 
 # Every struct the bindings mirror, by its C name (the layout test iterates over this).

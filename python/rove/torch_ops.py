@@ -64,8 +64,8 @@ def _backward(ctx, dout, dlse):
     (H, D), (Hk, _) = _heads(q, "q", bhsd), _heads(k, "k", bhsd)
     plan = get_plan(H, Hk, D, rotate=_flags(rotate), causal=causal, window=window,
                     softcap=softcap, scale=scale, rope=_rope(rope_json))
-    dq, dk, dv = _autograd._backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout,
-                                     None, None)
+    dq, dk, dv, _, _ = _autograd._backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos,
+                                           layout, None, None)
     return dq, dk, dv, None, None, None, None, None, None, None, None, None
 
 

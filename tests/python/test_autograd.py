@@ -2,7 +2,8 @@
 """rove.attention under torch.autograd (rove_attention_backward): dq, dk, dv against
 PyTorch's own autograd through a float64 torch implementation of docs/DESIGN.md §1 (the
 reference users trust: torch's derivatives of torch ops), for every rotation set, GQA,
-windows, softcap, YaRN, explicit positions, both layouts and 3-D inputs;
+windows, softcap, YaRN, explicit positions, explicit angles (with their gradients), both
+layouts and 3-D inputs;
 torch.autograd.gradcheck on float32 (finite differences of librove's own forward); the
 refusals of what the differentiable path does not take."""
 import math
@@ -44,8 +45,9 @@ def _rotate(x, ang, r, pairing, sign=1.0):
 
 
 def torch_ref(q, k, v, *, rope, rotate, causal, window=0, softcap=0.0, q_pos=None,
-              kv_pos=None):
-    """Attention in float64 torch ops, bshd [B, L, H, d]."""
+              kv_pos=None, q_angles=None, kv_angles=None):
+    """Attention in float64 torch ops, bshd [B, L, H, d]; angles [B, L, Hk, r/2] replace
+    pos * w (and are differentiated by torch when they require grad)."""
     w, m = rove.inv_freq(rope, q.shape[-1])
     w = torch.as_tensor(np.asarray(w), dtype=torch.float64)
     B, Lq, H, d = q.shape
@@ -55,6 +57,8 @@ def torch_ref(q, k, v, *, rope, rotate, causal, window=0, softcap=0.0, q_pos=Non
     p = torch.arange(Lk) if kv_pos is None else torch.as_tensor(kv_pos)
     P, p = P.expand(B, Lq).double(), p.expand(B, Lk).double()
     qa, ka = P[..., None, None] * w, p[..., None, None] * w  # [B, L, 1, r/2]
+    if q_angles is not None:  # per KV head: each query head uses its group's angles
+        qa, ka = q_angles.repeat_interleave(g, dim=2), kv_angles.repeat_interleave(g, dim=2)
     kk, vv = k.repeat_interleave(g, dim=2), v.repeat_interleave(g, dim=2)
     mvec = torch.ones(d, dtype=torch.float64)
     mvec[:r] = m
@@ -191,9 +195,37 @@ def test_refusals(no_c_call):
         rove.attention(q, k, v, out=torch.empty(1, 4, 2, 8))
     with pytest.raises(TypeError, match="torch"):
         rove.attention(q, k.numpy(), v.numpy())
-    ang = torch.zeros(1, 4, 2, 4, dtype=torch.float64, requires_grad=True)
-    with pytest.raises(NotImplementedError, match="angles"):
+    ang = torch.zeros(1, 4, 2, 4, dtype=torch.float32, requires_grad=True)
+    with pytest.raises(TypeError, match="float64"):
         rove.attention(q, k, v, q_angles=ang, kv_angles=ang.detach())
+
+
+@pytest.mark.parametrize("rotate,shared", [("rove", False), ("rope", False), ("rove", True)])
+def test_angle_gradients(rotate, shared):
+    """Selective RoPE: gradients of explicit angles (and of q, k, v with them) against
+    torch autograd in float64; one tensor as both angle arrays gets the sum."""
+    g = np.random.default_rng(13)
+    B, L, H, Hk, d = 2, 9, 4, 2, 16
+    q64, k64, v64 = (torch.tensor(g.uniform(-1, 1, (B, L, h, d)), requires_grad=True)
+                     for h in (H, Hk, Hk))
+    qa64 = torch.tensor(g.uniform(-3, 3, (B, L, Hk, d // 2)), requires_grad=True)
+    ka64 = qa64 if shared else torch.tensor(g.uniform(-3, 3, (B, L, Hk, d // 2)),
+                                            requires_grad=True)
+    dout = torch.tensor(g.uniform(-1, 1, (B, L, H, d)))
+    ref = torch_ref(q64, k64, v64, rope=rove.RopeConfig(), rotate=rotate, causal=True,
+                    q_angles=qa64, kv_angles=ka64)
+    (ref * dout).sum().backward()
+    q, k, v = (x.detach().float().requires_grad_() for x in (q64, k64, v64))
+    qa = qa64.detach().clone().requires_grad_()
+    ka = qa if shared else ka64.detach().clone().requires_grad_()
+    out = rove.attention(q, k, v, rotate=rotate, q_angles=qa, kv_angles=ka)
+    (out * dout.float()).sum().backward()
+    pairs = [(q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad), (qa.grad, qa64.grad)]
+    if not shared:
+        pairs.append((ka.grad, ka64.grad))
+    for got, want in pairs:
+        assert got is not None and got.shape == want.shape
+        assert rel_err(got.numpy(), want.numpy()) < TOL
 
 
 def test_no_grad_mode_takes_the_plain_path():

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""examples/rove_numpy.py runs and reports agreement with its float64 reference."""
+"""The examples run: rove_numpy.py agrees with its float64 reference, hf_rove.py with sdpa,
+and train_rove_gpt.py learns through librove's backward."""
 import re
 import subprocess
 import sys
@@ -27,3 +28,19 @@ def test_hf_example_agrees():
         cells = [c.strip() for c in r.strip("|").split("|")]
         assert float(cells[1]) <= 1e-4 and cells[2] == "yes", r
     assert "cache == full recompute" in rows[3], out
+
+
+def test_train_example_learns(tmp_path):
+    """examples/train_rove_gpt.py (short): both runs train through librove's backward and
+    the loss falls; the losses file has a row per step."""
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "train_rove_gpt.py"),
+                          "--steps", "60", "--seq", "32", "--offset", "8", "--outdir",
+                          str(tmp_path)], check=True, capture_output=True, text=True,
+                         timeout=600).stdout
+    for mode in ("rove", "rope"):
+        m = re.search(mode + r": loss ([0-9.]+) -> [0-9.]+ \(mean of the last 20 steps ([0-9.]+)\)",
+                      out)
+        assert m, out
+        assert float(m.group(2)) < 0.9 * float(m.group(1)), out
+    rows = (tmp_path / "train_rove_gpt.tsv").read_text().splitlines()
+    assert len(rows) == 61 and rows[0].startswith("#"), rows[:3]
