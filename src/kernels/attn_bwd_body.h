@@ -34,6 +34,13 @@
     memcpy((rows) + (int64_t)i_ * ROVE_BWD_TK, acc_, sizeof acc_);                        \
   }
 
+/* An ISA file may define ROVE_BWD_PRODUCT_IMPL (register-blocked intrinsics) before
+ * including this; the generic loop otherwise. The results are the same up to FMA
+ * rounding: each sum runs over c in order either way. */
+#ifndef ROVE_BWD_PRODUCT_IMPL
+#define ROVE_BWD_PRODUCT_IMPL ROVE_BWD_PRODUCT
+#endif
+
 /* dst[o][0..D) += sum_n w(o, n) src[n][0..D) for o < n_out, n < n_in, with the weight
  * w(o, n) = W[o * wo + n * wn]; a zero weight is skipped (it may multiply a NaN of an
  * invisible row). The D sums of one output row stay in registers over the n loop (D a
@@ -70,13 +77,18 @@ static inline void rove_bwd_acc(float *dst, const float *W, int64_t wo, int64_t 
     rove_bwd_accd(dst, W, wo, wn, src, n_out, n_in, d);
 }
 
+/* An ISA file may define ROVE_BWD_ACC_IMPL (same contract as rove_bwd_acc) first. */
+#ifndef ROVE_BWD_ACC_IMPL
+#define ROVE_BWD_ACC_IMPL rove_bwd_acc
+#endif
+
 static inline void rove_attn_bwd_body(const rove_bwd_tile *t,
                                       void (*expv)(float *, const float *, int64_t)) {
   const int32_t nq = t->nq, nk = t->nk, d = t->d, TK = ROVE_BWD_TK;
   const float cap = t->softcap;
   float *P = t->scratch, *dS = P + ROVE_BWD_TQ * TK, *th = dS + ROVE_BWD_TQ * TK;
   /* S = q^ k~^T over all TK columns (the zero columns past nk give 0) */
-  ROVE_BWD_PRODUCT(P, t->q, t->kT, nq, d);
+  ROVE_BWD_PRODUCT_IMPL(P, t->q, t->kT, nq, d);
   /* P = exp(s - lse) on the visible entries; dead rows (lse -inf) and masked entries 0 */
   for (int32_t i = 0; i < nq; i++) {
     float *p = P + (int64_t)i * TK;
@@ -97,7 +109,7 @@ static inline void rove_attn_bwd_body(const rove_bwd_tile *t,
         if (!rove_visible(t->q_pos[i], t->k_pos[j], t->causal, t->window)) p[j] = 0.0f;
   }
   /* dP = do~ v~^T, then dS = P (dP - D) (x (1 - tanh^2) under softcap) */
-  ROVE_BWD_PRODUCT(dS, t->dout, t->vT, nq, d);
+  ROVE_BWD_PRODUCT_IMPL(dS, t->dout, t->vT, nq, d);
   for (int32_t i = 0; i < nq; i++) {
     float *p = P + (int64_t)i * TK, *g = dS + (int64_t)i * TK;
     const float Di = t->D[i];
@@ -111,9 +123,9 @@ static inline void rove_attn_bwd_body(const rove_bwd_tile *t,
   /* accumulations (a zero weight adds nothing and is skipped, so a NaN or inf of an
    * invisible pair never reaches a gradient): dv_j += sum_i P_ij do_i, dk_j += sum_i
    * dS_ij q_i (weights by column: wo = 1, wn = TK), dq_i += sum_j dS_ij k_j (by row) */
-  if (t->dv) rove_bwd_acc(t->dv, P, 1, TK, t->dout, nk, nq, d);
-  if (t->dk) rove_bwd_acc(t->dk, dS, 1, TK, t->q, nk, nq, d);
-  if (t->dq) rove_bwd_acc(t->dq, dS, TK, 1, t->k, nq, nk, d);
+  if (t->dv) ROVE_BWD_ACC_IMPL(t->dv, P, 1, TK, t->dout, nk, nq, d);
+  if (t->dk) ROVE_BWD_ACC_IMPL(t->dk, dS, 1, TK, t->q, nk, nq, d);
+  if (t->dq) ROVE_BWD_ACC_IMPL(t->dq, dS, TK, 1, t->k, nq, nk, d);
 }
 
 #endif
