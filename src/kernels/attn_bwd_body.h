@@ -101,7 +101,13 @@ static inline void rove_attn_bwd_body(const rove_bwd_tile *t,
       float *h = th + (int64_t)i * TK;
       for (int32_t j = 0; j < nk; j++) h[j] = tanhf(p[j] / cap), p[j] = cap * h[j];
     }
-    for (int32_t j = 0; j < nk; j++) p[j] -= lse;
+    /* s <= lse in exact arithmetic; recomputed in another order s - lse can be > 0 (by
+     * ulps, or by far more for logits of 1e16 where fp32 differences mean nothing):
+     * clamped so that P <= 1 (NaN stays NaN) */
+    for (int32_t j = 0; j < nk; j++) {
+      const float x = p[j] - lse;
+      p[j] = x > 0.0f ? 0.0f : x;
+    }
     expv(p, p, nk);
     for (int32_t j = nk; j < TK; j++) p[j] = 0.0f;
     if (t->mask)
@@ -117,7 +123,8 @@ static inline void rove_attn_bwd_body(const rove_bwd_tile *t,
     for (int32_t j = 0; j < TK; j++) g[j] = p[j] != 0.0f ? p[j] * (g[j] - Di) : 0.0f;
     if (cap > 0.0f && t->lse[i] != -INFINITY) {
       const float *h = th + (int64_t)i * TK;
-      for (int32_t j = 0; j < nk; j++) g[j] *= 1.0f - h[j] * h[j];
+      for (int32_t j = 0; j < nk; j++) /* a masked entry's tanh may be NaN: keep its 0 */
+        if (g[j] != 0.0f) g[j] *= 1.0f - h[j] * h[j];
     }
   }
   /* accumulations (a zero weight adds nothing and is skipped, so a NaN or inf of an

@@ -2,8 +2,8 @@
 /* The backward tile of rove_attention_backward (src/attention_backward.c has the math):
  * one block of nq query rows against one block of nk <= ROVE_BWD_TK keys of one head,
  * all rows already rotated (q^ = scale M R q, k~ = M R k, v~ = R v, do~ = R do):
- *   S = q^ k~^T (softcap: s = c tanh(S / c)),  P = exp(s - lse) (0 where not visible or
- *   where lse = -inf),  dP = do~ v~^T,  dS = P (dP - D) (softcap: times 1 - (s / c)^2)
+ *   S = q^ k~^T (softcap: s = c tanh(S / c)),  P = exp(min(s - lse, 0)) (0 where not
+ *   visible or where lse = -inf; the clamp keeps P <= 1 when rounding puts s above lse),  dP = do~ v~^T,  dS = P (dP - D) (softcap: times 1 - (s / c)^2)
  *   dk += dS^T q^,   dv += P^T do~,   dq += dS k~        (each only when non-NULL)
  * Layouts (floats, row-major): q, dout [nq][d]; k [nk][d] (for dq); kT, vT [d][ROVE_BWD_TK]
  * (the block transposed, columns past nk zero); dk, dv [nk][d]; dq [nq][d]; lse, D [nq];
