@@ -19,21 +19,22 @@
  *   0. the forward's cos/sin tables (rove_fwd_init, rove_fwd_table_task);
  *   1. rotate: q^, k~, v~ and do~ into [batch*heads][len][d] buffers, D_i, and k~, v~
  *      again as transposed key blocks [d][ROVE_BWD_TK] (the tile's S and dP read them);
- *   2. key blocks (batch x KV head x ROVE_BWD_TK keys): dk, dv of the block over every
- *      query block of every query head of the group (the kernel table's attn_bwd tile,
- *      src/kernels/attn_bwd_kernels.h, with dq off);
- *   3. query blocks (batch x KV head x ROVE_BWD_TQ queries): dq of each query head of the
- *      group over every key block (the same tile with dk, dv off).
+ *   2. key groups (batch x KV head x n_kg groups of ROVE_BWD_TK-key blocks): per block,
+ *      dk, dv over every query block of every query head of the group (the kernel
+ *      table's attn_bwd tile, src/kernels/attn_bwd_kernels.h), the tile also adding the
+ *      block's dq^ terms into the key group's own partial dq buffer;
+ *   3. query blocks (batch x KV head x ROVE_BWD_TQ queries): dq of each query head = the
+ *      groups' partials summed in group order, then rotated back.
  * Explicit angles (Selective RoPE): d psi of the key angles in phase 2 and d phi of the
  * query angles in phase 3, from the rotated-frame gradients before the inverse rotation
  * (add_pair_grads), summed over a GQA group in order.
  * Tiles whose position ranges see no pair are skipped (rove_classify), so causal and
- * windowed calls do about half / a band of the work. P and dP are computed in both phases:
- * 7 block products against the forward's 2 (a single pass would need dq summed across key
- * blocks, i.e. atomics or per-block partial sums).
- * Workspace: (q_len * n_heads * 2 + kv_len * n_kv_heads * 4) * d floats per batch row
- * plus a tile's scratch and accumulators per thread (and the forward's validation
- * workspace). */
+ * windowed calls do about half / a band of the work. 5 block products per tile (S, dP,
+ * dk, dv, dq) against the forward's 2; dq needs no atomics: each key group owns a partial
+ * buffer, so the sum order is fixed by the shapes.
+ * Workspace: (q_len * n_heads * (2 + n_kg) + kv_len * n_kv_heads * 4) * d floats per batch
+ * row (n_kg = 4 .. 32 / (batch * n_kv_heads)) plus a tile's scratch and accumulators per
+ * thread (and the forward's validation workspace). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,11 @@ typedef struct rove_bwd {
   float *scratch;             /* per thread: the tile's scratch, then dk, dv or dq */
   int64_t scratch_floats;
   int64_t n_kb, n_qb;
+  /* dq in one pass: the key blocks of a (batch, KV head) are cut into n_kg groups (a
+   * task each); a group adds its dq^ contributions into its own partial buffer dqp[g]
+   * ([batch*heads][q_len][d]), and phase 3 sums the groups in order. */
+  int64_t n_kg;
+  float *dqp;
   void *block;
   size_t block_bytes;
 } rove_bwd;
@@ -198,14 +204,30 @@ static int tile_args(const rove_bwd *w, int64_t t, int64_t i0, int64_t ni, int64
   return 1;
 }
 
-/* Phase 2: key block kb of one (batch, KV head): dk, dv over every query block of every
- * query head of the group, in a fixed order. */
+/* Phase 2, one task per (batch, KV head, key group): for each key block of the group, dk
+ * and dv over every query block of every query head of the group in a fixed order, and
+ * the block's dq^ contributions into the group's partial dq buffer. */
+static void key_block(rove_bwd *w, int tid, int64_t bk, int64_t kb, float *dqp);
+
 static void key_task(int64_t task, int tid, void *vctx) {
   rove_bwd *w = vctx;
   const rove_fwd *f = &w->f;
   const rove_plan *p = f->p;
   const int32_t d = p->cfg.head_dim, H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads, G = H / Hkv;
-  const int64_t bk = task / w->n_kb, kb = task % w->n_kb, b = bk / Hkv, kvh = bk % Hkv;
+  const int64_t bk = task / w->n_kg, kg = task % w->n_kg, b = bk / Hkv, kvh = bk % Hkv;
+  const int64_t Lq = f->q_len, nq = (int64_t)f->batch * H * Lq * d;
+  float *dqp = w->dqp + kg * nq;
+  for (int64_t h = kvh * G; h < (kvh + 1) * G; h++) /* this group's partial rows */
+    memset(dqp + (b * H + h) * Lq * d, 0, sizeof(float) * (size_t)(Lq * d));
+  const int64_t kb0 = w->n_kb * kg / w->n_kg, kb1 = w->n_kb * (kg + 1) / w->n_kg;
+  for (int64_t kb = kb0; kb < kb1; kb++) key_block(w, tid, bk, kb, dqp);
+}
+
+static void key_block(rove_bwd *w, int tid, int64_t bk, int64_t kb, float *dqp) {
+  const rove_fwd *f = &w->f;
+  const rove_plan *p = f->p;
+  const int32_t d = p->cfg.head_dim, H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads, G = H / Hkv;
+  const int64_t b = bk / Hkv, kvh = bk % Hkv;
   const int64_t Lq = f->q_len, Lk = f->kv_len, j0 = kb * ROVE_BWD_TK;
   const int64_t nj = Lk - j0 < ROVE_BWD_TK ? Lk - j0 : ROVE_BWD_TK;
   float *ws = w->scratch + (int64_t)tid * w->scratch_floats;
@@ -214,9 +236,10 @@ static void key_task(int64_t task, int tid, void *vctx) {
   for (int64_t h = kvh * G; h < (kvh + 1) * G; h++)
     for (int64_t i0 = 0; i0 < Lq; i0 += ROVE_BWD_TQ) {
       rove_bwd_tile a;
-      if (!tile_args(w, b * H + h, i0, Lq - i0 < ROVE_BWD_TQ ? Lq - i0 : ROVE_BWD_TQ, bk, kb, &a))
+      const int64_t t = b * H + h;
+      if (!tile_args(w, t, i0, Lq - i0 < ROVE_BWD_TQ ? Lq - i0 : ROVE_BWD_TQ, bk, kb, &a))
         continue;
-      a.dk = dk, a.dv = dv, a.scratch = ws;
+      a.dk = dk, a.dv = dv, a.dq = dqp + (t * Lq + i0) * d, a.scratch = ws;
       p->kern->attn_bwd(&a);
     }
   if (w->g->d_kv_angles) { /* d psi_j from k~ = M R(psi) k and v~ = R(psi) v */
@@ -239,7 +262,7 @@ static void key_task(int64_t task, int tid, void *vctx) {
 }
 
 /* Phase 3: query rows [i0, i0 + ROVE_BWD_TQ) of one (batch, KV head): dq of each query
- * head of the group over every key block in order; with explicit angles also d phi of
+ * head of the group from the key groups' partial sums; with explicit angles also d phi of
  * the rows (summed over the group's heads in order: q^ = scale M R(phi) q and the output
  * o = R(phi)^-1 o~, whose derivative is -J o). */
 static void query_task(int64_t task, int tid, void *vctx) {
@@ -251,7 +274,7 @@ static void query_task(int64_t task, int tid, void *vctx) {
   const int64_t bk = task / w->n_qb, b = bk / Hkv, kvh = bk % Hkv, Lq = f->q_len;
   const int64_t i0 = task % w->n_qb * ROVE_BWD_TQ;
   const int64_t ni = Lq - i0 < ROVE_BWD_TQ ? Lq - i0 : ROVE_BWD_TQ;
-  float *ws = w->scratch + (int64_t)tid * w->scratch_floats, *dq = ws + ROVE_BWD_SCRATCH;
+  float *dq = w->scratch + (int64_t)tid * w->scratch_floats + ROVE_BWD_SCRATCH;
   double *dphi = w->g->d_q_angles ? w->g->d_q_angles + ((b * Lq + i0) * Hkv + kvh) * half : NULL;
   for (int64_t i = 0; dphi && i < ni; i++)
     memset(dphi + i * Hkv * half, 0, sizeof(double) * (size_t)half);
@@ -259,12 +282,12 @@ static void query_task(int64_t task, int tid, void *vctx) {
   const float scale = p->cfg.scale, m = (float)p->attn_factor;
   for (int64_t h = kvh * G; h < (kvh + 1) * G; h++) {
     const int64_t t = b * H + h;
-    memset(dq, 0, sizeof(float) * (size_t)(ni * d));
-    for (int64_t kb = 0; kb < w->n_kb; kb++) {
-      rove_bwd_tile a;
-      if (!tile_args(w, t, i0, ni, bk, kb, &a)) continue;
-      a.dq = dq, a.scratch = ws;
-      p->kern->attn_bwd(&a);
+    /* dq^ = the key groups' partial sums, added in group order */
+    const int64_t nq = (int64_t)f->batch * H * Lq * d, off = (t * Lq + i0) * d;
+    memcpy(dq, w->dqp + off, sizeof(float) * (size_t)(ni * d));
+    for (int64_t kg = 1; kg < w->n_kg; kg++) {
+      const float *src = w->dqp + kg * nq + off;
+      for (int64_t e = 0; e < ni * d; e++) dq[e] += src[e];
     }
     for (int64_t i = 0; dphi && i < ni; i++) {
       double *da = dphi + i * Hkv * half;
@@ -294,15 +317,21 @@ rove_status rove_attention_backward(const rove_plan *p, const rove_attention_arg
   w.n_kb = (a->kv_len + ROVE_BWD_TK - 1) / ROVE_BWD_TK;
   w.n_qb = (a->q_len + ROVE_BWD_TQ - 1) / ROVE_BWD_TQ;
   w.scratch_floats = (ROVE_BWD_SCRATCH + 2 * ROVE_BWD_TK * d + 15) / 16 * 16;
+  /* key groups: enough tasks for a team (>= 32 over batch x KV heads, >= 4 each), at
+   * most one per key block; shapes only, never the thread count */
+  w.n_kg = (32 + B * Hkv - 1) / (B * Hkv);
+  if (w.n_kg < 4) w.n_kg = 4;
+  if (w.n_kg > w.n_kb) w.n_kg = w.n_kb;
   const int32_t nt = p->cfg.n_threads;
-  const int64_t kt = B * Hkv * w.n_kb, qt = B * Hkv * w.n_qb;
+  const int64_t kt = B * Hkv * w.n_kg, qt = B * Hkv * w.n_qb;
   const int64_t team = rove_team_size(nt, kt > qt ? kt : qt);
   if (st == ROVE_OK &&
       (!rove_mul_i64(B * H * a->q_len, d, &nq) || !rove_mul_i64(B * Hkv * a->kv_len, d, &nk) ||
        !rove_mul_i64(B * Hkv * w.n_kb, d * ROVE_BWD_TK, &nT) ||
        !rove_mul_i64(B * H, a->q_len, &nD) || nq > INT64_MAX / 64 || nk > INT64_MAX / 64 ||
        nT > INT64_MAX / 64 ||
-       !rove_add_i64(2 * nq + 2 * nk + 2 * nT + nD, team * w.scratch_floats + 64, &total) ||
+       nq > INT64_MAX / 64 / w.n_kg ||
+       !rove_add_i64((2 + w.n_kg) * nq + 2 * nk + 2 * nT + nD, team * w.scratch_floats + 64, &total) ||
        total > INT64_MAX / 8 || (uint64_t)total > SIZE_MAX / 8))
     st = ROVE_ERR_SIZE_OVERFLOW;
   if (st == ROVE_OK) {
@@ -310,7 +339,7 @@ rove_status rove_attention_backward(const rove_plan *p, const rove_attention_arg
     if (!block) st = ROVE_ERR_OUT_OF_MEMORY;
     w.block = block;
     w.qh = block, w.dot = w.qh + nq, w.kt = w.dot + nq, w.vt = w.kt + nk, w.kT = w.vt + nk;
-    w.vT = w.kT + nT, w.D = w.vT + nT;
+    w.vT = w.kT + nT, w.dqp = w.vT + nT, w.D = w.dqp + w.n_kg * nq;
     w.scratch = w.D + (nD + 15) / 16 * 16;
   }
   if (st != ROVE_OK) {
