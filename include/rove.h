@@ -715,6 +715,28 @@ ROVE_API rove_status rove_selective_angles(int32_t batch, int32_t seq_len, int32
                                            const double *temp, const double *carry_in,
                                            double *carry_out, double *angles);
 
+/**
+ * The backward of rove_selective_angles: for upstream gradients @p d_angles (and
+ * @p d_carry_out, the gradient of the carried sum left after the last token, or NULL),
+ *   d_phi[b][s][h][k]   = sum_{t>=s} temp[k] d_angles[b][t][h][k] (+ d_carry_out[b][h][k])
+ *   d_carry_in[b][h][k] = d_phi at s = 0 (before rounding to float)
+ *   d_temp[k]           = sum over b, t, h of d_angles[b][t][h][k] c_t, c_t the forward's sums
+ * Sums are in double in a fixed order (bitwise reproducible); d_phi is rounded once to
+ * float. Chunked calls chain backwards: the d_carry_in of a chunk is the d_carry_out of
+ * the chunk before it. phi, temp and carry_in are the forward's (same rules); d_carry_in
+ * and d_temp may be NULL. Outputs must not overlap an input or each other.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL phi / d_angles / d_phi, a size <= 0,
+ *         non-finite phi, temp or carry_in, an overlap); ROVE_ERR_SIZE_OVERFLOW;
+ *         ROVE_ERR_OUT_OF_MEMORY. Outputs untouched on failure.
+ */
+ROVE_API rove_status rove_selective_angles_backward(int32_t batch, int32_t seq_len,
+                                                    int32_t n_heads, int32_t n_pairs,
+                                                    const float *phi, const double *temp,
+                                                    const double *carry_in,
+                                                    const double *d_angles,
+                                                    const double *d_carry_out, float *d_phi,
+                                                    double *d_carry_in, double *d_temp);
+
 /** Projection of the phase network from the normalised input u to one value z per head
  *  and pair (the reference's phi_parametrization). */
 typedef enum rove_phase_projection {

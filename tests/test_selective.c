@@ -351,6 +351,102 @@ static double attention_with_angles(uint32_t rotate, int32_t T, int32_t H, int32
   return err;
 }
 
+/* rove_selective_angles_backward against a direct long-double reference of its sums, and
+ * against central differences of rove_selective_angles (the map is linear in phi and
+ * carry_in, so the differences are exact up to rounding); chunked backward calls chain;
+ * bad input. */
+static void test_angles_backward(void **state) {
+  (void)state;
+  enum { B = 2, T = 37, H = 3, K = 5, ROW = H * K };
+  const int64_t n = (int64_t)B * T * ROW;
+  rove_rng g;
+  rove_rng_seed(&g, 4242);
+  float *phi = malloc(sizeof(float) * n), *dphi = malloc(sizeof(float) * n);
+  double *da = malloc(sizeof(double) * n), *ang = malloc(sizeof(double) * n);
+  double temp[K], cin[B * ROW], dco[B * ROW], dci[B * ROW], dtemp[K];
+  assert_true(phi && dphi && da && ang);
+  rove_rng_fill(&g, phi, n, -0.5f, 1.5f);
+  for (int64_t i = 0; i < n; i++) da[i] = rove_rng_uniform(&g, -1, 1);
+  for (int k = 0; k < K; k++) temp[k] = 0.1 + 0.3 * k;
+  for (int i = 0; i < B * ROW; i++) cin[i] = rove_rng_uniform(&g, -5, 5), dco[i] = rove_rng_uniform(&g, -1, 1);
+  assert_int_equal(rove_selective_angles_backward(B, T, H, K, phi, temp, cin, da, dco, dphi, dci, dtemp), ROVE_OK);
+  /* reference */
+  double worst = 0.0;
+  long double rt[K] = {0};
+  for (int b = 0; b < B; b++)
+    for (int j = 0; j < ROW; j++) {
+      long double r = dco[b * ROW + j], c = cin[b * ROW + j];
+      for (int t = 0; t < T; t++) c += phi[((int64_t)b * T + t) * ROW + j], rt[j % K] += (long double)da[((int64_t)b * T + t) * ROW + j] * c;
+      for (int t = T - 1; t >= 0; t--) {
+        r += (long double)temp[j % K] * da[((int64_t)b * T + t) * ROW + j];
+        const double e = fabs((double)dphi[((int64_t)b * T + t) * ROW + j] - (double)r) / fmax(1.0, fabsl(r));
+        worst = fmax(worst, e);
+      }
+      assert_true(fabs(dci[b * ROW + j] - (double)r) <= 1e-12 * fmax(1.0, fabsl(r)));
+    }
+  assert_true(worst <= 1.2e-7); /* d_phi: one rounding to float */
+  for (int k = 0; k < K; k++) assert_true(fabs(dtemp[k] - (double)rt[k]) <= 1e-10 * fmax(1.0, fabsl(rt[k])));
+  /* central differences of L = sum d_angles . angles + d_carry_out . carry_out */
+  double co[B * ROW];
+  for (int trial = 0; trial < 20; trial++) {
+    const int64_t e = (int64_t)(rove_rng_u64(&g) % (uint64_t)n);
+    const float x0 = phi[e], h = 0.25f;
+    double L[2];
+    for (int sgn = 0; sgn < 2; sgn++) {
+      phi[e] = sgn ? x0 - h : x0 + h;
+      assert_int_equal(rove_selective_angles(B, T, H, K, phi, temp, cin, co, ang), ROVE_OK);
+      double l = 0.0;
+      for (int64_t i = 0; i < n; i++) l += da[i] * ang[i];
+      for (int i = 0; i < B * ROW; i++) l += dco[i] * co[i];
+      L[sgn] = l;
+    }
+    phi[e] = x0;
+    const double fd = (L[0] - L[1]) / (2.0 * h);
+    assert_true(fabs(fd - dphi[e]) <= 1e-5 * fmax(1.0, fabs(fd)));
+  }
+  /* two chunks chained backwards equal one call */
+  const int T1 = 15;
+  float *dphi2 = malloc(sizeof(float) * n);
+  double cmid[B * ROW], dmid[B * ROW], dci2[B * ROW];
+  float *phi1 = malloc(sizeof(float) * B * T1 * ROW), *phi2 = malloc(sizeof(float) * B * (T - T1) * ROW);
+  double *da1 = malloc(sizeof(double) * B * T1 * ROW), *da2 = malloc(sizeof(double) * B * (T - T1) * ROW);
+  float *dp1 = malloc(sizeof(float) * B * T1 * ROW), *dp2 = malloc(sizeof(float) * B * (T - T1) * ROW);
+  double *a1 = malloc(sizeof(double) * B * T1 * ROW);
+  assert_true(dphi2 && phi1 && phi2 && da1 && da2 && dp1 && dp2 && a1);
+  for (int b = 0; b < B; b++) {
+    memcpy(phi1 + (int64_t)b * T1 * ROW, phi + (int64_t)b * T * ROW, sizeof(float) * T1 * ROW);
+    memcpy(phi2 + (int64_t)b * (T - T1) * ROW, phi + ((int64_t)b * T + T1) * ROW, sizeof(float) * (T - T1) * ROW);
+    memcpy(da1 + (int64_t)b * T1 * ROW, da + (int64_t)b * T * ROW, sizeof(double) * T1 * ROW);
+    memcpy(da2 + (int64_t)b * (T - T1) * ROW, da + ((int64_t)b * T + T1) * ROW, sizeof(double) * (T - T1) * ROW);
+  }
+  assert_int_equal(rove_selective_angles(B, T1, H, K, phi1, temp, cin, cmid, a1), ROVE_OK);
+  assert_int_equal(rove_selective_angles_backward(B, T - T1, H, K, phi2, temp, cmid, da2, dco, dp2, dmid, NULL), ROVE_OK);
+  assert_int_equal(rove_selective_angles_backward(B, T1, H, K, phi1, temp, cin, da1, dmid, dp1, dci2, NULL), ROVE_OK);
+  for (int b = 0; b < B; b++) {
+    assert_memory_equal(dp1 + (int64_t)b * T1 * ROW, dphi + (int64_t)b * T * ROW, sizeof(float) * T1 * ROW);
+    assert_memory_equal(dp2 + (int64_t)b * (T - T1) * ROW, dphi + ((int64_t)b * T + T1) * ROW, sizeof(float) * (T - T1) * ROW);
+  }
+  assert_memory_equal(dci2, dci, sizeof dci);
+  /* bad input */
+  assert_int_equal(rove_selective_angles_backward(B, T, H, K, NULL, temp, cin, da, dco, dphi, dci, dtemp), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_selective_angles_backward(B, T, H, K, phi, temp, cin, NULL, dco, dphi, dci, dtemp), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_selective_angles_backward(B, T, H, K, phi, temp, cin, da, dco, NULL, dci, dtemp), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_selective_angles_backward(0, T, H, K, phi, temp, cin, da, dco, dphi, dci, dtemp), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_selective_angles_backward(B, T, H, K, phi, temp, cin, da, dco, (float *)phi, dci, dtemp), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_selective_angles_backward(B, T, H, K, phi, temp, cin, da, dco, dphi, (double *)cin, dtemp), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_selective_angles_backward(B, T, H, K, phi, temp, cin, da, dco, dphi, dci, (double *)temp), ROVE_ERR_INVALID_ARGUMENT);
+  assert_int_equal(rove_selective_angles_backward(INT32_MAX, INT32_MAX, H, K, phi, temp, cin, da, dco, dphi, dci, dtemp), ROVE_ERR_SIZE_OVERFLOW);
+  const float keep = phi[3];
+  phi[3] = NAN;
+  memset(dci2, 0x55, sizeof dci2);
+  assert_int_equal(rove_selective_angles_backward(B, T, H, K, phi, temp, cin, da, dco, dphi2, dci2, NULL), ROVE_ERR_INVALID_ARGUMENT);
+  for (int i = 0; i < B * ROW; i++) assert_true(rove_has_bits((const float *)&dci2[i], 0x55555555u));
+  phi[3] = keep;
+  print_message("  angles backward: d_phi worst %.3g against long double; FD, chunks, bad input ok\n", worst);
+  free(phi), free(dphi), free(da), free(ang), free(dphi2), free(phi1), free(phi2), free(da1);
+  free(da2), free(dp1), free(dp2), free(a1);
+}
+
 static void test_reference_rotates_qk_only(void **state) {
   (void)state;
   enum { T = 24, H = 2, d = 16, P = d / 2 };
@@ -385,6 +481,7 @@ int main(void) {
       cmocka_unit_test(test_angles_bad_pointers_and_sizes),
       cmocka_unit_test(test_angles_bad_values),
       cmocka_unit_test(test_reference_rotates_qk_only),
+      cmocka_unit_test(test_angles_backward),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,13 +15,14 @@ import ctypes
 from . import _lib, _tensor
 
 
-def needs_grad(q, k, v) -> bool:
-    """Whether this call must record a graph: torch inputs, one requiring grad, grad on."""
+def needs_grad(q, *others) -> bool:
+    """Whether this call must record a graph: torch inputs, one of q and the others (k, v,
+    the angles) requiring grad, grad on."""
     if not _tensor.is_torch(q):
         return False
     t = _tensor._torch()
     return t.is_grad_enabled() and any(
-        _tensor.is_torch(x) and x.requires_grad for x in (q, k, v))
+        _tensor.is_torch(x) and x.requires_grad for x in (q,) + others)
 
 
 def _bshd(x, bhsd, ndim):
@@ -139,3 +140,65 @@ def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv
         del qp, kp, qa, ka
         _lib.check("rove_attention_backward", st)
     return _user(dq, bhsd, ndim), _user(dk, bhsd, ndim), _user(dv, bhsd, ndim), dqa, dka
+
+
+# ---- rove.selective_angles --------------------------------------------------------------
+_ANGLES_FUNCTION = None
+
+
+def _make_angles_function():
+    torch = _tensor._torch()
+
+    class SelectiveAnglesFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, phi, temp, carry):
+            from .selective import selective_angles
+            angles, cout = selective_angles(phi.detach(),
+                                            None if temp is None else temp.detach(),
+                                            None if carry is None else carry.detach())
+            ctx.save_for_backward(phi, temp, carry)
+            return angles, cout
+
+        @staticmethod
+        def backward(ctx, d_angles, d_carry):
+            phi, temp, carry = ctx.saved_tensors
+            flat = phi.dim() == 3
+            pc = (phi.unsqueeze(0) if flat else phi).detach().float().contiguous()
+            B, T, H, P = pc.shape
+            da = torch.zeros((B, T, H, P), dtype=torch.float64) if d_angles is None else \
+                (d_angles.unsqueeze(0) if flat else d_angles).double().contiguous()
+            dc = None if d_carry is None else \
+                (d_carry.unsqueeze(0) if flat else d_carry).double().contiguous()
+            tc = None if temp is None else temp.detach().double().contiguous()
+            cc = None if carry is None else \
+                (carry.unsqueeze(0) if flat else carry).detach().double().contiguous()
+            d_phi = torch.empty_like(pc)
+            d_cin = torch.empty((B, H, P), dtype=torch.float64)
+            d_temp = torch.empty((P,), dtype=torch.float64)
+            ptr = lambda x: None if x is None else x.data_ptr()  # noqa: E731
+            st = _lib.lib.rove_selective_angles_backward(B, T, H, P, ptr(pc), ptr(tc), ptr(cc),
+                                                          ptr(da), ptr(dc), ptr(d_phi),
+                                                          ptr(d_cin), ptr(d_temp))
+            _lib.check("rove_selective_angles_backward", st)
+            need = ctx.needs_input_grad
+            return (d_phi[0] if flat else d_phi) if need[0] else None, \
+                d_temp if need[1] else None, \
+                ((d_cin[0] if flat else d_cin) if need[2] else None)
+
+    return SelectiveAnglesFunction
+
+
+def selective_angles(phi, temp, carry):
+    """rove.selective_angles recorded for autograd: (angles, carry_out)."""
+    global _ANGLES_FUNCTION
+    torch = _tensor._torch()
+    for name, x, dt in (("phi", phi, torch.float32), ("temp", temp, torch.float64),
+                        ("carry", carry, torch.float64)):
+        if x is not None and not _tensor.is_torch(x):
+            raise TypeError(f"{name} must be a torch tensor when phi, temp or carry requires "
+                            "grad")
+        if x is not None and x.dtype != dt:
+            raise TypeError(f"{name} is {x.dtype}: expected {dt}")
+    if _ANGLES_FUNCTION is None:
+        _ANGLES_FUNCTION = _make_angles_function()
+    return _ANGLES_FUNCTION.apply(phi, temp, carry)

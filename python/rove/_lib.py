@@ -226,6 +226,8 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_kv_cache_positions": (c_enum, [_P, _P]),
     "rove_selective_temperatures": (c_enum, [c_int32, _P]),
     "rove_selective_angles": (c_enum, [c_int32, c_int32, c_int32, c_int32, _P, _P, _P, _P, _P]),
+    "rove_selective_angles_backward": (c_enum, [c_int32, c_int32, c_int32, c_int32, _P, _P, _P,
+                                                _P, _P, _P, _P, _P]),
     "rove_selective_phase": (c_enum, [POINTER(SelectivePhaseWeights), c_int32, c_int32, _P,
                                       c_int64, _P, _P]),
     "rove_selective_phase_weights_init": (None, [POINTER(SelectivePhaseWeights), c_int32,

@@ -172,7 +172,7 @@ class Plan:
         rotary_dim/2] (both or neither), replacing pos * w_k in every rotation.
         return_lse: also return the log-sum-exp, float32 [batch, n_heads, q_len].
         """
-        if _autograd.needs_grad(q, k, v):  # float32 torch inputs that require grad
+        if _autograd.needs_grad(q, k, v, q_angles, kv_angles):  # float32 torch inputs that require grad
             _layout(layout)
             return _autograd.attention(self, q, k, v, q_pos, kv_pos, layout, return_lse, out,
                                        q_angles, kv_angles)
@@ -384,7 +384,7 @@ def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, r
     """
     kw = dict(rotate=rotate, causal=causal, window=window, softcap=softcap, scale=scale,
               rope=rope, isa=isa, threads=threads)
-    if _autograd.needs_grad(q, k, v):  # differentiable: rove_attention_backward
+    if _autograd.needs_grad(q, k, v, q_angles, kv_angles):  # differentiable: rove_attention_backward
         bhsd = _layout(layout)
         _autograd.check(q, k, v, out, q_angles, kv_angles)  # before any C call
         (H, D), (Hk, _) = _heads(q, "q", bhsd), _heads(k, "k", bhsd)

@@ -36,7 +36,13 @@ def selective_angles(phi, temp=None, carry=None):
     (selective_temperatures) or float64 [n_pairs]. carry: None or float64 [batch, heads,
     n_pairs]. Returns float64 angles shaped like phi and the carry for the next chunk;
     chunks that pass the carry on give angles bit-identical to one call.
+    Differentiable for torch tensors that require grad (phi float32, temp / carry float64):
+    the backward is rove_selective_angles_backward.
     """
+    if _tensor.is_torch(phi) and _tensor._torch().is_grad_enabled() and any(
+            _tensor.is_torch(x) and x.requires_grad for x in (phi, temp, carry)):
+        from ._autograd import selective_angles as differentiable  # torch autograd
+        return differentiable(phi, temp, carry)
     p, pp, (B, T, H, P), flat = _batched(phi, "phi", np.float32)
     tmp = tp = None
     if temp is not None:
