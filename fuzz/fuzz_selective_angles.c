@@ -4,7 +4,8 @@
  * Invariants: a valid status; non-finite phi / temp / carry_in rejected with angles and
  * carry_out untouched; on success the angles and carry are bit for bit the sequential
  * double sum the contract defines, and splitting the tokens in two calls that pass the
- * carry gives the same bits. */
+ * carry gives the same bits. rove_selective_angles_backward on the same inputs: the same
+ * acceptance, and d_phi / d_carry_in bit for bit the reverse running sum. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,50 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       free(carry);
       free(ang2);
     }
+  }
+  /* The backward with the same inputs: the same acceptance (bad sizes and non-finite
+   * phi / temp / carry_in rejected, outputs untouched), and on success d_phi equals the
+   * reverse running double sum of the contract, bit for bit. */
+  if (!bad && fz_bool(&rd)) {
+    double *da = malloc(n * sizeof *da), *dco = NULL;
+    fz_fill_f64(&rd, da, n, 1.0);
+    if (fz_bool(&rd)) dco = malloc(nc * sizeof *dco), fz_fill_f64(&rd, dco, nc, 1.0);
+    float *dphi = fz_canary_alloc(n * sizeof *dphi);
+    double *dci = fz_bool(&rd) ? fz_canary_alloc(nc * sizeof *dci) : NULL;
+    double *dtm = fz_bool(&rd) ? fz_canary_alloc((size_t)np * sizeof *dtm) : NULL;
+    rove_status bs = rove_selective_angles_backward(batch, seq, heads, pairs, phi, temp,
+                                                    carry_orig, da, dco, dphi, dci, dtm);
+    fz_check_status(H, bs);
+    if (bad_in) FZ_CHECK(H, bs != ROVE_OK, "backward accepted non-finite input");
+    if (!bad_in) FZ_CHECK(H, bs == ROVE_OK, "backward refused what the forward took");
+    if (bs != ROVE_OK) {
+      FZ_CHECK(H, fz_untouched(dphi, n * sizeof *dphi), "d_phi written on failure");
+    } else {
+      double t_def[ROVE_MAX_HEAD_DIM / 2];
+      if (!temp) FZ_CHECK(H, rove_selective_temperatures(pairs, t_def) == ROVE_OK, "temperatures");
+      const double *t = temp ? temp : t_def;
+      for (int64_t b = 0; b < batch; b++)
+        for (int64_t j = 0; j < heads * np; j++) {
+          double r = dco ? dco[b * heads * np + j] : 0.0;
+          for (int64_t s = ns - 1; s >= 0; s--) {
+            const size_t at = (size_t)((b * ns + s) * heads * np + j);
+            r += t[j % np] * da[at];
+            const float want = (float)r;
+            FZ_CHECK(H, memcmp(&want, &dphi[at], sizeof want) == 0 || (isnan(want) && isnan(dphi[at])),
+                     "d_phi differs from the reverse double sum");
+          }
+          if (dci)
+            FZ_CHECK(H, memcmp(&r, &dci[b * heads * np + j], sizeof r) == 0 || (isnan(r) && isnan(dci[b * heads * np + j])),
+                     "d_carry_in differs from the sum");
+        }
+      if (dtm)
+        for (int64_t k = 0; k < np; k++) FZ_CHECK(H, !fz_untouched(&dtm[k], sizeof *dtm), "d_temp not written");
+    }
+    free(da);
+    free(dco);
+    free(dphi);
+    free(dci);
+    free(dtm);
   }
   free(phi);
   free(temp);

@@ -2,7 +2,6 @@
 /* The NEON kernel table (fp32, 128-bit FMA). NEON is baseline on aarch64, so the registry
  * selects it whenever it is compiled in (unless ROVE_ISA caps the choice). */
 #include "rotate-neon.h"
-#include "../scalar/kernels-scalar.h" /* attn_bwd: the scalar tile */
 
 const rove_kernels rove_kernels_neon = {
     .isa = ROVE_ISA_NEON,
@@ -18,6 +17,5 @@ const rove_kernels rove_kernels_neon = {
     .angle_accum = rove_angle_accum_f32__neon,
     .sincos = rove_sincos_f32__neon,
     .gla = {.chunk = rove_gla_chunk_f32__neon, .steps = rove_gla_steps_f32__neon},
-    /* no NEON backward tile yet: the portable scalar one */
-    .attn_bwd = rove_attn_bwd_f32__scalar,
+    .attn_bwd = rove_attn_bwd_f32__neon,
 };
