@@ -61,18 +61,13 @@ typedef struct rove_bwd {
   size_t block_bytes;
 } rove_bwd;
 
-/* Resolve a token stride (0 = dense) and the byte extent of rows tokens of width floats. */
+/* rove_tensor_extent in bytes of floats. */
 static rove_status grad_extent(int64_t stride, int64_t width, int64_t rows, int64_t *resolved,
                                size_t *bytes) {
-  if (stride == 0) stride = width;
-  if (stride < width) return ROVE_ERR_INVALID_ARGUMENT;
   int64_t e;
-  if (!rove_mul_i64(rows - 1, stride, &e) || !rove_add_i64(e, width, &e) ||
-      e > INT64_MAX / (int64_t)sizeof(float))
-    return ROVE_ERR_SIZE_OVERFLOW;
-  *resolved = stride;
-  *bytes = (size_t)e * sizeof(float);
-  return ROVE_OK;
+  const rove_status st = rove_tensor_extent(stride, width, rows, resolved, &e);
+  if (st == ROVE_OK) *bytes = (size_t)e * sizeof(float);
+  return st;
 }
 
 /* Strides of dout / dq / dk / dv; the gradients must not overlap each other or any input. */

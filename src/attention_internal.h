@@ -83,6 +83,12 @@ typedef struct rove_kv_view {
   int64_t pos_bstride;
 } rove_kv_view;
 
+/* Resolve a token stride (0 = the dense width; below it ROVE_ERR_INVALID_ARGUMENT) and the
+ * element extent of rows tokens of width elements (checked: ROVE_ERR_SIZE_OVERFLOW, also
+ * when the extent in floats would not fit int64 bytes). */
+rove_status rove_tensor_extent(int64_t stride, int64_t width, int64_t rows, int64_t *resolved,
+                               int64_t *extent);
+
 /* Validate p and a (a->k/v/kv_len/kv_pos, or kv when non-NULL) with the element types of
  * the caller's tensors (types NULL: all fp32; with kv its k and v are not read), compute
  * sizes (checked), allocate the workspace. On failure nothing is allocated and no output

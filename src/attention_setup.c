@@ -6,9 +6,8 @@
 #include "attention_internal.h"
 #include "selective.h"
 
-/* Resolve a token stride (0 = dense width) and the element extent of rows tokens. */
-static rove_status tensor_extent(int64_t stride, int64_t width, int64_t rows, int64_t *resolved,
-                                 int64_t *extent) {
+rove_status rove_tensor_extent(int64_t stride, int64_t width, int64_t rows, int64_t *resolved,
+                               int64_t *extent) {
   if (stride == 0) stride = width;
   if (stride < width) return ROVE_ERR_INVALID_ARGUMENT;
   int64_t e;
@@ -28,12 +27,12 @@ static rove_status check_tensors(rove_fwd *f, const rove_attention_args *a) {
   int64_t qrows, krows, eq, ek, ev, eo, el;
   if (!rove_mul_i64(a->batch, a->q_len, &qrows) || !rove_mul_i64(a->batch, a->kv_len, &krows))
     return ROVE_ERR_SIZE_OVERFLOW;
-  rove_status st = tensor_extent(a->q_stride, wq, qrows, &f->qs, &eq);
+  rove_status st = rove_tensor_extent(a->q_stride, wq, qrows, &f->qs, &eq);
   ek = ev = 0;
   f->ks = f->vs = wkv;
-  if (st == ROVE_OK && !f->kv_rotated) st = tensor_extent(a->k_stride, wkv, krows, &f->ks, &ek);
-  if (st == ROVE_OK && !f->kv_rotated) st = tensor_extent(a->v_stride, wkv, krows, &f->vs, &ev);
-  if (st == ROVE_OK) st = tensor_extent(a->out_stride, wq, qrows, &f->os, &eo);
+  if (st == ROVE_OK && !f->kv_rotated) st = rove_tensor_extent(a->k_stride, wkv, krows, &f->ks, &ek);
+  if (st == ROVE_OK && !f->kv_rotated) st = rove_tensor_extent(a->v_stride, wkv, krows, &f->vs, &ev);
+  if (st == ROVE_OK) st = rove_tensor_extent(a->out_stride, wq, qrows, &f->os, &eo);
   if (st != ROVE_OK) return st;
   if (!rove_mul_i64(qrows, c->n_heads, &el) || el > INT64_MAX / (int64_t)sizeof(float))
     return ROVE_ERR_SIZE_OVERFLOW;
