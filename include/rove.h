@@ -844,6 +844,14 @@ ROVE_API int32_t rove_selective_phase_state_len(const rove_selective_phase_weigh
  * checked); their values are not checked either (non-finite weights give non-finite phi).
  * Computed in double; z is rounded to float as it enters the conv (conv_state holds float
  * z) and phi is rounded once at the end. Results do not depend on the thread count.
+ * Inference only: there is no backward for the phase network. Train it in the framework
+ * it comes from; in PyTorch the reference's module differentiates itself. Then feed its phi
+ * to rove_selective_angles and the angles to attention: both have backwards
+ * (rove_selective_angles_backward, rove_attention_backward's angle gradients), and in
+ * Python both are differentiable. The network is a few small per-token projections and
+ * a short causal conv, a small share of a step's time next to attention, so a second
+ * implementation of its gradients would add much code for little speed. This call serves
+ * decoding and evaluation with trained weights.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, sizes <= 0, an option out of range, a
  *         required weight NULL, a weight or option the selected parts do not use, stride
  *         too small, phi, x and conv_state overlapping); ROVE_ERR_SIZE_OVERFLOW;
