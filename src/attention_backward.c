@@ -169,11 +169,6 @@ static void rotate_task(int64_t t, int tid, void *vctx) {
   }
 }
 
-/* Position range of n positions from pos. */
-static void pos_range(const int32_t *pos, int64_t n, int32_t *lo, int32_t *hi) {
-  rove_pos_range(pos, n, lo, hi);
-}
-
 /* The tile of query rows [i0, i0 + ni) of (batch row) task t = b * H + h against key
  * block kb of KV head bk; 0 when no pair of the two blocks is visible. */
 static int tile_args(const rove_bwd *w, int64_t t, int64_t i0, int64_t ni, int64_t bk,
@@ -185,8 +180,8 @@ static int tile_args(const rove_bwd *w, int64_t t, int64_t i0, int64_t ni, int64
   const int64_t nj = Lk - j0 < ROVE_BWD_TK ? Lk - j0 : ROVE_BWD_TK;
   const int32_t *qp = f->qpos + b * f->qpos_bstride + i0, *kp = f->kpos + b * f->kpos_bstride + j0;
   int32_t qlo, qhi, klo, khi;
-  pos_range(qp, ni, &qlo, &qhi);
-  pos_range(kp, nj, &klo, &khi);
+  rove_pos_range(qp, ni, &qlo, &qhi);
+  rove_pos_range(kp, nj, &klo, &khi);
   const int c = rove_classify(qlo, qhi, klo, khi, p->cfg.causal, p->cfg.window);
   if (c == 0) return 0;
   const int64_t tb = (bk * w->n_kb + kb) * d * ROVE_BWD_TK; /* transposed block */

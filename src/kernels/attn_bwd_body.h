@@ -7,6 +7,10 @@
  * which their -mfma flags turn into vector FMAs) and includes this to define its kernel
  * with its own exp slot.
  *
+ * The SIMD files replace the two hot parts (the S / dP products and the dq / dk / dv
+ * sums) with register-blocked intrinsics through ROVE_BWD_PRODUCT_IMPL / ROVE_BWD_ACC_IMPL;
+ * the plain loops below are the scalar reference and their fallback for other head_dims.
+ *
  * Scratch: S / P [nq][TK], dP / dS [nq][TK], and tanh(S / c) [nq][TK] under softcap. */
 #ifndef ROVE_ATTN_BWD_BODY_H
 #define ROVE_ATTN_BWD_BODY_H
@@ -14,67 +18,44 @@
 #include <math.h>
 #include <string.h>
 
-#include "rove.h"
 #include "attn_bwd_kernels.h"
 #include "mask.h"
 
-/* rows[i][0..TK) = a[i][.] . bT[.][0..TK) for nq rows of a ([nq][d]); bT is [d][TK].
- * A row's TK sums are a local array (mostly kept in vector registers over d). A macro:
- * expanded in place it vectorises better than the same code as a function (measured). */
-#define ROVE_BWD_PRODUCT(rows, a, bT, nq, d)                                              \
-  for (int32_t i_ = 0; i_ < (nq); i_++) {                                                 \
-    float acc_[ROVE_BWD_TK];                                                              \
-    const float *a_ = (a) + (int64_t)i_ * (d);                                            \
-    for (int32_t j_ = 0; j_ < ROVE_BWD_TK; j_++) acc_[j_] = 0.0f;                         \
-    for (int32_t c_ = 0; c_ < (d); c_++) {                                                \
-      const float ac_ = a_[c_];                                                           \
-      const float *restrict b_ = (bT) + (int64_t)c_ * ROVE_BWD_TK;                       \
-      for (int32_t j_ = 0; j_ < ROVE_BWD_TK; j_++) acc_[j_] = ROVE_BWD_MADD(ac_, b_[j_], acc_[j_]); \
-    }                                                                                     \
-    memcpy((rows) + (int64_t)i_ * ROVE_BWD_TK, acc_, sizeof acc_);                        \
+/* rows[i][0..TK) = a[i][.] . bT[.][0..TK) for nq rows of a ([nq][d]); bT is [d][TK]. */
+static inline void rove_bwd_product(float *rows, const float *a, const float *bT, int32_t nq,
+                                    int32_t d) {
+  for (int32_t i = 0; i < nq; i++) {
+    float acc[ROVE_BWD_TK] = {0};
+    const float *ai = a + (int64_t)i * d;
+    for (int32_t c = 0; c < d; c++) {
+      const float *restrict b = bT + (int64_t)c * ROVE_BWD_TK;
+      for (int32_t j = 0; j < ROVE_BWD_TK; j++) acc[j] = ROVE_BWD_MADD(ai[c], b[j], acc[j]);
+    }
+    memcpy(rows + (int64_t)i * ROVE_BWD_TK, acc, sizeof acc);
   }
+}
 
 /* An ISA file may define ROVE_BWD_PRODUCT_IMPL (register-blocked intrinsics) before
  * including this; the generic loop otherwise. The results are the same up to FMA
  * rounding: each sum runs over c in order either way. */
 #ifndef ROVE_BWD_PRODUCT_IMPL
-#define ROVE_BWD_PRODUCT_IMPL ROVE_BWD_PRODUCT
+#define ROVE_BWD_PRODUCT_IMPL rove_bwd_product
 #endif
 
-/* dst[o][0..D) += sum_n w(o, n) src[n][0..D) for o < n_out, n < n_in, with the weight
+/* dst[o][0..d) += sum_n w(o, n) src[n][0..d) for o < n_out, n < n_in, with the weight
  * w(o, n) = W[o * wo + n * wn]; a zero weight is skipped (it may multiply a NaN of an
- * invisible row). The D sums of one output row stay in registers over the n loop (D a
- * constant: 64 and 128 get their own copies; 0 = the runtime d). */
-#define ROVE_BWD_DEFINE_ACC(name, D_)                                                     \
-  static inline void name(float *restrict dst, const float *restrict W, int64_t wo,       \
-                          int64_t wn, const float *restrict src, int32_t n_out,           \
-                          int32_t n_in, int32_t dd) {                                     \
-    const int32_t D = (D_) ? (D_) : dd;                                                   \
-    for (int32_t o = 0; o < n_out; o++) {                                                 \
-      float acc[(D_) ? (D_) : ROVE_MAX_HEAD_DIM];                                         \
-      float *x = dst + (int64_t)o * D;                                                    \
-      for (int32_t c = 0; c < D; c++) acc[c] = x[c];                                      \
-      for (int32_t n = 0; n < n_in; n++) {                                                \
-        const float w = W[o * wo + n * wn];                                               \
-        if (w == 0.0f) continue;                                                          \
-        const float *y = src + (int64_t)n * D;                                            \
-        for (int32_t c = 0; c < D; c++) acc[c] = ROVE_BWD_MADD(w, y[c], acc[c]);          \
-      }                                                                                   \
-      for (int32_t c = 0; c < D; c++) x[c] = acc[c];                                      \
-    }                                                                                     \
-  }
-ROVE_BWD_DEFINE_ACC(rove_bwd_acc64, 64)
-ROVE_BWD_DEFINE_ACC(rove_bwd_acc128, 128)
-ROVE_BWD_DEFINE_ACC(rove_bwd_accd, 0)
-
+ * invisible row). Each output row is summed in order over n. */
 static inline void rove_bwd_acc(float *dst, const float *W, int64_t wo, int64_t wn,
                                 const float *src, int32_t n_out, int32_t n_in, int32_t d) {
-  if (d == 64)
-    rove_bwd_acc64(dst, W, wo, wn, src, n_out, n_in, d);
-  else if (d == 128)
-    rove_bwd_acc128(dst, W, wo, wn, src, n_out, n_in, d);
-  else
-    rove_bwd_accd(dst, W, wo, wn, src, n_out, n_in, d);
+  for (int32_t o = 0; o < n_out; o++) {
+    float *restrict x = dst + (int64_t)o * d;
+    for (int32_t n = 0; n < n_in; n++) {
+      const float w = W[o * wo + n * wn];
+      if (w == 0.0f) continue;
+      const float *restrict y = src + (int64_t)n * d;
+      for (int32_t c = 0; c < d; c++) x[c] = ROVE_BWD_MADD(w, y[c], x[c]);
+    }
+  }
 }
 
 /* An ISA file may define ROVE_BWD_ACC_IMPL (same contract as rove_bwd_acc) first. */

@@ -14,7 +14,7 @@
 
 #define ROVE_BWD_MADD(a, b, c) fmaf(a, b, c)
 
-/* rows[i][0..64) = a[i][.] . bT[.][0..64) (attn_bwd_body.h's ROVE_BWD_PRODUCT) */
+/* rows[i][0..64) = a[i][.] . bT[.][0..64) (attn_bwd_body.h's rove_bwd_product) */
 static void product_neon(float *rows, const float *a, const float *bT, int32_t nq, int32_t d) {
   for (int32_t i = 0; i < nq; i += 2) {
     const int two = i + 1 < nq;
