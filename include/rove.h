@@ -929,6 +929,44 @@ typedef struct rove_gla_args {
 ROVE_API rove_status rove_gla_forward(const rove_gla_plan *p, const rove_gla_args *a);
 /** Token-by-token recurrent GLA (decode; any seq_len). Same arguments and statuses. */
 ROVE_API rove_status rove_gla_recurrent(const rove_gla_plan *p, const rove_gla_args *a);
+
+/** Gradients of one GLA call (rove_gla_backward). Zero-initialise, then set. All dense,
+ *  in the layouts of rove_gla_args. */
+typedef struct rove_gla_grads {
+  const float *dout;          /**< [batch][seq_len][n_heads][value_dim]: dLoss / d out */
+  const float *d_final_state; /**< NULL (0) or [batch][n_heads][key_dim][value_dim] */
+  float *dq, *dk, *dg;        /**< out: [batch][seq_len][n_heads][key_dim] */
+  float *dv;                  /**< out: [batch][seq_len][n_heads][value_dim] */
+  float *d_initial_state;     /**< NULL or out: [batch][n_heads][key_dim][value_dim] (the
+                                   gradient at the initial state used, zeros when
+                                   a->initial_state is NULL) */
+  double *d_angles;           /**< NULL or out: [batch][seq_len][n_heads][rotary_dim/2]; only
+                                   when the call rotates (a->angles given, plan rotate != 0) */
+} rove_gla_grads;
+
+/**
+ * Gradients of rove_gla_forward(p, a) (equally of rove_gla_recurrent) for the upstream
+ * gradients g->dout and g->d_final_state: dq, dk, dv, dg, and where asked the initial
+ * state's and the angles' gradients. @p a is the forward's call (q, k, v, g, angles,
+ * initial_state); a->final_state is not read or written, and a->out (the forward's
+ * output) is read only for d_angles with ROVE_ROTATE_O (then required).
+ * Chunked like the forward (the plan's chunk), two sweeps per (batch row, head): one
+ * forward from the initial state for dq, one backward from d_final_state for dk and dv
+ * (gla_kernels.h has the algebra). No exponent is positive and every decay factor is a
+ * product of factors <= 1, as in the forward; workspace per thread O(chunk * (key_dim +
+ * value_dim) + key_dim * value_dim), independent of seq_len.
+ * dg uses the identity dLoss/d b_t = q~_t . dq~_t - k~_t . dk~_t (b the cumulative log
+ * decay; elementwise per key channel, rotated frame) summed from the end, plus
+ * sum_j S_T d_final_state over the last token: so dg's absolute error grows like
+ * float rounding times sum over later tokens of |q~ dq~| + |k~ dk~| (summed in double).
+ * Bitwise identical results for any thread count (a head's gradients are one task's).
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT as rove_gla_forward, and for a NULL @p g,
+ *         dout, dq, dk, dv or dg, d_angles without rotation, a->out missing when needed,
+ *         or a gradient that overlaps an input or another gradient;
+ *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. Gradients untouched on failure.
+ */
+ROVE_API rove_status rove_gla_backward(const rove_gla_plan *p, const rove_gla_args *a,
+                                       const rove_gla_grads *g);
 /**@}*/
 
 #ifdef __cplusplus

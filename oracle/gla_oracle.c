@@ -84,6 +84,114 @@ int rove_oracle_gla(const rove_gla_config *c, const rove_gla_args *a, double *ou
   return 0;
 }
 
+/* ---- gradients ------------------------------------------------------------------------ */
+
+/* d angle of a pair (y_a, y_b) = R(t) (x_a, x_b) with gradient gy at y: gy_b y_a - gy_a y_b
+ * (sign -1 for the inverse rotation of the output). */
+static void pair_grads(const gla_shape *s, const double *gy, const double *y, double *out,
+                       double sign) {
+  for (int32_t p = 0; p < s->half; p++) {
+    int32_t ia, ib;
+    pair_dims(s, p, &ia, &ib);
+    out[p] += sign * (gy[ib] * y[ia] - gy[ia] * y[ib]);
+  }
+}
+
+int rove_oracle_gla_backward(const rove_gla_config *c, const rove_gla_args *a, const float *dout,
+                             const float *d_final, double *dq, double *dk, double *dv, double *dg,
+                             double *d_init, double *d_angles) {
+  gla_shape s;
+  if (shape_of(c, a, &s) != 0 || !dout || !dq || !dk || !dv || !dg) return -1;
+  if (d_angles && !a->angles) return -1;
+  const int64_t K = s.K, V = s.V, T = a->seq_len;
+  double *St = malloc(sizeof(double) * (size_t)((T + 1) * K * V + K * V));
+  double *rows = malloc(sizeof(double) * (size_t)(T * (2 * K + 3 * V) + 4 * (K + V)));
+  if (!St || !rows) {
+    free(St), free(rows);
+    return -1;
+  }
+  double *Hs = St + (T + 1) * K * V; /* St[t + 1] = S_t, St[0] = the initial state */
+  double *qr = rows, *kr = qr + T * K, *vr = kr + T * K, *dor = vr + T * V, *orr = dor + T * V;
+  double *x = orr + T * V, *y = x + K + V;
+  for (int64_t bh = 0; bh < (int64_t)a->batch * s.H; bh++) {
+    const int64_t b = bh / s.H, h = bh % s.H;
+    for (int64_t i = 0; i < K * V; i++)
+      St[i] = a->initial_state ? a->initial_state[bh * K * V + i] : 0.0;
+    for (int64_t t = 0; t < T; t++) { /* the forward, all states kept */
+      const int64_t row = (b * T + t) * s.H + h;
+      const double *th = a->angles ? a->angles + row * s.half : NULL;
+      double *q = qr + t * K, *k = kr + t * K, *v = vr + t * V, *d = dor + t * V, *o = orr + t * V;
+      for (int64_t i = 0; i < K; i++) q[i] = a->q[row * K + i], k[i] = a->k[row * K + i];
+      for (int64_t j = 0; j < V; j++) v[j] = a->v[row * V + j], d[j] = dout[row * V + j];
+      if (s.rq) rotate(&s, q, th, 1);
+      if (s.rk) rotate(&s, k, th, 1);
+      if (s.rv) rotate(&s, v, th, 1);
+      if (s.ro) rotate(&s, d, th, 1); /* o = R^{-1} o~: do~ = R do */
+      const double *S0 = St + t * K * V;
+      double *S1 = St + (t + 1) * K * V;
+      for (int64_t i = 0; i < K; i++) {
+        const double alpha = exp((double)a->g[row * K + i]);
+        for (int64_t j = 0; j < V; j++) S1[i * V + j] = alpha * S0[i * V + j] + k[i] * v[j];
+      }
+      for (int64_t j = 0; j < V; j++) {
+        double acc = 0.0;
+        for (int64_t i = 0; i < K; i++) acc += q[i] * S1[i * V + j];
+        o[j] = s.scale * acc;
+      }
+      if (s.ro) rotate(&s, o, th, -1);
+    }
+    for (int64_t i = 0; i < K * V; i++) Hs[i] = d_final ? d_final[bh * K * V + i] : 0.0;
+    for (int64_t t = T - 1; t >= 0; t--) {
+      const int64_t row = (b * T + t) * s.H + h;
+      const double *q = qr + t * K, *k = kr + t * K, *v = vr + t * V, *d = dor + t * V;
+      const double *S0 = St + t * K * V, *S1 = St + (t + 1) * K * V;
+      for (int64_t i = 0; i < K; i++)
+        for (int64_t j = 0; j < V; j++) Hs[i * V + j] += s.scale * q[i] * d[j];
+      double *gq = x, *gv = y, *gk = y + V; /* rotated-frame gradients */
+      for (int64_t i = 0; i < K; i++) {
+        double aq = 0.0, ak = 0.0, ag = 0.0;
+        for (int64_t j = 0; j < V; j++) {
+          aq += S1[i * V + j] * d[j];
+          ak += Hs[i * V + j] * v[j];
+          ag += S0[i * V + j] * Hs[i * V + j];
+        }
+        gq[i] = s.scale * aq, gk[i] = ak;
+        dg[row * K + i] = exp((double)a->g[row * K + i]) * ag;
+      }
+      for (int64_t j = 0; j < V; j++) {
+        double av = 0.0;
+        for (int64_t i = 0; i < K; i++) av += Hs[i * V + j] * k[i];
+        gv[j] = av;
+      }
+      if (d_angles) {
+        double *da = d_angles + row * s.half;
+        double ob[ROVE_MAX_HEAD_DIM], dob[ROVE_MAX_HEAD_DIM];
+        for (int32_t p = 0; p < s.half; p++) da[p] = 0.0;
+        if (s.rq) pair_grads(&s, gq, q, da, 1.0);
+        if (s.rk) pair_grads(&s, gk, k, da, 1.0);
+        if (s.rv) pair_grads(&s, gv, v, da, 1.0);
+        if (s.ro) {
+          for (int64_t j = 0; j < V; j++) ob[j] = orr[t * V + j], dob[j] = dout[row * V + j];
+          pair_grads(&s, dob, ob, da, -1.0);
+        }
+      }
+      const double *th = a->angles ? a->angles + row * s.half : NULL;
+      if (s.rq) rotate(&s, gq, th, -1);
+      if (s.rk) rotate(&s, gk, th, -1);
+      if (s.rv) rotate(&s, gv, th, -1);
+      for (int64_t i = 0; i < K; i++) dq[row * K + i] = gq[i], dk[row * K + i] = gk[i];
+      for (int64_t j = 0; j < V; j++) dv[row * V + j] = gv[j];
+      for (int64_t i = 0; i < K; i++) { /* H_{t-1} gets diag(e^{g_t}) H_t */
+        const double alpha = exp((double)a->g[row * K + i]);
+        for (int64_t j = 0; j < V; j++) Hs[i * V + j] *= alpha;
+      }
+    }
+    if (d_init) memcpy(d_init + bh * K * V, Hs, sizeof(double) * (size_t)(K * V));
+  }
+  free(St), free(rows);
+  return 0;
+}
+
 /* ---- the complex form ------------------------------------------------------------------ */
 
 typedef struct {

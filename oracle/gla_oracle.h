@@ -16,6 +16,19 @@
 int rove_oracle_gla(const rove_gla_config *c, const rove_gla_args *a, double *out,
                     double *final_state);
 
+/* Gradients of rove_oracle_gla's output and final state for the upstream gradients dout
+ * ([B][T][H][V]) and d_final (NULL = 0, [B][H][K][V]), by reverse mode through the same
+ * recurrence in double, all states kept: with H_t = dLoss/dS_t = scale q~_t do~_t^T +
+ * diag(e^{g_{t+1}}) H_{t+1} (H_{T-1} gets d_final), dq~_t = scale S_t do~_t, dk~_t = H_t v~_t,
+ * dv~_t = H_t^T k~_t and dg_t = e^{g_t} * sum_j S_{t-1}[.][j] H_t[.][j] (directly, not
+ * through the q dq - k dk identity the library uses); d_init = diag(e^{g_0}) H_0; the
+ * angle gradients from each rotation of the token (and the output's, read from the
+ * oracle's own forward). Outputs in the layouts of the inputs; d_init and d_angles may be
+ * NULL. Returns 0, or -1 on a bad argument / allocation failure. */
+int rove_oracle_gla_backward(const rove_gla_config *c, const rove_gla_args *a, const float *dout,
+                             const float *d_final, double *dq, double *dk, double *dv, double *dg,
+                             double *d_init, double *d_angles);
+
 /* The same output from the complex recurrence (the "RoPE trick"): q and k enter
  * unrotated; rotated pair p of a key becomes z = x_a + i x_b (HALF: a = p, b = p + r/2;
  * INTERLEAVED: a = 2p, b = 2p + 1) and the state carries the rotation as a transition

@@ -33,10 +33,11 @@ fi
 # (wall-clock times on a loaded machine; CPU time is about a third). The element types:
 # test_attention_types (0.3 s natively) and test_kv_cache_types with its cut-down case set
 # (ROVE_TEST_EMULATED=1, the one emulators run: 0.3 s natively instead of 2.2). The
-# backward: test_attention_backward with its emulated case set (0.1 s natively).
+# backward: test_attention_backward and test_gla_backward with their emulated case sets
+# (0.1 and 0.3 s natively).
 suites=(test_bad_input test_rope_freq test_rope_fields test_kv_cache test_layer test_selective
   test_selective_phase test_selective_attention test_attention_types test_kv_cache_types
-  test_attention_backward)
+  test_attention_backward test_gla_backward)
 
 echo "==== valgrind: configure and build $dir"
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROVE_SANITIZE=OFF \

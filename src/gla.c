@@ -61,9 +61,9 @@ static int overlap(const void *a, int64_t a_bytes, const void *b, int64_t b_byte
   return a && b && rove_overlap(a, (size_t)a_bytes, b, (size_t)b_bytes);
 }
 
-/* Sizes, then overlaps, then the contents of g and the angles. */
-static rove_status check_args(const rove_gla_plan *p, const rove_gla_args *a, int use_angles) {
-  if (!p || !a || !a->q || !a->k || !a->v || !a->g || !a->out) return ROVE_ERR_INVALID_ARGUMENT;
+rove_status rove_gla_check_inputs(const rove_gla_plan *p, const rove_gla_args *a, int use_angles,
+                                  rove_gla_bytes *by) {
+  if (!p || !a || !a->q || !a->k || !a->v || !a->g) return ROVE_ERR_INVALID_ARGUMENT;
   if (a->batch <= 0 || a->seq_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
   const rove_gla_config *c = &p->cfg;
   int64_t rows, nk, nv, ns, na;
@@ -76,26 +76,42 @@ static rove_status check_args(const rove_gla_plan *p, const rove_gla_args *a, in
       (int64_t)((uint64_t)SIZE_MAX / 8 < (uint64_t)INT64_MAX / 8 ? (uint64_t)SIZE_MAX / 8
                                                                  : (uint64_t)INT64_MAX / 8);
   if (nk > lim || nv > lim || ns > lim || na > lim) return ROVE_ERR_SIZE_OVERFLOW;
-  const int64_t bk = nk * 4, bv = nv * 4, bs = ns * 4, ba = use_angles ? na * 8 : 0;
-  const double *ang = use_angles ? a->angles : NULL;
-  const void *in[6] = {a->q, a->k, a->v, a->g, ang, a->initial_state};
-  const int64_t in_bytes[6] = {bk, bk, bv, bk, ba, bs};
-  for (int i = 0; i < 6; i++)
-    if (overlap(a->out, bv, in[i], in_bytes[i])) return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->final_state) {
-    for (int i = 0; i < 5; i++)
-      if (overlap(a->final_state, bs, in[i], in_bytes[i])) return ROVE_ERR_INVALID_ARGUMENT;
-    if (overlap(a->final_state, bs, a->out, bv)) return ROVE_ERR_INVALID_ARGUMENT;
-    if (a->final_state != a->initial_state && overlap(a->final_state, bs, a->initial_state, bs))
-      return ROVE_ERR_INVALID_ARGUMENT;
-  }
+  by->k = nk * 4, by->v = nv * 4, by->s = ns * 4, by->angles = use_angles ? na * 8 : 0;
+  return ROVE_OK;
+}
+
+rove_status rove_gla_check_contents(const rove_gla_plan *p, const rove_gla_args *a,
+                                    int use_angles, const rove_gla_bytes *by) {
   scan_ctx sc;
   memset(&sc, 0, sizeof sc);
-  sc.g = a->g, sc.angles = ang, sc.ng = nk, sc.na = na;
-  rove_parallel_for(nk + na >= SERIAL_MACS ? c->n_threads : 1, SCAN_PARTS, scan_task, &sc);
+  sc.g = a->g, sc.angles = use_angles ? a->angles : NULL, sc.ng = by->k / 4;
+  sc.na = by->angles / 8;
+  rove_parallel_for(sc.ng + sc.na >= SERIAL_MACS ? p->cfg.n_threads : 1, SCAN_PARTS, scan_task,
+                    &sc);
   for (int i = 0; i < SCAN_PARTS; i++)
     if (sc.bad[i]) return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
+}
+
+/* Sizes, then overlaps, then the contents of g and the angles. */
+static rove_status check_args(const rove_gla_plan *p, const rove_gla_args *a, int use_angles) {
+  if (a && !a->out) return ROVE_ERR_INVALID_ARGUMENT;
+  rove_gla_bytes by;
+  rove_status st = rove_gla_check_inputs(p, a, use_angles, &by);
+  if (st != ROVE_OK) return st;
+  const double *ang = use_angles ? a->angles : NULL;
+  const void *in[6] = {a->q, a->k, a->v, a->g, ang, a->initial_state};
+  const int64_t in_bytes[6] = {by.k, by.k, by.v, by.k, by.angles, by.s};
+  for (int i = 0; i < 6; i++)
+    if (overlap(a->out, by.v, in[i], in_bytes[i])) return ROVE_ERR_INVALID_ARGUMENT;
+  if (a->final_state) {
+    for (int i = 0; i < 5; i++)
+      if (overlap(a->final_state, by.s, in[i], in_bytes[i])) return ROVE_ERR_INVALID_ARGUMENT;
+    if (overlap(a->final_state, by.s, a->out, by.v)) return ROVE_ERR_INVALID_ARGUMENT;
+    if (a->final_state != a->initial_state && overlap(a->final_state, by.s, a->initial_state, by.s))
+      return ROVE_ERR_INVALID_ARGUMENT;
+  }
+  return rove_gla_check_contents(p, a, use_angles, &by);
 }
 
 /* ---- the parallel loop over (batch row, head group) ------------------------------------ */

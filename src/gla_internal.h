@@ -61,6 +61,20 @@ struct gla_call {
   gla_rows_fn run;
 };
 
+/* Byte sizes of a call's tensors: q / k / g, v / out, a state, the angles (0 when unused). */
+typedef struct rove_gla_bytes {
+  int64_t k, v, s, angles;
+} rove_gla_bytes;
+
+/* gla.c: the checks every GLA entry shares. Inputs: NULL plan / args / q, k, v, g, sizes
+ * <= 0 (INVALID_ARGUMENT), products past int64 / SIZE_MAX / 8 (SIZE_OVERFLOW); sets *by.
+ * Contents: g finite and <= 0, the angles finite when use_angles (the slowest check:
+ * run it last). */
+rove_status rove_gla_check_inputs(const rove_gla_plan *p, const rove_gla_args *a, int use_angles,
+                                  rove_gla_bytes *by);
+rove_status rove_gla_check_contents(const rove_gla_plan *p, const rove_gla_args *a,
+                                    int use_angles, const rove_gla_bytes *by);
+
 /* Validate the call, allocate the scratch, and run every (batch row, head group) through
  * the sequence on the plan's threads, `rows` tokens per step (padded to a multiple of
  * 16 when pad), each step of each head through run. Outputs untouched on failure. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* GLA kernel conformance: the chunk and steps kernels of every SIMD table of the registry
+/* GLA kernel conformance: the chunk, steps and backward (bwd_dq, bwd_dkv) kernels of every SIMD table of the registry
  * against the scalar ones over key/value dims below, at and above the vector widths, every
  * chunk length, several chunks in a row (the state carried), decays from none to very
  * strong, misaligned rows, and canaries around every buffer (inputs must stay unchanged
@@ -137,8 +137,93 @@ static void test_steps(const rove_kernels *table) {
   printf("  %s steps: max rel err %.3g\n", kt_isa(), kt_worst());
 }
 
+/* The backward sweeps (gla_kernels.h): `chunks` chunks of n rows through bwd_dq (state
+ * carried forward) and, last chunk first, bwd_dkv (adjoint carried backward), in guarded
+ * misaligned buffers (the work buffer 64-byte aligned, as the contract says); dq, dk, dv
+ * of every row and both final states come back. Inputs must stay unchanged. */
+static void run_bwd(const rove_gla_kernels *kn, const gla_in *x, const float *dout, int chunks,
+                    int n, int dk, int dv, float *res, int mis) {
+  const int64_t rows = (int64_t)chunks * n, nk = rows * dk, nv = rows * dv, ns = (int64_t)dk * dv;
+  rove_guarded bq, bk, bg, bv, bd, bs, bh, bdq, bdk, bdv, bw;
+  float *q = kt_alloc(&bq, nk, mis, 1), *k = kt_alloc(&bk, nk, (mis + 1) % 16, 1);
+  float *g = kt_alloc(&bg, nk, (mis + 2) % 16, 1), *v = kt_alloc(&bv, nv, (mis + 3) % 16, 1);
+  float *d = kt_alloc(&bd, nv, (mis + 4) % 16, 1), *st = kt_alloc(&bs, ns, (mis + 5) % 16, 1);
+  float *h = kt_alloc(&bh, ns, (mis + 6) % 16, 1), *dq = kt_alloc(&bdq, nk, (mis + 7) % 16, 1);
+  float *dk_ = kt_alloc(&bdk, nk, (mis + 9) % 16, 1), *dv_ = kt_alloc(&bdv, nv, (mis + 11) % 16, 1);
+  float *w = kt_alloc(&bw, rove_gla_bwd_work_floats(n, dk, dv), 0, 1);
+  memcpy(q, x->q, sizeof(float) * (size_t)nk), memcpy(k, x->k, sizeof(float) * (size_t)nk);
+  memcpy(g, x->g, sizeof(float) * (size_t)nk), memcpy(v, x->v, sizeof(float) * (size_t)nv);
+  memcpy(d, dout, sizeof(float) * (size_t)nv), memcpy(st, x->s, sizeof(float) * (size_t)ns);
+  for (int64_t i = 0; i < ns; i++) h[i] = x->s[ns - 1 - i]; /* some adjoint after the end */
+  for (int c = 0; c < chunks; c++) {
+    const int64_t r0 = (int64_t)c * n;
+    const rove_gla_bwd_chunk ch = {n, dk, dv, q + r0 * dk, k + r0 * dk, g + r0 * dk, v + r0 * dv,
+                                   d + r0 * dv, st, dq + r0 * dk, NULL, NULL, w};
+    kn->bwd_dq(&ch);
+  }
+  for (int c = chunks - 1; c >= 0; c--) {
+    const int64_t r0 = (int64_t)c * n;
+    const rove_gla_bwd_chunk ch = {n, dk, dv, q + r0 * dk, k + r0 * dk, g + r0 * dk, v + r0 * dv,
+                                   d + r0 * dv, h, NULL, dk_ + r0 * dk, dv_ + r0 * dv, w};
+    kn->bwd_dkv(&ch);
+  }
+  float *o = res;
+  memcpy(o, dq, sizeof(float) * (size_t)nk), o += nk;
+  memcpy(o, dk_, sizeof(float) * (size_t)nk), o += nk;
+  memcpy(o, dv_, sizeof(float) * (size_t)nv), o += nv;
+  memcpy(o, st, sizeof(float) * (size_t)ns), o += ns;
+  memcpy(o, h, sizeof(float) * (size_t)ns);
+  kt_check(&bq, "q"), kt_check(&bk, "k"), kt_check(&bg, "g"), kt_check(&bv, "v");
+  kt_check(&bd, "dout"), kt_check(&bs, "state"), kt_check(&bh, "adjoint");
+  kt_check(&bdq, "dq"), kt_check(&bdk, "dk"), kt_check(&bdv, "dv"), kt_check(&bw, "work");
+  if (memcmp(q, x->q, sizeof(float) * (size_t)nk) || memcmp(k, x->k, sizeof(float) * (size_t)nk) ||
+      memcmp(g, x->g, sizeof(float) * (size_t)nk) || memcmp(v, x->v, sizeof(float) * (size_t)nv) ||
+      memcmp(d, dout, sizeof(float) * (size_t)nv))
+    kt_fail("an input was modified");
+  rove_guarded_free(&bq), rove_guarded_free(&bk), rove_guarded_free(&bg), rove_guarded_free(&bv);
+  rove_guarded_free(&bd), rove_guarded_free(&bs), rove_guarded_free(&bh);
+  rove_guarded_free(&bdq), rove_guarded_free(&bdk), rove_guarded_free(&bdv), rove_guarded_free(&bw);
+}
+
+static void compare_bwd(const rove_gla_kernels *kn, int chunks, int n, int dk, int dv, int kind,
+                        uint64_t seed) {
+  rove_rng r;
+  rove_rng_seed(&r, seed);
+  gla_in x;
+  const int64_t rows = (int64_t)chunks * n;
+  in_make(&x, &r, rows, dk, dv, kind);
+  float *dout = malloc(sizeof(float) * (size_t)(rows * dv));
+  const int64_t nres = 2 * rows * dk + rows * dv + 2 * (int64_t)dk * dv;
+  float *r1 = malloc(sizeof(float) * (size_t)nres), *r2 = malloc(sizeof(float) * (size_t)nres);
+  assert_true(dout && r1 && r2);
+  rove_rng_fill(&r, dout, rows * dv, -1.0f, 1.0f);
+  kt_ctx("bwd n=%d dk=%d dv=%d decay=%d chunks=%d", n, dk, dv, kind, chunks);
+  run_bwd(&kt_ref()->gla, &x, dout, chunks, n, dk, dv, r1, 0);
+  run_bwd(kn, &x, dout, chunks, n, dk, dv, r2, (int)(seed % 16));
+  const float *a = r2, *b = r1;
+  kt_cmp(a, 0, b, 0, 1, (int32_t)(rows * dk), TOL, "dq"), a += rows * dk, b += rows * dk;
+  kt_cmp(a, 0, b, 0, 1, (int32_t)(rows * dk), TOL, "dk"), a += rows * dk, b += rows * dk;
+  kt_cmp(a, 0, b, 0, 1, (int32_t)(rows * dv), TOL, "dv"), a += rows * dv, b += rows * dv;
+  kt_cmp(a, 0, b, 0, 1, dk * dv, TOL, "state"), a += dk * dv, b += dk * dv;
+  kt_cmp(a, 0, b, 0, 1, dk * dv, TOL, "adjoint");
+  free(dout), free(r1), free(r2);
+  in_free(&x);
+}
+
+static void test_bwd(const rove_kernels *table) {
+  const rove_gla_kernels *kn = &table->gla;
+  uint64_t seed = 2000;
+  for (int i = 0; i < N_DIMS; i += 2)
+    for (int j = i % 3; j < N_DIMS; j += 7)
+      compare_bwd(kn, 2, 16 * (1 + (i + j) % 8), dims[i], dims[j], (i + j) % 4, seed++);
+  for (int n = 16; n <= ROVE_GLA_MAX_CHUNK; n += 48)
+    for (int kind = 0; kind < 4; kind++) compare_bwd(kn, 3, n, 64, 64, kind, seed++);
+  printf("  %s bwd: max rel err %.3g\n", kt_isa(), kt_worst());
+}
+
 int main(void) {
-  static const kt_test per_isa[] = {{"chunk", test_chunk}, {"steps", test_steps}};
-  const kt_suite s = {"ktest_gla", "scalar", per_isa, 2, NULL, 0, 0};
+  static const kt_test per_isa[] = {
+      {"chunk", test_chunk}, {"steps", test_steps}, {"bwd", test_bwd}};
+  const kt_suite s = {"ktest_gla", "scalar", per_isa, 3, NULL, 0, 0};
   return kt_main(&s);
 }

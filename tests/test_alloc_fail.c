@@ -211,7 +211,7 @@ typedef struct fx {
   void *made;                /* what a create call made (destroyed by the teardown) */
   void (*made_destroy)(void *);
   int slot_touched;          /* a failed create call wrote *out */
-  region out[3];             /* the caller's outputs of the call */
+  region out[6];             /* the caller's outputs of the call */
   int n_out;
 } fx;
 
@@ -614,6 +614,22 @@ static rove_status gla_call(fx *f, int recurrent) {
   add_out(f, g_out2, sizeof(float) * B * H * D * D);
   return recurrent ? rove_gla_recurrent(f->gla, &a) : rove_gla_forward(f->gla, &a);
 }
+/* The backward of the same call: dq, dk, dv, dg in g_out, d_initial_state in g_out2. */
+static rove_status call_gla_backward(fx *f) {
+  const int32_t B = 2, T = 160;
+  const int64_t n = (int64_t)B * T * H * D;
+  rove_gla_args a = {.batch = B, .seq_len = T};
+  a.q = g_in, a.k = g_in + n, a.v = g_in + 2 * n, a.g = g_decay, a.angles = g_ang;
+  a.initial_state = g_in + 3 * n;
+  a.out = g_in + 4 * n + (int64_t)B * H * D * D; /* stands in for the forward's output */
+  rove_gla_grads g = {0};
+  g.dout = g_in + 3 * n + (int64_t)B * H * D * D;
+  g.dq = g_out, g.dk = g_out + n, g.dv = g_out + 2 * n, g.dg = g_out + 3 * n;
+  g.d_initial_state = g_out2;
+  for (int i = 0; i < 4; i++) add_out(f, g_out + i * n, sizeof(float) * (size_t)n);
+  add_out(f, g_out2, sizeof(float) * B * H * D * D);
+  return rove_gla_backward(f->gla, &a, &g);
+}
 static rove_status call_gla_forward(fx *f) { return gla_call(f, 0); }
 static rove_status call_gla_recurrent(fx *f) { return gla_call(f, 1); }
 
@@ -652,6 +668,7 @@ static const scenario k_scenarios[] = {
     {"gla_plan_create", NULL, call_gla_create, NULL},
     {"gla_forward", setup_gla, call_gla_forward, NULL},
     {"gla_recurrent", setup_gla, call_gla_recurrent, NULL},
+    {"gla_backward", setup_gla, call_gla_backward, NULL},
 };
 #define N_SCENARIOS ((int)(sizeof k_scenarios / sizeof *k_scenarios))
 

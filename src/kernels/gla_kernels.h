@@ -101,10 +101,52 @@ typedef void (*rove_gla_steps_fn)(float *s, float *o, const float *q, const floa
                                   const float *v, const float *g, int32_t n, int32_t dk, int32_t dv,
                                   float *work);
 
+/* ---- backward (rove_gla_backward; the body is gla_bwd_body.h) ---------------------------
+ * The driver runs two sweeps per (batch, head), both in the rotated frame (q scaled):
+ *   forward, chunk by chunk from the initial state S:  dq_t = S_t do_t
+ *   backward, chunk by chunk from H = d final_state:   dk_t = H_t v_t,  dv_t = H_t^T k_t
+ * with the adjoint state H_t = dLoss/dS_t = q_t do_t^T + diag(e^{g_{t+1}}) H_{t+1}.
+ * Inside a chunk of n rows (b_t = g_0 + .. + g_t from the chunk start, B = b_{n-1}):
+ *   dq_t = e^{b_t} (S do_t) + sum_{s<=t} (do_t . v_s) k_s e^{b_t - b_s}
+ *   S   <- diag(e^B) S + sum_s (k_s e^{B - b_s}) v_s^T
+ *   dk_s = e^{B - b_s} (H v_s) + sum_{t>=s} (do_t . v_s) q_t e^{b_t - b_s}
+ *   dv_s = (k_s e^{B - b_s})^T H + sum_{t>=s} (q_t . k_s e^{b_t - b_s}) do_t
+ *   H   <- diag(e^B) H + sum_t (q_t e^{b_t}) do_t^T
+ * (products elementwise over the key channel). As in the forward, every exponent is a sum
+ * of g over one range of tokens, formed as such (never a difference of cumulative sums,
+ * which would absorb a small decay next to a huge one, e.g. g = -FLT_MAX), so none is
+ * positive: pairs in different 16-row blocks split e^{b_t - b_s} at a block boundary into
+ * two factors <= 1, pairs in one block use running products of e^{g}. The sums are formed
+ * in double, rounded to float and exponentiated with the ISA's exp. dg is not formed
+ * here: the driver takes it from dq and dk (rove.h). */
+typedef struct rove_gla_bwd_chunk {
+  int32_t n, dk, dv;      /* rows (multiple of 16, <= ROVE_GLA_MAX_CHUNK), key dim, value dim */
+  const float *q, *k, *g; /* [n][dk]: q already scaled (unread by the dq sweep) */
+  const float *v, *dout;  /* [n][dv] */
+  float *s;               /* [dk][dv]: dq sweep: S before the chunk -> after it;
+                             dkv sweep: H after the chunk -> before it */
+  float *dq;              /* [n][dk] out (dq sweep) */
+  float *dkey;            /* [n][dk] out (dkv sweep) */
+  float *dval;            /* [n][dv] out (dkv sweep) */
+  float *work;            /* rove_gla_bwd_work_floats(n, dk, dv) floats, 64-byte aligned */
+} rove_gla_bwd_chunk;
+
+/* One chunk of either sweep (see above); rows n.. of padding are q = k = v = g = do = 0. */
+typedef void (*rove_gla_bwd_fn)(const rove_gla_bwd_chunk *c);
+
+/* Floats of the backward work buffer: three [n][dk] and one [dk] double arrays, then float parts
+ * (gla_bwd_body.h lays them out). */
+static inline int64_t rove_gla_bwd_work_floats(int64_t n, int64_t dk, int64_t dv) {
+  const int64_t nk = rove_gla_round16(n * dk);
+  return 6 * nk + rove_gla_round16(2 * dk) + 6 * nk + 3 * 16 * n + 6 * rove_gla_round16(16 * dk) +
+         2 * rove_gla_round16(dv * n) + rove_gla_round16(dv * dk) + rove_gla_round16(dk * n) + 256;
+}
+
 /* The GLA sub-table of an ISA's kernel table (kernels.h, slot gla). */
 typedef struct rove_gla_kernels {
   rove_gla_chunk_fn chunk;
   rove_gla_steps_fn steps;
+  rove_gla_bwd_fn bwd_dq, bwd_dkv; /* the two sweeps of the backward */
 } rove_gla_kernels;
 
 #endif

@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: MIT */
+/* The body of the two GLA backward sweeps (gla_kernels.h has the math), written once in
+ * C for the loop vectoriser: every inner loop runs over contiguous channels, keys or
+ * value dims with no reduction, so vectorising changes no rounding. Each ISA's file
+ * defines ROVE_GLA_MADD(a, b, c) (a * b + c: a multiply and an add in the scalar
+ * reference, fmaf in the SIMD files, which their -mfma flags turn into vector FMAs) and
+ * includes this to define its kernels with its own exp slot.
+ *
+ * Ranges of g (per key channel, in double, each a sum of g of one sign):
+ *   cs[t] = g_0 + .. + g_t            (chunk start to t)
+ *   rs[s] = g_{s+1} + .. + g_{n-1}    (after s to the chunk end)
+ *   Y[s]  = g_{s+1} + .. + g_{t0-1}   (dq sweep: key s to the start t0 of the query block)
+ *   Z[t]  = g_{L0} + .. + g_t         (dkv sweep: start L0 of the block after the key
+ *                                      block to query t)
+ * Y and Z are carried from block to block by adding a block total (same sign, no
+ * cancellation). For s in block J < block I of t: e^{b_t - b_s} = e^{Y_s} e^{sum_{t0..t}}
+ * (dq) or e^{Z_t} e^{sum_{s+1..s0+15}} (dkv); inside one block: running products of e^{g}.
+ *
+ * Work layout (64-byte parts): cs, rs, YZ [n][dk] doubles, tot [dk] doubles; fac, kd, eg, hv, kend, blk
+ * [n][dk]; D [16][n], A [n][16], spare [16][n]; acc, sd, Kw, KT, bet, Kb [16][dk];
+ * xT [dv][n] (v or do transposed), sT [dv][dk] (S or H transposed), kT [dk][n] (spare); Ad
+ * [16][16]. */
+#ifndef ROVE_GLA_BWD_BODY_H
+#define ROVE_GLA_BWD_BODY_H
+
+#include <string.h>
+
+#include "gla_kernels.h"
+
+#define GB_BLK ROVE_GLA_BLOCK
+
+typedef struct {
+  double *cs, *rs, *yz, *tot;
+  float *fac, *kd, *eg, *hv, *kend, *blk;
+  float *D, *A, *spare;
+  float *acc, *sd, *Kw, *KT, *bet, *Kb;
+  float *xT, *sT, *kT, *Ad;
+} gb_work;
+
+static inline gb_work gb_work_at(float *w, int64_t n, int64_t dk, int64_t dv) {
+  const int64_t nk = rove_gla_round16(n * dk), bk = rove_gla_round16(16 * dk);
+  gb_work p;
+  p.cs = (double *)w;
+  p.rs = p.cs + nk;
+  p.yz = p.rs + nk;
+  p.tot = p.yz + nk;
+  float *f = w + 6 * nk + rove_gla_round16(2 * dk);
+  p.fac = f, f += nk;
+  p.kd = f, f += nk;
+  p.eg = f, f += nk;
+  p.hv = f, f += nk;
+  p.kend = f, f += nk;
+  p.blk = f, f += nk;
+  p.D = f, f += 16 * n;
+  p.A = f, f += 16 * n;
+  p.spare = f, f += 16 * n;
+  p.acc = f, f += bk;
+  p.sd = f, f += bk;
+  p.Kw = f, f += bk;
+  p.KT = f, f += bk;
+  p.bet = f, f += bk;
+  p.Kb = f, f += bk;
+  p.xT = f, f += rove_gla_round16(dv * n);
+  f += rove_gla_round16(dv * n); /* spare transposed rows */
+  p.sT = f, f += rove_gla_round16(dv * dk);
+  p.kT = f, f += rove_gla_round16(dk * n);
+  p.Ad = f;
+  return p;
+}
+
+/* C[i][0..nc) (row stride ldc) = (acc ? C : 0) + sum_p A(i, p) B[p][0..nc) for i < m, p < l,
+ * with A(i, p) = A[i * ars + p * acs] (a plain or a transposed operand) and B's rows ldb
+ * apart. Each sum runs over p in order. */
+static inline void gb_gemm_generic(float *C, int64_t ldc, const float *A, int64_t ars, int64_t acs,
+                                   const float *B, int64_t ldb, int32_t m, int32_t l, int32_t nc,
+                                   int acc) {
+  for (int32_t i = 0; i < m; i++) {
+    float *restrict ci = C + i * ldc;
+    if (!acc) memset(ci, 0, (size_t)nc * sizeof(float));
+    for (int32_t p = 0; p < l; p++) {
+      const float a = A[i * ars + p * acs];
+      const float *restrict bp = B + p * ldb;
+      for (int32_t j = 0; j < nc; j++) ci[j] = ROVE_GLA_MADD(a, bp[j], ci[j]);
+    }
+  }
+}
+
+/* An ISA file may define ROVE_GLA_GEMM_IMPL (register-blocked intrinsics, same contract)
+ * before including this. */
+#ifndef ROVE_GLA_GEMM_IMPL
+#define ROVE_GLA_GEMM_IMPL gb_gemm_generic
+#endif
+
+/* Plain operands: A[i][p] with row stride lda. */
+static inline void gb_gemm(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                           int64_t ldb, int32_t m, int32_t l, int32_t nc, int acc) {
+  ROVE_GLA_GEMM_IMPL(C, ldc, A, lda, 1, B, ldb, m, l, nc, acc);
+}
+
+/* Transposed A: A(i, p) = A[p][i] with row stride lda. */
+static inline void gb_gemm_tn(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                              int64_t ldb, int32_t m, int32_t l, int32_t nc, int acc) {
+  ROVE_GLA_GEMM_IMPL(C, ldc, A, 1, lda, B, ldb, m, l, nc, acc);
+}
+
+/* dst[c][r] = src[r][c] for r < rows, c < cols (src row stride ls, dst row stride ld). */
+static inline void gb_transpose(float *dst, int64_t ld, const float *src, int64_t ls, int32_t rows,
+                                int32_t cols) {
+  for (int32_t r = 0; r < rows; r++)
+    for (int32_t c = 0; c < cols; c++) dst[c * ld + r] = src[r * ls + c];
+}
+
+/* y[i] = exp((float)x[i]) for i < m (x is a sum of g's: <= 0, or -inf past float). */
+static inline void gb_exp(float *y, const double *x, int64_t m,
+                          void (*expv)(float *, const float *, int64_t)) {
+  for (int64_t i = 0; i < m; i++) y[i] = (float)x[i];
+  expv(y, y, m);
+}
+
+/* cs, rs and eg = e^{g} of the chunk. */
+static inline void gb_prefix(const rove_gla_bwd_chunk *c, const gb_work *w,
+                             void (*expv)(float *, const float *, int64_t)) {
+  const int32_t n = c->n, dk = c->dk;
+  for (int32_t k = 0; k < dk; k++) w->cs[k] = c->g[k];
+  for (int32_t t = 1; t < n; t++)
+    for (int32_t k = 0; k < dk; k++)
+      w->cs[(int64_t)t * dk + k] = w->cs[(int64_t)(t - 1) * dk + k] + c->g[(int64_t)t * dk + k];
+  for (int32_t k = 0; k < dk; k++) w->rs[(int64_t)(n - 1) * dk + k] = 0.0;
+  for (int32_t t = n - 2; t >= 0; t--)
+    for (int32_t k = 0; k < dk; k++)
+      w->rs[(int64_t)t * dk + k] =
+          w->rs[(int64_t)(t + 1) * dk + k] + c->g[(int64_t)(t + 1) * dk + k];
+  const int64_t m = (int64_t)n * dk;
+  for (int64_t i = 0; i < m; i++) w->eg[i] = c->g[i];
+  expv(w->eg, w->eg, m);
+}
+
+/* State-like [dk][dv] x scaled by rows: x[k][.] *= e[k]. */
+static inline void gb_scale_rows(float *x, const float *e, int32_t dk, int32_t dv) {
+  for (int32_t k = 0; k < dk; k++)
+    for (int32_t j = 0; j < dv; j++) x[(int64_t)k * dv + j] *= e[k];
+}
+
+static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
+                                        void (*expv)(float *, const float *, int64_t)) {
+  const int32_t n = c->n, dk = c->dk, dv = c->dv;
+  const gb_work w = gb_work_at(c->work, n, dk, dv);
+  gb_prefix(c, &w, expv);
+  gb_transpose(w.xT, n, c->v, dv, n, dv);   /* vT [dv][n] */
+  gb_transpose(w.sT, dk, c->s, dv, dk, dv); /* ST [dv][dk] */
+  for (int32_t t0 = 0; t0 < n; t0 += GB_BLK) {
+    const float *dot = c->dout + (int64_t)t0 * dv;
+    /* D[i][s] = do_{t0+i} . v_s for s < t0 + 16 (row stride n) */
+    gb_gemm(w.D, n, dot, dv, w.xT, n, GB_BLK, dv, t0 + GB_BLK, 0);
+    if (t0 > 0) {
+      /* Y[s] = g_{s+1} + .. + g_{t0-1}: the earlier keys gain the previous block's total,
+       * the previous block's keys get their sums to its end */
+      const int32_t p0 = t0 - GB_BLK;
+      for (int32_t k = 0; k < dk; k++) w.tot[k] = 0.0;
+      for (int32_t s = t0 - 1; s >= p0; s--) {
+        double *restrict y = w.yz + (int64_t)s * dk;
+        const float *gs = c->g + (int64_t)s * dk;
+        for (int32_t k = 0; k < dk; k++) y[k] = w.tot[k], w.tot[k] += gs[k];
+      }
+      for (int32_t s = 0; s < p0; s++) {
+        double *restrict y = w.yz + (int64_t)s * dk;
+        for (int32_t k = 0; k < dk; k++) y[k] += w.tot[k];
+      }
+      gb_exp(w.fac, w.yz, (int64_t)t0 * dk, expv);
+      for (int64_t i = 0; i < (int64_t)t0 * dk; i++) w.kd[i] = c->k[i] * w.fac[i];
+      gb_gemm(w.acc, dk, w.D, n, w.kd, dk, GB_BLK, t0, dk, 0);
+      /* times e^{g_{t0} + .. + g_t} */
+      for (int32_t k = 0; k < dk; k++) w.tot[k] = 0.0;
+      for (int32_t i = 0; i < GB_BLK; i++) {
+        const float *gi = c->g + (int64_t)(t0 + i) * dk;
+        float *restrict b = w.blk + (int64_t)i * dk;
+        for (int32_t k = 0; k < dk; k++) w.tot[k] += gi[k], b[k] = (float)w.tot[k];
+      }
+      expv(w.blk, w.blk, (int64_t)GB_BLK * dk);
+      for (int64_t i = 0; i < (int64_t)GB_BLK * dk; i++) w.acc[i] *= w.blk[i];
+    } else {
+      memset(w.acc, 0, (size_t)GB_BLK * dk * sizeof(float));
+    }
+    /* the block itself: Kw[s] = k_s e^{b_t - b_s}, a running product as t advances */
+    for (int32_t i = 0; i < GB_BLK; i++) {
+      const float *e = w.eg + (int64_t)(t0 + i) * dk;
+      for (int32_t s = 0; s < i; s++) {
+        float *restrict kw = w.Kw + (int64_t)s * dk;
+        for (int32_t k = 0; k < dk; k++) kw[k] *= e[k];
+      }
+      memcpy(w.Kw + (int64_t)i * dk, c->k + (int64_t)(t0 + i) * dk, (size_t)dk * sizeof(float));
+      float *restrict a = w.acc + (int64_t)i * dk;
+      for (int32_t s = 0; s <= i; s++) {
+        const float d = w.D[(int64_t)i * n + t0 + s];
+        const float *restrict kw = w.Kw + (int64_t)s * dk;
+        for (int32_t k = 0; k < dk; k++) a[k] = ROVE_GLA_MADD(d, kw[k], a[k]);
+      }
+    }
+    /* the state before the chunk: acc += e^{cs_t} (S do_t) */
+    gb_gemm(w.sd, dk, dot, dv, w.sT, dk, GB_BLK, dv, dk, 0);
+    gb_exp(w.blk, w.cs + (int64_t)t0 * dk, (int64_t)GB_BLK * dk, expv);
+    float *restrict dq = c->dq + (int64_t)t0 * dk;
+    for (int64_t i = 0; i < (int64_t)GB_BLK * dk; i++)
+      dq[i] = ROVE_GLA_MADD(w.blk[i], w.sd[i], w.acc[i]);
+  }
+  /* S <- diag(e^{cs_{n-1}}) S + sum_s (k_s e^{rs_s}) v_s^T */
+  gb_exp(w.fac, w.rs, (int64_t)n * dk, expv);
+  for (int64_t i = 0; i < (int64_t)n * dk; i++) w.kend[i] = c->k[i] * w.fac[i];
+  gb_exp(w.blk, w.cs + (int64_t)(n - 1) * dk, dk, expv);
+  gb_scale_rows(c->s, w.blk, dk, dv);
+  gb_gemm_tn(c->s, dv, w.kend, dk, c->v, dv, dk, n, dv, 1);
+}
+
+static inline void rove_gla_bwd_dkv_body(const rove_gla_bwd_chunk *c,
+                                         void (*expv)(float *, const float *, int64_t)) {
+  const int32_t n = c->n, dk = c->dk, dv = c->dv;
+  const gb_work w = gb_work_at(c->work, n, dk, dv);
+  gb_prefix(c, &w, expv);
+  gb_transpose(w.xT, n, c->dout, dv, n, dv); /* doT [dv][n] */
+  gb_transpose(w.sT, dk, c->s, dv, dk, dv);  /* HT [dv][dk] */
+  /* the adjoint after the chunk: dk_s = e^{rs_s} (H v_s), dv_s = (k_s e^{rs_s})^T H */
+  gb_exp(w.fac, w.rs, (int64_t)n * dk, expv);
+  for (int64_t i = 0; i < (int64_t)n * dk; i++) w.kend[i] = c->k[i] * w.fac[i];
+  gb_gemm(w.hv, dk, c->v, dv, w.sT, dk, n, dv, dk, 0);
+  for (int64_t i = 0; i < (int64_t)n * dk; i++) c->dkey[i] = w.fac[i] * w.hv[i];
+  gb_gemm(c->dval, dv, w.kend, dk, c->s, dv, n, dk, dv, 0);
+  for (int32_t s0 = n - GB_BLK; s0 >= 0; s0 -= GB_BLK) {
+    const int32_t L0 = s0 + GB_BLK, L = n - L0;
+    /* DT[s][t - s0] = v_s . do_t for t in [s0, n) (row stride n) */
+    gb_gemm(w.D, n, c->v + (int64_t)s0 * dv, dv, w.xT + s0, n, GB_BLK, dv, n - s0, 0);
+    if (L > 0) {
+      /* Z[t] = g_{L0} + .. + g_t: the later queries gain the next block's total, that
+       * block's queries get their sums from its start */
+      for (int32_t k = 0; k < dk; k++) w.tot[k] = 0.0;
+      for (int32_t t = L0; t < L0 + GB_BLK; t++) {
+        double *restrict z = w.yz + (int64_t)t * dk;
+        const float *gt = c->g + (int64_t)t * dk;
+        for (int32_t k = 0; k < dk; k++) w.tot[k] += gt[k], z[k] = w.tot[k];
+      }
+      for (int32_t t = L0 + GB_BLK; t < n; t++) {
+        double *restrict z = w.yz + (int64_t)t * dk;
+        for (int32_t k = 0; k < dk; k++) z[k] += w.tot[k];
+      }
+      gb_exp(w.fac, w.yz + (int64_t)L0 * dk, (int64_t)L * dk, expv);
+      const float *qL = c->q + (int64_t)L0 * dk;
+      for (int64_t i = 0; i < (int64_t)L * dk; i++) w.kd[i] = qL[i] * w.fac[i]; /* Qd [L][dk] */
+      /* bet[s] = e^{g_{s+1} + .. + g_{s0+15}}, Kb = k bet */
+      for (int32_t k = 0; k < dk; k++) w.tot[k] = 0.0;
+      for (int32_t s = GB_BLK - 1; s >= 0; s--) {
+        float *restrict b = w.blk + (int64_t)s * dk;
+        const float *gs = c->g + (int64_t)(s0 + s) * dk;
+        for (int32_t k = 0; k < dk; k++) b[k] = (float)w.tot[k], w.tot[k] += gs[k];
+      }
+      expv(w.bet, w.blk, (int64_t)GB_BLK * dk);
+      for (int64_t i = 0; i < (int64_t)GB_BLK * dk; i++)
+        w.Kb[i] = c->k[(int64_t)s0 * dk + i] * w.bet[i];
+      gb_transpose(w.KT, GB_BLK, w.Kb, dk, GB_BLK, dk); /* KbT [dk][16] */
+      /* A[t][s] = Qd_t . Kb_s, then dv_s += sum_t A[t][s] do_t */
+      gb_gemm(w.A, GB_BLK, w.kd, dk, w.KT, GB_BLK, L, dk, GB_BLK, 0);
+      gb_gemm_tn(c->dval + (int64_t)s0 * dv, dv, w.A, GB_BLK, c->dout + (int64_t)L0 * dv, dv,
+                 GB_BLK, L, dv, 1);
+      /* dk_s += bet_s (sum_t DT[s][t] Qd_t) */
+      gb_gemm(w.acc, dk, w.D + GB_BLK, n, w.kd, dk, GB_BLK, L, dk, 0);
+      float *restrict dks = c->dkey + (int64_t)s0 * dk;
+      for (int64_t i = 0; i < (int64_t)GB_BLK * dk; i++)
+        dks[i] = ROVE_GLA_MADD(w.bet[i], w.acc[i], dks[i]);
+    }
+    /* the block itself. Scores Ad[t][s] = q_t . k_s e^{b_t - b_s} (s <= t), with the keys
+     * decayed to t as a running product in KT [dk][16] (columns past t stay 0) */
+    memset(w.KT, 0, (size_t)dk * GB_BLK * sizeof(float));
+    for (int32_t t = 0; t < GB_BLK; t++) {
+      const float *e = w.eg + (int64_t)(s0 + t) * dk, *kt = c->k + (int64_t)(s0 + t) * dk;
+      for (int32_t k = 0; k < dk; k++) {
+        float *restrict kr = w.KT + (int64_t)k * GB_BLK;
+        for (int32_t s = 0; s < GB_BLK; s++) kr[s] *= e[k];
+      }
+      for (int32_t k = 0; k < dk; k++) w.KT[(int64_t)k * GB_BLK + t] = kt[k];
+      gb_gemm(w.Ad + t * GB_BLK, GB_BLK, c->q + (int64_t)(s0 + t) * dk, dk, w.KT, GB_BLK, 1, dk,
+              GB_BLK, 0);
+    }
+    /* dv_s += sum_{t>=s} Ad[t][s] do_t; dk_s += sum_{t>=s} DT[s][t] q_t e^{b_t - b_s}, the
+     * queries decayed back to s as a running product in Kw [16][dk] */
+    gb_gemm_tn(c->dval + (int64_t)s0 * dv, dv, w.Ad, GB_BLK, c->dout + (int64_t)s0 * dv, dv, GB_BLK,
+               GB_BLK, dv, 1); /* Ad is 0 above the diagonal */
+    for (int32_t s = GB_BLK - 1; s >= 0; s--) {
+      if (s < GB_BLK - 1) {
+        const float *e = w.eg + (int64_t)(s0 + s + 1) * dk;
+        for (int32_t t = s + 1; t < GB_BLK; t++) {
+          float *restrict qw = w.Kw + (int64_t)t * dk;
+          for (int32_t k = 0; k < dk; k++) qw[k] *= e[k];
+        }
+      }
+      memcpy(w.Kw + (int64_t)s * dk, c->q + (int64_t)(s0 + s) * dk, (size_t)dk * sizeof(float));
+      float *restrict dks = c->dkey + (int64_t)(s0 + s) * dk;
+      for (int32_t t = s; t < GB_BLK; t++) {
+        const float d = w.D[(int64_t)s * n + t];
+        const float *restrict qw = w.Kw + (int64_t)t * dk;
+        for (int32_t k = 0; k < dk; k++) dks[k] = ROVE_GLA_MADD(d, qw[k], dks[k]);
+      }
+    }
+  }
+  /* H <- diag(e^{cs_{n-1}}) H + sum_t (q_t e^{cs_t}) do_t^T */
+  gb_exp(w.fac, w.cs, (int64_t)n * dk, expv);
+  for (int64_t i = 0; i < (int64_t)n * dk; i++) w.kend[i] = c->q[i] * w.fac[i];
+  gb_scale_rows(c->s, w.fac + (int64_t)(n - 1) * dk, dk, dv);
+  gb_gemm_tn(c->s, dv, w.kend, dk, c->dout, dv, dk, n, dv, 1);
+}
+
+#endif

@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/* The GLA backward sweeps (gla_kernels.h, gla_bwd_body.h) for neon: the generic body compiled with this ISA's flags (the vectoriser makes vector FMAs of fmaf) and its exp. */
+#include <math.h>
+#include "kernels-neon.h"
+
+#define ROVE_GLA_MADD(a, b, c) fmaf(a, b, c)
+#include "../gla_bwd_body.h"
+
+void rove_gla_bwd_dq_f32__neon(const rove_gla_bwd_chunk *c) {
+  rove_gla_bwd_dq_body(c, rove_exp_f32__neon);
+}
+
+void rove_gla_bwd_dkv_f32__neon(const rove_gla_bwd_chunk *c) {
+  rove_gla_bwd_dkv_body(c, rove_exp_f32__neon);
+}

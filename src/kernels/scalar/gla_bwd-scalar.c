@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: MIT */
+/* The GLA backward sweeps (gla_kernels.h, gla_bwd_body.h) for scalar: the portable reference (a multiply and an add, libm exp): the truth the SIMD builds are tested against. */
+#include "kernels-scalar.h"
+
+#define ROVE_GLA_MADD(a, b, c) ((a) * (b) + (c))
+#include "../gla_bwd_body.h"
+
+void rove_gla_bwd_dq_f32__scalar(const rove_gla_bwd_chunk *c) {
+  rove_gla_bwd_dq_body(c, rove_exp_f32__scalar);
+}
+
+void rove_gla_bwd_dkv_f32__scalar(const rove_gla_bwd_chunk *c) {
+  rove_gla_bwd_dkv_body(c, rove_exp_f32__scalar);
+}
