@@ -98,6 +98,14 @@ class GLAArgs(Structure):
                 ("initial_state", c_void_p), ("final_state", c_void_p), ("out", c_void_p)]
 
 
+class GLAGrads(Structure):
+    """rove_gla_grads: dout / d_final_state in; dq, dk, dg, dv, d_initial_state, d_angles
+    out (the optional ones NULL when not wanted)."""
+    _fields_ = [("dout", c_void_p), ("d_final_state", c_void_p), ("dq", c_void_p),
+                ("dk", c_void_p), ("dg", c_void_p), ("dv", c_void_p),
+                ("d_initial_state", c_void_p), ("d_angles", c_void_p)]
+
+
 class TensorTypes(Structure):
     """rove_tensor_types: the rove_dtype of q, k, v and out of one attention call."""
     _fields_ = [("q", c_enum), ("k", c_enum), ("v", c_enum), ("out", c_enum)]
@@ -115,7 +123,7 @@ class AttentionGrads(Structure):
 STRUCTS = {"rove_rope_config": RopeConfig, "rove_attention_config": AttentionConfig,
            "rove_attention_args": AttentionArgs, "rove_layer_weights": LayerWeights,
            "rove_selective_phase_weights": SelectivePhaseWeights,
-           "rove_gla_config": GLAConfig, "rove_gla_args": GLAArgs,
+           "rove_gla_config": GLAConfig, "rove_gla_args": GLAArgs, "rove_gla_grads": GLAGrads,
            "rove_tensor_types": TensorTypes, "rove_attention_grads": AttentionGrads}
 
 
@@ -239,6 +247,7 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_gla_plan_isa": (c_enum, [_P]),
     "rove_gla_forward": (c_enum, [_P, POINTER(GLAArgs)]),
     "rove_gla_recurrent": (c_enum, [_P, POINTER(GLAArgs)]),
+    "rove_gla_backward": (c_enum, [_P, POINTER(GLAArgs), POINTER(GLAGrads)]),
 }
 for _name, (_res, _args) in _PROTOTYPES.items():
     _fn = getattr(lib, _name)

@@ -9,7 +9,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import _lib, _params, _tensor
+from . import _autograd, _gla_autograd, _lib, _params, _tensor
 
 _C_DEFAULTS = _lib.GLAConfig()
 _lib.lib.rove_gla_config_init(_C_DEFAULTS, 1, 2, 2)
@@ -70,15 +70,26 @@ class GLAPlan:
         value_dim] float32 (3-D without batch; non-contiguous inputs are copied once),
         g <= 0 log decays, angles None or float64 [batch, seq, H, rotary_dim/2],
         initial_state None (zeros) or float32 [batch, H, key_dim, value_dim]. Returns out
-        (and the final state with return_final_state)."""
-        return self._run("rove_gla_forward", q, k, v, g, angles, initial_state,
-                         return_final_state, out)
+        (and the final state with return_final_state).
+
+        Differentiable for torch tensors (torch.autograd, rove_gla_backward): float32 q,
+        k, v, g and initial_state, float64 angles; gradients reach every input that
+        requires grad, through the output and the final state."""
+        return self._call("rove_gla_forward", q, k, v, g, angles, initial_state,
+                          return_final_state, out)
 
     def recurrent(self, q, k, v, g, *, angles=None, initial_state=None,
                   return_final_state=False, out=None):
-        """Token-by-token GLA (decode); the same arguments and result as forward()."""
-        return self._run("rove_gla_recurrent", q, k, v, g, angles, initial_state,
-                         return_final_state, out)
+        """Token-by-token GLA (decode); the same arguments, result and gradients as
+        forward()."""
+        return self._call("rove_gla_recurrent", q, k, v, g, angles, initial_state,
+                          return_final_state, out)
+
+    def _call(self, fn, q, k, v, g, angles, initial_state, return_final_state, out):
+        if _autograd.needs_grad(q, k, v, g, angles, initial_state):
+            return _gla_autograd.gla(self, fn, q, k, v, g, angles, initial_state,
+                                     return_final_state, out)
+        return self._run(fn, q, k, v, g, angles, initial_state, return_final_state, out)
 
     def _run(self, fn, q, k, v, g, angles, initial_state, return_final_state, out):
         vq = _tensor.view(q, "q")

@@ -1,0 +1,176 @@
+# SPDX-License-Identifier: MIT
+"""rove.gla / GLAPlan.forward / GLAPlan.recurrent under torch.autograd
+(rove_gla_backward): dq, dk, dv, dg, d initial_state and d angles against PyTorch's own
+autograd through a float64 torch implementation of the recurrence in rove.h (torch's
+derivatives of torch ops: the reference users trust), for every rotation set, both
+pairings, partial rotary, chunk lengths, 3-D inputs, a loss on the final state too;
+torch.autograd.gradcheck on float32 (finite differences of librove's own forward); a
+training step; the refusals of what the differentiable path does not take."""
+import numpy as np
+import pytest
+
+import rove
+from reference import rel_err
+
+torch = pytest.importorskip("torch")
+
+TOL = 1e-4  # fp32 gradients vs float64 autograd, relative to max |grad|
+
+
+def _rotate(x, ang, r, pairing, sign=1.0):
+    """x [..., d] rotated by ang [..., r/2] (torch ops only: autograd differentiates it)."""
+    c, s = torch.cos(ang), sign * torch.sin(ang)
+    if pairing == "half":
+        a, b, rest = x[..., : r // 2], x[..., r // 2: r], x[..., r:]
+        return torch.cat([a * c - b * s, a * s + b * c, rest], dim=-1)
+    a, b = x[..., 0:r:2], x[..., 1:r:2]
+    rot = torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)
+    return torch.cat([rot, x[..., r:]], dim=-1)
+
+
+def reference_gla(q, k, v, g, angles, s0, rot, r, pairing, scale):
+    """The recurrence of rove.h in float64 torch ops, token by token:
+    S_t = diag(exp(g_t)) S_{t-1} + k~_t v~_t^T, o_t = R_t^{-1} (scale S_t^T q~_t)."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    S = torch.zeros(B, H, K, V, dtype=torch.float64) if s0 is None else s0
+    outs = []
+    for t in range(T):
+        qt, kt, vt = q[:, t], k[:, t], v[:, t]
+        if angles is not None:
+            a = angles[:, t]
+            if "q" in rot:
+                qt = _rotate(qt, a, r, pairing)
+            if "k" in rot:
+                kt = _rotate(kt, a, r, pairing)
+            if "v" in rot:
+                vt = _rotate(vt, a, r, pairing)
+        S = torch.exp(g[:, t]).unsqueeze(-1) * S + kt.unsqueeze(-1) * vt.unsqueeze(-2)
+        o = scale * torch.einsum("bhkv,bhk->bhv", S, qt)
+        if angles is not None and "o" in rot:
+            o = _rotate(o, angles[:, t], r, pairing, -1.0)
+        outs.append(o)
+    return torch.stack(outs, dim=1), S
+
+
+ROTS = {"none": "", "rope": "qk", "rove": "qkvo", "v": "v", "o": "o"}
+
+
+def _inputs(gen, B, T, H, K, V, r, angles=True, s0=True):
+    f = lambda *s: torch.tensor(gen.uniform(-1, 1, s), dtype=torch.float64)  # noqa: E731
+    x = {"q": f(B, T, H, K), "k": f(B, T, H, K), "v": f(B, T, H, V),
+         "g": torch.tensor(-gen.uniform(0, 1, (B, T, H, K)), dtype=torch.float64)}
+    x["angles"] = torch.tensor(gen.uniform(-20, 20, (B, T, H, r // 2))) if angles else None
+    x["s0"] = f(B, H, K, V) if s0 else None
+    return x
+
+
+def _check(gen, rot_name, pairing="half", r=0, chunk=None, B=2, T=37, H=2, K=16, V=16,
+           final_loss=True, recurrent=False):
+    rr = r or K
+    x = _inputs(gen, B, T, H, K, V, rr)
+    dout = torch.tensor(gen.uniform(-1, 1, (B, T, H, V)))
+    dfin = torch.tensor(gen.uniform(-1, 1, (B, H, K, V)))
+    scale = 1.0 / np.sqrt(K)
+    # reference: float64 torch autograd
+    ref = {n: (t.clone().requires_grad_(True) if t is not None else None) for n, t in x.items()}
+    o, S = reference_gla(ref["q"], ref["k"], ref["v"], ref["g"], ref["angles"], ref["s0"],
+                         ROTS[rot_name], rr, pairing, scale)
+    loss = (o * dout).sum() + ((S * dfin).sum() if final_loss else 0.0)
+    loss.backward()
+    # librove: float32 tensors (float64 angles)
+    lib = {n: (t.float() if n != "angles" else t).clone().requires_grad_(True)
+           for n, t in x.items() if t is not None}
+    flags = {"v": rove.ROTATE_V, "o": rove.ROTATE_O}.get(rot_name, rot_name)
+    plan = rove.GLAPlan(H, K, V, rotate=flags, rotary_dim=r, pairing=pairing, chunk=chunk)
+    run = plan.recurrent if recurrent else plan.forward
+    out, fs = run(lib["q"], lib["k"], lib["v"], lib["g"], angles=lib["angles"],
+                  initial_state=lib["s0"], return_final_state=True)
+    assert rel_err(out.detach().double(), o.detach()) < 1e-5
+    l2 = (out * dout.float()).sum() + ((fs * dfin.float()).sum() if final_loss else 0.0)
+    l2.backward()
+    for n in lib:
+        want = ref[n].grad
+        if n == "angles" and rot_name == "none":
+            assert (lib[n].grad == 0).all()
+            continue
+        e = rel_err(lib[n].grad.double(), want)
+        # dg and the angles: their terms cancel (rove.h), hence the looser bound
+        assert e < (1e-3 if n in ("g", "angles") else TOL), (n, rot_name, e)
+
+
+@pytest.mark.parametrize("rot", list(ROTS))
+@pytest.mark.parametrize("pairing", ["half", "interleaved"])
+def test_gradients_match_torch(rot, pairing):
+    _check(np.random.default_rng(hash((rot, pairing)) % 1000), rot, pairing)
+
+
+@pytest.mark.parametrize("chunk", [16, 32, 64, 128])
+def test_chunks_partial_rotary_and_no_final_loss(chunk):
+    _check(np.random.default_rng(chunk), "rove", r=8, chunk=chunk, T=150, B=1,
+           final_loss=chunk != 32)
+
+
+def test_recurrent_is_differentiable_too():
+    _check(np.random.default_rng(3), "rove", T=9, recurrent=True)
+
+
+def test_3d_inputs_and_only_some_requiring_grad():
+    gen = np.random.default_rng(5)
+    q, k, v = (torch.tensor(gen.uniform(-1, 1, (20, 2, 8)), dtype=torch.float32)
+               for _ in range(3))
+    g = torch.tensor(-gen.uniform(0, 1, (20, 2, 8)), dtype=torch.float32, requires_grad=True)
+    out = rove.gla(q, k, v, g)
+    out.sum().backward()
+    assert g.grad.shape == g.shape and torch.isfinite(g.grad).all()
+    assert q.grad is None
+    want = rove.gla(q[None], k[None], v[None], g.detach()[None])[0]
+    assert torch.equal(out.detach(), want)
+
+
+@pytest.mark.filterwarnings("ignore:Input #")  # gradcheck prefers float64 inputs
+def test_gradcheck_float32():
+    """torch.autograd.gradcheck of librove's GLA forward against its backward (finite
+    differences in float32, hence the loose tolerances)."""
+    gen = np.random.default_rng(9)
+    q, k, v = (torch.tensor(gen.uniform(-1, 1, (1, 6, 2, 4)), dtype=torch.float32,
+                            requires_grad=True) for _ in range(3))
+    g = torch.tensor(-gen.uniform(0.1, 1, (1, 6, 2, 4)), dtype=torch.float32, requires_grad=True)
+    ang = torch.tensor(gen.uniform(-3, 3, (1, 6, 2, 2)), requires_grad=True)
+    fn = lambda q, k, v, g, a: rove.gla(q, k, v, g, angles=a, rotate="rove")  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (q, k, v, g, ang), eps=1e-2, atol=3e-3, rtol=3e-2,
+                                    fast_mode=False)
+
+
+def test_training_step_lowers_the_loss():
+    """A few SGD steps on the log decays and the keys of a GLA layer lower a loss."""
+    gen = np.random.default_rng(13)
+    q, v = (torch.tensor(gen.uniform(-1, 1, (1, 32, 2, 16)), dtype=torch.float32)
+            for _ in range(2))
+    k = torch.tensor(gen.uniform(-1, 1, (1, 32, 2, 16)), dtype=torch.float32, requires_grad=True)
+    w = torch.zeros(1, 32, 2, 16, requires_grad=True)  # g = -softplus(w) <= 0
+    target = torch.zeros(1, 32, 2, 16)
+    losses = []
+    for _ in range(6):
+        g = -torch.nn.functional.softplus(w)
+        loss = ((rove.gla(q, k, v, g) - target) ** 2).sum()
+        losses.append(float(loss.detach()))
+        loss.backward()
+        with torch.no_grad():
+            for p in (k, w):
+                p -= 0.01 * p.grad
+                p.grad = None
+    assert losses[-1] < 0.9 * losses[0], losses
+
+
+def test_refusals():
+    q = torch.zeros(1, 4, 2, 8, requires_grad=True)
+    g = torch.zeros(1, 4, 2, 8)
+    with pytest.raises(TypeError, match="float32"):
+        rove.gla(q.double(), q.double(), q.double(), g.double())
+    with pytest.raises(ValueError, match="out="):
+        rove.gla(q, q, q, g, out=torch.empty(1, 4, 2, 8))
+    with pytest.raises(TypeError, match="float64"):
+        rove.gla(q, q, q, g, angles=torch.zeros(1, 4, 2, 4, requires_grad=True))
+    with pytest.raises(TypeError, match="torch"):
+        rove.gla(q, np.zeros((1, 4, 2, 8), np.float32), q, g)
