@@ -141,6 +141,32 @@ static inline void gb_scale_rows(float *x, const float *e, int32_t dk, int32_t d
     for (int32_t j = 0; j < dv; j++) x[(int64_t)k * dv + j] *= e[k];
 }
 
+/* The block of rows t0 .. t0+15: P_t = g_{t0} + .. + g_t (double), blk[i] = e^{P_{t0+i}}.
+ * When every channel's block total is >= -GB_FAST_SUM, e^{-P} <= e^{GB_FAST_SUM} is far
+ * from overflow and e^{b_t - b_s} = e^{P_t} e^{-P_s} loses nothing that matters: then also
+ * fac rows t0.. = e^{-P} and 1 is returned (the block's pairs become one matrix product);
+ * else 0 (running products of e^{g}: a huge decay in the block, e.g. -FLT_MAX). */
+#define GB_FAST_SUM 60.0
+static inline int gb_block_sums(const rove_gla_bwd_chunk *c, const gb_work *w, int32_t t0,
+                                void (*expv)(float *, const float *, int64_t)) {
+  const int32_t dk = c->dk;
+  float *en = w->fac + (int64_t)t0 * dk;
+  for (int32_t k = 0; k < dk; k++) w->tot[k] = 0.0;
+  for (int32_t i = 0; i < GB_BLK; i++) {
+    const float *gi = c->g + (int64_t)(t0 + i) * dk;
+    float *restrict b = w->blk + (int64_t)i * dk, *restrict e = en + (int64_t)i * dk;
+    for (int32_t k = 0; k < dk; k++) {
+      w->tot[k] += gi[k];
+      b[k] = (float)w->tot[k], e[k] = (float)-w->tot[k];
+    }
+  }
+  int fast = 1;
+  for (int32_t k = 0; k < dk; k++) fast &= w->tot[k] >= -GB_FAST_SUM;
+  expv(w->blk, w->blk, (int64_t)GB_BLK * dk);
+  if (fast) expv(en, en, (int64_t)GB_BLK * dk);
+  return fast;
+}
+
 static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
                                         void (*expv)(float *, const float *, int64_t)) {
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
@@ -152,6 +178,8 @@ static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
     const float *dot = c->dout + (int64_t)t0 * dv;
     /* D[i][s] = do_{t0+i} . v_s for s < t0 + 16 (row stride n) */
     gb_gemm(w.D, n, dot, dv, w.xT, n, GB_BLK, dv, t0 + GB_BLK, 0);
+    /* P_t = g_{t0} + .. + g_t: blk = e^{P}, fac (rows t0..) = e^{-P} on the fast path */
+    const int fast = gb_block_sums(c, &w, t0, expv);
     if (t0 > 0) {
       /* Y[s] = g_{s+1} + .. + g_{t0-1}: the earlier keys gain the previous block's total,
        * the previous block's keys get their sums to its end */
@@ -168,32 +196,37 @@ static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
       }
       gb_exp(w.fac, w.yz, (int64_t)t0 * dk, expv);
       for (int64_t i = 0; i < (int64_t)t0 * dk; i++) w.kd[i] = c->k[i] * w.fac[i];
-      gb_gemm(w.acc, dk, w.D, n, w.kd, dk, GB_BLK, t0, dk, 0);
-      /* times e^{g_{t0} + .. + g_t} */
-      for (int32_t k = 0; k < dk; k++) w.tot[k] = 0.0;
-      for (int32_t i = 0; i < GB_BLK; i++) {
-        const float *gi = c->g + (int64_t)(t0 + i) * dk;
-        float *restrict b = w.blk + (int64_t)i * dk;
-        for (int32_t k = 0; k < dk; k++) w.tot[k] += gi[k], b[k] = (float)w.tot[k];
-      }
-      expv(w.blk, w.blk, (int64_t)GB_BLK * dk);
+    }
+    if (fast) {
+      /* e^{b_t - b_s} = e^{P_t} e^{-P_s} inside the block too: one product over the
+       * earlier keys and the block's own (D masked above the diagonal) */
+      const float *en = w.fac + (int64_t)t0 * dk, *kb = c->k + (int64_t)t0 * dk;
+      for (int64_t i = 0; i < (int64_t)GB_BLK * dk; i++) w.kd[(int64_t)t0 * dk + i] = kb[i] * en[i];
+      for (int32_t i = 0; i < GB_BLK; i++)
+        for (int32_t s = i + 1; s < GB_BLK; s++) w.D[(int64_t)i * n + t0 + s] = 0.0f;
+      gb_gemm(w.acc, dk, w.D, n, w.kd, dk, GB_BLK, t0 + GB_BLK, dk, 0);
       for (int64_t i = 0; i < (int64_t)GB_BLK * dk; i++) w.acc[i] *= w.blk[i];
     } else {
-      memset(w.acc, 0, (size_t)GB_BLK * dk * sizeof(float));
-    }
-    /* the block itself: Kw[s] = k_s e^{b_t - b_s}, a running product as t advances */
-    for (int32_t i = 0; i < GB_BLK; i++) {
-      const float *e = w.eg + (int64_t)(t0 + i) * dk;
-      for (int32_t s = 0; s < i; s++) {
-        float *restrict kw = w.Kw + (int64_t)s * dk;
-        for (int32_t k = 0; k < dk; k++) kw[k] *= e[k];
+      if (t0 > 0) {
+        gb_gemm(w.acc, dk, w.D, n, w.kd, dk, GB_BLK, t0, dk, 0);
+        for (int64_t i = 0; i < (int64_t)GB_BLK * dk; i++) w.acc[i] *= w.blk[i];
+      } else {
+        memset(w.acc, 0, (size_t)GB_BLK * dk * sizeof(float));
       }
-      memcpy(w.Kw + (int64_t)i * dk, c->k + (int64_t)(t0 + i) * dk, (size_t)dk * sizeof(float));
-      float *restrict a = w.acc + (int64_t)i * dk;
-      for (int32_t s = 0; s <= i; s++) {
-        const float d = w.D[(int64_t)i * n + t0 + s];
-        const float *restrict kw = w.Kw + (int64_t)s * dk;
-        for (int32_t k = 0; k < dk; k++) a[k] = ROVE_GLA_MADD(d, kw[k], a[k]);
+      /* the block itself: Kw[s] = k_s e^{b_t - b_s}, a running product as t advances */
+      for (int32_t i = 0; i < GB_BLK; i++) {
+        const float *e = w.eg + (int64_t)(t0 + i) * dk;
+        for (int32_t s = 0; s < i; s++) {
+          float *restrict kw = w.Kw + (int64_t)s * dk;
+          for (int32_t k = 0; k < dk; k++) kw[k] *= e[k];
+        }
+        memcpy(w.Kw + (int64_t)i * dk, c->k + (int64_t)(t0 + i) * dk, (size_t)dk * sizeof(float));
+        float *restrict a = w.acc + (int64_t)i * dk;
+        for (int32_t s = 0; s <= i; s++) {
+          const float d = w.D[(int64_t)i * n + t0 + s];
+          const float *restrict kw = w.Kw + (int64_t)s * dk;
+          for (int32_t k = 0; k < dk; k++) a[k] = ROVE_GLA_MADD(d, kw[k], a[k]);
+        }
       }
     }
     /* the state before the chunk: acc += e^{cs_t} (S do_t) */
@@ -265,8 +298,30 @@ static inline void rove_gla_bwd_dkv_body(const rove_gla_bwd_chunk *c,
       for (int64_t i = 0; i < (int64_t)GB_BLK * dk; i++)
         dks[i] = ROVE_GLA_MADD(w.bet[i], w.acc[i], dks[i]);
     }
-    /* the block itself. Scores Ad[t][s] = q_t . k_s e^{b_t - b_s} (s <= t), with the keys
-     * decayed to t as a running product in KT [dk][16] (columns past t stay 0) */
+    /* the block itself (fac and blk are free again) */
+    if (gb_block_sums(c, &w, s0, expv)) {
+      /* e^{b_t - b_s} = e^{P_t} e^{-P_s}: Qp = q e^{P}, Kn = k e^{-P}; Ad = Qp Kn^T and
+       * dk_s += e^{-P_s} sum_{t>=s} DT[s][t] Qp_t, both masked to t >= s */
+      const float *en = w.fac + (int64_t)s0 * dk;
+      const float *qb = c->q + (int64_t)s0 * dk, *kb = c->k + (int64_t)s0 * dk;
+      for (int64_t i = 0; i < (int64_t)GB_BLK * dk; i++)
+        w.Kw[i] = qb[i] * w.blk[i], w.Kb[i] = kb[i] * en[i];
+      gb_transpose(w.KT, GB_BLK, w.Kb, dk, GB_BLK, dk);
+      gb_gemm(w.Ad, GB_BLK, w.Kw, dk, w.KT, GB_BLK, GB_BLK, dk, GB_BLK, 0);
+      for (int32_t t = 0; t < GB_BLK; t++)
+        for (int32_t s = t + 1; s < GB_BLK; s++) w.Ad[t * GB_BLK + s] = 0.0f;
+      gb_gemm_tn(c->dval + (int64_t)s0 * dv, dv, w.Ad, GB_BLK, c->dout + (int64_t)s0 * dv, dv,
+                 GB_BLK, GB_BLK, dv, 1);
+      for (int32_t s = 1; s < GB_BLK; s++)
+        for (int32_t t = 0; t < s; t++) w.D[(int64_t)s * n + t] = 0.0f;
+      gb_gemm(w.acc, dk, w.D, n, w.Kw, dk, GB_BLK, GB_BLK, dk, 0);
+      float *restrict dks = c->dkey + (int64_t)s0 * dk;
+      for (int64_t i = 0; i < (int64_t)GB_BLK * dk; i++)
+        dks[i] = ROVE_GLA_MADD(en[i], w.acc[i], dks[i]);
+      continue;
+    }
+    /* a huge decay in the block: scores Ad[t][s] = q_t . k_s e^{b_t - b_s} (s <= t), with
+     * the keys decayed to t as a running product in KT [dk][16] (columns past t stay 0) */
     memset(w.KT, 0, (size_t)dk * GB_BLK * sizeof(float));
     for (int32_t t = 0; t < GB_BLK; t++) {
       const float *e = w.eg + (int64_t)(s0 + t) * dk, *kt = c->k + (int64_t)(s0 + t) * dk;
