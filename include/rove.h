@@ -344,6 +344,28 @@ typedef struct rove_attention_args {
  */
 ROVE_API rove_status rove_attention_forward(const rove_plan *p, const rove_attention_args *a);
 
+/**
+ * Exact merge of partial attentions of the same queries over disjoint key sets (split-KV,
+ * a sharded or paged cache, cascade attention): with part p's output O_p and LSE L_p
+ * (as rove_attention_forward writes them, rotated back and normalised),
+ *   L = ln sum_p e^{L_p},   O = sum_p e^{L_p - L} O_p
+ * per (batch, head, query). Summed in double in part order (deterministic), rounded once.
+ * A part whose LSE is -inf (no visible key) contributes nothing, whatever its output row
+ * holds; a row that is -inf in every part gets O = 0 and L = -inf. A NaN LSE makes that
+ * row's O and L NaN. Since R_{P_i}^{-1} is linear the merge is exact for RoVE outputs too.
+ * Layouts as in rove_attention_args (dense): outs[p] and @p out [batch][q_len][n_heads]
+ * [head_dim], lses[p] and @p lse [batch][n_heads][q_len]. @p lse may be NULL. @p out and
+ * @p lse may be exactly outs[0] and lses[0] (merged in place) but must not overlap any
+ * other input. Runs on the calling thread (one pass over the parts: memory bound).
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (n_parts < 1, a NULL array or entry, sizes
+ *         <= 0, head_dim > ROVE_MAX_HEAD_DIM, an overlap other than the in-place one);
+ *         ROVE_ERR_SIZE_OVERFLOW. Outputs untouched on failure.
+ */
+ROVE_API rove_status rove_merge_partials(int32_t n_parts, const float *const *outs,
+                                         const float *const *lses, int32_t batch, int32_t q_len,
+                                         int32_t n_heads, int32_t head_dim, float *out,
+                                         float *lse);
+
 /** Gradients of one attention call (rove_attention_backward). Zero-initialise, then set. */
 typedef struct rove_attention_grads {
   const float *dout;  /**< [batch][q_len][n_heads][head_dim]: dLoss / d out */

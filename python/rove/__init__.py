@@ -19,6 +19,7 @@ from ._lib import (ROTATE_K, ROTATE_O, ROTATE_Q, ROTATE_ROPE, ROTATE_ROVE, ROTAT
 from .attention import Plan, attention, clear_plan_cache, get_plan
 from .gla import GLAPlan, gla, gla_recurrent
 from .kvcache import KVCache
+from .merge import merge_partials
 from .rope import RopeConfig, inv_freq
 from .rotate import rotate, rotate_angles
 from .selective import (SelectivePhaseWeights, selective_angles, selective_phase,
@@ -31,7 +32,8 @@ __all__ = [
     "ROTATE_ROVE", "ROTATE_V", "RopeConfig", "RoveError", "RoveInternalError",
     "RoveInvalidArgument", "RoveOutOfMemory", "RoveSizeOverflow", "RoveUnsupported",
     "SelectivePhaseWeights", "attention", "clear_plan_cache", "get_plan", "gla",
-    "gla_recurrent", "info", "inv_freq", "rotate", "rotate_angles", "selective_angles",
+    "gla_recurrent", "info", "inv_freq", "merge_partials", "rotate", "rotate_angles",
+    "selective_angles",
     "selective_phase", "selective_temperatures", "__version__",
 ]
 

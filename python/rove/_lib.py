@@ -248,6 +248,8 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_gla_forward": (c_enum, [_P, POINTER(GLAArgs)]),
     "rove_gla_recurrent": (c_enum, [_P, POINTER(GLAArgs)]),
     "rove_gla_backward": (c_enum, [_P, POINTER(GLAArgs), POINTER(GLAGrads)]),
+    "rove_merge_partials": (c_enum, [c_int32, _P, _P, c_int32, c_int32, c_int32, c_int32, _P,
+                                     _P]),
 }
 for _name, (_res, _args) in _PROTOTYPES.items():
     _fn = getattr(lib, _name)

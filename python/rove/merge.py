@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: MIT
+"""Exact merge of partial attentions over disjoint key sets (rove_merge_partials)."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from . import _lib, _tensor
+
+
+def merge_partials(outs, lses):
+    """Merge the outputs and LSEs of attentions of the same queries over disjoint key sets
+    (split-KV, shards, cascades) exactly: L = ln sum_p e^{L_p}, O = sum_p e^{L_p - L} O_p.
+
+    outs: a sequence of float32 [batch, q_len, heads, head_dim] (or 3-D without batch)
+    arrays or tensors, as rove.attention returns them; lses: their LSEs [batch, heads,
+    q_len] (or [heads, q_len]) from return_lse=True. Returns (out, lse) of the kind given.
+    A part whose LSE is -inf adds nothing; a row -inf in every part gives 0 and -inf.
+    Not differentiable (it is inference glue)."""
+    outs, lses = list(outs), list(lses)
+    if not outs or len(outs) != len(lses):
+        raise ValueError(f"need as many LSEs as outputs, at least one (got {len(outs)} "
+                         f"outputs, {len(lses)} LSEs)")
+    v0 = _tensor.view(outs[0], "outs[0]")
+    shape = tuple(v0.shape)
+    if len(shape) not in (3, 4):
+        raise ValueError(f"outs[0] must be [batch, q_len, heads, head_dim] (or 3-D), got {shape}")
+    B, L, H, D = ((1,) + shape)[-4:] if len(shape) == 3 else shape
+    lshape = (H, L) if len(shape) == 3 else (B, H, L)
+    keep, po, pl = [], (ctypes.c_void_p * len(outs))(), (ctypes.c_void_p * len(outs))()
+    for i, (o, l) in enumerate(zip(outs, lses)):
+        if _tensor.is_torch(o) != v0.torch or _tensor.is_torch(l) != v0.torch:
+            raise TypeError("outs and lses must all be numpy arrays or all torch tensors")
+        oo, po[i] = _tensor.contiguous(o, f"outs[{i}]", np.float32, shape)
+        lo, pl[i] = _tensor.contiguous(l, f"lses[{i}]", np.float32, lshape)
+        keep += [oo, lo]
+    out, pout = _tensor.empty(v0.torch, shape)
+    lse, plse = _tensor.empty(v0.torch, lshape)
+    st = _lib.lib.rove_merge_partials(len(outs), po, pl, B, L, H, D, pout, plse)
+    del keep
+    _lib.check("rove_merge_partials", st)
+    return out, lse

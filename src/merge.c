@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/* rove_merge_partials: the exact LSE merge of partial attentions (rove.h has the math).
+ * One pass over the rows of (batch, head, query): the parts' LSEs give the weights
+ * e^{L_p - max}, their output rows are summed in double in part order, then divided and
+ * rounded once. Row r = (b, h, i) of the LSE arrays is ((b H) + h) q_len + i; its output
+ * row starts at ((b q_len + i) H + h) head_dim. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rove.h"
+#include "util.h"
+
+static int overlaps(const void *a, int64_t ab, const void *b, int64_t bb) {
+  return a && b && rove_overlap(a, (size_t)ab, b, (size_t)bb);
+}
+
+static rove_status check(int32_t n_parts, const float *const *outs, const float *const *lses,
+                         int32_t batch, int32_t q_len, int32_t n_heads, int32_t head_dim,
+                         const float *out, const float *lse, int64_t *rows) {
+  if (n_parts < 1 || !outs || !lses || !out) return ROVE_ERR_INVALID_ARGUMENT;
+  if (batch <= 0 || q_len <= 0 || n_heads <= 0 || head_dim <= 0 || head_dim > ROVE_MAX_HEAD_DIM)
+    return ROVE_ERR_INVALID_ARGUMENT;
+  for (int32_t p = 0; p < n_parts; p++)
+    if (!outs[p] || !lses[p]) return ROVE_ERR_INVALID_ARGUMENT;
+  int64_t n_out;
+  if (!rove_mul_i64((int64_t)batch * q_len, n_heads, rows) ||
+      !rove_mul_i64(*rows, head_dim, &n_out) || n_out > INT64_MAX / 8)
+    return ROVE_ERR_SIZE_OVERFLOW;
+  const int64_t ob = n_out * 4, lb = *rows * 4;
+  for (int32_t p = 0; p < n_parts; p++) {
+    const int in_place_o = p == 0 && outs[0] == out, in_place_l = p == 0 && lses[0] == lse;
+    if (!in_place_o && overlaps(out, ob, outs[p], ob)) return ROVE_ERR_INVALID_ARGUMENT;
+    if (overlaps(out, ob, lses[p], lb)) return ROVE_ERR_INVALID_ARGUMENT;
+    if (!in_place_l && overlaps(lse, lb, lses[p], lb)) return ROVE_ERR_INVALID_ARGUMENT;
+    if (overlaps(lse, lb, outs[p], ob)) return ROVE_ERR_INVALID_ARGUMENT;
+  }
+  if (overlaps(out, ob, lse, lb)) return ROVE_ERR_INVALID_ARGUMENT;
+  return ROVE_OK;
+}
+
+rove_status rove_merge_partials(int32_t n_parts, const float *const *outs, const float *const *lses,
+                                int32_t batch, int32_t q_len, int32_t n_heads, int32_t head_dim,
+                                float *out, float *lse) {
+  int64_t rows = 0;
+  const rove_status st =
+      check(n_parts, outs, lses, batch, q_len, n_heads, head_dim, out, lse, &rows);
+  if (st != ROVE_OK) return st;
+  double acc[ROVE_MAX_HEAD_DIM];
+  const int64_t H = n_heads, L = q_len, d = head_dim;
+  for (int64_t r = 0; r < rows; r++) {
+    const int64_t b = r / (H * L), h = (r / L) % H, i = r % L;
+    const int64_t e = ((b * L + i) * H + h) * d;
+    double m = -INFINITY;
+    int nan = 0;
+    for (int32_t p = 0; p < n_parts; p++) {
+      const float x = lses[p][r];
+      if (x != x)
+        nan = 1;
+      else if (x > m)
+        m = x;
+    }
+    float *o = out + e;
+    if (nan || m == INFINITY) { /* +inf: an infinite logit, as NaN as the forward's */
+      for (int64_t c = 0; c < d; c++) o[c] = NAN;
+      if (lse) lse[r] = NAN;
+      continue;
+    }
+    if (m == -INFINITY) {
+      memset(o, 0, (size_t)d * sizeof(float));
+      if (lse) lse[r] = -INFINITY;
+      continue;
+    }
+    double sum = 0.0;
+    memset(acc, 0, (size_t)d * sizeof(double));
+    for (int32_t p = 0; p < n_parts; p++) {
+      const float x = lses[p][r];
+      if (x == -INFINITY) continue;
+      const double w = exp((double)x - m);
+      const float *op = outs[p] + e;
+      sum += w;
+      for (int64_t c = 0; c < d; c++) acc[c] += w * op[c];
+    }
+    for (int64_t c = 0; c < d; c++) o[c] = (float)(acc[c] / sum);
+    if (lse) lse[r] = (float)(m + log(sum));
+  }
+  return ROVE_OK;
+}

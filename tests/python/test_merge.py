@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: MIT
+"""rove.merge_partials: rove.attention over disjoint key ranges (each with its LSE)
+merged equals one rove.attention over all keys, against PyTorch SDPA too for the plain
+case; numpy and torch, 3-D inputs, a part no query sees, bad input."""
+import numpy as np
+import pytest
+
+import rove
+from reference import rel_err
+
+torch = pytest.importorskip("torch")
+
+
+def _parts(q, k, v, cuts, rotate):
+    Lq, Lk = q.shape[-3], k.shape[-3]
+    qpos = np.arange(Lk - Lq, Lk, dtype=np.int32)
+    outs, lses = [], []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        o, l = rove.attention(q, k[..., a:b, :, :], v[..., a:b, :, :], rotate=rotate,
+                              q_pos=qpos if q.ndim == 3 else np.broadcast_to(qpos, (q.shape[0], Lq)),
+                              kv_pos=np.arange(a, b, dtype=np.int32) if q.ndim == 3 else
+                              np.broadcast_to(np.arange(a, b, dtype=np.int32), (q.shape[0], b - a)),
+                              return_lse=True)
+        outs.append(o), lses.append(l)
+    return outs, lses
+
+
+@pytest.mark.parametrize("rotate", ["rove", "rope", "none"])
+@pytest.mark.parametrize("cuts", [[0, 40], [0, 17, 40], [0, 1, 33, 36, 40]])
+def test_merge_equals_one_call(rotate, cuts):
+    g = np.random.default_rng(len(cuts))
+    q = g.uniform(-1, 1, (2, 6, 4, 32)).astype(np.float32)
+    k, v = (g.uniform(-1, 1, (2, 40, 2, 32)).astype(np.float32) for _ in range(2))
+    want, wl = rove.attention(q, k, v, rotate=rotate, return_lse=True)
+    out, lse = rove.merge_partials(*_parts(q, k, v, cuts, rotate))
+    assert rel_err(out, want) < 2e-6 and np.abs(lse - wl).max() < 2e-5
+    if rotate == "none":  # and the reference users trust
+        sd = torch.nn.functional.scaled_dot_product_attention(
+            *(torch.from_numpy(x).transpose(1, 2).repeat_interleave(2 if x is not q else 1, 1)
+              for x in (q, k, v)),
+            attn_mask=torch.ones(6, 40, dtype=torch.bool).tril(34)).transpose(1, 2)
+        assert rel_err(out, sd.numpy()) < 1e-5
+
+
+def test_torch_3d_and_unseen_part():
+    g = np.random.default_rng(3)
+    q = torch.tensor(g.uniform(-1, 1, (5, 2, 16)), dtype=torch.float32)
+    k, v = (torch.tensor(g.uniform(-1, 1, (30, 2, 16)), dtype=torch.float32) for _ in range(2))
+    want, wl = rove.attention(q, k, v, return_lse=True)
+    outs, lses = _parts(q, k, v, [0, 26, 30], "rove")  # [26, 30): the first query sees none
+    assert torch.isinf(lses[1]).any()
+    out, lse = rove.merge_partials(outs, lses)
+    assert isinstance(out, torch.Tensor) and rel_err(out.numpy(), want.numpy()) < 2e-6
+
+
+def test_bad_input():
+    o = np.zeros((1, 2, 1, 4), np.float32)
+    l = np.zeros((1, 1, 2), np.float32)
+    with pytest.raises(ValueError):
+        rove.merge_partials([], [])
+    with pytest.raises(ValueError):
+        rove.merge_partials([o, o], [l])
+    with pytest.raises(ValueError):
+        rove.merge_partials([o], [np.zeros((1, 1, 3), np.float32)])
+    with pytest.raises(TypeError):
+        rove.merge_partials([o], [torch.zeros(1, 1, 2)])
