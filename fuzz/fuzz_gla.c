@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* GLA: plan creation from fuzzed configs, then rove_gla_forward and rove_gla_recurrent on
- * the same fuzzed inputs (log decays g from 0 down to -FLT_MAX, sometimes positive or
+/* GLA: plan creation from fuzzed configs, then rove_gla_forward, rove_gla_recurrent and
+ * rove_gla_backward on the same fuzzed inputs (log decays g from 0 down to -FLT_MAX, sometimes positive or
  * non-finite; angles; initial/final states, in place or not).
  * Invariants: a valid status; g > 0, non-finite g or (for a rotating plan) non-finite
  * angles are rejected; outputs and final state untouched on failure; both calls give the
@@ -132,6 +132,44 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         double tol = 1e-3 * (1.0 + fabs(fin[1][i])) * a.seq_len;
         FZ_CHECK(H, fabs((double)fin[0][i] - fin[1][i]) <= tol, "forward != recurrent (state)");
       }
+  }
+  /* the backward of the same call: the same verdict on bad input, gradients untouched on
+   * failure, finite on success */
+  {
+    float *dout = fz_alloc(v_n * sizeof *dout), *dfin = fz_alloc(st_n * sizeof *dfin);
+    fz_fill_f32(&rd, dout, v_n, 1.0f);
+    fz_fill_f32(&rd, dfin, st_n, 1.0f);
+    float *dq = fz_canary_alloc(qk_n * sizeof(float)), *dk = fz_canary_alloc(qk_n * sizeof(float));
+    float *dg = fz_canary_alloc(qk_n * sizeof(float)), *dv = fz_canary_alloc(v_n * sizeof(float));
+    float *ds = fz_canary_alloc(st_n * sizeof(float));
+    double *da = ang ? fz_canary_alloc(a_n * sizeof(double)) : NULL;
+    rove_gla_args ab = a;
+    ab.q = q, ab.k = k, ab.v = v, ab.g = g, ab.angles = ang, ab.initial_state = init;
+    ab.out = out[0];
+    rove_gla_grads gr = {dout,
+                         fz_bool(&rd) ? dfin : NULL,
+                         dq,
+                         dk,
+                         dg,
+                         dv,
+                         fz_bool(&rd) ? ds : NULL,
+                         ang && cfg.rotate ? da : NULL};
+    const rove_status sb = rove_gla_backward(plan, &ab, &gr);
+    fz_check_status(H, sb);
+    if (bad || bad_g || bad_ang) FZ_CHECK(H, sb != ROVE_OK, "backward accepted bad input");
+    if (sc[0] == ROVE_OK) FZ_CHECK(H, sb == ROVE_OK, "backward refused what forward took");
+    if (sb != ROVE_OK) {
+      FZ_CHECK(H,
+               fz_untouched(dq, qk_n * sizeof(float)) && fz_untouched(dk, qk_n * sizeof(float)) &&
+                   fz_untouched(dg, qk_n * sizeof(float)) &&
+                   fz_untouched(dv, v_n * sizeof(float)) && fz_untouched(ds, st_n * sizeof(float)),
+               "gradients written on failure");
+    } else if (isfinite(cfg.scale) && fabsf(cfg.scale) < 1e6f) {
+      for (size_t i = 0; i < qk_n; i++)
+        FZ_CHECK(H, isfinite(dq[i]) && isfinite(dk[i]) && isfinite(dg[i]), "non-finite gradient");
+      for (size_t i = 0; i < v_n; i++) FZ_CHECK(H, isfinite(dv[i]), "non-finite dv");
+    }
+    free(dout), free(dfin), free(dq), free(dk), free(dg), free(dv), free(ds), free(da);
   }
   for (int c = 0; c < 2; c++) {
     free(out[c]);

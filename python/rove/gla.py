@@ -113,13 +113,10 @@ class GLAPlan:
         a = _lib.GLAArgs()
         a.batch, a.seq_len = B, T
         a.q, a.k, a.v, a.g = arr(q, "q", K), arr(k, "k", K), arr(v, "v", V), arr(g, "g", K)
-        gk = keep[-1].numpy() if vq.torch else keep[-1]
-        if not (np.all(np.isfinite(gk)) and np.all(gk <= 0)):
-            raise ValueError("g (log decays) must be finite and <= 0")
+        # g <= 0 and finite, finite angles: checked by librove (one parallel scan, not a
+        # numpy pass here on the calling thread); its ROVE_ERR_INVALID_ARGUMENT says so
         if angles is not None:
             a.angles = arr(angles, "angles", self.rotary_dim // 2, np.float64)
-            if not np.all(np.isfinite(keep[-1].numpy() if vq.torch else keep[-1])):
-                raise ValueError("angles has non-finite values")
         sshape = (B, H, K, V) if nd == 4 else (H, K, V)
         if initial_state is not None:
             s0, a.initial_state = _tensor.contiguous(initial_state, "initial_state",
@@ -134,7 +131,8 @@ class GLAPlan:
             o, a.out = _tensor.contiguous(out, "out", np.float32, lead + (H, V), writable=True)
         st = getattr(_lib.lib, fn)(self._ptr, a)
         del keep
-        _lib.check(fn, st)
+        _lib.check(fn, st, "g (log decays) must be finite and <= 0 and the angles finite"
+                   if st == _lib.ERR_INVALID_ARGUMENT else "")
         return (o, fs) if return_final_state else o
 
 
