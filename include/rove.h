@@ -344,6 +344,45 @@ typedef struct rove_attention_args {
  */
 ROVE_API rove_status rove_attention_forward(const rove_plan *p, const rove_attention_args *a);
 
+/** Packed sequences of different lengths in one call (rove_attention_varlen), as
+ *  flash-attn's varlen interface lays them out. Zero-initialise, then set. */
+typedef struct rove_varlen_args {
+  int32_t n_seqs;               /**< > 0 */
+  /** [n_seqs + 1] each: cu[0] = 0, non-decreasing; sequence s owns query tokens
+   *  cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1 and key tokens cu_seqlens_k[s] ..
+   *  cu_seqlens_k[s+1]-1. total_q = cu_seqlens_q[n_seqs], total_k likewise. */
+  const int32_t *cu_seqlens_q, *cu_seqlens_k;
+  const float *q;               /**< [total_q][n_heads][head_dim] */
+  const float *k, *v;           /**< [total_k][n_kv_heads][head_dim] */
+  float *out;                   /**< [total_q][n_heads][head_dim] */
+  int64_t q_stride, k_stride, v_stride, out_stride; /**< token strides; 0 = dense */
+  /** NULL or [total_q] / [total_k]: positions as in rove_attention_args, per sequence;
+   *  NULL gives each sequence its own defaults P_i = len_k - len_q + i (bottom-right
+   *  causal alignment per sequence) and p_j = j. */
+  const int32_t *q_pos, *kv_pos;
+  float *lse;                   /**< NULL or [n_heads][total_q] (flash-attn's layout) */
+  /** NULL or [total_q] / [total_k][n_kv_heads][rotary_dim/2]: explicit angles, both or
+   *  neither, as in rove_attention_args. */
+  const double *q_angles, *kv_angles;
+} rove_varlen_args;
+
+/**
+ * Attention of every packed sequence over its own keys only, with the plan's rotations,
+ * causality (per sequence, bottom-right aligned), window, softcap and GQA: equal to one
+ * rove_attention_forward per sequence (bitwise: each sequence runs exactly that call).
+ * A sequence with queries and no keys gets output 0 and LSE -inf; one without queries
+ * is skipped. Everything is validated, and every sequence's workspace taken, before any
+ * output is written (outputs untouched on failure). The sequences run one after the
+ * other, each over the plan's threads (tasks of heads x query tiles; a sequence below
+ * 2^20 multiply-adds runs on the calling thread); results are bitwise identical for any
+ * thread count.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (what rove_attention_forward rejects for a
+ *         sequence, NULL cu arrays, cu[0] != 0, decreasing cu, an output overlapping an
+ *         input anywhere in the packed tensors); ROVE_ERR_SIZE_OVERFLOW;
+ *         ROVE_ERR_OUT_OF_MEMORY.
+ */
+ROVE_API rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen_args *a);
+
 /**
  * Exact merge of partial attentions of the same queries over disjoint key sets (split-KV,
  * a sharded or paged cache, cascade attention): with part p's output O_p and LSE L_p

@@ -20,6 +20,8 @@ typedef struct rove_fwd {
   const rove_attention_args *a;
   int32_t batch;
   int64_t q_len, kv_len;
+  int64_t lse_hstride;             /* floats between a batch row's heads' LSE rows: q_len
+                                      (rove_attention_varlen: its total_q) */
   int64_t qs, ks, vs, os;          /* token strides, resolved */
   /* Keys and values: the caller's tensors, or a KV cache's (already rotated: kv_rotated,
    * no key tables, k_mul 1). Token j of KV head h of batch b starts at

@@ -221,6 +221,7 @@ rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_
   f->a = a;
   f->batch = a->batch;
   f->q_len = a->q_len;
+  f->lse_hstride = a->q_len;
   f->kv_len = kv ? kv->len : a->kv_len;
   f->k = kv ? kv->k : a->k;
   f->v = kv ? kv->v : a->v;

@@ -75,7 +75,9 @@ void rove_fwd_finish(const rove_fwd *f, const rove_qtile *q, float *o, const flo
   const rove_plan *p = f->p;
   const int32_t d = p->cfg.head_dim;
   rove_rot ro = rove_fwd_qrot(f, q->b, q->kvh, q->i0, p->cfg.rotate & ROVE_ROTATE_O);
-  float *lse = f->a->lse ? f->a->lse + (q->b * p->cfg.n_heads + q->h) * f->q_len + q->i0 : NULL;
+  float *lse = f->a->lse ? f->a->lse + q->b * p->cfg.n_heads * f->q_len + q->h * f->lse_hstride +
+                               q->i0
+                         : NULL;
   const int64_t e = q->row0 * f->os + q->h * d; /* element offset of the tile's first row */
   if (f->out_type == ROVE_DTYPE_F32) {
     rove_finish_f32(p->kern, f->a->out + e, f->os, lse, o, m, l, q->nq, d, &ro);

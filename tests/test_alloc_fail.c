@@ -336,6 +336,21 @@ static rove_status call_attention_angles(fx *f) {
   return rove_attention_forward(f->plan, &a);
 }
 
+/* Three packed sequences (128, 64 and 1 queries over 128, 100 and 300 keys) and the LSE:
+ * every sequence's workspace is taken before any output is written. */
+static rove_status call_attention_varlen(fx *f) {
+  static const int32_t cq[4] = {0, 128, 192, 193}, ck[4] = {0, 128, 228, 528};
+  rove_varlen_args a = {.n_seqs = 3, .cu_seqlens_q = cq, .cu_seqlens_k = ck};
+  a.q = g_in;
+  a.k = g_in + 193 * H * D;
+  a.v = a.k + 528 * HKV * D;
+  a.out = g_out;
+  a.lse = g_out2;
+  add_out(f, g_out, sizeof(float) * 193 * H * D);
+  add_out(f, g_out2, sizeof(float) * 193 * H);
+  return rove_attention_varlen(f->plan, &a);
+}
+
 static rove_status call_attention_decode(fx *f) {
   rove_attention_args a = {.batch = 2, .q_len = 1, .kv_len = N_KV};
   a.q = g_in;
@@ -641,6 +656,7 @@ static const scenario k_scenarios[] = {
     {"attention_forward_positions", make_plan, call_attention_positions, NULL},
     {"attention_forward_angles", make_plan, call_attention_angles, NULL},
     {"attention_forward_decode", make_plan, call_attention_decode, NULL},
+    {"attention_varlen", make_plan, call_attention_varlen, NULL},
     {"rotate", make_plan, call_rotate, NULL},
     {"rotate_positions", make_plan, call_rotate_pos, NULL},
     {"rotate_angles", make_plan, call_rotate_angles, NULL},

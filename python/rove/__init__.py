@@ -20,6 +20,7 @@ from .attention import Plan, attention, clear_plan_cache, get_plan
 from .gla import GLAPlan, gla, gla_recurrent
 from .kvcache import KVCache
 from .merge import merge_partials
+from .varlen import attention_varlen
 from .rope import RopeConfig, inv_freq
 from .rotate import rotate, rotate_angles
 from .selective import (SelectivePhaseWeights, selective_angles, selective_phase,
@@ -31,7 +32,7 @@ __all__ = [
     "GLAPlan", "KVCache", "Plan", "ROTATE_K", "ROTATE_O", "ROTATE_Q", "ROTATE_ROPE",
     "ROTATE_ROVE", "ROTATE_V", "RopeConfig", "RoveError", "RoveInternalError",
     "RoveInvalidArgument", "RoveOutOfMemory", "RoveSizeOverflow", "RoveUnsupported",
-    "SelectivePhaseWeights", "attention", "clear_plan_cache", "get_plan", "gla",
+    "SelectivePhaseWeights", "attention", "attention_varlen", "clear_plan_cache", "get_plan", "gla",
     "gla_recurrent", "info", "inv_freq", "merge_partials", "rotate", "rotate_angles",
     "selective_angles",
     "selective_phase", "selective_temperatures", "__version__",

@@ -106,6 +106,16 @@ class GLAGrads(Structure):
                 ("d_initial_state", c_void_p), ("d_angles", c_void_p)]
 
 
+class VarlenArgs(Structure):
+    """rove_varlen_args: packed sequences (cu_seqlens), tensors, strides, positions, LSE,
+    angles."""
+    _fields_ = [("n_seqs", c_int32), ("cu_seqlens_q", c_void_p), ("cu_seqlens_k", c_void_p),
+                ("q", c_void_p), ("k", c_void_p), ("v", c_void_p), ("out", c_void_p),
+                ("q_stride", c_int64), ("k_stride", c_int64), ("v_stride", c_int64),
+                ("out_stride", c_int64), ("q_pos", c_void_p), ("kv_pos", c_void_p),
+                ("lse", c_void_p), ("q_angles", c_void_p), ("kv_angles", c_void_p)]
+
+
 class TensorTypes(Structure):
     """rove_tensor_types: the rove_dtype of q, k, v and out of one attention call."""
     _fields_ = [("q", c_enum), ("k", c_enum), ("v", c_enum), ("out", c_enum)]
@@ -124,6 +134,7 @@ STRUCTS = {"rove_rope_config": RopeConfig, "rove_attention_config": AttentionCon
            "rove_attention_args": AttentionArgs, "rove_layer_weights": LayerWeights,
            "rove_selective_phase_weights": SelectivePhaseWeights,
            "rove_gla_config": GLAConfig, "rove_gla_args": GLAArgs, "rove_gla_grads": GLAGrads,
+           "rove_varlen_args": VarlenArgs,
            "rove_tensor_types": TensorTypes, "rove_attention_grads": AttentionGrads}
 
 
@@ -248,6 +259,7 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_gla_forward": (c_enum, [_P, POINTER(GLAArgs)]),
     "rove_gla_recurrent": (c_enum, [_P, POINTER(GLAArgs)]),
     "rove_gla_backward": (c_enum, [_P, POINTER(GLAArgs), POINTER(GLAGrads)]),
+    "rove_attention_varlen": (c_enum, [_P, POINTER(VarlenArgs)]),
     "rove_merge_partials": (c_enum, [c_int32, _P, _P, c_int32, c_int32, c_int32, c_int32, _P,
                                      _P]),
 }

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/* rove_attention_varlen: packed sequences of different lengths, each attending only its
+ * own keys (rove.h). Sequence s is the batch-1 call over its slice of the packed tensors:
+ * q / out rows cu_q[s] .. cu_q[s+1]-1, k / v rows cu_k[s] .. cu_k[s+1]-1 (token strides
+ * as given), its slices of the positions and angles, and its LSE at lse + cu_q[s] with
+ * the heads total_q apart. All sequences are validated and get their workspace
+ * (rove_fwd_init) before the first one runs, so a failure writes nothing. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_internal.h"
+
+/* cu[0] = 0, non-decreasing; *total = cu[n]. */
+static int check_cu(const int32_t *cu, int32_t n, int64_t *total) {
+  if (!cu || cu[0] != 0) return 0;
+  for (int32_t s = 0; s < n; s++)
+    if (cu[s + 1] < cu[s]) return 0;
+  *total = cu[n];
+  return 1;
+}
+
+/* Extents (bytes) of the packed tensors, and the no-overlap rule across sequences. */
+static rove_status check_packed(const rove_plan *p, const rove_varlen_args *a, int64_t tq,
+                                int64_t tk) {
+  const int64_t d = p->cfg.head_dim, wq = p->cfg.n_heads * d, wk = p->cfg.n_kv_heads * d;
+  int64_t s, eq = 0, ek = 0, ev = 0, eo = 0;
+  rove_status st = ROVE_OK;
+  if (tq > 0 && st == ROVE_OK) st = rove_tensor_extent(a->q_stride, wq, tq, &s, &eq);
+  if (tq > 0 && st == ROVE_OK) st = rove_tensor_extent(a->out_stride, wq, tq, &s, &eo);
+  if (tk > 0 && st == ROVE_OK) st = rove_tensor_extent(a->k_stride, wk, tk, &s, &ek);
+  if (tk > 0 && st == ROVE_OK) st = rove_tensor_extent(a->v_stride, wk, tk, &s, &ev);
+  if (st != ROVE_OK) return st;
+  int64_t el = 0;
+  if (!rove_mul_i64(tq, p->cfg.n_heads, &el) || el > INT64_MAX / 4) return ROVE_ERR_SIZE_OVERFLOW;
+  const size_t bq = (size_t)eq * 4, bo = (size_t)eo * 4, bk = (size_t)ek * 4, bv = (size_t)ev * 4,
+               bl = (size_t)el * 4;
+  if (bo && (rove_overlap(a->out, bo, a->q, bq) || (bk && rove_overlap(a->out, bo, a->k, bk)) ||
+             (bv && rove_overlap(a->out, bo, a->v, bv))))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  if (a->lse && bl &&
+      (rove_overlap(a->lse, bl, a->q, bq) || rove_overlap(a->lse, bl, a->out, bo) ||
+       (bk && rove_overlap(a->lse, bl, a->k, bk)) || (bv && rove_overlap(a->lse, bl, a->v, bv))))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  return ROVE_OK;
+}
+
+/* The batch-1 call of sequence s (lse left NULL: its layout is varlen's, set after init). */
+static rove_attention_args seq_args(const rove_plan *p, const rove_varlen_args *a, int32_t s) {
+  const int64_t d = p->cfg.head_dim, H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads;
+  const int64_t q0 = a->cu_seqlens_q[s], k0 = a->cu_seqlens_k[s];
+  const int64_t qs = a->q_stride ? a->q_stride : H * d, os = a->out_stride ? a->out_stride : H * d;
+  const int64_t ks = a->k_stride ? a->k_stride : Hkv * d, vs = a->v_stride ? a->v_stride : Hkv * d;
+  const int64_t aw = Hkv * p->half;
+  rove_attention_args b;
+  memset(&b, 0, sizeof b);
+  b.batch = 1;
+  b.q_len = a->cu_seqlens_q[s + 1] - a->cu_seqlens_q[s];
+  b.kv_len = a->cu_seqlens_k[s + 1] - a->cu_seqlens_k[s];
+  b.q = a->q ? a->q + q0 * qs : NULL;
+  b.out = a->out ? a->out + q0 * os : NULL;
+  b.k = a->k ? a->k + k0 * ks : NULL;
+  b.v = a->v ? a->v + k0 * vs : NULL;
+  b.q_stride = a->q_stride, b.k_stride = a->k_stride, b.v_stride = a->v_stride;
+  b.out_stride = a->out_stride;
+  b.q_pos = a->q_pos ? a->q_pos + q0 : NULL;
+  b.kv_pos = a->kv_pos ? a->kv_pos + k0 : NULL;
+  b.q_angles = a->q_angles ? a->q_angles + q0 * aw : NULL;
+  b.kv_angles = a->kv_angles ? a->kv_angles + k0 * aw : NULL;
+  return b;
+}
+
+rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen_args *a) {
+  if (!p || !a || a->n_seqs <= 0 || !a->q || !a->k || !a->v || !a->out)
+    return ROVE_ERR_INVALID_ARGUMENT;
+  int64_t tq = 0, tk = 0;
+  if (!check_cu(a->cu_seqlens_q, a->n_seqs, &tq) || !check_cu(a->cu_seqlens_k, a->n_seqs, &tk))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  if (!a->q_angles != !a->kv_angles) return ROVE_ERR_INVALID_ARGUMENT;
+  rove_status st = check_packed(p, a, tq, tk);
+  if (st != ROVE_OK) return st;
+  const int32_t n = a->n_seqs;
+  rove_fwd *f = calloc((size_t)n, sizeof *f);
+  rove_attention_args *args = calloc((size_t)n, sizeof *args);
+  if (!f || !args) {
+    free(f), free(args);
+    return ROVE_ERR_OUT_OF_MEMORY;
+  }
+  int32_t done = 0; /* sequences initialised (or skipped) */
+  for (; done < n && st == ROVE_OK; done++) {
+    args[done] = seq_args(p, a, done);
+    if (args[done].q_len == 0 || args[done].kv_len == 0) continue; /* nothing / no keys */
+    st = rove_fwd_init(&f[done], p, &args[done], NULL, NULL);      /* on failure: no block */
+  }
+  if (st != ROVE_OK) {
+    for (int32_t s = 0; s < done; s++)
+      if (f[s].block) rove_fwd_release(&f[s]);
+    free(f), free(args);
+    return st;
+  }
+  const int64_t H = p->cfg.n_heads, d = p->cfg.head_dim;
+  const int64_t os = a->out_stride ? a->out_stride : H * d;
+  for (int32_t s = 0; s < n; s++) {
+    const int64_t q0 = a->cu_seqlens_q[s], lq = args[s].q_len;
+    if (lq == 0) continue;
+    if (args[s].kv_len == 0) { /* no keys: output 0, LSE -inf */
+      for (int64_t i = 0; i < lq; i++) memset(a->out + (q0 + i) * os, 0, (size_t)(H * d) * 4);
+      for (int64_t h = 0; a->lse && h < H; h++)
+        for (int64_t i = 0; i < lq; i++) a->lse[h * tq + q0 + i] = -INFINITY;
+      continue;
+    }
+    args[s].lse = a->lse ? a->lse + q0 : NULL;
+    f[s].lse_hstride = tq;
+    rove_fwd_run(&f[s]); /* releases the sequence's workspace */
+  }
+  free(f), free(args);
+  return ROVE_OK;
+}
