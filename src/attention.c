@@ -22,6 +22,7 @@
  * batch * (q_len + kv_len) * n_kv_heads * r floats, the size of K itself), plus
  * O(tile_q * (d + tile_kv)) per thread. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attention_internal.h"
@@ -119,6 +120,82 @@ void rove_fwd_run(rove_fwd *f) {
   }
   if (f->streaming || f->n_splits > 1) rove_parallel_for(nt, qtasks, rove_fwd_merge_task, f);
   rove_fwd_release(f);
+}
+
+/* ---- several calls as one (rove_attention_varlen) ----------------------------------- */
+
+typedef void (*task_fn)(int64_t i, int tid, void *ctx);
+
+/* Phase tasks of n calls in one loop: task i belongs to the call s with off[s] <= i <
+ * off[s + 1] (each call's own task order kept), run with fn[s] (NULL: none). */
+typedef struct {
+  rove_fwd *f;
+  int32_t n;
+  const int64_t *off;
+  const task_fn *fn;
+} many_ctx;
+
+static void many_task(int64_t i, int tid, void *vctx) {
+  const many_ctx *m = vctx;
+  int32_t lo = 0, hi = m->n - 1; /* the last s with off[s] <= i */
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) / 2;
+    if (m->off[mid] <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  m->fn[lo](i - m->off[lo], tid, &m->f[lo]);
+}
+
+/* One phase: count(f) tasks of each call through fn(f) (count 0 where fn is NULL). */
+static void run_phase(rove_fwd *f, int32_t n, int64_t *off, task_fn *fn, int32_t nt,
+                      int blocked) {
+  off[0] = 0;
+  for (int32_t s = 0; s < n; s++) off[s + 1] = off[s] + (fn[s] ? off[n + 1 + s] : 0);
+  if (off[n] == 0) return;
+  many_ctx m = {f, n, off, fn};
+  (blocked ? rove_parallel_for_blocked : rove_parallel_for)(nt, off[n], many_task, &m);
+}
+
+void rove_fwd_run_many(rove_fwd *f, int32_t n) {
+  if (n <= 0) return;
+  const rove_plan *p = f[0].p;
+  /* off: [n + 1] offsets, then [n] task counts; fn: [n] bodies. Small stack arrays for
+   * small n, else one allocation (whose failure falls back to one call at a time). */
+  int64_t off_s[2 * 16 + 1];
+  task_fn fn_s[16];
+  int64_t *off = n <= 16 ? off_s : malloc(sizeof(int64_t) * (size_t)(2 * n + 1));
+  task_fn *fn = n <= 16 ? fn_s : malloc(sizeof(task_fn) * (size_t)n);
+  if (!off || !fn) {
+    if (n > 16) free(off), free(fn);
+    for (int32_t s = 0; s < n; s++) rove_fwd_run(&f[s]);
+    return;
+  }
+  int64_t *cnt = off + n + 1;
+  double macs = 0.0;
+  for (int32_t s = 0; s < n; s++)
+    macs += 2.0 * f[s].batch * p->cfg.n_heads * (double)f[s].q_len * f[s].kv_len * p->cfg.head_dim;
+  const int32_t nt = macs < ROVE_MIN_PARALLEL_MACS ? 1 : p->cfg.n_threads;
+  for (int32_t s = 0; s < n; s++) fn[s] = rove_fwd_table_task, cnt[s] = f[s].n_tables;
+  run_phase(f, n, off, fn, nt, 0);
+  /* streaming calls' tasks and the others' packs (independent of each other) */
+  for (int32_t s = 0; s < n; s++) {
+    fn[s] = f[s].streaming ? rove_fwd_stream_task : pack_task;
+    cnt[s] = f[s].streaming ? (int64_t)f[s].batch * f[s].n_splits
+                            : (int64_t)f[s].batch * p->cfg.n_kv_heads * f[s].n_kchunks;
+  }
+  run_phase(f, n, off, fn, nt, 1);
+  for (int32_t s = 0; s < n; s++) {
+    fn[s] = f[s].streaming ? NULL : attend_task;
+    cnt[s] = (int64_t)f[s].batch * p->cfg.n_heads * f[s].n_qt * f[s].n_splits;
+  }
+  run_phase(f, n, off, fn, nt, 1);
+  for (int32_t s = 0; s < n; s++) {
+    fn[s] = f[s].streaming || f[s].n_splits > 1 ? rove_fwd_merge_task : NULL;
+    cnt[s] = (int64_t)f[s].batch * p->cfg.n_heads * f[s].n_qt;
+  }
+  run_phase(f, n, off, fn, nt, 0);
+  for (int32_t s = 0; s < n; s++) rove_fwd_release(&f[s]);
+  if (n > 16) free(off), free(fn);
 }
 
 rove_status rove_attention_forward_typed(const rove_plan *p, const rove_attention_args *a,

@@ -55,6 +55,7 @@ typedef struct rove_fwd {
   int64_t scratch_floats;
   int64_t n_splits;                /* key splits per query tile (1 = no split) */
   int streaming;                   /* decode: pack K/V tiles on the fly (attention_decode.c) */
+  int32_t team;                    /* scratch for at least this many threads (0: own need) */
   float *partial;                  /* split-KV: [qtask][split] of (o [tq][d], m [tq], l [tq]) */
   int64_t partial_floats;
   void *block;                     /* the whole workspace, from the plan's pool */
@@ -99,6 +100,15 @@ rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_
                           const rove_kv_view *kv, const rove_tensor_types *types);
 /* Run the phases of an initialised call and release it. */
 void rove_fwd_run(rove_fwd *f);
+/* rove_fwd_init with per-thread scratch for at least `team` threads (0: what the call's
+ * own tasks can use), for calls whose tasks run in one team with other calls' tasks. */
+rove_status rove_fwd_init_team(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
+                               const rove_kv_view *kv, const rove_tensor_types *types,
+                               int32_t team);
+/* Run n initialised calls as one: each phase's tasks of every call in one parallel loop
+ * (the calls were initialised with rove_fwd_init_team for the plan's team); releases their
+ * workspaces. Each call's results are those of rove_fwd_run. */
+void rove_fwd_run_many(rove_fwd *f, int32_t n);
 void rove_fwd_release(rove_fwd *f);
 /* Streaming decode (attention_decode.c): one (batch, key split) task of rove_fwd_run. */
 void rove_fwd_stream_task(int64_t t, int tid, void *vctx);

@@ -137,7 +137,8 @@ static int32_t scratch_threads(const rove_fwd *f, const rove_attention_args *a) 
   const int64_t qtasks = (int64_t)a->batch * f->p->cfg.n_heads * f->n_qt;
   int64_t tasks = f->streaming ? (int64_t)a->batch * f->n_splits : qtasks * f->n_splits;
   if ((f->streaming || f->n_splits > 1) && qtasks > tasks) tasks = qtasks; /* the merge */
-  return rove_team_size(f->p->cfg.n_threads, tasks);
+  const int32_t own = rove_team_size(f->p->cfg.n_threads, tasks);
+  return f->team > own ? f->team : own;
 }
 
 /* Sizes of the workspace blocks, all checked; then allocate them. */
@@ -202,7 +203,14 @@ static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a,
 
 rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
                           const rove_kv_view *kv, const rove_tensor_types *types) {
+  return rove_fwd_init_team(f, p, a, kv, types, 0);
+}
+
+rove_status rove_fwd_init_team(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
+                               const rove_kv_view *kv, const rove_tensor_types *types,
+                               int32_t team) {
   memset(f, 0, sizeof *f);
+  f->team = team;
   if (!p || !a || !a->q || !a->out || a->batch <= 0 || a->q_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
   if (types) {
     if (!rove_dtype_is_tensor(types->q) || !rove_dtype_is_tensor(types->out) ||

@@ -4,7 +4,9 @@
  * q / out rows cu_q[s] .. cu_q[s+1]-1, k / v rows cu_k[s] .. cu_k[s+1]-1 (token strides
  * as given), its slices of the positions and angles, and its LSE at lse + cu_q[s] with
  * the heads total_q apart. All sequences are validated and get their workspace
- * (rove_fwd_init) before the first one runs, so a failure writes nothing. */
+ * (rove_fwd_init_team) before the first one runs, so a failure writes nothing; then every
+ * phase (tables, packs, query tiles, merges) runs the tasks of all sequences in one
+ * parallel loop (rove_fwd_run_many), so short and long sequences share the threads. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,33 +88,36 @@ rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen_args *a)
     free(f), free(args);
     return ROVE_ERR_OUT_OF_MEMORY;
   }
-  int32_t done = 0; /* sequences initialised (or skipped) */
-  for (; done < n && st == ROVE_OK; done++) {
-    args[done] = seq_args(p, a, done);
-    if (args[done].q_len == 0 || args[done].kv_len == 0) continue; /* nothing / no keys */
-    st = rove_fwd_init(&f[done], p, &args[done], NULL, NULL);      /* on failure: no block */
+  /* every sequence with queries and keys initialised (validated, workspace taken) first,
+   * with scratch for the whole team: their tasks run in one team (rove_fwd_run_many) */
+  const int32_t team = rove_team_size(p->cfg.n_threads, INT64_MAX);
+  int32_t m = 0; /* initialised calls, f[0 .. m-1] */
+  for (int32_t s = 0; s < n && st == ROVE_OK; s++) {
+    args[s] = seq_args(p, a, s);
+    if (args[s].q_len == 0 || args[s].kv_len == 0) continue; /* nothing / no keys */
+    st = rove_fwd_init_team(&f[m], p, &args[s], NULL, NULL, team);
+    if (st == ROVE_OK) m++;
   }
   if (st != ROVE_OK) {
-    for (int32_t s = 0; s < done; s++)
-      if (f[s].block) rove_fwd_release(&f[s]);
+    for (int32_t i = 0; i < m; i++) rove_fwd_release(&f[i]);
     free(f), free(args);
     return st;
   }
   const int64_t H = p->cfg.n_heads, d = p->cfg.head_dim;
   const int64_t os = a->out_stride ? a->out_stride : H * d;
-  for (int32_t s = 0; s < n; s++) {
+  for (int32_t s = 0, i = 0; s < n; s++) {
     const int64_t q0 = a->cu_seqlens_q[s], lq = args[s].q_len;
     if (lq == 0) continue;
     if (args[s].kv_len == 0) { /* no keys: output 0, LSE -inf */
-      for (int64_t i = 0; i < lq; i++) memset(a->out + (q0 + i) * os, 0, (size_t)(H * d) * 4);
+      for (int64_t r = 0; r < lq; r++) memset(a->out + (q0 + r) * os, 0, (size_t)(H * d) * 4);
       for (int64_t h = 0; a->lse && h < H; h++)
-        for (int64_t i = 0; i < lq; i++) a->lse[h * tq + q0 + i] = -INFINITY;
+        for (int64_t r = 0; r < lq; r++) a->lse[h * tq + q0 + r] = -INFINITY;
       continue;
     }
-    args[s].lse = a->lse ? a->lse + q0 : NULL;
-    f[s].lse_hstride = tq;
-    rove_fwd_run(&f[s]); /* releases the sequence's workspace */
+    args[s].lse = a->lse ? a->lse + q0 : NULL; /* f[i].a is &args[s] */
+    f[i++].lse_hstride = tq;
   }
+  rove_fwd_run_many(f, m); /* releases the workspaces */
   free(f), free(args);
   return ROVE_OK;
 }
