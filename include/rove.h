@@ -372,11 +372,12 @@ typedef struct rove_varlen_args {
  * rove_attention_forward per sequence (bitwise: each sequence runs exactly that call).
  * A sequence with queries and no keys gets output 0 and LSE -inf; one without queries
  * is skipped. Everything is validated, and every sequence's workspace taken, before any
- * output is written (outputs untouched on failure). Each phase of the forward (tables,
- * K/V packing, query tiles, split merges) runs the tasks of all sequences in one parallel
- * loop over the plan's threads, so short and long sequences share them (a call below 2^20
- * multiply-adds in all runs on the calling thread); results are bitwise identical for any
- * thread count. Workspace: every sequence's at once (about a dense call's).
+ * output is written (outputs untouched on failure). The sequences run in order, in
+ * groups: a long sequence alone, consecutive short ones (decode rows, short prompts)
+ * together, every phase of a group (tables, K/V packing, query tiles, split merges) as
+ * one parallel loop over the plan's threads (a group below 2^20 multiply-adds runs on
+ * the calling thread); results are bitwise identical for any thread count. Workspace:
+ * one block of the largest group's size, from the plan's pool.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (what rove_attention_forward rejects for a
  *         sequence, NULL cu arrays, cu[0] != 0, decreasing cu, an output overlapping an
  *         input anywhere in the packed tensors); ROVE_ERR_SIZE_OVERFLOW;

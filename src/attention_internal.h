@@ -56,6 +56,8 @@ typedef struct rove_fwd {
   int64_t n_splits;                /* key splits per query tile (1 = no split) */
   int streaming;                   /* decode: pack K/V tiles on the fly (attention_decode.c) */
   int32_t team;                    /* scratch for at least this many threads (0: own need) */
+  char *ws_block;                  /* the caller's workspace (rove_fwd_init_team), or NULL */
+  size_t *ws_bytes;                /* set: the caller sizes / provides the workspace */
   float *partial;                  /* split-KV: [qtask][split] of (o [tq][d], m [tq], l [tq]) */
   int64_t partial_floats;
   void *block;                     /* the whole workspace, from the plan's pool */
@@ -101,10 +103,13 @@ rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_
 /* Run the phases of an initialised call and release it. */
 void rove_fwd_run(rove_fwd *f);
 /* rove_fwd_init with per-thread scratch for at least `team` threads (0: what the call's
- * own tasks can use), for calls whose tasks run in one team with other calls' tasks. */
+ * own tasks can use), for calls whose tasks run in one team with other calls' tasks.
+ * With `bytes` set the workspace is the caller's: block NULL only validates the call and
+ * stores the workspace size in *bytes (nothing is allocated, f cannot run); a block of
+ * at least that size is used as the workspace (never returned to the pool). */
 rove_status rove_fwd_init_team(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
                                const rove_kv_view *kv, const rove_tensor_types *types,
-                               int32_t team);
+                               int32_t team, void *block, size_t *bytes);
 /* Run n initialised calls as one: each phase's tasks of every call in one parallel loop
  * (the calls were initialised with rove_fwd_init_team for the plan's team); releases their
  * workspaces. Each call's results are those of rove_fwd_run. */

@@ -166,9 +166,16 @@ static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a,
     if (bytes > SIZE_MAX / 2 - total) return ROVE_ERR_SIZE_OVERFLOW;
     total += bytes;
   }
-  char *block = rove_pool_get(p->pool, total, &f->block_bytes);
-  if (!block) return ROVE_ERR_OUT_OF_MEMORY;
-  f->block = block;
+  char *block;
+  if (f->ws_bytes) { /* the caller's block (rove_fwd_init_team), or only the size */
+    *f->ws_bytes = total;
+    if (!f->ws_block) return ROVE_OK;
+    block = f->ws_block;
+  } else {
+    block = rove_pool_get(p->pool, total, &f->block_bytes);
+    if (!block) return ROVE_ERR_OUT_OF_MEMORY;
+    f->block = block;
+  }
   f->kpack = (float *)(block + off[0]);
   f->vpack = (float *)(block + off[1]);
   f->kmin = (int32_t *)(block + off[2]);
@@ -203,14 +210,16 @@ static rove_status alloc_workspace(rove_fwd *f, const rove_attention_args *a,
 
 rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
                           const rove_kv_view *kv, const rove_tensor_types *types) {
-  return rove_fwd_init_team(f, p, a, kv, types, 0);
+  return rove_fwd_init_team(f, p, a, kv, types, 0, NULL, NULL);
 }
 
 rove_status rove_fwd_init_team(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
                                const rove_kv_view *kv, const rove_tensor_types *types,
-                               int32_t team) {
+                               int32_t team, void *block, size_t *bytes) {
   memset(f, 0, sizeof *f);
   f->team = team;
+  f->ws_block = block;
+  f->ws_bytes = bytes;
   if (!p || !a || !a->q || !a->out || a->batch <= 0 || a->q_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
   if (types) {
     if (!rove_dtype_is_tensor(types->q) || !rove_dtype_is_tensor(types->out) ||
