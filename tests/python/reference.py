@@ -131,3 +131,17 @@ def rel_err(got, want):
     """max |got - want| / max |want| (docs/DESIGN.md §4's tolerance measure)."""
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
     return float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
+
+
+# ---- rotations in torch ops (the autograd tests differentiate through them) -------------
+def torch_rotate(x, ang, r, pairing, sign=1.0):
+    """x [..., d] rotated by ang [..., r/2] in torch ops (the first r dims; "half": pairs
+    (i, i + r/2), "interleaved": (2i, 2i + 1)); sign -1 rotates back."""
+    import torch
+    c, s = torch.cos(ang), sign * torch.sin(ang)
+    if pairing == "half":
+        a, b, rest = x[..., : r // 2], x[..., r // 2: r], x[..., r:]
+        return torch.cat([a * c - b * s, a * s + b * c, rest], dim=-1)
+    a, b = x[..., 0:r:2], x[..., 1:r:2]
+    y = torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)
+    return torch.cat([y, x[..., r:]], dim=-1)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import rove
-from reference import rel_err
+from reference import rel_err, torch_rotate
 
 torch = pytest.importorskip("torch")
 
@@ -31,17 +31,6 @@ def no_c_call(monkeypatch):
     rove.clear_plan_cache()
     yield
     rove.clear_plan_cache()
-
-
-def _rotate(x, ang, r, pairing, sign=1.0):
-    """x [..., d] rotated by ang [..., r/2] (torch ops only: autograd differentiates it)."""
-    c, s = torch.cos(ang), sign * torch.sin(ang)
-    if pairing == "half":
-        a, b, rest = x[..., : r // 2], x[..., r // 2: r], x[..., r:]
-        return torch.cat([a * c - b * s, a * s + b * c, rest], dim=-1)
-    a, b = x[..., 0:r:2], x[..., 1:r:2]
-    y = torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)
-    return torch.cat([y, x[..., r:]], dim=-1)
 
 
 def torch_ref(q, k, v, *, rope, rotate, causal, window=0, softcap=0.0, q_pos=None,
@@ -63,9 +52,9 @@ def torch_ref(q, k, v, *, rope, rotate, causal, window=0, softcap=0.0, q_pos=Non
     mvec = torch.ones(d, dtype=torch.float64)
     mvec[:r] = m
     rot = {"rove": "QKVO", "rope": "QK", "none": ""}[rotate]
-    qt = _rotate(q, qa, r, rope.pairing) * mvec if "Q" in rot else q
-    kt = _rotate(kk, ka, r, rope.pairing) * mvec if "K" in rot else kk
-    vt = _rotate(vv, ka, r, rope.pairing) if "V" in rot else vv
+    qt = torch_rotate(q, qa, r, rope.pairing) * mvec if "Q" in rot else q
+    kt = torch_rotate(kk, ka, r, rope.pairing) * mvec if "K" in rot else kk
+    vt = torch_rotate(vv, ka, r, rope.pairing) if "V" in rot else vv
     s = torch.einsum("bihd,bjhd->bhij", qt, kt) / math.sqrt(d)
     if softcap:
         s = softcap * torch.tanh(s / softcap)
@@ -79,7 +68,7 @@ def torch_ref(q, k, v, *, rope, rotate, causal, window=0, softcap=0.0, q_pos=Non
     a = torch.softmax(s, dim=-1).nan_to_num(0.0)  # rows with no key: 0
     y = torch.einsum("bhij,bjhd->bihd", a, vt)
     if "O" in rot:
-        y = _rotate(y, qa, r, rope.pairing, sign=-1.0)
+        y = torch_rotate(y, qa, r, rope.pairing, sign=-1.0)
     return y
 
 

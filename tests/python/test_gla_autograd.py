@@ -10,22 +10,11 @@ import numpy as np
 import pytest
 
 import rove
-from reference import rel_err
+from reference import rel_err, torch_rotate
 
 torch = pytest.importorskip("torch")
 
 TOL = 1e-4  # fp32 gradients vs float64 autograd, relative to max |grad|
-
-
-def _rotate(x, ang, r, pairing, sign=1.0):
-    """x [..., d] rotated by ang [..., r/2] (torch ops only: autograd differentiates it)."""
-    c, s = torch.cos(ang), sign * torch.sin(ang)
-    if pairing == "half":
-        a, b, rest = x[..., : r // 2], x[..., r // 2: r], x[..., r:]
-        return torch.cat([a * c - b * s, a * s + b * c, rest], dim=-1)
-    a, b = x[..., 0:r:2], x[..., 1:r:2]
-    rot = torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)
-    return torch.cat([rot, x[..., r:]], dim=-1)
 
 
 def reference_gla(q, k, v, g, angles, s0, rot, r, pairing, scale):
@@ -40,15 +29,15 @@ def reference_gla(q, k, v, g, angles, s0, rot, r, pairing, scale):
         if angles is not None:
             a = angles[:, t]
             if "q" in rot:
-                qt = _rotate(qt, a, r, pairing)
+                qt = torch_rotate(qt, a, r, pairing)
             if "k" in rot:
-                kt = _rotate(kt, a, r, pairing)
+                kt = torch_rotate(kt, a, r, pairing)
             if "v" in rot:
-                vt = _rotate(vt, a, r, pairing)
+                vt = torch_rotate(vt, a, r, pairing)
         S = torch.exp(g[:, t]).unsqueeze(-1) * S + kt.unsqueeze(-1) * vt.unsqueeze(-2)
         o = scale * torch.einsum("bhkv,bhk->bhv", S, qt)
         if angles is not None and "o" in rot:
-            o = _rotate(o, angles[:, t], r, pairing, -1.0)
+            o = torch_rotate(o, angles[:, t], r, pairing, -1.0)
         outs.append(o)
     return torch.stack(outs, dim=1), S
 
