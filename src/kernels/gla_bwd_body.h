@@ -17,9 +17,8 @@
  * (dq) or e^{Z_t} e^{sum_{s+1..s0+15}} (dkv); inside one block: running products of e^{g}.
  *
  * Work layout (64-byte parts): cs, rs, YZ [n][dk] doubles, tot [dk] doubles; fac, kd, eg, hv, kend, blk
- * [n][dk]; D [16][n], A [n][16], spare [16][n]; acc, sd, Kw, KT, bet, Kb [16][dk];
- * xT [dv][n] (v or do transposed), sT [dv][dk] (S or H transposed), kT [dk][n] (spare); Ad
- * [16][16]. */
+ * [n][dk]; D [16][n], A [n][16]; acc, sd, Kw, KT, bet, Kb [16][dk]; xT [dv][n] (v or do
+ * transposed), sT [dv][dk] (S or H transposed); Ad [16][16]. */
 #ifndef ROVE_GLA_BWD_BODY_H
 #define ROVE_GLA_BWD_BODY_H
 
@@ -32,9 +31,9 @@
 typedef struct {
   double *cs, *rs, *yz, *tot;
   float *fac, *kd, *eg, *hv, *kend, *blk;
-  float *D, *A, *spare;
+  float *D, *A;
   float *acc, *sd, *Kw, *KT, *bet, *Kb;
-  float *xT, *sT, *kT, *Ad;
+  float *xT, *sT, *Ad;
 } gb_work;
 
 static inline gb_work gb_work_at(float *w, int64_t n, int64_t dk, int64_t dv) {
@@ -53,7 +52,6 @@ static inline gb_work gb_work_at(float *w, int64_t n, int64_t dk, int64_t dv) {
   p.blk = f, f += nk;
   p.D = f, f += 16 * n;
   p.A = f, f += 16 * n;
-  p.spare = f, f += 16 * n;
   p.acc = f, f += bk;
   p.sd = f, f += bk;
   p.Kw = f, f += bk;
@@ -61,9 +59,7 @@ static inline gb_work gb_work_at(float *w, int64_t n, int64_t dk, int64_t dv) {
   p.bet = f, f += bk;
   p.Kb = f, f += bk;
   p.xT = f, f += rove_gla_round16(dv * n);
-  f += rove_gla_round16(dv * n); /* spare transposed rows */
   p.sT = f, f += rove_gla_round16(dv * dk);
-  p.kT = f, f += rove_gla_round16(dk * n);
   p.Ad = f;
   return p;
 }

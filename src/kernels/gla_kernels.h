@@ -138,8 +138,8 @@ typedef void (*rove_gla_bwd_fn)(const rove_gla_bwd_chunk *c);
  * (gla_bwd_body.h lays them out). */
 static inline int64_t rove_gla_bwd_work_floats(int64_t n, int64_t dk, int64_t dv) {
   const int64_t nk = rove_gla_round16(n * dk);
-  return 6 * nk + rove_gla_round16(2 * dk) + 6 * nk + 3 * 16 * n + 6 * rove_gla_round16(16 * dk) +
-         2 * rove_gla_round16(dv * n) + rove_gla_round16(dv * dk) + rove_gla_round16(dk * n) + 256;
+  return 6 * nk + rove_gla_round16(2 * dk) + 6 * nk + 2 * 16 * n + 6 * rove_gla_round16(16 * dk) +
+         rove_gla_round16(dv * n) + rove_gla_round16(dv * dk) + 256;
 }
 
 /* The GLA sub-table of an ISA's kernel table (kernels.h, slot gla). */
