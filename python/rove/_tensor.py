@@ -47,9 +47,9 @@ def _torch_checks(x, name: str, dtype_name: str, t) -> None:
         raise TypeError(f"{name} has layout {x.layout}: librove needs a dense (strided) tensor")
     if x.requires_grad and t.is_grad_enabled():
         raise RuntimeError(f"{name} requires grad, but this librove call has no backward "
-                           "(only rove.attention / Plan.attention on float32 tensors is "
-                           "differentiable): call it under torch.no_grad() (or pass a "
-                           "detached tensor)")
+                           "(rove.attention, Plan.attention, rove.attention_varlen, rove.gla "
+                           "and rove.selective_angles are the differentiable ones): call it "
+                           "under torch.no_grad() (or pass a detached tensor)")
 
 
 _DTYPES = {}  # numpy dtype -> (np.dtype, name); dtype.name is slow (a Python property)

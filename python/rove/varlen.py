@@ -7,7 +7,7 @@ import ctypes
 
 import numpy as np
 
-from . import _lib, _tensor
+from . import _autograd, _lib, _tensor
 
 
 def _cu(x, name, n):
@@ -33,10 +33,12 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
     of each sequence) unless q_pos / kv_pos ([total_q] / [total_k]) are given; angles
     (float64 [total][kv_heads][rotary_dim/2]) likewise per token. Returns out
     [total_q, heads, head_dim] (and with return_lse the LSE [heads, total_q]). A sequence
-    with no keys gets 0 and LSE -inf. Not differentiable."""
+    with no keys gets 0 and LSE -inf. Differentiable for float32 torch q, k, v (and float64
+    angles) that require grad: the backward is one rove_attention_backward per sequence.
+    """
     from .attention import get_plan
-    vq = _tensor.view(q, "q")
-    vk = _tensor.view(k, "k")
+    bare = lambda x: x.detach() if _tensor.is_torch(x) else x  # noqa: E731 (shapes only)
+    vq, vk = _tensor.view(bare(q), "q"), _tensor.view(bare(k), "k")
     if len(vq.shape) != 3 or len(vk.shape) != 3:
         raise ValueError(f"q and k must be [total, heads, head_dim] (got {vq.shape}, {vk.shape})")
     Tq, H, D = vq.shape
@@ -50,6 +52,19 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
                          "multiple of n_kv_heads")
     plan = get_plan(H, Hk, D, rotate=rotate, causal=causal, window=window, softcap=softcap,
                     scale=scale, rope=rope, isa=isa, threads=threads)
+    if _autograd.needs_grad(q, k, v, q_angles, kv_angles):  # rove_attention_backward per sequence
+        _autograd.check(q, k, v, None, q_angles, kv_angles)
+        out, lse = _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles)
+        return (out, lse) if return_lse else out
+    out, lse = _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, return_lse)
+    return (out, lse) if return_lse else out
+
+
+def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse):
+    """One rove_attention_varlen call (checked shapes); returns (out, lse or None)."""
+    vq = _tensor.view(q, "q")
+    Tq, H, D = vq.shape
+    Tk, Hk = int(ck[-1]), plan.n_kv_heads
     keep = [cq, ck]
     a = _lib.VarlenArgs()
     a.n_seqs = cq.shape[0] - 1
@@ -73,9 +88,62 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
             setattr(a, name, ptr)
     out, a.out = _tensor.empty(vq.torch, (Tq, H, D))
     lse = None
-    if return_lse:
+    if want_lse:
         lse, a.lse = _tensor.empty(vq.torch, (H, Tq))
     st = _lib.lib.rove_attention_varlen(plan._handle, ctypes.byref(a))
     del keep
     _lib.check("rove_attention_varlen", st)
-    return (out, lse) if return_lse else out
+    return out, lse
+
+
+_FUNCTION = None
+
+
+def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles):
+    """The differentiable call: forward rove_attention_varlen, backward one
+    rove_attention_backward per sequence (each over its slices; a sequence without keys
+    or queries gets zero gradients)."""
+    global _FUNCTION
+    torch = _tensor._torch()
+    if _FUNCTION is None:
+        class VarlenFunction(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, q, k, v, qa, ka, plan, cq, ck, q_pos, kv_pos):
+                out, lse = _varlen(plan, q.detach(), k.detach(), v.detach(), cq, ck, q_pos,
+                                   kv_pos, None if qa is None else qa.detach(),
+                                   None if ka is None else ka.detach(), True)
+                ctx.save_for_backward(q, k, v, out, lse)
+                ctx.meta = (plan, cq, ck, q_pos, kv_pos, qa, ka)
+                ctx.mark_non_differentiable(lse)
+                return out, lse
+
+            @staticmethod
+            def backward(ctx, dout, dlse):
+                q, k, v, out, lse = ctx.saved_tensors
+                plan, cq, ck, q_pos, kv_pos, qa, ka = ctx.meta
+                need = ctx.needs_input_grad
+                dq, dk, dv = (torch.zeros_like(x, dtype=torch.float32) for x in (q, k, v))
+                dqa = torch.zeros_like(qa) if qa is not None and need[3] else None
+                dka = torch.zeros_like(ka) if ka is not None and need[4] else None
+                if dout is None:
+                    dout = torch.zeros_like(out)
+                for s in range(len(cq) - 1):
+                    qs, ks = slice(int(cq[s]), int(cq[s + 1])), slice(int(ck[s]), int(ck[s + 1]))
+                    if qs.stop == qs.start or ks.stop == ks.start:
+                        continue
+                    pick = lambda x, sl: None if x is None else x[sl]  # noqa: E731
+                    r = _autograd._backward(
+                        plan, q[qs][None], k[ks][None], v[ks][None], out[qs][None],
+                        lse[:, qs][None], dout[qs][None], pick(q_pos, qs), pick(kv_pos, ks),
+                        "bshd", None if qa is None else qa[qs][None],
+                        None if ka is None else ka[ks][None],
+                        angle_grads=(dqa is not None, dka is not None))
+                    dq[qs], dk[ks], dv[ks] = r[0][0], r[1][0], r[2][0]
+                    if dqa is not None:
+                        dqa[qs] = r[3][0]
+                    if dka is not None:
+                        dka[ks] = r[4][0]
+                return (dq if need[0] else None, dk if need[1] else None,
+                        dv if need[2] else None, dqa, dka, None, None, None, None, None)
+        _FUNCTION = VarlenFunction
+    return _FUNCTION.apply(q, k, v, q_angles, kv_angles, plan, cq, ck, q_pos, kv_pos)

@@ -76,3 +76,37 @@ def test_bad_cu():
         rove.attention_varlen(q, k, v, cq[:-1], ck)
     with pytest.raises(ValueError):
         rove.attention_varlen(q, k, v, cq + 1, ck + 1)
+
+
+@pytest.mark.parametrize("angles", [False, True])
+def test_gradients_equal_per_sequence_autograd(angles):
+    """Under torch.autograd the gradients are those of one differentiable rove.attention per
+    sequence (itself tested against float64 torch autograd in test_autograd.py)."""
+    g = np.random.default_rng(4)
+    q, k, v, cq, ck = _packed(g)
+    t = lambda x: torch.tensor(x, requires_grad=True)  # noqa: E731
+    qa = ka = None
+    if angles:
+        qa = torch.tensor(g.uniform(-9, 9, (q.shape[0], 2, 16)), requires_grad=True)
+        ka = torch.tensor(g.uniform(-9, 9, (k.shape[0], 2, 16)), requires_grad=True)
+    tq, tk, tv = t(q), t(k), t(v)
+    dout = torch.tensor(g.uniform(-1, 1, q.shape), dtype=torch.float32)
+    out = rove.attention_varlen(tq, tk, tv, cq, ck, q_angles=qa, kv_angles=ka)
+    (out * dout).sum().backward()
+    for s in range(len(LQ)):
+        qs, ks = slice(cq[s], cq[s + 1]), slice(ck[s], ck[s + 1])
+        if LQ[s] == 0 or LK[s] == 0:
+            assert (tq.grad[qs] == 0).all() and (tk.grad[ks] == 0).all()
+            continue
+        q1, k1, v1 = t(q[qs]), t(k[ks]), t(v[ks])
+        a1 = b1 = None
+        if angles:
+            a1 = qa.detach()[qs].clone().requires_grad_(True)
+            b1 = ka.detach()[ks].clone().requires_grad_(True)
+        o1 = rove.attention(q1, k1, v1, q_angles=a1, kv_angles=b1)
+        (o1 * dout[qs]).sum().backward()
+        assert torch.equal(o1.detach(), out.detach()[qs])
+        for got, want in ((tq.grad[qs], q1.grad), (tk.grad[ks], k1.grad), (tv.grad[ks], v1.grad)):
+            assert torch.equal(got, want)
+        if angles:
+            assert torch.equal(qa.grad[qs], a1.grad) and torch.equal(ka.grad[ks], b1.grad)
