@@ -94,16 +94,26 @@ rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen_args *a)
     free(f), free(args), free(bytes), free(tasks), free(group_end);
     return ROVE_ERR_OUT_OF_MEMORY;
   }
-  /* 1. every sequence with queries and keys validated and sized (nothing allocated), with
-   * scratch for the whole team: a group's tasks run in one team (rove_fwd_run_many) */
-  const int32_t team = rove_team_size(p->cfg.n_threads, INT64_MAX);
-  const int64_t H = p->cfg.n_heads, d = p->cfg.head_dim;
+  /* 1. every sequence with queries and keys validated (nothing allocated); its query-tile
+   * tasks, and the tasks of all its phases for the team size: a group's tasks run in one
+   * team (rove_fwd_run_many), so every sequence's scratch serves the team that can run,
+   * no more; then sized with that team */
+  const int32_t full = rove_team_size(p->cfg.n_threads, INT64_MAX);
+  const int64_t H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads, d = p->cfg.head_dim;
+  int64_t all = 0;
   for (int32_t s = 0; s < n && st == ROVE_OK; s++) {
     args[s] = seq_args(p, a, s);
     if (args[s].q_len == 0 || args[s].kv_len == 0) continue; /* nothing / no keys */
+    st = rove_fwd_init_team(&f[s], p, &args[s], NULL, NULL, 0, NULL, &bytes[s]);
+    const rove_fwd *x = &f[s];
+    tasks[s] = H * x->n_qt * (x->streaming ? 1 : x->n_splits);
+    all += x->n_tables + (x->streaming ? x->n_splits : Hkv * x->n_kchunks) + tasks[s] + H * x->n_qt;
+  }
+  const int32_t team = rove_team_size(p->cfg.n_threads, all);
+  for (int32_t s = 0; s < n && st == ROVE_OK; s++) {
+    if (args[s].q_len == 0 || args[s].kv_len == 0) continue;
     st = rove_fwd_init_team(&f[s], p, &args[s], NULL, NULL, team, NULL, &bytes[s]);
     bytes[s] = (bytes[s] + 63) & ~(size_t)63;
-    tasks[s] = H * f[s].n_qt * (f[s].streaming ? 1 : f[s].n_splits);
   }
   /* 2. groups, in order: a group closes once its query-tile tasks can keep every thread
    * busy (GROUP_TASKS per thread). A long sequence so runs on its own, its packed K/V
@@ -116,7 +126,7 @@ rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen_args *a)
     int32_t g1 = g0;
     int64_t t = 0;
     size_t sum = 0;
-    while (g1 < n && t < (int64_t)GROUP_TASKS * team) t += tasks[g1], sum += bytes[g1], g1++;
+    while (g1 < n && t < (int64_t)GROUP_TASKS * full) t += tasks[g1], sum += bytes[g1], g1++;
     group_end[g0] = g1;
     if (sum > block_bytes) block_bytes = sum;
     g0 = g1;
