@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "attention_internal.h"
+#include "selective.h"
 #include "attention_tile.h"
 
 typedef struct rove_bwd {
@@ -106,21 +107,11 @@ static rove_status check_grads(rove_bwd *w, const rove_attention_args *a,
   return ROVE_OK;
 }
 
-/* Angle gradients (explicit angles): a pair (y_a, y_b) = R(t) (x_a, x_b) has
- * d y / d t = (-y_b, y_a), so with g = dLoss / d y, dLoss / d t = g_b y_a - g_a y_b. Adds
- * sign times that for the plan's r/2 pairs of one row to out[half]. A zero gradient
- * component adds nothing (it may meet a NaN of a key no query sees). */
+/* Angle gradients of one row with the plan's rotated dims (rove_add_pair_grads). */
 static void add_pair_grads(const rove_plan *p, const float *g, const float *y, double *out,
                            double sign) {
-  const int32_t half = p->half, first = rove_plan_rot_first(p);
-  const int inter = p->cfg.rope.pairing == ROVE_PAIRING_INTERLEAVED;
-  for (int32_t k = 0; k < half; k++) {
-    const int32_t ia = first + (inter ? 2 * k : k), ib = first + (inter ? 2 * k + 1 : k + half);
-    double t = 0.0;
-    if (g[ib] != 0.0f) t += (double)g[ib] * y[ia];
-    if (g[ia] != 0.0f) t -= (double)g[ia] * y[ib];
-    out[k] += sign * t;
-  }
+  rove_add_pair_grads(p->half, rove_plan_rot_first(p),
+                      p->cfg.rope.pairing == ROVE_PAIRING_INTERLEAVED, g, y, out, sign);
 }
 
 /* Phase 1, one task per (batch, query head): q^ and do~ rows, D; the task of query head h

@@ -94,27 +94,28 @@ rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen_args *a)
     free(f), free(args), free(bytes), free(tasks), free(group_end);
     return ROVE_ERR_OUT_OF_MEMORY;
   }
-  /* 1. every sequence with queries and keys validated (nothing allocated); its query-tile
-   * tasks, and the tasks of all its phases for the team size: a group's tasks run in one
-   * team (rove_fwd_run_many), so every sequence's scratch serves the team that can run,
-   * no more; then sized with that team */
+  /* 1. every sequence with queries and keys validated and sized (nothing allocated); its
+   * query-tile tasks, and the tasks of all its phases for the team size: a group's tasks
+   * run in one team (rove_fwd_run_many) */
   const int32_t full = rove_team_size(p->cfg.n_threads, INT64_MAX);
   const int64_t H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads, d = p->cfg.head_dim;
   int64_t all = 0;
   for (int32_t s = 0; s < n && st == ROVE_OK; s++) {
     args[s] = seq_args(p, a, s);
     if (args[s].q_len == 0 || args[s].kv_len == 0) continue; /* nothing / no keys */
-    st = rove_fwd_init_team(&f[s], p, &args[s], NULL, NULL, 0, NULL, &bytes[s]);
+    st = rove_fwd_init_team(&f[s], p, &args[s], NULL, NULL, full, NULL, &bytes[s]);
     const rove_fwd *x = &f[s];
     tasks[s] = H * x->n_qt * (x->streaming ? 1 : x->n_splits);
     all += x->n_tables + (x->streaming ? x->n_splits : Hkv * x->n_kchunks) + tasks[s] + H * x->n_qt;
   }
+  /* sized for the whole team above; again for a smaller one when the call's tasks cannot
+   * occupy it (per-thread scratch serves the team that can run, no more) */
   const int32_t team = rove_team_size(p->cfg.n_threads, all);
-  for (int32_t s = 0; s < n && st == ROVE_OK; s++) {
+  for (int32_t s = 0; s < n && st == ROVE_OK && team < full; s++) {
     if (args[s].q_len == 0 || args[s].kv_len == 0) continue;
     st = rove_fwd_init_team(&f[s], p, &args[s], NULL, NULL, team, NULL, &bytes[s]);
-    bytes[s] = (bytes[s] + 63) & ~(size_t)63;
   }
+  for (int32_t s = 0; s < n; s++) bytes[s] = (bytes[s] + 63) & ~(size_t)63;
   /* 2. groups, in order: a group closes once its query-tile tasks can keep every thread
    * busy (GROUP_TASKS per thread). A long sequence so runs on its own, its packed K/V
    * still in cache when its tiles read them (measured: 8 sequences of 170 .. 3499 tokens,

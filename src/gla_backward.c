@@ -120,17 +120,10 @@ static void load_chunk(const gb_call *c, gb_scratch *ws, int64_t b, int64_t h, i
   }
 }
 
-/* dLoss / d angle of a pair (y_a, y_b) = R(t) (x_a, x_b) with gradient gy at y: dy/dt =
- * (-y_b, y_a), so gy_b y_a - gy_a y_b; sign -1 for an inverse rotation (the output).
- * Added for the half pairs of one row (rotary dims first) to out. */
+/* Angle gradients of one row (rotary dims first; rove_add_pair_grads). */
 static void add_pair_grads(const rove_gla_plan *p, const float *gy, const float *y, double *out,
                            double sign) {
-  const int32_t half = p->half;
-  const int inter = p->cfg.pairing == ROVE_PAIRING_INTERLEAVED;
-  for (int32_t k = 0; k < half; k++) {
-    const int32_t ia = inter ? 2 * k : k, ib = inter ? 2 * k + 1 : k + half;
-    out[k] += sign * ((double)gy[ib] * y[ia] - (double)gy[ia] * y[ib]);
-  }
+  rove_add_pair_grads(p->half, 0, p->cfg.pairing == ROVE_PAIRING_INTERLEAVED, gy, y, out, sign);
 }
 
 /* Token rows i = n-1 .. 0 of the chunk at t0 after the dkv kernel: dg from the carry,
@@ -219,10 +212,6 @@ static void head_task(int64_t i, int tid, void *vctx) {
   if (g->d_initial_state) memcpy(g->d_initial_state + s0, ws.s, (size_t)kv * sizeof(float));
 }
 
-static int overlap(const void *a, int64_t a_bytes, const void *b, int64_t b_bytes) {
-  return a && b && rove_overlap(a, (size_t)a_bytes, b, (size_t)b_bytes);
-}
-
 static rove_status check_grads(const gb_call *c, int use_angles, const rove_gla_bytes *by) {
   const rove_gla_args *a = c->a;
   const rove_gla_grads *g = c->g;
@@ -242,9 +231,11 @@ static rove_status check_grads(const gb_call *c, int use_angles, const rove_gla_
   const int64_t outb[6] = {by->k, by->k, by->k, by->v, by->s, by->angles};
   for (int o = 0; o < 6; o++) {
     for (int i = 0; i < 9; i++)
-      if (overlap(outs[o], outb[o], in[i], inb[i])) return ROVE_ERR_INVALID_ARGUMENT;
+      if (rove_overlap(outs[o], (size_t)outb[o], in[i], (size_t)inb[i]))
+        return ROVE_ERR_INVALID_ARGUMENT;
     for (int o2 = 0; o2 < o; o2++)
-      if (overlap(outs[o], outb[o], outs[o2], outb[o2])) return ROVE_ERR_INVALID_ARGUMENT;
+      if (rove_overlap(outs[o], (size_t)outb[o], outs[o2], (size_t)outb[o2]))
+        return ROVE_ERR_INVALID_ARGUMENT;
   }
   return ROVE_OK;
 }

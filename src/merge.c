@@ -11,10 +11,6 @@
 #include "rove.h"
 #include "util.h"
 
-static int overlaps(const void *a, int64_t ab, const void *b, int64_t bb) {
-  return a && b && rove_overlap(a, (size_t)ab, b, (size_t)bb);
-}
-
 static rove_status check(int32_t n_parts, const float *const *outs, const float *const *lses,
                          int32_t batch, int32_t q_len, int32_t n_heads, int32_t head_dim,
                          const float *out, const float *lse, int64_t *rows) {
@@ -30,12 +26,14 @@ static rove_status check(int32_t n_parts, const float *const *outs, const float 
   const int64_t ob = n_out * 4, lb = *rows * 4;
   for (int32_t p = 0; p < n_parts; p++) {
     const int in_place_o = p == 0 && outs[0] == out, in_place_l = p == 0 && lses[0] == lse;
-    if (!in_place_o && overlaps(out, ob, outs[p], ob)) return ROVE_ERR_INVALID_ARGUMENT;
-    if (overlaps(out, ob, lses[p], lb)) return ROVE_ERR_INVALID_ARGUMENT;
-    if (!in_place_l && overlaps(lse, lb, lses[p], lb)) return ROVE_ERR_INVALID_ARGUMENT;
-    if (overlaps(lse, lb, outs[p], ob)) return ROVE_ERR_INVALID_ARGUMENT;
+    if (!in_place_o && rove_overlap(out, (size_t)ob, outs[p], (size_t)ob))
+      return ROVE_ERR_INVALID_ARGUMENT;
+    if (rove_overlap(out, (size_t)ob, lses[p], (size_t)lb)) return ROVE_ERR_INVALID_ARGUMENT;
+    if (!in_place_l && rove_overlap(lse, (size_t)lb, lses[p], (size_t)lb))
+      return ROVE_ERR_INVALID_ARGUMENT;
+    if (rove_overlap(lse, (size_t)lb, outs[p], (size_t)ob)) return ROVE_ERR_INVALID_ARGUMENT;
   }
-  if (overlaps(out, ob, lse, lb)) return ROVE_ERR_INVALID_ARGUMENT;
+  if (rove_overlap(out, (size_t)ob, lse, (size_t)lb)) return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
 }
 

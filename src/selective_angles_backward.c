@@ -102,3 +102,15 @@ rove_status rove_selective_angles_backward(int32_t batch, int32_t seq_len, int32
   rove_free(tp);
   return ROVE_OK;
 }
+
+void rove_add_pair_grads(int32_t half, int32_t first, int interleaved, const float *g,
+                         const float *y, double *out, double sign) {
+  for (int32_t k = 0; k < half; k++) {
+    const int32_t ia = first + (interleaved ? 2 * k : k);
+    const int32_t ib = first + (interleaved ? 2 * k + 1 : k + half);
+    double t = 0.0;
+    if (g[ib] != 0.0f) t += (double)g[ib] * y[ia];
+    if (g[ia] != 0.0f) t -= (double)g[ia] * y[ib];
+    out[k] += sign * t;
+  }
+}

@@ -19,6 +19,7 @@ void *rove_alloc(size_t bytes) {
 void rove_free(void *p) { free(p); }
 
 int rove_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
+  if (!a || !b) return 0; /* an absent (optional) buffer overlaps nothing */
   uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
   return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
 }

@@ -13,7 +13,7 @@ int rove_mul_i64(int64_t a, int64_t b, int64_t *out);
 int rove_add_i64(int64_t a, int64_t b, int64_t *out);
 void *rove_alloc(size_t bytes); /* 64-byte aligned, NULL on failure or 0 bytes */
 void rove_free(void *p);
-/* [lo, hi) byte ranges of two buffers overlap? */
+/* [lo, hi) byte ranges of two buffers overlap? (never when either is NULL) */
 int rove_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes);
 /* The threads rove_parallel_for(n_threads, n, ...) and rove_parallel_for_blocked run: never
  * more than the n tasks, nor than ROVE_MAX_THREADS (1 without threads, or for n <= 1).

@@ -113,9 +113,8 @@ static inline void gb_exp(float *y, const double *x, int64_t m,
   expv(y, y, m);
 }
 
-/* cs, rs and eg = e^{g} of the chunk. */
-static inline void gb_prefix(const rove_gla_bwd_chunk *c, const gb_work *w,
-                             void (*expv)(float *, const float *, int64_t)) {
+/* cs and rs of the chunk. */
+static inline void gb_prefix(const rove_gla_bwd_chunk *c, const gb_work *w) {
   const int32_t n = c->n, dk = c->dk;
   for (int32_t k = 0; k < dk; k++) w->cs[k] = c->g[k];
   for (int32_t t = 1; t < n; t++)
@@ -126,9 +125,14 @@ static inline void gb_prefix(const rove_gla_bwd_chunk *c, const gb_work *w,
     for (int32_t k = 0; k < dk; k++)
       w->rs[(int64_t)t * dk + k] =
           w->rs[(int64_t)(t + 1) * dk + k] + c->g[(int64_t)(t + 1) * dk + k];
-  const int64_t m = (int64_t)n * dk;
-  for (int64_t i = 0; i < m; i++) w->eg[i] = c->g[i];
-  expv(w->eg, w->eg, m);
+}
+
+/* eg rows t0 .. t0+15 = e^{g} (the running products of a block's slow path). */
+static inline void gb_block_eg(const rove_gla_bwd_chunk *c, const gb_work *w, int32_t t0,
+                               void (*expv)(float *, const float *, int64_t)) {
+  const int64_t e0 = (int64_t)t0 * c->dk, m = (int64_t)GB_BLK * c->dk;
+  for (int64_t i = 0; i < m; i++) w->eg[e0 + i] = c->g[e0 + i];
+  expv(w->eg + e0, w->eg + e0, m);
 }
 
 /* State-like [dk][dv] x scaled by rows: x[k][.] *= e[k]. */
@@ -167,7 +171,7 @@ static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
                                         void (*expv)(float *, const float *, int64_t)) {
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
   const gb_work w = gb_work_at(c->work, n, dk, dv);
-  gb_prefix(c, &w, expv);
+  gb_prefix(c, &w);
   gb_transpose(w.xT, n, c->v, dv, n, dv);   /* vT [dv][n] */
   gb_transpose(w.sT, dk, c->s, dv, dk, dv); /* ST [dv][dk] */
   for (int32_t t0 = 0; t0 < n; t0 += GB_BLK) {
@@ -210,6 +214,7 @@ static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
         memset(w.acc, 0, (size_t)GB_BLK * dk * sizeof(float));
       }
       /* the block itself: Kw[s] = k_s e^{b_t - b_s}, a running product as t advances */
+      gb_block_eg(c, &w, t0, expv);
       for (int32_t i = 0; i < GB_BLK; i++) {
         const float *e = w.eg + (int64_t)(t0 + i) * dk;
         for (int32_t s = 0; s < i; s++) {
@@ -244,7 +249,7 @@ static inline void rove_gla_bwd_dkv_body(const rove_gla_bwd_chunk *c,
                                          void (*expv)(float *, const float *, int64_t)) {
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
   const gb_work w = gb_work_at(c->work, n, dk, dv);
-  gb_prefix(c, &w, expv);
+  gb_prefix(c, &w);
   gb_transpose(w.xT, n, c->dout, dv, n, dv); /* doT [dv][n] */
   gb_transpose(w.sT, dk, c->s, dv, dk, dv);  /* HT [dv][dk] */
   /* the adjoint after the chunk: dk_s = e^{rs_s} (H v_s), dv_s = (k_s e^{rs_s})^T H */
@@ -318,6 +323,7 @@ static inline void rove_gla_bwd_dkv_body(const rove_gla_bwd_chunk *c,
     }
     /* a huge decay in the block: scores Ad[t][s] = q_t . k_s e^{b_t - b_s} (s <= t), with
      * the keys decayed to t as a running product in KT [dk][16] (columns past t stay 0) */
+    gb_block_eg(c, &w, s0, expv);
     memset(w.KT, 0, (size_t)dk * GB_BLK * sizeof(float));
     for (int32_t t = 0; t < GB_BLK; t++) {
       const float *e = w.eg + (int64_t)(s0 + t) * dk, *kt = c->k + (int64_t)(s0 + t) * dk;
