@@ -53,7 +53,9 @@ typedef enum rove_status {
   ROVE_ERR_UNSUPPORTED,       /**< valid request this CPU or build cannot serve */
   ROVE_ERR_OUT_OF_MEMORY,     /**< an allocation failed; nothing was written */
   ROVE_ERR_SIZE_OVERFLOW,     /**< an element or byte count does not fit int64/size_t */
-  ROVE_ERR_INTERNAL           /**< a bug in librove: please report it */
+  ROVE_ERR_INTERNAL,          /**< a bug in librove: please report it */
+  ROVE_ERR_POOL_EXHAUSTED     /**< a paged cache has too few free blocks (or sequence
+                                   slots) for the request; nothing was changed */
 } rove_status;
 
 /** Static English text for @p s; unknown values give "unknown rove_status". Never NULL. */
@@ -661,6 +663,161 @@ ROVE_API rove_status rove_kv_cache_truncate(rove_kv_cache *c, int32_t length);
 ROVE_API rove_status rove_kv_cache_reset(rove_kv_cache *c);
 /** Copy the positions of the cached tokens to @p pos ([batch][length]). */
 ROVE_API rove_status rove_kv_cache_positions(const rove_kv_cache *c, int32_t *pos);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------ */
+/** @name Paged KV cache (serving)
+ * Many sequences of different lengths in one pool of fixed-size blocks, as vLLM and
+ * flash-attn's block tables do it. K and V are stored exactly as in rove_kv_cache: rotated
+ * into the global frame (K: m R_{p_j} k_j with ROVE_ROTATE_K, V: R_{p_j} v_j with
+ * ROVE_ROTATE_V), rounded once to the pool's type, so a decode step rotates only the
+ * queries and the output.
+ *
+ * The pool's layout (the interop contract: an engine may keep its own pool and block
+ * tables in it and call rove_paged_attention directly):
+ *   k, v      [n_blocks][n_kv_heads][block_size][head_dim] elements of `type`
+ *   k_scale,  (Q8 only) [n_blocks][n_kv_heads][block_size][rove_q8_blocks] fp32 scales,
+ *   v_scale   rove_q8_blocks = ceil(head_dim / ROVE_Q8_BLOCK)
+ *   pos       [n_blocks][block_size] int32: the position of each stored token
+ * Token t of a sequence with block table bt lives in block bt[t / block_size], row
+ * t % block_size. A block may appear in the tables of several sequences (a shared prefix)
+ * but at most once in each. */
+/**@{*/
+
+/** A pool of blocks as laid out above (the caller's memory, or rove_paged_cache_view). */
+typedef struct rove_paged_kv {
+  const void *k, *v;               /**< the K and V blocks */
+  const float *k_scale, *v_scale;  /**< Q8: the blocks' scales; NULL for other types */
+  /** NULL, or the position of every stored token; NULL: token t of every sequence is at
+   *  position t (flash-attn's convention). */
+  const int32_t *pos;
+  rove_dtype type;                 /**< F32, BF16, F16 or Q8 */
+  int32_t block_size;              /**< tokens per block: a power of two, 1 .. 65536 */
+  int32_t n_blocks;                /**< blocks in the pool, > 0 */
+} rove_paged_kv;
+
+/** Batched decode over sequences of different lengths (rove_paged_attention). Zero-
+ *  initialise, then set. */
+typedef struct rove_paged_args {
+  int32_t n_seqs;                  /**< > 0 */
+  /** [n_seqs + 1]: cu[0] = 0, non-decreasing; sequence s owns query rows cu[s] ..
+   *  cu[s+1]-1 (any count: 0 skips it; 1..16 is decode and speculative verification). */
+  const int32_t *cu_seqlens_q;
+  /** rove_paged_attention: [n_seqs] keys per sequence (cache_seqlens), >= 0; and
+   *  [n_seqs][max_blocks] block tables whose first ceil(seq_lens[s] / block_size)
+   *  entries are read. rove_paged_cache_attention: NULL (the cache has them). */
+  const int32_t *seq_lens, *block_tables;
+  int32_t max_blocks;              /**< row stride of block_tables */
+  const float *q;                  /**< [total_q][n_heads][head_dim] */
+  float *out;                      /**< [total_q][n_heads][head_dim] */
+  int64_t q_stride, out_stride;    /**< token strides in floats; 0 = dense */
+  /** NULL or [total_q]: query positions; NULL gives the rows of sequence s the
+   *  positions of its last (cu[s+1] - cu[s]) keys (the tokens just appended), which
+   *  needs as many keys as rows. With a causal plan a row sees keys at positions <= its
+   *  own, so verifying k draft tokens is: append them, attend k rows. */
+  const int32_t *q_pos;
+  /** NULL or [total_q][n_kv_heads][rotary_dim/2]: the queries' explicit angles
+   *  (Selective RoPE), needed when the stored keys were rotated by angles. */
+  const double *q_angles;
+  float *lse;                      /**< NULL or [n_heads][total_q] */
+} rove_paged_args;
+
+/**
+ * Attention of every sequence's query rows over its own keys, read in place from the
+ * pool's blocks: equal to rove_kv_cache_attention over a contiguous cache holding the
+ * same tokens (bitwise when block_size is a multiple of 64, the row kernel's key block;
+ * otherwise to float rounding). Rows go through the decode row kernel when a GQA group's
+ * rows fit one call (n_heads / n_kv_heads x rows <= 16), long sequences are split over
+ * key ranges merged exactly by their LSE, and all sequences' tasks run in one parallel
+ * loop (short sequences grouped, as rove_attention_varlen): results are bitwise
+ * identical for any thread count. A sequence with rows and no keys gets output 0 and LSE
+ * -inf. Everything (block tables included) is checked before anything is written.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/pool/args/q/out, bad cu, a
+ *         negative length, a block table entry out of range or repeated within one
+ *         sequence, a table longer than max_blocks, block_size not a power of two, a
+ *         Q8 pool without scales, default query positions with more rows than keys,
+ *         outputs overlapping inputs); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY.
+ */
+ROVE_API rove_status rove_paged_attention(const rove_plan *p, const rove_paged_kv *kv,
+                                          const rove_paged_args *a);
+
+/** librove's own pool and block allocator: sequences are small integer ids; blocks are
+ *  reference counted, so a fork shares its parent's blocks and a write into a shared
+ *  block copies it first (copy-on-write). The cache borrows its plan. Mutating calls must
+ *  not run concurrently with any other call on the same cache; rove_paged_cache_attention
+ *  calls may run concurrently with each other. */
+typedef struct rove_paged_cache rove_paged_cache;
+
+/** A pool of @p n_blocks blocks of @p block_size tokens (a power of two, 1 .. 65536) of
+ *  storage type @p type (as rove_kv_cache_create_typed), for up to @p max_seqs live
+ *  sequences. @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT; ROVE_ERR_SIZE_OVERFLOW;
+ *  ROVE_ERR_OUT_OF_MEMORY. */
+ROVE_API rove_status rove_paged_cache_create(const rove_plan *p, rove_dtype type,
+                                             int32_t block_size, int32_t n_blocks,
+                                             int32_t max_seqs, rove_paged_cache **out);
+ROVE_API void rove_paged_cache_destroy(rove_paged_cache *c);
+/** The pool (for rove_paged_attention or an engine's own kernels); valid until the cache
+ *  is destroyed, its contents until the next mutating call. */
+ROVE_API rove_status rove_paged_cache_view(const rove_paged_cache *c, rove_paged_kv *out);
+/** Blocks not held by any sequence (0 for NULL). */
+ROVE_API int32_t rove_paged_cache_free_blocks(const rove_paged_cache *c);
+/** A new, empty sequence: its id in @p seq (0 .. max_seqs-1; ids of freed sequences are
+ *  reused). @return ROVE_OK; ROVE_ERR_POOL_EXHAUSTED (max_seqs live);
+ *  ROVE_ERR_INVALID_ARGUMENT. */
+ROVE_API rove_status rove_paged_seq_create(rove_paged_cache *c, int32_t *seq);
+/** A new sequence holding @p parent's tokens: it shares all of the parent's blocks (no
+ *  copy); the first write into a shared block (append into a partly filled last block,
+ *  shift) copies that block. @return as rove_paged_seq_create; ROVE_ERR_INVALID_ARGUMENT
+ *  for an unknown parent. */
+ROVE_API rove_status rove_paged_seq_fork(rove_paged_cache *c, int32_t parent, int32_t *child);
+/** Release a sequence and its references to its blocks. */
+ROVE_API rove_status rove_paged_seq_free(rove_paged_cache *c, int32_t seq);
+/** Tokens in sequence @p seq (-1 for NULL or an unknown id). */
+ROVE_API int32_t rove_paged_seq_length(const rove_paged_cache *c, int32_t seq);
+/** Copy sequence @p seq's block table (ceil(length / block_size) entries, at most @p cap)
+ *  to @p table and its length to @p n. @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL,
+ *  unknown id, @p cap too small). */
+ROVE_API rove_status rove_paged_seq_block_table(const rove_paged_cache *c, int32_t seq,
+                                                int32_t *table, int32_t cap, int32_t *n);
+/** Copy sequence @p seq's token positions ([length]) to @p pos. */
+ROVE_API rove_status rove_paged_seq_positions(const rove_paged_cache *c, int32_t seq,
+                                              int32_t *pos);
+/**
+ * Rotate and store @p n_tokens new tokens of sequence @p seq, as rove_kv_cache_append_typed
+ * (K and V [n_tokens][n_kv_heads][head_dim] of @p in_type with token strides, 0 = dense;
+ * @p pos NULL continues from the last position + 1). @p angles: NULL, or
+ * [n_tokens][n_kv_heads][rotary_dim/2] explicit angles as rove_kv_cache_append_angles
+ * (the first append into an empty sequence fixes its kind; shift is then unsupported).
+ * Blocks are taken as needed; a shared partly filled last block is copied first.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (as rove_kv_cache_append, an unknown id);
+ *         ROVE_ERR_POOL_EXHAUSTED (too few free blocks); ROVE_ERR_SIZE_OVERFLOW;
+ *         ROVE_ERR_OUT_OF_MEMORY. Nothing changes on failure (length, positions, block
+ *         table, free blocks and every sequence's visible rows).
+ */
+ROVE_API rove_status rove_paged_append(rove_paged_cache *c, int32_t seq, int32_t n_tokens,
+                                       const void *k, int64_t k_stride, const void *v,
+                                       int64_t v_stride, rove_dtype in_type,
+                                       const int32_t *pos, const double *angles);
+/** Keep the first @p length tokens of @p seq (0 <= length <= its length); blocks past
+ *  the new end are released. @return ROVE_OK or ROVE_ERR_INVALID_ARGUMENT. */
+ROVE_API rove_status rove_paged_truncate(rove_paged_cache *c, int32_t seq, int32_t length);
+/**
+ * Context shift of sequence @p seq: positions of its tokens [start, end) += delta and
+ * their stored K and V rotated by R_delta, as rove_kv_cache_shift (same error added).
+ * Shared blocks in the range are copied first (the other sequences keep their rows).
+ * @return as rove_kv_cache_shift; ROVE_ERR_POOL_EXHAUSTED when the copies need more free
+ *         blocks than there are. Nothing changes on failure.
+ */
+ROVE_API rove_status rove_paged_shift(rove_paged_cache *c, int32_t seq, int32_t start,
+                                      int32_t end, int32_t delta);
+/**
+ * rove_paged_attention over the sequences @p seqs ([a->n_seqs] ids, repeats allowed):
+ * a->seq_lens and a->block_tables must be NULL (the cache supplies them); the rest of
+ * @p a as there. The sequences need not be in any order.
+ * @return as rove_paged_attention; ROVE_ERR_INVALID_ARGUMENT also for an unknown id.
+ */
+ROVE_API rove_status rove_paged_cache_attention(const rove_paged_cache *c, const int32_t *seqs,
+                                                const rove_paged_args *a);
 /**@}*/
 
 /* ------------------------------------------------------------------------------------ */

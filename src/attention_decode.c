@@ -81,8 +81,22 @@ static void rows_group(rove_rows_args *t, const rows_scratch *s, int64_t kvh) {
 
 /* Keys [j0, j1) of KV head kvh of batch b through the row kernel, read in place: the
  * cache's rows as stored, the caller's rotated (and K times m) as the kernel reads them. */
+static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t kvh, int64_t j0,
+                       int64_t j1, int cls);
+
+/* ... split where the keys are not contiguous (a paged cache's block boundaries: a block
+ * size that is a multiple of the row kernel's 64-key block keeps its blocks, and so the
+ * contiguous cache's results bit for bit). */
 static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t kvh, int64_t j0,
                       int64_t j1, int cls) {
+  for (int64_t j = j0, n; j < j1; j += n) {
+    n = rove_fwd_run_len(f, j, j1 - j);
+    rows_piece(f, t, b, kvh, j, j + n, cls);
+  }
+}
+
+static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t kvh, int64_t j0,
+                       int64_t j1, int cls) {
   const uint32_t rot = f->p->cfg.rotate;
   const rove_rot rk = rove_fwd_krot(f, b, kvh, j0, rot & ROVE_ROTATE_K);
   const rove_rot rv = rove_fwd_krot(f, b, kvh, j0, rot & ROVE_ROTATE_V);

@@ -29,6 +29,12 @@ typedef struct rove_fwd {
   const void *k, *v;               /* rows of k_type / v_type elements */
   int64_t k_bstride, v_bstride, kv_hstride;
   int kv_rotated;
+  /* A paged cache (batch 1): token j lives in block blocks[j >> block_shift], row
+   * j & (block_size - 1); a block holds every KV head, block_stride elements apart. NULL:
+   * contiguous as above. */
+  const int32_t *blocks;
+  int32_t block_shift;
+  int64_t block_stride;
   /* Element types (rove_dtype) of q, k, v, out: the caller's (rove_attention_forward_typed;
    * F32, BF16, F16) or a cache's (K and V also Q8). Strides and offsets count elements. */
   int32_t q_type, k_type, v_type, out_type;
@@ -86,6 +92,12 @@ typedef struct rove_kv_view {
   int32_t len;             /* valid tokens per batch */
   const int32_t *pos;      /* positions: token j of batch b at pos[b * pos_bstride + j] */
   int64_t pos_bstride;
+  /* Paged (batch 1; NULL: contiguous): token j in block blocks[j >> block_shift], row
+   * j & (2^block_shift - 1), at k + blocks[..] * block_stride + h * hstride + row *
+   * tstride; pos is then the sequence's positions gathered into one array. */
+  const int32_t *blocks;
+  int32_t block_shift;
+  int64_t block_stride;
 } rove_kv_view;
 
 /* Resolve a token stride (0 = the dense width; below it ROVE_ERR_INVALID_ARGUMENT) and the
@@ -115,6 +127,15 @@ rove_status rove_fwd_init_team(rove_fwd *f, const rove_plan *p, const rove_atten
  * workspaces. Each call's results are those of rove_fwd_run. */
 void rove_fwd_run_many(rove_fwd *f, int32_t n);
 void rove_fwd_release(rove_fwd *f);
+/* n batch-1 calls (args[s]; kv NULL or [n] views) validated and given one workspace
+ * before any runs, then run in groups (attention_calls.c); call s's LSE rows go to
+ * lse + cu_q[s] with total_q floats between heads (lse NULL: none). A call without
+ * queries is skipped, one without keys gets out 0 and LSE -inf. */
+/* Cumulative lengths cu[0..n]: cu[0] = 0, non-decreasing; *total = cu[n]. 0 if not. */
+int rove_check_cu(const int32_t *cu, int32_t n, int64_t *total);
+rove_status rove_fwd_calls(const rove_plan *p, int32_t n, rove_attention_args *args,
+                           const rove_kv_view *kv, float *lse, const int32_t *cu_q,
+                           int64_t total_q);
 /* Streaming decode (attention_decode.c): one (batch, key split) task of rove_fwd_run. */
 void rove_fwd_stream_task(int64_t t, int tid, void *vctx);
 /* Rotation of rows from table c/s at row offset off (floats), for KV head kvh. */
@@ -130,10 +151,21 @@ static inline rove_rot rove_fwd_rot(const rove_fwd *f, const float *c, const flo
 }
 /* Element offsets of the K and V rows of token j of KV head h in batch b. */
 static inline int64_t rove_fwd_kelem(const rove_fwd *f, int64_t b, int64_t h, int64_t j) {
+  if (f->blocks)
+    return (int64_t)f->blocks[j >> f->block_shift] * f->block_stride + h * f->kv_hstride +
+           (j & (((int64_t)1 << f->block_shift) - 1)) * f->ks;
   return b * f->k_bstride + h * f->kv_hstride + j * f->ks;
 }
 static inline int64_t rove_fwd_velem(const rove_fwd *f, int64_t b, int64_t h, int64_t j) {
+  if (f->blocks) return rove_fwd_kelem(f, b, h, j); /* a pool's K and V share the layout */
   return b * f->v_bstride + h * f->kv_hstride + j * f->vs;
+}
+/* How many of the n rows from token j are contiguous in memory (to the end of j's block
+ * in a paged cache; all n otherwise). */
+static inline int64_t rove_fwd_run_len(const rove_fwd *f, int64_t j, int64_t n) {
+  if (!f->blocks) return n;
+  const int64_t left = ((int64_t)1 << f->block_shift) - (j & (((int64_t)1 << f->block_shift) - 1));
+  return n < left ? n : left;
 }
 /* The K and V rows of tokens j.. of KV head h in batch b (token stride ks / vs), when they
  * are fp32. */
@@ -160,10 +192,15 @@ static inline const float *rove_fwd_rows_f32(const rove_fwd *f, int v, int64_t b
   const void *x = v ? f->v : f->k;
   const int32_t t = v ? f->v_type : f->k_type;
   *stride = v ? f->vs : f->ks;
-  if (t == ROVE_DTYPE_F32) return (const float *)x + e;
+  if (t == ROVE_DTYPE_F32 && rove_fwd_run_len(f, j0, n) == n) return (const float *)x + e;
+  /* typed rows, or fp32 rows spread over blocks of a paged cache: gathered block by block */
   const int32_t d = f->p->cfg.head_dim;
-  f->p->kern->to_f32(buf, d, rove_fwd_raw(x, t, e), *stride,
-                     rove_fwd_scale(f, v ? f->vscale : f->kscale, e), n, d, t);
+  for (int64_t i = 0, r; i < n; i += r) {
+    r = rove_fwd_run_len(f, j0 + i, n - i);
+    const int64_t ei = v ? rove_fwd_velem(f, b, h, j0 + i) : rove_fwd_kelem(f, b, h, j0 + i);
+    f->p->kern->to_f32(buf + i * d, d, rove_fwd_raw(x, t, ei), *stride,
+                       rove_fwd_scale(f, v ? f->vscale : f->kscale, ei), r, d, t);
+  }
   *stride = d;
   return buf;
 }

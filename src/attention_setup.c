@@ -254,6 +254,10 @@ rove_status rove_fwd_init_team(rove_fwd *f, const rove_plan *p, const rove_atten
     f->ks = f->vs = kv->tstride;
     f->k_bstride = f->v_bstride = kv->bstride;
     f->kv_hstride = kv->hstride;
+    f->blocks = kv->blocks;
+    f->block_shift = kv->block_shift;
+    f->block_stride = kv->block_stride;
+    if (kv->blocks && a->batch != 1) return ROVE_ERR_INTERNAL; /* paged views are per sequence */
   } else { /* [batch][kv_len][n_kv_heads][head_dim] with token strides */
     f->k_bstride = f->kv_len * f->ks;
     f->v_bstride = f->kv_len * f->vs;

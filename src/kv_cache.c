@@ -16,10 +16,11 @@
 #include <string.h>
 
 #include "attention_internal.h"
+#include "cache_rows.h"
 #include "kv_cache_internal.h"
 #include "selective.h"
 
-#define CACHE_CHUNK 256 /* tokens per append task / rows per shift step */
+#define CACHE_CHUNK ROVE_CACHE_CHUNK /* tokens per append task / rows per shift step */
 
 struct rove_kv_cache {
   const rove_plan *p;
@@ -104,16 +105,6 @@ typedef struct {
   int *bad;             /* [task]: a rotated value the cache's type cannot hold */
 } append_ctx;
 
-/* Store n rotated fp32 rows (stride ss) at element e of buf (K or V; scale: its Q8
- * scales) in the cache's type; returns 1 when a value does not fit the type. */
-static int put_rows(const rove_kv_cache *c, void *buf, float *scale, int64_t e, const float *src,
-                    int64_t ss, int64_t n) {
-  const int32_t d = c->p->cfg.head_dim;
-  return c->p->kern->from_f32((char *)buf + e * rove_dtype_size(c->type), d,
-                              scale ? scale + e / d * rove_q8_blocks(d) : NULL, src, ss, n, d,
-                              c->type);
-}
-
 /* One chunk of new tokens of one batch row: table rows, then rotate every head into place. */
 static void append_task(int64_t t, int tid, void *vctx) {
   append_ctx *a = vctx;
@@ -141,21 +132,9 @@ static void append_task(int64_t t, int tid, void *vctx) {
       const rove_rot *r = which ? &rv : &rk;
       const float mul = which ? 1.0f : (float)p->attn_factor;
       const int64_t ss = which ? a->vs : a->ks, e = src * ss + (int64_t)h * d;
-      const void *x = which ? a->v : a->k;
-      /* fp32 source rows: the caller's; typed ones widened into rowbuf first */
-      const float *rows = rowbuf;
-      int64_t rs = d;
-      if (a->in_type == ROVE_DTYPE_F32)
-        rows = (const float *)x + e, rs = ss;
-      else
-        p->kern->to_f32(rowbuf, d, (const char *)x + e * rove_dtype_size(a->in_type), ss, NULL, n,
-                        d, a->in_type);
-      if (c->type == ROVE_DTYPE_F32) { /* rotate straight into the cache */
-        p->kern->rotate((float *)(which ? c->v : c->k) + dst, d, rows, rs, n, d, r, mul, 1.0f, 0);
-        continue;
-      }
-      p->kern->rotate(rowbuf, d, rows, rs, n, d, r, mul, 1.0f, 0); /* in place if typed input */
-      a->bad[t] |= put_rows(c, which ? c->v : c->k, which ? c->vscale : c->kscale, dst, rowbuf, d, n);
+      const void *x = (const char *)(which ? a->v : a->k) + e * rove_dtype_size(a->in_type);
+      a->bad[t] |= rove_cache_store(p, c->type, which ? c->v : c->k, which ? c->vscale : c->kscale,
+                                    dst, x, a->in_type, ss, n, r, mul, rowbuf);
     }
   }
 }
@@ -280,35 +259,19 @@ rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention
 
 /* ---- shift, truncate, positions ------------------------------------------------------ */
 
-/* Rotate tokens [start, end) of every (batch, head) of buf (K or V, rows of head_dim
- * elements; scale: its Q8 scales) by the table (cs, sn), whose CACHE_CHUNK rows all hold
- * R_delta. fp32 rows are rotated in place. Typed rows are widened into rowbuf
- * [CACHE_CHUNK][d], rotated and rounded back; with store 0 nothing is written and the
- * return value says whether every rotated row fits the type (1: one does not). */
+/* Rotate tokens [start, end) of every (batch, head) of buf (K or V; scale: its Q8 scales)
+ * by R_delta (rove_cache_rotate: with sink set nothing is stored and the result says
+ * whether a rotated row does not fit the type). */
 static int rotate_rows(const rove_kv_cache *c, void *buf, float *scale, int32_t start, int32_t end,
-                       const float *cs, const float *sn, float *rowbuf, void *sink, int store) {
+                       const rove_cache_shift_ws *w, void *sink) {
   const rove_plan *p = c->p;
   const int32_t d = p->cfg.head_dim, hkv = p->cfg.n_kv_heads;
-  const rove_rot r = rove_plan_rot(p, cs, sn, 0);
   int bad = 0;
   for (int64_t bh = 0; bh < (int64_t)c->batch * hkv; bh++) {
     const int64_t e0 = (bh / hkv) * c->bstride + (bh % hkv) * c->hstride + (int64_t)start * d;
     for (int64_t i = 0; i < end - start; i += CACHE_CHUNK) {
-      const int64_t n = end - start - i < CACHE_CHUNK ? end - start - i : CACHE_CHUNK, e = e0 + i * d;
-      if (c->type == ROVE_DTYPE_F32) {
-        float *x = (float *)buf + e;
-        p->kern->rotate(x, d, x, d, n, d, &r, 1.0f, 1.0f, 0);
-        continue;
-      }
-      p->kern->to_f32(rowbuf, d, (const char *)buf + e * rove_dtype_size(c->type), d,
-                      scale ? scale + e / d * rove_q8_blocks(d) : NULL, n, d, c->type);
-      p->kern->rotate(rowbuf, d, rowbuf, d, n, d, &r, 1.0f, 1.0f, 0);
-      if (store) {
-        bad |= put_rows(c, buf, scale, e, rowbuf, d, n);
-      } else { /* the check pass: round into sink (CACHE_CHUNK rows, scales after them) */
-        float *sink_scale = (float *)((char *)sink + CACHE_CHUNK * (int64_t)d * rove_dtype_size(c->type));
-        bad |= c->p->kern->from_f32(sink, d, sink_scale, rowbuf, d, n, d, c->type);
-      }
+      const int64_t n = end - start - i < CACHE_CHUNK ? end - start - i : CACHE_CHUNK;
+      bad |= rove_cache_rotate(p, c->type, buf, scale, e0 + i * d, n, &w->r, w->rowbuf, sink);
     }
   }
   return bad;
@@ -323,37 +286,21 @@ rove_status rove_kv_cache_shift(rove_kv_cache *c, int32_t start, int32_t end, in
       if (q < INT32_MIN || q > INT32_MAX) return ROVE_ERR_SIZE_OVERFLOW;
     }
   if (start == end || delta == 0) return ROVE_OK;
-  const int32_t half = c->p->half, d = c->p->cfg.head_dim;
-  const int typed = c->type != ROVE_DTYPE_F32;
-  /* One table row for R_delta, replicated so the row-indexed kernels can use it; typed
-   * caches add an fp32 row buffer and a sink for the check pass (rows, then Q8 scales). */
-  const size_t tab_bytes = sizeof(float) * 2 * CACHE_CHUNK * (size_t)half;
-  const size_t row_bytes = typed ? sizeof(float) * CACHE_CHUNK * (size_t)d : 0;
-  const size_t sink_bytes = typed ? CACHE_CHUNK * ((size_t)d * (size_t)rove_dtype_size(c->type) +
-                                                   sizeof(float) * (size_t)rove_q8_blocks(d)) : 0;
-  float *tab = rove_alloc(tab_bytes + row_bytes + sink_bytes);
-  if (!tab) return ROVE_ERR_OUT_OF_MEMORY;
-  float *cs = tab, *sn = tab + CACHE_CHUNK * half;
-  float *rowbuf = typed ? (float *)((char *)tab + tab_bytes) : NULL;
-  void *sink = typed ? (char *)tab + tab_bytes + row_bytes : NULL;
-  rove_rope_table(cs, sn, c->p->inv_freq, half, &delta, 0, 1);
-  for (int64_t i = 1; i < CACHE_CHUNK; i++) {
-    memcpy(cs + i * half, cs, sizeof(float) * (size_t)half);
-    memcpy(sn + i * half, sn, sizeof(float) * (size_t)half);
-  }
+  rove_cache_shift_ws w;
+  if (!rove_cache_shift_begin(c->p, c->type, delta, &w)) return ROVE_ERR_OUT_OF_MEMORY;
   const int on_k = (c->p->cfg.rotate & ROVE_ROTATE_K) != 0, on_v = (c->p->cfg.rotate & ROVE_ROTATE_V) != 0;
   /* Typed: a first pass checks that every rotated row still fits the type (F16 near
    * 65504), so that a rejected shift changes nothing. */
-  if (typed && ((on_k && rotate_rows(c, c->k, c->kscale, start, end, cs, sn, rowbuf, sink, 0)) ||
-                (on_v && rotate_rows(c, c->v, c->vscale, start, end, cs, sn, rowbuf, sink, 0)))) {
-    rove_free(tab);
+  if (w.sink && ((on_k && rotate_rows(c, c->k, c->kscale, start, end, &w, w.sink)) ||
+                 (on_v && rotate_rows(c, c->v, c->vscale, start, end, &w, w.sink)))) {
+    rove_cache_shift_end(&w);
     return ROVE_ERR_INVALID_ARGUMENT;
   }
-  if (on_k) rotate_rows(c, c->k, c->kscale, start, end, cs, sn, rowbuf, sink, 1);
-  if (on_v) rotate_rows(c, c->v, c->vscale, start, end, cs, sn, rowbuf, sink, 1);
+  if (on_k) rotate_rows(c, c->k, c->kscale, start, end, &w, NULL);
+  if (on_v) rotate_rows(c, c->v, c->vscale, start, end, &w, NULL);
   for (int64_t b = 0; b < c->batch; b++)
     for (int64_t j = start; j < end; j++) c->pos[b * c->cap + j] += delta;
-  rove_free(tab);
+  rove_cache_shift_end(&w);
   return ROVE_OK;
 }
 

@@ -13,6 +13,7 @@ const char *rove_status_string(rove_status s) {
     case ROVE_ERR_OUT_OF_MEMORY: return "out of memory";
     case ROVE_ERR_SIZE_OVERFLOW: return "size overflow";
     case ROVE_ERR_INTERNAL: return "internal error (a librove bug)";
+    case ROVE_ERR_POOL_EXHAUSTED: return "paged cache pool exhausted";
   }
   return "unknown rove_status";
 }

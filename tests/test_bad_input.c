@@ -21,20 +21,20 @@ extern char **environ;
 
 static void test_status_strings(void **state) {
   (void)state;
-  const char *s[ROVE_ERR_INTERNAL + 1];
-  for (int i = ROVE_OK; i <= ROVE_ERR_INTERNAL; i++) {
+  const char *s[ROVE_ERR_POOL_EXHAUSTED + 1];
+  for (int i = ROVE_OK; i <= ROVE_ERR_POOL_EXHAUSTED; i++) {
     s[i] = rove_status_string((rove_status)i);
     assert_non_null(s[i]);
     assert_true(strlen(s[i]) > 0);
     for (int j = 0; j < i; j++) assert_string_not_equal(s[i], s[j]);
   }
-  const rove_status unknown[] = {(rove_status)(ROVE_ERR_INTERNAL + 1), (rove_status)99,
+  const rove_status unknown[] = {(rove_status)(ROVE_ERR_POOL_EXHAUSTED + 1), (rove_status)99,
                                  (rove_status)-1};
   for (int u = 0; u < 3; u++) {
     const char *x = rove_status_string(unknown[u]);
     assert_non_null(x);
     assert_string_equal(x, "unknown rove_status");
-    for (int i = ROVE_OK; i <= ROVE_ERR_INTERNAL; i++) assert_string_not_equal(x, s[i]);
+    for (int i = ROVE_OK; i <= ROVE_ERR_POOL_EXHAUSTED; i++) assert_string_not_equal(x, s[i]);
   }
 }
 

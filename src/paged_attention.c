@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/* Batched decode over a paged KV pool (rove_paged_attention, rove.h).
+ *
+ * Sequence s is the batch-1 KV-cache call over its own keys: a view (rove_kv_view) whose
+ * token j lives in block table[j / block_size], row j % block_size, of the pool laid out
+ * [n_blocks][n_kv_heads][block_size][head_dim]. The attention driver reads keys through
+ * rove_fwd_kelem / rove_fwd_run_len, so the row kernel reads each block's rows in place
+ * (calls split at block boundaries) and the tile paths gather them block by block: no
+ * copy of K or V. The positions of a sequence's keys are gathered into one int32 array
+ * (4 bytes per key next to the 2 n_kv_heads head_dim elements of K and V it reads) for
+ * the masks. All calls go through rove_fwd_calls: validated and sized before any runs,
+ * short sequences grouped into one parallel loop, long ones split over key ranges. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_internal.h"
+#include "paged_internal.h"
+
+rove_status rove_paged_check_pool(const rove_plan *p, const rove_paged_kv *kv,
+                                  int32_t *shift, int64_t *pool_bytes) {
+  if (!kv || !kv->k || !kv->v || kv->n_blocks <= 0 || kv->block_size <= 0 ||
+      kv->block_size > 65536 || (kv->block_size & (kv->block_size - 1)) || (int)kv->type < 0 ||
+      kv->type >= ROVE_DTYPE_COUNT)
+    return ROVE_ERR_INVALID_ARGUMENT;
+  if (kv->type == ROVE_DTYPE_Q8 && (!kv->k_scale || !kv->v_scale)) return ROVE_ERR_INVALID_ARGUMENT;
+  int64_t elems;
+  if (!rove_mul_i64((int64_t)kv->n_blocks * kv->block_size, (int64_t)p->cfg.n_kv_heads * p->cfg.head_dim,
+                    &elems) ||
+      elems > INT64_MAX / 8)
+    return ROVE_ERR_SIZE_OVERFLOW;
+  int32_t sh = 0;
+  while ((1 << sh) < kv->block_size) sh++;
+  *shift = sh;
+  *pool_bytes = elems * rove_dtype_size(kv->type);
+  return ROVE_OK;
+}
+
+/* Extents of q / out / lse, and no output overlapping an input (the pool included). */
+static rove_status check_tensors(const rove_plan *p, const rove_paged_kv *kv, int64_t pool_bytes,
+                                 const rove_paged_args *a, int64_t tq) {
+  if (tq == 0) return ROVE_OK;
+  const int64_t wq = (int64_t)p->cfg.n_heads * p->cfg.head_dim;
+  int64_t s, eq, eo, el;
+  rove_status st = rove_tensor_extent(a->q_stride, wq, tq, &s, &eq);
+  if (st == ROVE_OK) st = rove_tensor_extent(a->out_stride, wq, tq, &s, &eo);
+  if (st != ROVE_OK) return st;
+  if (!rove_mul_i64(tq, p->cfg.n_heads, &el) || el > INT64_MAX / 4) return ROVE_ERR_SIZE_OVERFLOW;
+  const size_t bq = (size_t)eq * 4, bo = (size_t)eo * 4, bl = (size_t)el * 4, bp = (size_t)pool_bytes;
+  if (rove_overlap(a->out, bo, a->q, bq) || rove_overlap(a->out, bo, kv->k, bp) ||
+      rove_overlap(a->out, bo, kv->v, bp))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  if (a->lse && (rove_overlap(a->lse, bl, a->q, bq) || rove_overlap(a->lse, bl, a->out, bo) ||
+                 rove_overlap(a->lse, bl, kv->k, bp) || rove_overlap(a->lse, bl, kv->v, bp)))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  return ROVE_OK;
+}
+
+rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const rove_paged_args *a,
+                           const int32_t *const *tables, const int32_t *lens) {
+  int32_t shift;
+  int64_t pool_bytes, tq;
+  rove_status st = rove_paged_check_pool(p, kv, &shift, &pool_bytes);
+  if (st != ROVE_OK) return st;
+  const int32_t n = a->n_seqs;
+  if (n <= 0 || !a->q || !a->out || !rove_check_cu(a->cu_seqlens_q, n, &tq))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  st = check_tensors(p, kv, pool_bytes, a, tq);
+  if (st != ROVE_OK) return st;
+  /* keys whose positions are gathered: those of sequences with queries */
+  int64_t keys = 0;
+  for (int32_t s = 0; s < n; s++) {
+    const int64_t nq = a->cu_seqlens_q[s + 1] - a->cu_seqlens_q[s];
+    if (lens[s] < 0 || (!a->q_pos && nq > lens[s])) return ROVE_ERR_INVALID_ARGUMENT;
+    if (nq > 0) keys += lens[s];
+  }
+  rove_attention_args *args = calloc((size_t)n, sizeof *args);
+  rove_kv_view *views = calloc((size_t)n, sizeof *views);
+  int32_t *kpos = malloc(sizeof(int32_t) * (size_t)(keys > 0 ? keys : 1));
+  int32_t *qpos = a->q_pos ? NULL : malloc(sizeof(int32_t) * (size_t)(tq > 0 ? tq : 1));
+  if (!args || !views || !kpos || (!a->q_pos && !qpos)) {
+    free(args), free(views), free(kpos), free(qpos);
+    return ROVE_ERR_OUT_OF_MEMORY;
+  }
+  const int64_t d = p->cfg.head_dim, bs = kv->block_size, H = p->cfg.n_heads;
+  const int64_t qs = a->q_stride ? a->q_stride : H * d, os = a->out_stride ? a->out_stride : H * d;
+  const int64_t aw = (int64_t)p->cfg.n_kv_heads * p->half;
+  int64_t at = 0;
+  for (int32_t s = 0; s < n; s++) {
+    const int64_t q0 = a->cu_seqlens_q[s], nq = a->cu_seqlens_q[s + 1] - q0, len = lens[s];
+    if (nq == 0) continue;
+    int32_t *kp = kpos + at;
+    for (int64_t j = 0; j < len; j++)
+      kp[j] = kv->pos ? kv->pos[(int64_t)tables[s][j >> shift] * bs + (j & (bs - 1))] : (int32_t)j;
+    if (qpos) memcpy(qpos + q0, kp + len - nq, sizeof(int32_t) * (size_t)nq);
+    at += len;
+    rove_attention_args *b = &args[s];
+    b->batch = 1;
+    b->q_len = (int32_t)nq;
+    b->q = a->q + q0 * qs;
+    b->out = a->out + q0 * os;
+    b->q_stride = a->q_stride;
+    b->out_stride = a->out_stride;
+    b->q_pos = (a->q_pos ? a->q_pos : qpos) + q0;
+    b->q_angles = a->q_angles ? a->q_angles + q0 * aw : NULL;
+    views[s] = (rove_kv_view){.k = kv->k, .v = kv->v, .hstride = bs * d, .tstride = d,
+                              .type = kv->type, .kscale = kv->k_scale, .vscale = kv->v_scale,
+                              .len = (int32_t)len, .pos = kp, .pos_bstride = len,
+                              .blocks = tables[s], .block_shift = shift,
+                              .block_stride = (int64_t)p->cfg.n_kv_heads * bs * d};
+  }
+  st = rove_fwd_calls(p, n, args, views, a->lse, a->cu_seqlens_q, tq);
+  free(args), free(views), free(kpos), free(qpos);
+  return st;
+}
+
+rove_status rove_paged_attention(const rove_plan *p, const rove_paged_kv *kv,
+                                 const rove_paged_args *a) {
+  if (!p || !kv || !a || a->n_seqs <= 0 || !a->q || !a->out || !a->seq_lens ||
+      !a->block_tables || a->max_blocks < 0)
+    return ROVE_ERR_INVALID_ARGUMENT;
+  int32_t shift;
+  int64_t pool_bytes;
+  rove_status st = rove_paged_check_pool(p, kv, &shift, &pool_bytes);
+  if (st != ROVE_OK) return st;
+  /* every table entry a sequence reads: in range, and no block twice in one sequence
+   * (a bitmap over the pool, set then cleared per sequence) */
+  const int32_t n = a->n_seqs;
+  const int32_t **tables = malloc(sizeof *tables * (size_t)n);
+  uint64_t *seen = calloc(((size_t)kv->n_blocks + 63) / 64, sizeof *seen);
+  if (!tables || !seen) {
+    free(tables), free(seen);
+    return ROVE_ERR_OUT_OF_MEMORY;
+  }
+  for (int32_t s = 0; s < n && st == ROVE_OK; s++) {
+    const int64_t len = a->seq_lens[s];
+    const int64_t nb = len > 0 ? ((len - 1) >> shift) + 1 : 0;
+    tables[s] = a->block_tables + (int64_t)s * a->max_blocks;
+    if (len < 0 || nb > a->max_blocks) st = ROVE_ERR_INVALID_ARGUMENT;
+    int64_t i = 0;
+    for (; i < nb && st == ROVE_OK; i++) {
+      const int32_t blk = tables[s][i];
+      if (blk < 0 || blk >= kv->n_blocks || (seen[blk / 64] >> (blk % 64) & 1))
+        st = ROVE_ERR_INVALID_ARGUMENT;
+      else
+        seen[blk / 64] |= 1ull << (blk % 64);
+    }
+    while (i-- > 0) { /* clear what this sequence set */
+      const int32_t blk = tables[s][i];
+      if (blk >= 0 && blk < kv->n_blocks) seen[blk / 64] &= ~(1ull << (blk % 64));
+    }
+  }
+  if (st == ROVE_OK) st = rove_paged_run(p, kv, a, tables, a->seq_lens);
+  free(tables), free(seen);
+  return st;
+}
