@@ -19,6 +19,10 @@
 #include "attention_tile.h"
 
 #define ROWS_RUN 16 /* key tiles per run */
+/* Paged caches with blocks of at most PAGED_PREFETCH_ROWS tokens: prefetch the block
+ * PAGED_AHEAD blocks ahead of the one the row kernel reads (larger blocks: its own). */
+#define PAGED_AHEAD 1
+#define PAGED_PREFETCH_ROWS 32
 
 /* The per-thread scratch of the rows path (sizes in choose_schedule). */
 typedef struct rows_scratch {
@@ -89,8 +93,26 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
  * contiguous cache's results bit for bit). */
 static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t kvh, int64_t j0,
                       int64_t j1, int cls) {
+  if (!f->blocks) {
+    rows_piece(f, t, b, kvh, j0, j1, cls);
+    return;
+  }
+  /* Paged: the kernel's own prefetch runs ahead in memory, which past a block's end is
+   * another block; so the rows of the block PAGED_AHEAD blocks on are prefetched here. */
+  const int64_t bs = (int64_t)1 << f->block_shift, d = f->p->cfg.head_dim;
+  const int64_t row_bytes = d * rove_dtype_size(f->k_type);
   for (int64_t j = j0, n; j < j1; j += n) {
     n = rove_fwd_run_len(f, j, j1 - j);
+    const int64_t ahead = (j & ~(bs - 1)) + PAGED_AHEAD * bs;
+    if (ahead < j1 && bs <= PAGED_PREFETCH_ROWS) {
+      const char *pk = rove_fwd_raw(f->k, f->k_type, rove_fwd_kelem(f, b, kvh, ahead));
+      const char *pv = rove_fwd_raw(f->v, f->v_type, rove_fwd_velem(f, b, kvh, ahead));
+      const int64_t m = j1 - ahead < bs ? j1 - ahead : bs;
+      for (int64_t x = 0; x < m * row_bytes; x += 64) {
+        __builtin_prefetch(pk + x, 0, 3);
+        __builtin_prefetch(pv + x, 0, 3);
+      }
+    }
     rows_piece(f, t, b, kvh, j, j + n, cls);
   }
 }

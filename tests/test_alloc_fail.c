@@ -208,6 +208,8 @@ typedef struct fx {
   rove_kv_cache *cache;
   rove_layer *layer;
   rove_gla_plan *gla;
+  rove_paged_cache *paged;
+  int32_t pseq[2];           /* the paged cache's parent and fork */
   void *made;                /* what a create call made (destroyed by the teardown) */
   void (*made_destroy)(void *);
   int slot_touched;          /* a failed create call wrote *out */
@@ -252,6 +254,7 @@ static void destroy_all(fx *f) {
   if (f->made) f->made_destroy(f->made);
   rove_layer_destroy(f->layer);
   rove_kv_cache_destroy(f->cache);
+  rove_paged_cache_destroy(f->paged);
   rove_plan_destroy(f->plan);
   rove_gla_plan_destroy(f->gla);
 }
@@ -497,6 +500,71 @@ static size_t observe_cache(fx *f, unsigned char *buf) {
   return n + sizeof(float) * 2 * H * D;
 }
 
+/* paged cache: a parent of 40 tokens in blocks of 16 and its fork (sharing every block,
+ * the last partly filled), so that appends and shifts copy on write */
+static void paged_destroy_v(void *c) { rove_paged_cache_destroy(c); }
+static rove_status call_paged_create(fx *f) {
+  void *slot = SLOT_SENTINEL;
+  const rove_status st =
+      rove_paged_cache_create(f->plan, ROVE_DTYPE_Q8, 16, 64, 4, (rove_paged_cache **)&slot);
+  return created(f, st, slot, paged_destroy_v);
+}
+
+static void setup_paged(fx *f) {
+  make_plan(f);
+  assert_int_equal(rove_paged_cache_create(f->plan, ROVE_DTYPE_F32, 16, 64, 4, &f->paged), ROVE_OK);
+  assert_int_equal(rove_paged_seq_create(f->paged, &f->pseq[0]), ROVE_OK);
+  const float *k = g_in, *v = g_in + 40 * HKV * D;
+  assert_int_equal(rove_paged_append(f->paged, f->pseq[0], 40, k, 0, v, 0, ROVE_DTYPE_F32, NULL, NULL),
+                   ROVE_OK);
+  assert_int_equal(rove_paged_seq_fork(f->paged, f->pseq[0], &f->pseq[1]), ROVE_OK);
+}
+
+static rove_status call_paged_append(fx *f) {
+  const float *k = g_in + 4096, *v = k + APPEND_N * HKV * D;
+  return rove_paged_append(f->paged, f->pseq[1], APPEND_N, k, 0, v, 0, ROVE_DTYPE_F32, NULL, NULL);
+}
+
+static rove_status call_paged_fork(fx *f) {
+  int32_t child = -1;
+  return rove_paged_seq_fork(f->paged, f->pseq[1], &child);
+}
+
+static rove_status call_paged_shift(fx *f) { return rove_paged_shift(f->paged, f->pseq[1], 5, 33, -3); }
+
+static rove_status call_paged_attention(fx *f) {
+  static const int32_t cu[3] = {0, 3, 4};
+  rove_paged_args a = {.n_seqs = 2, .cu_seqlens_q = cu, .q = g_in + 8192, .out = g_out, .lse = g_out2};
+  add_out(f, g_out, sizeof(float) * 4 * H * D);
+  add_out(f, g_out2, sizeof(float) * 4 * H);
+  return rove_paged_cache_attention(f->paged, f->pseq, &a);
+}
+
+/* The paged cache as a user sees it: free blocks, each sequence's length, positions and
+ * the attention of a fixed query row. Run unarmed. */
+static size_t observe_paged(fx *f, unsigned char *buf) {
+  size_t n = 0;
+  const int32_t free_blocks = rove_paged_cache_free_blocks(f->paged);
+  memcpy(buf, &free_blocks, sizeof free_blocks);
+  n += sizeof free_blocks;
+  for (int s = 0; s < 2; s++) {
+    const int32_t len = rove_paged_seq_length(f->paged, f->pseq[s]);
+    memcpy(buf + n, &len, sizeof len);
+    n += sizeof len;
+    int32_t pos[CACHE_CAP];
+    assert_true(len <= CACHE_CAP);
+    assert_int_equal(rove_paged_seq_positions(f->paged, f->pseq[s], pos), ROVE_OK);
+    memcpy(buf + n, pos, sizeof(int32_t) * 4); /* the first positions (a shift moves them) */
+    n += sizeof(int32_t) * 4;
+    static const int32_t cu[2] = {0, 1}, qpos = 5000;
+    rove_paged_args a = {.n_seqs = 1, .cu_seqlens_q = cu, .q = g_in + 777, .q_pos = &qpos};
+    a.out = (float *)(buf + n);
+    assert_int_equal(rove_paged_cache_attention(f->paged, &f->pseq[s], &a), ROVE_OK);
+    n += sizeof(float) * H * D;
+  }
+  return n;
+}
+
 /* layer: create (with biases), forward (sgemm and the one-row sgemv), cached */
 #define DM 48
 static rove_layer_weights layer_weights(void) {
@@ -685,6 +753,11 @@ static const scenario k_scenarios[] = {
     {"gla_forward", setup_gla, call_gla_forward, NULL},
     {"gla_recurrent", setup_gla, call_gla_recurrent, NULL},
     {"gla_backward", setup_gla, call_gla_backward, NULL},
+    {"paged_cache_create", make_plan, call_paged_create, NULL},
+    {"paged_append_copy_on_write", setup_paged, call_paged_append, observe_paged},
+    {"paged_fork", setup_paged, call_paged_fork, observe_paged},
+    {"paged_shift_copy_on_write", setup_paged, call_paged_shift, observe_paged},
+    {"paged_attention", setup_paged, call_paged_attention, observe_paged},
 };
 #define N_SCENARIOS ((int)(sizeof k_scenarios / sizeof *k_scenarios))
 
