@@ -147,7 +147,7 @@ void fz_fail(const char *harness, const char *what) {
 }
 
 void fz_check_status(const char *harness, rove_status s) {
-  if ((int)s < (int)ROVE_OK || (int)s > (int)ROVE_ERR_INTERNAL)
+  if ((int)s < (int)ROVE_OK || (int)s > (int)ROVE_ERR_POOL_EXHAUSTED)
     fz_fail(harness, "status outside rove_status");
   if (s == ROVE_ERR_INTERNAL) fz_fail(harness, "ROVE_ERR_INTERNAL (a librove bug)");
 }

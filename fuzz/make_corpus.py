@@ -10,7 +10,7 @@ import random
 import sys
 
 HARNESSES = ["fuzz_attention", "fuzz_gla", "fuzz_kv_cache", "fuzz_layer", "fuzz_rotate",
-             "fuzz_selective_angles", "fuzz_selective_phase", "fuzz_varlen"]
+             "fuzz_selective_angles", "fuzz_selective_phase", "fuzz_varlen", "fuzz_paged"]
 COUNT = 30
 
 
