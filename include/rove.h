@@ -710,7 +710,7 @@ typedef struct rove_paged_args {
   int32_t max_blocks;              /**< row stride of block_tables */
   const float *q;                  /**< [total_q][n_heads][head_dim] */
   float *out;                      /**< [total_q][n_heads][head_dim] */
-  int64_t q_stride, out_stride;    /**< token strides in floats; 0 = dense */
+  int64_t q_stride, out_stride;    /**< token strides in elements; 0 = dense */
   /** NULL or [total_q]: query positions; NULL gives the rows of sequence s the
    *  positions of its last (cu[s+1] - cu[s]) keys (the tokens just appended), which
    *  needs as many keys as rows. With a causal plan a row sees keys at positions <= its
@@ -818,6 +818,17 @@ ROVE_API rove_status rove_paged_shift(rove_paged_cache *c, int32_t seq, int32_t 
  */
 ROVE_API rove_status rove_paged_cache_attention(const rove_paged_cache *c, const int32_t *seqs,
                                                 const rove_paged_args *a);
+/** rove_paged_attention / rove_paged_cache_attention with q and out of the types in
+ *  @p types (F32, BF16 or F16; q / out then point at elements of those types and their
+ *  strides count them; types->k and ->v must be F32: the pool has its own type), as
+ *  rove_kv_cache_attention_typed. NULL = all F32. */
+ROVE_API rove_status rove_paged_attention_typed(const rove_plan *p, const rove_paged_kv *kv,
+                                                const rove_paged_args *a,
+                                                const rove_tensor_types *types);
+ROVE_API rove_status rove_paged_cache_attention_typed(const rove_paged_cache *c,
+                                                      const int32_t *seqs,
+                                                      const rove_paged_args *a,
+                                                      const rove_tensor_types *types);
 /**@}*/
 
 /* ------------------------------------------------------------------------------------ */

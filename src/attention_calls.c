@@ -26,8 +26,8 @@ static int64_t call_keys(const rove_attention_args *a, const rove_kv_view *kv) {
 }
 
 rove_status rove_fwd_calls(const rove_plan *p, int32_t n, rove_attention_args *args,
-                           const rove_kv_view *kv, float *lse, const int32_t *cu_q,
-                           int64_t total_q) {
+                           const rove_kv_view *kv, const rove_tensor_types *types, float *lse,
+                           const int32_t *cu_q, int64_t total_q) {
   rove_fwd *f = calloc((size_t)n, sizeof *f);
   size_t *bytes = calloc((size_t)n, sizeof *bytes);
   int64_t *tasks = calloc((size_t)n, sizeof *tasks);
@@ -45,7 +45,7 @@ rove_status rove_fwd_calls(const rove_plan *p, int32_t n, rove_attention_args *a
   rove_status st = ROVE_OK;
   for (int32_t s = 0; s < n && st == ROVE_OK; s++) {
     if (args[s].q_len == 0 || call_keys(&args[s], kv ? &kv[s] : NULL) == 0) continue;
-    st = rove_fwd_init_team(&f[s], p, &args[s], kv ? &kv[s] : NULL, NULL, full, NULL, &bytes[s]);
+    st = rove_fwd_init_team(&f[s], p, &args[s], kv ? &kv[s] : NULL, types, full, NULL, &bytes[s]);
     const rove_fwd *x = &f[s];
     tasks[s] = H * x->n_qt * (x->streaming ? 1 : x->n_splits);
     all += x->n_tables + (x->streaming ? x->n_splits : Hkv * x->n_kchunks) + tasks[s] + H * x->n_qt;
@@ -55,7 +55,7 @@ rove_status rove_fwd_calls(const rove_plan *p, int32_t n, rove_attention_args *a
   const int32_t team = rove_team_size(p->cfg.n_threads, all);
   for (int32_t s = 0; s < n && st == ROVE_OK && team < full; s++) {
     if (args[s].q_len == 0 || call_keys(&args[s], kv ? &kv[s] : NULL) == 0) continue;
-    st = rove_fwd_init_team(&f[s], p, &args[s], kv ? &kv[s] : NULL, NULL, team, NULL, &bytes[s]);
+    st = rove_fwd_init_team(&f[s], p, &args[s], kv ? &kv[s] : NULL, types, team, NULL, &bytes[s]);
   }
   for (int32_t s = 0; s < n; s++) bytes[s] = (bytes[s] + 63) & ~(size_t)63;
   /* 2. groups, in order: a group closes once its query-tile tasks can keep every thread
@@ -84,11 +84,14 @@ rove_status rove_fwd_calls(const rove_plan *p, int32_t n, rove_attention_args *a
     free(f), free(bytes), free(tasks), free(group_end);
     return st;
   }
-  /* 3. nothing can fail from here on: the calls without keys, then the groups */
+  /* 3. nothing can fail from here on: the calls without keys (0 is all-zero bits in
+   * every output type), then the groups */
+  const size_t oe = (size_t)rove_dtype_size(types ? types->out : ROVE_DTYPE_F32);
   for (int32_t s = 0; s < n; s++) {
     const int64_t lq = args[s].q_len, os = args[s].out_stride ? args[s].out_stride : H * d;
     if (lq == 0 || call_keys(&args[s], kv ? &kv[s] : NULL) > 0) continue;
-    for (int64_t r = 0; r < lq; r++) memset(args[s].out + r * os, 0, (size_t)(H * d) * 4);
+    for (int64_t r = 0; r < lq; r++)
+      memset((char *)args[s].out + (size_t)(r * os) * oe, 0, (size_t)(H * d) * oe);
     for (int64_t h = 0; lse && h < H; h++)
       for (int64_t r = 0; r < lq; r++) lse[h * total_q + cu_q[s] + r] = -INFINITY;
   }
@@ -100,7 +103,7 @@ rove_status rove_fwd_calls(const rove_plan *p, int32_t n, rove_attention_args *a
       const rove_kv_view *v = kv ? &kv[s] : NULL;
       if (args[s].q_len == 0 || call_keys(&args[s], v) == 0) continue;
       size_t need = 0;
-      rove_fwd_init_team(&f[g0 + m], p, &args[s], v, NULL, team, block + at, &need); /* ok */
+      rove_fwd_init_team(&f[g0 + m], p, &args[s], v, types, team, block + at, &need); /* ok */
       at += bytes[s];
       /* the LSE rows are the packed layout's (set after init, whose checks assume a
        * batch-1 call's own [heads][q_len]); f[g0 + m].a is &args[s] */

@@ -127,15 +127,16 @@ rove_status rove_fwd_init_team(rove_fwd *f, const rove_plan *p, const rove_atten
  * workspaces. Each call's results are those of rove_fwd_run. */
 void rove_fwd_run_many(rove_fwd *f, int32_t n);
 void rove_fwd_release(rove_fwd *f);
-/* n batch-1 calls (args[s]; kv NULL or [n] views) validated and given one workspace
- * before any runs, then run in groups (attention_calls.c); call s's LSE rows go to
- * lse + cu_q[s] with total_q floats between heads (lse NULL: none). A call without
- * queries is skipped, one without keys gets out 0 and LSE -inf. */
 /* Cumulative lengths cu[0..n]: cu[0] = 0, non-decreasing; *total = cu[n]. 0 if not. */
 int rove_check_cu(const int32_t *cu, int32_t n, int64_t *total);
+/* n batch-1 calls (args[s]; kv NULL or [n] views; types NULL or the tensors' element
+ * types, as rove_fwd_init) validated and given one workspace before any runs, then run in
+ * groups (attention_calls.c); call s's LSE rows go to lse + cu_q[s] with total_q floats
+ * between heads (lse NULL: none). A call without queries is skipped, one without keys
+ * gets out 0 and LSE -inf. */
 rove_status rove_fwd_calls(const rove_plan *p, int32_t n, rove_attention_args *args,
-                           const rove_kv_view *kv, float *lse, const int32_t *cu_q,
-                           int64_t total_q);
+                           const rove_kv_view *kv, const rove_tensor_types *types, float *lse,
+                           const int32_t *cu_q, int64_t total_q);
 /* Streaming decode (attention_decode.c): one (batch, key split) task of rove_fwd_run. */
 void rove_fwd_stream_task(int64_t t, int tid, void *vctx);
 /* Rotation of rows from table c/s at row offset off (floats), for KV head kvh. */

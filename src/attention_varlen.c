@@ -72,7 +72,7 @@ rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen_args *a)
   rove_attention_args *args = calloc((size_t)a->n_seqs, sizeof *args);
   if (!args) return ROVE_ERR_OUT_OF_MEMORY;
   for (int32_t s = 0; s < a->n_seqs; s++) args[s] = seq_args(p, a, s);
-  st = rove_fwd_calls(p, a->n_seqs, args, NULL, a->lse, a->cu_seqlens_q, tq);
+  st = rove_fwd_calls(p, a->n_seqs, args, NULL, NULL, a->lse, a->cu_seqlens_q, tq);
   free(args);
   return st;
 }

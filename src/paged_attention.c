@@ -35,9 +35,11 @@ rove_status rove_paged_check_pool(const rove_plan *p, const rove_paged_kv *kv,
   return ROVE_OK;
 }
 
-/* Extents of q / out / lse, and no output overlapping an input (the pool included). */
+/* Extents of q / out / lse (elements of sizes eq_sz / eo_sz), and no output overlapping
+ * an input (the pool included). */
 static rove_status check_tensors(const rove_plan *p, const rove_paged_kv *kv, int64_t pool_bytes,
-                                 const rove_paged_args *a, int64_t tq) {
+                                 const rove_paged_args *a, int64_t tq, int64_t eq_sz,
+                                 int64_t eo_sz) {
   if (tq == 0) return ROVE_OK;
   const int64_t wq = (int64_t)p->cfg.n_heads * p->cfg.head_dim;
   int64_t s, eq, eo, el;
@@ -45,7 +47,8 @@ static rove_status check_tensors(const rove_plan *p, const rove_paged_kv *kv, in
   if (st == ROVE_OK) st = rove_tensor_extent(a->out_stride, wq, tq, &s, &eo);
   if (st != ROVE_OK) return st;
   if (!rove_mul_i64(tq, p->cfg.n_heads, &el) || el > INT64_MAX / 4) return ROVE_ERR_SIZE_OVERFLOW;
-  const size_t bq = (size_t)eq * 4, bo = (size_t)eo * 4, bl = (size_t)el * 4, bp = (size_t)pool_bytes;
+  const size_t bq = (size_t)(eq * eq_sz), bo = (size_t)(eo * eo_sz), bl = (size_t)el * 4;
+  const size_t bp = (size_t)pool_bytes;
   if (rove_overlap(a->out, bo, a->q, bq) || rove_overlap(a->out, bo, kv->k, bp) ||
       rove_overlap(a->out, bo, kv->v, bp))
     return ROVE_ERR_INVALID_ARGUMENT;
@@ -56,15 +59,21 @@ static rove_status check_tensors(const rove_plan *p, const rove_paged_kv *kv, in
 }
 
 rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const rove_paged_args *a,
-                           const int32_t *const *tables, const int32_t *lens) {
+                           const rove_tensor_types *types, const int32_t *const *tables,
+                           const int32_t *lens) {
   int32_t shift;
   int64_t pool_bytes, tq;
   rove_status st = rove_paged_check_pool(p, kv, &shift, &pool_bytes);
   if (st != ROVE_OK) return st;
+  if (types && (!rove_dtype_is_tensor(types->q) || !rove_dtype_is_tensor(types->out) ||
+                types->k != ROVE_DTYPE_F32 || types->v != ROVE_DTYPE_F32))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  const int64_t qe = rove_dtype_size(types ? types->q : ROVE_DTYPE_F32);
+  const int64_t oe = rove_dtype_size(types ? types->out : ROVE_DTYPE_F32);
   const int32_t n = a->n_seqs;
   if (n <= 0 || !a->q || !a->out || !rove_check_cu(a->cu_seqlens_q, n, &tq))
     return ROVE_ERR_INVALID_ARGUMENT;
-  st = check_tensors(p, kv, pool_bytes, a, tq);
+  st = check_tensors(p, kv, pool_bytes, a, tq, qe, oe);
   if (st != ROVE_OK) return st;
   /* keys whose positions are gathered: those of sequences with queries */
   int64_t keys = 0;
@@ -96,8 +105,8 @@ rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const ro
     rove_attention_args *b = &args[s];
     b->batch = 1;
     b->q_len = (int32_t)nq;
-    b->q = a->q + q0 * qs;
-    b->out = a->out + q0 * os;
+    b->q = (const float *)((const char *)a->q + q0 * qs * qe); /* elements of types->q */
+    b->out = (float *)((char *)a->out + q0 * os * oe);
     b->q_stride = a->q_stride;
     b->out_stride = a->out_stride;
     b->q_pos = (a->q_pos ? a->q_pos : qpos) + q0;
@@ -108,13 +117,13 @@ rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const ro
                               .blocks = tables[s], .block_shift = shift,
                               .block_stride = (int64_t)p->cfg.n_kv_heads * bs * d};
   }
-  st = rove_fwd_calls(p, n, args, views, a->lse, a->cu_seqlens_q, tq);
+  st = rove_fwd_calls(p, n, args, views, types, a->lse, a->cu_seqlens_q, tq);
   free(args), free(views), free(kpos), free(qpos);
   return st;
 }
 
-rove_status rove_paged_attention(const rove_plan *p, const rove_paged_kv *kv,
-                                 const rove_paged_args *a) {
+rove_status rove_paged_attention_typed(const rove_plan *p, const rove_paged_kv *kv,
+                                       const rove_paged_args *a, const rove_tensor_types *types) {
   if (!p || !kv || !a || a->n_seqs <= 0 || !a->q || !a->out || !a->seq_lens ||
       !a->block_tables || a->max_blocks < 0)
     return ROVE_ERR_INVALID_ARGUMENT;
@@ -149,7 +158,12 @@ rove_status rove_paged_attention(const rove_plan *p, const rove_paged_kv *kv,
       if (blk >= 0 && blk < kv->n_blocks) seen[blk / 64] &= ~(1ull << (blk % 64));
     }
   }
-  if (st == ROVE_OK) st = rove_paged_run(p, kv, a, tables, a->seq_lens);
+  if (st == ROVE_OK) st = rove_paged_run(p, kv, a, types, tables, a->seq_lens);
   free(tables), free(seen);
   return st;
+}
+
+rove_status rove_paged_attention(const rove_plan *p, const rove_paged_kv *kv,
+                                 const rove_paged_args *a) {
+  return rove_paged_attention_typed(p, kv, a, NULL);
 }

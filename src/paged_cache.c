@@ -401,8 +401,9 @@ rove_status rove_paged_shift(rove_paged_cache *c, int32_t seq, int32_t start, in
 
 /* ---- attention --------------------------------------------------------------------------- */
 
-rove_status rove_paged_cache_attention(const rove_paged_cache *c, const int32_t *seqs,
-                                       const rove_paged_args *a) {
+rove_status rove_paged_cache_attention_typed(const rove_paged_cache *c, const int32_t *seqs,
+                                             const rove_paged_args *a,
+                                             const rove_tensor_types *types) {
   if (!c || !seqs || !a || a->n_seqs <= 0 || a->seq_lens || a->block_tables)
     return ROVE_ERR_INVALID_ARGUMENT;
   const int32_t n = a->n_seqs;
@@ -425,7 +426,12 @@ rove_status rove_paged_cache_attention(const rove_paged_cache *c, const int32_t 
   }
   rove_paged_kv kv;
   rove_paged_cache_view(c, &kv);
-  const rove_status st = rove_paged_run(c->p, &kv, a, tables, lens);
+  const rove_status st = rove_paged_run(c->p, &kv, a, types, tables, lens);
   free(tables), free(lens);
   return st;
+}
+
+rove_status rove_paged_cache_attention(const rove_paged_cache *c, const int32_t *seqs,
+                                       const rove_paged_args *a) {
+  return rove_paged_cache_attention_typed(c, seqs, a, NULL);
 }

@@ -12,8 +12,10 @@ rove_status rove_paged_check_pool(const rove_plan *p, const rove_paged_kv *kv, i
                                   int64_t *pool_bytes);
 
 /* a over the pool with sequence s's keys lens[s], its block table tables[s] (entries
- * trusted: in range, no repeats); a->seq_lens / block_tables are not read. */
+ * trusted: in range, no repeats); a->seq_lens / block_tables are not read. types: NULL
+ * or q / out element types (k, v must be F32). */
 rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const rove_paged_args *a,
-                           const int32_t *const *tables, const int32_t *lens);
+                           const rove_tensor_types *types, const int32_t *const *tables,
+                           const int32_t *lens);
 
 #endif

@@ -211,6 +211,55 @@ static void test_equals_contiguous(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], MAXS, len, nq, 11 + i);
 }
 
+/* bf16 queries and outputs (rove_paged_*_typed) against rove_kv_cache_attention_typed per
+ * sequence, bit for bit (blocks of 64), over an f16 pool. */
+static void test_typed_queries(void **state) {
+  (void)state;
+  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 8, 2, 64, 64, 0, ROVE_DTYPE_F16, 0};
+  const int32_t len[3] = {300, 1, 90}, nq[3] = {2, 1, 5};
+  rove_plan *p = make_plan(&c, 2);
+  world w;
+  build(&c, p, &w, 3, len, nq, 21);
+  const int64_t tq = w.cu[3], wq = (int64_t)c.H * c.d;
+  uint16_t *qh = malloc(sizeof(uint16_t) * (size_t)(tq * wq));
+  uint16_t *out = malloc(sizeof(uint16_t) * (size_t)(tq * wq)), *ref = malloc(sizeof(uint16_t) * (size_t)(tq * wq));
+  uint16_t *ext = malloc(sizeof(uint16_t) * (size_t)(tq * wq));
+  for (int64_t i = 0; i < tq * wq; i++) { /* bf16 by truncation: any pattern is a fair input */
+    uint32_t u;
+    memcpy(&u, &w.q[i], 4);
+    qh[i] = (uint16_t)(u >> 16);
+  }
+  const rove_tensor_types t = {ROVE_DTYPE_BF16, ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_BF16};
+  for (int s = 0; s < 3; s++) {
+    rove_attention_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1, a.q_len = nq[s], a.q = (const float *)(qh + w.cu[s] * wq);
+    a.out = (float *)(ref + w.cu[s] * wq);
+    assert_int_equal(rove_kv_cache_attention_typed(w.kc[s], &a, &t), ROVE_OK);
+  }
+  rove_paged_args a = pargs(&c, &w, (float *)out, NULL);
+  a.q = (const float *)qh;
+  assert_int_equal(rove_paged_cache_attention_typed(w.pc, w.seq, &a, &t), ROVE_OK);
+  assert_memory_equal(out, ref, sizeof(uint16_t) * (size_t)(tq * wq));
+  int32_t tables[3][8], lens[3], n;
+  for (int s = 0; s < 3; s++) {
+    assert_int_equal(rove_paged_seq_block_table(w.pc, w.seq[s], tables[s], 8, &n), ROVE_OK);
+    lens[s] = len[s];
+  }
+  rove_paged_kv kv;
+  assert_int_equal(rove_paged_cache_view(w.pc, &kv), ROVE_OK);
+  a.out = (float *)ext, a.seq_lens = lens, a.block_tables = &tables[0][0], a.max_blocks = 8;
+  assert_int_equal(rove_paged_attention_typed(p, &kv, &a, &t), ROVE_OK);
+  assert_memory_equal(ext, ref, sizeof(uint16_t) * (size_t)(tq * wq));
+  const rove_tensor_types bad = {ROVE_DTYPE_BF16, ROVE_DTYPE_BF16, ROVE_DTYPE_F32, ROVE_DTYPE_BF16};
+  assert_int_equal(rove_paged_attention_typed(p, &kv, &a, &bad), ROVE_ERR_INVALID_ARGUMENT);
+  const rove_tensor_types q8 = {ROVE_DTYPE_Q8, ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_BF16};
+  assert_int_equal(rove_paged_attention_typed(p, &kv, &a, &q8), ROVE_ERR_INVALID_ARGUMENT);
+  free(qh), free(out), free(ref), free(ext);
+  unbuild(&w);
+  rove_plan_destroy(p);
+}
+
 static void test_threads(void **state) {
   (void)state;
   const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 8, 2, 64, 32, 0, ROVE_DTYPE_F32, 0};
@@ -625,7 +674,8 @@ static void test_bad_tables(void **state) {
 int main(void) {
   rove_test_isa_gate();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_equals_contiguous), cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_equals_contiguous), cmocka_unit_test(test_typed_queries),
+      cmocka_unit_test(test_threads),
       cmocka_unit_test(test_fork_copy_on_write), cmocka_unit_test(test_exhaustion),
       cmocka_unit_test(test_bad_tables), cmocka_unit_test(test_random_operations)};
   return cmocka_run_group_tests(tests, NULL, NULL);
