@@ -20,7 +20,9 @@
 
 #define ROWS_RUN 16 /* key tiles per run */
 /* Paged caches with blocks of at most PAGED_PREFETCH_ROWS tokens: prefetch the block
- * PAGED_AHEAD blocks ahead of the one the row kernel reads (larger blocks: its own). */
+ * PAGED_AHEAD blocks ahead of the one the row kernel reads (larger blocks: its own).
+ * Measured (bench/paged_decode, 32 sequences, 12 x 64, blocks of 16): 1 and 2 blocks
+ * ahead alike (1.23-1.36x the contiguous time, against 1.75x without), 4 worse. */
 #define PAGED_AHEAD 1
 #define PAGED_PREFETCH_ROWS 32
 
