@@ -15,11 +15,12 @@ from __future__ import annotations
 from . import _lib
 from ._lib import (ROTATE_K, ROTATE_O, ROTATE_Q, ROTATE_ROPE, ROTATE_ROVE, ROTATE_V,
                    RoveError, RoveInternalError, RoveInvalidArgument, RoveOutOfMemory,
-                   RoveSizeOverflow, RoveUnsupported)
+                   RovePoolExhausted, RoveSizeOverflow, RoveUnsupported)
 from .attention import Plan, attention, clear_plan_cache, get_plan
 from .gla import GLAPlan, gla, gla_recurrent
 from .kvcache import KVCache
 from .merge import merge_partials
+from .paged import PagedKVCache, PagedPool, paged_attention
 from .varlen import attention_varlen
 from .rope import RopeConfig, inv_freq
 from .rotate import rotate, rotate_angles
@@ -29,13 +30,13 @@ from .selective import (SelectivePhaseWeights, selective_angles, selective_phase
 __version__ = _lib.VERSION  # the loaded librove's rove_version_string()
 
 __all__ = [
-    "GLAPlan", "KVCache", "Plan", "ROTATE_K", "ROTATE_O", "ROTATE_Q", "ROTATE_ROPE",
-    "ROTATE_ROVE", "ROTATE_V", "RopeConfig", "RoveError", "RoveInternalError",
-    "RoveInvalidArgument", "RoveOutOfMemory", "RoveSizeOverflow", "RoveUnsupported",
-    "SelectivePhaseWeights", "attention", "attention_varlen", "clear_plan_cache", "get_plan", "gla",
-    "gla_recurrent", "info", "inv_freq", "merge_partials", "rotate", "rotate_angles",
-    "selective_angles",
-    "selective_phase", "selective_temperatures", "__version__",
+    "GLAPlan", "KVCache", "PagedKVCache", "PagedPool", "Plan", "ROTATE_K", "ROTATE_O",
+    "ROTATE_Q", "ROTATE_ROPE", "ROTATE_ROVE", "ROTATE_V", "RopeConfig", "RoveError",
+    "RoveInternalError", "RoveInvalidArgument", "RoveOutOfMemory", "RovePoolExhausted",
+    "RoveSizeOverflow", "RoveUnsupported", "SelectivePhaseWeights", "attention",
+    "attention_varlen", "clear_plan_cache", "get_plan", "gla", "gla_recurrent", "info",
+    "inv_freq", "merge_partials", "paged_attention", "rotate", "rotate_angles",
+    "selective_angles", "selective_phase", "selective_temperatures", "__version__",
 ]
 
 

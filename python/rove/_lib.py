@@ -19,7 +19,7 @@ from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int, c_in
 
 # ---- constants (values of rove.h; test_capi_layout.py compares every one) -------------
 OK, ERR_INVALID_ARGUMENT, ERR_UNSUPPORTED, ERR_OUT_OF_MEMORY, ERR_SIZE_OVERFLOW, \
-    ERR_INTERNAL = range(6)
+    ERR_INTERNAL, ERR_POOL_EXHAUSTED = range(7)
 ISA_AUTO, ISA_SCALAR = 0, 1  # the others come from librove's ISA registry (ISA_BY_NAME)
 PAIRING_HALF, PAIRING_INTERLEAVED = 0, 1
 PAIRING_BY_NAME = {"half": PAIRING_HALF, "interleaved": PAIRING_INTERLEAVED}
@@ -129,13 +129,32 @@ class AttentionGrads(Structure):
                 ("dv_stride", c_int64), ("d_q_angles", c_void_p), ("d_kv_angles", c_void_p)]
 
 
+class PagedKV(Structure):
+    """rove_paged_kv: a block pool, k / v [n_blocks][n_kv_heads][block_size][head_dim] of
+    ``type``, Q8 scales, the positions [n_blocks][block_size] (or NULL)."""
+    _fields_ = [("k", c_void_p), ("v", c_void_p), ("k_scale", c_void_p), ("v_scale", c_void_p),
+                ("pos", c_void_p), ("type", c_enum), ("block_size", c_int32),
+                ("n_blocks", c_int32)]
+
+
+class PagedArgs(Structure):
+    """rove_paged_args: packed query rows per sequence (cu_seqlens_q), the caller's lengths
+    and block tables (NULL for a rove_paged_cache), tensors, strides, positions, angles,
+    LSE."""
+    _fields_ = [("n_seqs", c_int32), ("cu_seqlens_q", c_void_p), ("seq_lens", c_void_p),
+                ("block_tables", c_void_p), ("max_blocks", c_int32), ("q", c_void_p),
+                ("out", c_void_p), ("q_stride", c_int64), ("out_stride", c_int64),
+                ("q_pos", c_void_p), ("q_angles", c_void_p), ("lse", c_void_p)]
+
+
 # Every struct the bindings mirror, by its C name (the layout test iterates over this).
 STRUCTS = {"rove_rope_config": RopeConfig, "rove_attention_config": AttentionConfig,
            "rove_attention_args": AttentionArgs, "rove_layer_weights": LayerWeights,
            "rove_selective_phase_weights": SelectivePhaseWeights,
            "rove_gla_config": GLAConfig, "rove_gla_args": GLAArgs, "rove_gla_grads": GLAGrads,
            "rove_varlen_args": VarlenArgs,
-           "rove_tensor_types": TensorTypes, "rove_attention_grads": AttentionGrads}
+           "rove_tensor_types": TensorTypes, "rove_attention_grads": AttentionGrads,
+           "rove_paged_kv": PagedKV, "rove_paged_args": PagedArgs}
 
 
 # ---- errors -----------------------------------------------------------------------------
@@ -170,9 +189,17 @@ class RoveInternalError(RoveError):
     """ROVE_ERR_INTERNAL: a bug in librove; please report it."""
 
 
+class RovePoolExhausted(RoveError):
+    """ROVE_ERR_POOL_EXHAUSTED: a paged KV cache has too few free blocks (or all max_seqs
+    sequence slots are live) for the request; nothing was changed. This is back-pressure
+    a serving loop expects and handles (free, truncate or preempt a sequence, then retry),
+    not a failed allocation: it is deliberately *not* a MemoryError (that is
+    RoveOutOfMemory), so ``except MemoryError`` handlers do not swallow it."""
+
+
 _ERRORS = {ERR_INVALID_ARGUMENT: RoveInvalidArgument, ERR_UNSUPPORTED: RoveUnsupported,
            ERR_OUT_OF_MEMORY: RoveOutOfMemory, ERR_SIZE_OVERFLOW: RoveSizeOverflow,
-           ERR_INTERNAL: RoveInternalError}
+           ERR_INTERNAL: RoveInternalError, ERR_POOL_EXHAUSTED: RovePoolExhausted}
 
 
 def check(function: str, status: int, detail: str = "") -> None:
@@ -262,6 +289,27 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_attention_varlen": (c_enum, [_P, POINTER(VarlenArgs)]),
     "rove_merge_partials": (c_enum, [c_int32, _P, _P, c_int32, c_int32, c_int32, c_int32, _P,
                                      _P]),
+    "rove_paged_attention": (c_enum, [_P, POINTER(PagedKV), POINTER(PagedArgs)]),
+    "rove_paged_cache_create": (c_enum, [_P, c_enum, c_int32, c_int32, c_int32,
+                                         POINTER(c_void_p)]),
+    "rove_paged_cache_destroy": (None, [_P]),
+    "rove_paged_cache_view": (c_enum, [_P, POINTER(PagedKV)]),
+    "rove_paged_cache_free_blocks": (c_int32, [_P]),
+    "rove_paged_seq_create": (c_enum, [_P, POINTER(c_int32)]),
+    "rove_paged_seq_fork": (c_enum, [_P, c_int32, POINTER(c_int32)]),
+    "rove_paged_seq_free": (c_enum, [_P, c_int32]),
+    "rove_paged_seq_length": (c_int32, [_P, c_int32]),
+    "rove_paged_seq_block_table": (c_enum, [_P, c_int32, _P, c_int32, POINTER(c_int32)]),
+    "rove_paged_seq_positions": (c_enum, [_P, c_int32, _P]),
+    "rove_paged_append": (c_enum, [_P, c_int32, c_int32, _P, c_int64, _P, c_int64, c_enum, _P,
+                                   _P]),
+    "rove_paged_truncate": (c_enum, [_P, c_int32, c_int32]),
+    "rove_paged_shift": (c_enum, [_P, c_int32, c_int32, c_int32, c_int32]),
+    "rove_paged_cache_attention": (c_enum, [_P, _P, POINTER(PagedArgs)]),
+    "rove_paged_attention_typed": (c_enum, [_P, POINTER(PagedKV), POINTER(PagedArgs),
+                                            POINTER(TensorTypes)]),
+    "rove_paged_cache_attention_typed": (c_enum, [_P, _P, POINTER(PagedArgs),
+                                                  POINTER(TensorTypes)]),
 }
 for _name, (_res, _args) in _PROTOTYPES.items():
     _fn = getattr(lib, _name)

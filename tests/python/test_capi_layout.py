@@ -21,6 +21,7 @@ CONSTANTS = {
     "ROVE_OK": L.OK, "ROVE_ERR_INVALID_ARGUMENT": L.ERR_INVALID_ARGUMENT,
     "ROVE_ERR_UNSUPPORTED": L.ERR_UNSUPPORTED, "ROVE_ERR_OUT_OF_MEMORY": L.ERR_OUT_OF_MEMORY,
     "ROVE_ERR_SIZE_OVERFLOW": L.ERR_SIZE_OVERFLOW, "ROVE_ERR_INTERNAL": L.ERR_INTERNAL,
+    "ROVE_ERR_POOL_EXHAUSTED": L.ERR_POOL_EXHAUSTED,
     "ROVE_ISA_AUTO": L.ISA_AUTO, "ROVE_ISA_SCALAR": L.ISA_SCALAR,
     "ROVE_ISA_COUNT": L.ISA_COUNT,  # the binding's ISA table is read from the registry
     "ROVE_PAIRING_HALF": L.PAIRING_HALF, "ROVE_PAIRING_INTERLEAVED": L.PAIRING_INTERLEAVED,
@@ -160,3 +161,22 @@ def test_isa_table_comes_from_the_registry():
         assert out.value == value
     assert L.lib.rove_isa_parse(b"no-such-isa", ctypes.byref(L.c_enum(0))) == L.ERR_INVALID_ARGUMENT
     assert L.isa_name(L.ISA_COUNT) == "unknown"
+
+
+def test_every_status_has_its_exception():
+    """Each rove_status of the header is bound (CONSTANTS above), has a text in librove and
+    maps to its own RoveError subclass (a new status needs its exception)."""
+    body = re.search(r"typedef enum rove_status \{(.*?)\} rove_status;",
+                     re.sub(r"/\*.*?\*/", " ", HEADER.read_text(), flags=re.S), flags=re.S)
+    names = re.findall(r"\b(ROVE_(?:OK|ERR_\w+))\b", body.group(1))
+    assert names[0] == "ROVE_OK" and "ROVE_ERR_POOL_EXHAUSTED" in names
+    assert set(names) <= set(CONSTANTS), set(names) - set(CONSTANTS)
+    classes = set()
+    for name in names[1:]:
+        value = CONSTANTS[name]
+        assert L.status_string(value) != "unknown rove_status", name
+        cls = L._ERRORS[value]
+        assert issubclass(cls, rove.RoveError) and cls not in classes, name
+        classes.add(cls)
+    assert L._ERRORS[L.ERR_POOL_EXHAUSTED] is rove.RovePoolExhausted
+    assert not issubclass(rove.RovePoolExhausted, MemoryError)  # back-pressure, not an OOM

@@ -1,0 +1,479 @@
+# SPDX-License-Identifier: MIT
+"""rove.PagedKVCache and rove.paged_attention (rove_paged_*) against references users
+trust: one rove.KVCache per sequence holding the same tokens in the same storage type
+(bit for bit when block_size is a multiple of 64, the row kernel's key block; otherwise
+|got - want| <= 2e-6 (1 + |want|)), and torch's scaled_dot_product_attention over q and k
+(and v, and the output back, for RoVE) rotated in float64 by reference.torch_rotate.
+Also: fork / copy-on-write, shift, pool exhaustion (RovePoolExhausted, nothing changed),
+the documented pool layout through view(), the caller's block tables, torch tensors."""
+import gc
+
+import numpy as np
+import pytest
+
+import rove
+from rove import _tensor
+from conftest import randn
+from reference import torch_rotate
+from test_kvcache_types import TOL_FEW, err
+
+DTYPES = ["f32", "bf16", "f16", "q8"]
+LENS, ROWS = (1, 37, 300, 1000), (1, 4, 2, 3)  # decode, speculative rows, a long sequence
+H, HK, D = 8, 2, 64  # GQA 4
+
+
+def close(got, want, bitwise):
+    got, want = np.asarray(got), np.asarray(want)
+    if bitwise:
+        assert np.array_equal(got, want)
+    else:
+        assert got.shape == want.shape
+        assert np.all(np.abs(got.astype(np.float64) - want) <= 2e-6 * (1 + np.abs(want)))
+
+
+def build(rng, plan, dtype, bs, lens, starts=None, spare=2):
+    """A PagedKVCache holding sequences of ``lens`` tokens (sequence s at positions
+    starts[s] ..), appended in interleaved chunks of 1 .. 40 so that blocks scatter.
+    Returns (cache, ids, ks, vs, positions)."""
+    starts = starts or [0] * len(lens)
+    nb = sum(-(-n // bs) for n in lens) + spare
+    c = rove.PagedKVCache(plan, n_blocks=nb, block_size=bs, max_seqs=len(lens) + 2, dtype=dtype)
+    ids = [c.new_sequence() for _ in lens]
+    ks = [randn(rng, n, plan.n_kv_heads, plan.head_dim) for n in lens]
+    vs = [randn(rng, n, plan.n_kv_heads, plan.head_dim) for n in lens]
+    done = [0] * len(lens)
+    while any(d < n for d, n in zip(done, lens)):
+        for s, n in enumerate(lens):
+            m = min(int(rng.integers(1, 41)), n - done[s])
+            if m <= 0:
+                continue
+            t = slice(done[s], done[s] + m)
+            pos = None if done[s] else np.arange(starts[s], starts[s] + m)  # then continue
+            c.append(ids[s], ks[s][t], vs[s][t], pos=pos)
+            done[s] += m
+    positions = [np.arange(p0, p0 + n, dtype=np.int32) for p0, n in zip(starts, lens)]
+    for s in range(len(lens)):
+        assert c.length(ids[s]) == lens[s] and np.array_equal(c.positions(ids[s]), positions[s])
+    return c, ids, ks, vs, positions
+
+
+def kv_cache(plan, dtype, k, v, pos):
+    kc = rove.KVCache(plan, 1, max(len(k), 1), dtype=dtype)
+    kc.append(k[None], v[None], pos=pos)
+    return kc
+
+
+def torch_ref(torch, plan, q, k, v, kv_pos, q_pos):
+    """Causal attention (by positions) of q [n, H, d] over k, v [L, Hk, d] in float64: q
+    and k rotated by reference.torch_rotate (RoVE: v too, the output back), then
+    torch.nn.functional.scaled_dot_product_attention."""
+    import torch.nn.functional as F
+    w, m = rove.inv_freq(plan.rope, plan.head_dim)
+    w = torch.from_numpy(w)
+    qa = torch.from_numpy(np.asarray(q_pos, np.float64))[:, None, None] * w  # [n, 1, d/2]
+    ka = torch.from_numpy(np.asarray(kv_pos, np.float64))[:, None, None] * w
+    qt, kt, vt = (torch.from_numpy(np.asarray(x, np.float64)) for x in (q, k, v))
+    r, rot = plan.rotary_dim, plan.rotate
+    if rot & rove.ROTATE_Q:
+        qt = m * torch_rotate(qt, qa, r, "half")
+    if rot & rove.ROTATE_K:
+        kt = m * torch_rotate(kt, ka, r, "half")
+    if rot & rove.ROTATE_V:
+        vt = torch_rotate(vt, ka, r, "half")
+    g = plan.n_heads // plan.n_kv_heads
+    kt, vt = kt.repeat_interleave(g, 1), vt.repeat_interleave(g, 1)
+    mask = torch.from_numpy(np.asarray(kv_pos)[None, :] <= np.asarray(q_pos)[:, None])
+    out = F.scaled_dot_product_attention(qt.transpose(0, 1), kt.transpose(0, 1),
+                                         vt.transpose(0, 1), attn_mask=mask,
+                                         scale=plan.scale).transpose(0, 1)
+    if rot & rove.ROTATE_O:
+        out = torch_rotate(out, qa, r, "half", sign=-1.0)
+    return out.numpy()
+
+
+# ---- (1) attention: KVCache per sequence and torch -----------------------------------------
+@pytest.mark.parametrize("bs", [16, 64])
+@pytest.mark.parametrize("rotate", ["rope", "rove"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_equals_kvcache_and_torch(rng, torch, dtype, rotate, bs):
+    plan = rove.Plan(H, HK, D, rotate=rotate)
+    starts = [0, 0, 5000, 0]  # one sequence away from position 0
+    c, ids, ks, vs, pos = build(rng, plan, dtype, bs, LENS, starts)
+    cu = np.concatenate([[0], np.cumsum(ROWS)])
+    q = randn(rng, int(cu[-1]), H, D)
+    out, lse = c.attention(ids, q, rows=ROWS, return_lse=True)
+    assert out.shape == q.shape and out.dtype == np.float32 and lse.shape == (H, cu[-1])
+    for s, n in enumerate(LENS):
+        rows = slice(cu[s], cu[s + 1])
+        want, want_lse = kv_cache(plan, dtype, ks[s], vs[s], pos[s]).attention(
+            q[None, rows], return_lse=True)
+        close(out[rows], want[0], bs % 64 == 0)
+        close(lse[:, rows], want_lse[0], bs % 64 == 0)
+        ref = torch_ref(torch, plan, q[rows], ks[s], vs[s], pos[s], pos[s][n - ROWS[s]:])
+        assert err(out[rows], ref, vs[s]) < TOL_FEW[dtype], s
+    # the same rows through cu_seqlens_q, and the sequences in another order
+    assert np.array_equal(c.attention(ids, q, cu_seqlens_q=cu), out)
+    order = [2, 0, 3, 1]
+    q2 = np.concatenate([q[cu[s]:cu[s + 1]] for s in order])
+    got = c.attention([ids[s] for s in order], q2, rows=[ROWS[s] for s in order])
+    close(got, np.concatenate([out[cu[s]:cu[s + 1]] for s in order]), bs % 64 == 0)
+
+
+def test_decode_rows_default_split_and_repeats(rng):
+    """rows=None gives every sequence total_q / n_seqs rows; ids may repeat."""
+    plan = rove.Plan(4, 2, 32)
+    c, ids, ks, vs, pos = build(rng, plan, "f32", 64, (10, 70))
+    q = randn(rng, 3, 4, 32)
+    out = c.attention([ids[1], ids[0], ids[1]], q)
+    for i, s in enumerate([1, 0, 1]):
+        want = kv_cache(plan, "f32", ks[s], vs[s], pos[s]).attention(q[None, i:i + 1])
+        assert np.array_equal(out[i], want[0, 0])
+
+
+# ---- (2) fork, copy-on-write --------------------------------------------------------------
+def _held(c, ids):
+    return len(set().union(*(set(c.block_table(s).tolist()) for s in ids)))
+
+
+@pytest.mark.parametrize("bs", [16, 64])
+def test_fork_divergent_appends(rng, bs):
+    plan = rove.Plan(4, 2, 32)
+    N = 10
+    c = rove.PagedKVCache(plan, n_blocks=N, block_size=bs, max_seqs=4)
+    k, v = randn(rng, 5 * bs, 2, 32), randn(rng, 5 * bs, 2, 32)
+    k2, v2 = randn(rng, 2 * bs, 2, 32), randn(rng, 2 * bs, 2, 32)
+    q = randn(rng, 1, 4, 32)
+    n0 = 2 * bs + bs // 2  # 3 blocks, the last one partly filled
+    a = c.new_sequence()
+    c.append(a, k[:n0], v[:n0])
+    assert c.free_blocks == N - 3
+    b = c.fork(a)
+    assert c.free_blocks == N - 3 and np.array_equal(c.block_table(a), c.block_table(b))
+    assert np.array_equal(c.positions(b), np.arange(n0))
+    assert np.array_equal(c.attention([a], q), c.attention([b], q))
+    # the parent's append copies the shared partly filled block, then takes a new one
+    n1 = bs // 2 + 2
+    c.append(a, k[n0:n0 + n1], v[n0:n0 + n1])
+    assert c.free_blocks == N - 5 == N - _held(c, [a, b])
+    qa = np.array([n0 + n1])
+    before_a = c.attention([a], q, q_pos=qa)
+    # the child's divergent tokens: it now alone holds the old block
+    n2 = bs + 3
+    c.append(b, k2[:n2], v2[:n2])
+    assert c.free_blocks == N - _held(c, [a, b]) == N - 6
+    ta, tb = c.block_table(a), c.block_table(b)
+    assert np.array_equal(ta[:2], tb[:2]) and ta[2] != tb[2]
+    assert np.array_equal(c.attention([a], q, q_pos=qa), before_a)  # the parent kept its rows
+    # each branch equals a contiguous cache of its own tokens
+    kb, vb = np.concatenate([k[:n0], k2[:n2]]), np.concatenate([v[:n0], v2[:n2]])
+    for seq, kk, vv in ((a, k[:n0 + n1], v[:n0 + n1]), (b, kb, vb)):
+        want = kv_cache(plan, "f32", kk, vv, None).attention(q[None], q_pos=[len(kk)])
+        close(c.attention([seq], q, q_pos=[len(kk)]), want[0], bs % 64 == 0)
+    # the child truncated into the shared prefix and appended to: block 1 is copied
+    c.truncate(b, bs + 1)
+    assert c.length(b) == bs + 1 and c.free_blocks == N - _held(c, [a, b])
+    c.append(b, k2[:3], v2[:3])
+    assert c.block_table(b)[1] != ta[1] and c.free_blocks == N - _held(c, [a, b])
+    assert np.array_equal(c.attention([a], q, q_pos=qa), before_a)
+    c.free(b)
+    c.free(a)
+    assert c.free_blocks == N
+    with pytest.raises(rove.RoveInvalidArgument, match="no live sequence"):
+        c.length(a)
+
+
+# ---- (3) shift -------------------------------------------------------------------------------
+@pytest.mark.parametrize("bs", [16, 64])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_shift_equals_kvcache_shift(rng, dtype, bs):
+    plan = rove.Plan(4, 2, 64)
+    L = 150
+    k, v, q = randn(rng, L, 2, 64), randn(rng, L, 2, 64), randn(rng, 2, 4, 64)
+    c = rove.PagedKVCache(plan, n_blocks=2 * (-(-L // bs)) + 1, block_size=bs, dtype=dtype)
+    parent = c.new_sequence()
+    c.append(parent, k, v)
+    child = c.fork(parent)
+    qp = np.array([700, 701])
+    before = c.attention([parent], q, q_pos=qp)
+    free0 = c.free_blocks
+    c.shift(child, 10, 90, 500)  # the shared blocks in the range are copied first
+    assert c.free_blocks == free0 - ((89 // bs) - (10 // bs) + 1)
+    ref = kv_cache(plan, dtype, k, v, None)
+    ref.shift(10, 90, 500)
+    assert np.array_equal(c.positions(child), ref.positions()[0])
+    assert np.array_equal(c.positions(parent), np.arange(L))
+    close(c.attention([child], q, q_pos=qp), ref.attention(q[None], q_pos=qp)[0], bs % 64 == 0)
+    assert np.array_equal(c.attention([parent], q, q_pos=qp), before)
+    with pytest.raises(ValueError, match="start <= end"):
+        c.shift(child, 5, L + 1, 1)
+
+
+def test_angles_equal_kvcache_append_angles(rng):
+    plan = rove.Plan(4, 2, 64)
+    L = 40
+    k, v, q = randn(rng, L, 2, 64), randn(rng, L, 2, 64), randn(rng, 2, 4, 64)
+    ang, qang = rng.uniform(-30, 30, (L, 2, 32)), rng.uniform(-30, 30, (2, 2, 32))
+    c = rove.PagedKVCache(plan, n_blocks=4, block_size=16)
+    s = c.new_sequence()
+    c.append(s, k[:25], v[:25], angles=ang[:25])
+    c.append(s, k[25:], v[25:], angles=ang[25:])
+    ref = rove.KVCache(plan, 1, L)
+    ref.append_angles(k[None], v[None], ang[None])
+    want = ref.attention(q[None], q_angles=qang[None])[0]
+    close(c.attention([s], q, q_angles=qang), want, False)
+    with pytest.raises(ValueError, match="q_angles"):
+        c.attention([s], q)
+    with pytest.raises(rove.RoveInvalidArgument, match="angles"):
+        c.append(s, k[:1], v[:1])  # positions into a sequence filled with angles
+    with pytest.raises(rove.RoveUnsupported, match="angles"):
+        c.shift(s, 0, 10, 3)
+    f = c.fork(s)  # the kind is inherited
+    with pytest.raises(ValueError, match="q_angles"):
+        c.attention([f], q)
+
+
+# ---- (4) pool exhaustion -----------------------------------------------------------------
+def test_pool_exhaustion_changes_nothing(rng):
+    plan = rove.Plan(4, 2, 32)
+    k, v, q = randn(rng, 100, 2, 32), randn(rng, 100, 2, 32), randn(rng, 1, 4, 32)
+    c = rove.PagedKVCache(plan, n_blocks=4, block_size=16, max_seqs=2, dtype="f16")
+    a = c.new_sequence()
+    c.append(a, k[:50], v[:50])
+    assert c.free_blocks == 0
+    out_a = c.attention([a], q, q_pos=[50])
+    table = c.block_table(a)
+
+    def unchanged(seq, n):
+        assert c.length(seq) == n and c.free_blocks == 0
+        assert np.array_equal(c.block_table(seq), table)
+        assert np.array_equal(c.attention([seq], q, q_pos=[50]), out_a)
+    with pytest.raises(rove.RovePoolExhausted, match="than the 0 free") as e:
+        c.append(a, k[50:70], v[50:70])
+    assert isinstance(e.value, rove.RoveError) and e.value.status == 6
+    assert e.value.function == "rove_paged_append" and "pool exhausted" in str(e.value)
+    unchanged(a, 50)
+    b = c.fork(a)  # a fork's append into the shared partly filled block needs a copy
+    with pytest.raises(rove.RovePoolExhausted):
+        c.append(b, k[:1], v[:1])
+    with pytest.raises(rove.RovePoolExhausted):
+        c.shift(b, 0, 5, 3)
+    unchanged(a, 50)
+    unchanged(b, 50)
+    assert np.array_equal(c.positions(b), np.arange(50))
+    with pytest.raises(rove.RovePoolExhausted, match="max_seqs=2"):
+        c.new_sequence()
+    with pytest.raises(rove.RovePoolExhausted, match="max_seqs=2"):
+        c.fork(a)
+    c.free(b)
+    c.truncate(a, 32)  # two blocks back
+    assert c.free_blocks == 2
+    c.append(a, k[50:70], v[50:70])
+    assert c.length(a) == 52 and c.free_blocks == 0
+    bad = v[:8].copy()
+    bad[3, 1, 5] = 1e6  # above float16's range: refused, nothing changed
+    c.truncate(a, 40)
+    with pytest.raises(rove.RoveInvalidArgument, match="float16"):
+        c.append(a, k[:8], bad)
+    assert c.length(a) == 40 and c.free_blocks == 1
+
+
+# ---- (5) the caller's pool: view(), block_table(), paged_attention -----------------------
+def _tables(c, ids):
+    ts = [c.block_table(s) for s in ids]
+    out = np.full((len(ids), max(len(t) for t in ts) + 1), -1, np.int32)  # a spare column
+    for i, t in enumerate(ts):
+        out[i, :len(t)] = t
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_paged_attention_over_the_view_equals_the_cache(rng, dtype):
+    plan = rove.Plan(H, HK, D, rotate="rove")
+    c, ids, ks, vs, pos = build(rng, plan, dtype, 16, LENS, [0, 7, 0, 0])
+    cu = np.concatenate([[0], np.cumsum(ROWS)])
+    q = randn(rng, int(cu[-1]), H, D)
+    want, want_lse = c.attention(ids, q, cu_seqlens_q=cu, return_lse=True)
+    pool = c.view()
+    assert pool.dtype == dtype and pool.k.shape == (c.n_blocks, HK, 16, D)
+    assert pool.k.dtype == {"f32": np.float32, "bf16": np.uint16, "f16": np.float16,
+                            "q8": np.int8}[dtype]
+    assert (pool.k_scale is None) == (dtype != "q8") and pool.pos.shape == (c.n_blocks, 16)
+    assert not pool.k.flags.writeable and not pool.pos.flags.writeable
+    tables = _tables(c, ids)
+    got, lse = rove.paged_attention(q, pool.k, pool.v, tables, LENS, cu, plan=plan,
+                                    pos_pool=pool.pos, k_scale=pool.k_scale,
+                                    v_scale=pool.v_scale, dtype=dtype, return_lse=True)
+    assert np.array_equal(got, want) and np.array_equal(lse, want_lse)
+    # the view keeps the cache alive
+    del c
+    gc.collect()
+    again = rove.paged_attention(q, pool.k, pool.v, tables, LENS, cu, plan=plan,
+                                 pos_pool=pool.pos, k_scale=pool.k_scale, v_scale=pool.v_scale)
+    assert np.array_equal(again, want)
+
+
+def test_bad_block_tables(rng):
+    plan = rove.Plan(4, 2, 32)
+    c, ids, ks, vs, pos = build(rng, plan, "f32", 16, (40, 20))
+    pool, q = c.view(), randn(rng, 2, 4, 32)
+    tables, lens = _tables(c, ids), [40, 20]
+    run = lambda t, **kw: rove.paged_attention(q, pool.k, pool.v, t, lens, plan=plan,  # noqa
+                                               pos_pool=pool.pos, **kw)
+    want = c.attention(ids, q)
+    assert np.array_equal(run(tables), want)
+    shared = tables.copy()
+    shared[1, 0] = tables[0, 0]  # a block in two sequences' tables: allowed
+    run(shared)
+    for s, i, value in [(0, 2, c.n_blocks), (1, 1, -1), (0, 2, tables[0, 0])]:  # range, repeat
+        bad = tables.copy()
+        bad[s, i] = value
+        with pytest.raises(rove.RoveInvalidArgument, match="block table") as e:
+            run(bad)
+        assert isinstance(e.value, ValueError) and e.value.function == "rove_paged_attention"
+    with pytest.raises(ValueError, match="columns"):
+        run(tables[:, :2])
+    with pytest.raises(ValueError, match="q_pos"):  # 1 row, no keys, default positions
+        rove.paged_attention(q, pool.k, pool.v, tables, [40, 0], plan=plan)
+    out, lse = rove.paged_attention(q, pool.k, pool.v, tables, [40, 0], plan=plan,
+                                    q_pos=[39, 5], return_lse=True)  # no keys: 0 and -inf
+    assert np.all(out[1] == 0) and np.all(np.isneginf(lse[:, 1]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_view_is_the_documented_layout(rng, torch, dtype):
+    """rotate="none" stores K as given (rounded once): token t of a sequence is block
+    table[t // block_size], row t % block_size, of k [n_blocks, n_kv_heads, block_size,
+    head_dim]; q8 rows are int8 times their block's scale (within max|x| / 254)."""
+    plan = rove.Plan(2, 2, 64, rotate="none")
+    c, ids, ks, vs, pos = build(rng, plan, dtype, 8, (30, 11), [3, 0])
+    pool = c.view()
+    for s, seq in enumerate(ids):
+        t = np.arange(len(ks[s]))
+        blk, row = c.block_table(seq)[t // 8], t % 8
+        got = pool.k[blk, :, row]  # [n, n_kv_heads, head_dim]
+        assert np.array_equal(pool.pos[blk, row], pos[s])
+        if dtype == "q8":
+            scale = np.repeat(pool.k_scale[blk, :, row], 32, axis=-1)
+            bound = np.repeat(np.abs(ks[s]).reshape(len(t), 2, 2, 32).max(-1), 32, axis=-1)
+            assert np.all(np.abs(got * scale - ks[s]) <= bound / 254 * (1 + 1e-5))
+            continue
+        tdt = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[dtype]
+        want = torch.from_numpy(ks[s]).to(tdt)
+        if dtype == "bf16":
+            want = want.view(torch.int16).numpy().view(np.uint16)  # the raw bits
+        assert np.array_equal(got, np.asarray(want))
+
+
+# ---- (6) torch tensors in and out ----------------------------------------------------------
+def test_torch_in_and_out(rng, torch):
+    plan = rove.Plan(4, 2, 64)
+    k, v = randn(rng, 130, 2, 64), randn(rng, 130, 2, 64)
+    tk, tv = torch.from_numpy(k).bfloat16(), torch.from_numpy(v).bfloat16()
+    c = rove.PagedKVCache(plan, n_blocks=6, block_size=64, dtype=torch.bfloat16)
+    s = c.new_sequence()
+    c.append(s, tk[:100], tv[:100])
+    c.append(s, tk[100:], tv[100:], pos=torch.arange(100, 130))
+    ref = rove.KVCache(plan, 1, 130, dtype="bf16")
+    ref.append(tk[None], tv[None])
+    # q as a view into a fused projection: read in place
+    fused = torch.from_numpy(randn(rng, 3, 4 * 64 + 128))
+    q = fused[:, :256].view(3, 4, 64)
+    before = _tensor.copies
+    out, lse = c.attention([s], q, return_lse=True)
+    assert _tensor.copies == before
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32 and out.shape == q.shape
+    assert isinstance(lse, torch.Tensor) and lse.shape == (4, 3)
+    want, want_lse = ref.attention(q.contiguous()[None], return_lse=True)
+    assert torch.equal(out, want[0]) and torch.equal(lse, want_lse[0])
+    # an engine's own torch pool (here a copy of the cache's), bf16 as torch.bfloat16
+    pool = c.view()
+    pk = torch.from_numpy(np.array(pool.k)).view(torch.bfloat16)
+    pv = torch.from_numpy(np.array(pool.v)).view(torch.bfloat16)
+    pp = torch.from_numpy(np.array(pool.pos))
+    table = torch.from_numpy(c.block_table(s))[None]
+    got = rove.paged_attention(q, pk, pv, table, torch.tensor([130]), torch.tensor([0, 3]),
+                               plan=plan, pos_pool=pp)
+    assert isinstance(got, torch.Tensor) and torch.equal(got, out)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        rove.paged_attention(q, pk.transpose(0, 1).contiguous().transpose(0, 1), pv, table,
+                             [130], plan=plan)
+    # bf16 / f16 queries: widened exactly, the output rounded once to q's dtype
+    # (rove_paged_*_attention_typed): the float32 call on the widened q, rounded
+    for tdt in (torch.bfloat16, torch.float16):
+        qt = q.to(tdt)
+        got, got_lse = c.attention([s], qt, return_lse=True)
+        want, want_lse = c.attention([s], qt.float(), return_lse=True)
+        assert got.dtype == tdt and torch.equal(got, want.to(tdt)) and torch.equal(got_lse, want_lse)
+        got = rove.paged_attention(qt, pk, pv, table, [130], plan=plan, pos_pool=pp)
+        assert got.dtype == tdt and torch.equal(got, want.to(tdt))
+    qh = q.numpy().astype(np.float16)  # numpy float16 in, float16 out
+    got = c.attention([s], qh)
+    assert got.dtype == np.float16
+    assert np.array_equal(got, c.attention([s], qh.astype(np.float32)).astype(np.float16))
+    with pytest.raises(TypeError, match="float32"):
+        c.attention([s], q.double())
+    with pytest.raises(TypeError, match="one dtype"):
+        c.append(s, tk[:1], tv[:1].float())
+
+
+# ---- construction and bad input ------------------------------------------------------------
+def test_construction_and_bad_input(rng):
+    c = rove.PagedKVCache(n_blocks=8, n_heads=4, n_kv_heads=2, head_dim=32, rotate="rope",
+                          block_size=16, max_seqs=3, dtype="float16")
+    assert c.plan.rotate == rove.ROTATE_ROPE and c.dtype == "f16"
+    assert repr(c) == ("rove.PagedKVCache(n_blocks=8, block_size=16, free_blocks=8, "
+                       "max_seqs=3, dtype='f16')")
+    plan = c.plan
+    with pytest.raises(rove.RoveInvalidArgument, match="power of two"):
+        rove.PagedKVCache(plan, n_blocks=8, block_size=24)
+    with pytest.raises(ValueError, match="n_blocks"):
+        rove.PagedKVCache(plan, n_blocks=0)
+    with pytest.raises(TypeError, match="not both"):
+        rove.PagedKVCache(plan, n_blocks=8, n_heads=4, n_kv_heads=2, head_dim=32)
+    with pytest.raises(TypeError, match="n_heads"):
+        rove.PagedKVCache(n_blocks=8)
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        rove.PagedKVCache(plan, n_blocks=8, dtype="f64")
+    s = c.new_sequence()
+    k, q = randn(rng, 5, 2, 32), randn(rng, 1, 4, 32)
+    with pytest.raises(ValueError, match="expected"):
+        c.append(s, k[:, :1], k[:, :1])
+    with pytest.raises(ValueError, match="expected"):
+        c.append(s, k[None], k[None])
+    with pytest.raises(TypeError, match="float32"):
+        c.append(s, k.astype(np.float64), k.astype(np.float64))
+    with pytest.raises(rove.RoveInvalidArgument, match="no live sequence 2"):
+        c.append(2, k, k)
+    c.append(s, k[:, :, ::-1], k)  # not dense: copied once
+    assert c.length(s) == 5
+    with pytest.raises(ValueError, match="truncate"):
+        c.truncate(s, 6)
+    with pytest.raises(ValueError, match="expected"):
+        c.attention([s], q[:, :2])
+    with pytest.raises(ValueError, match="query rows"):
+        c.attention([s], q, rows=[2])
+    with pytest.raises(TypeError, match="not both"):
+        c.attention([s], q, rows=[1], cu_seqlens_q=[0, 1])
+    with pytest.raises(ValueError, match="at least one"):
+        c.attention([], q)
+    with pytest.raises(rove.RoveInvalidArgument, match="no live sequence"):
+        c.attention([s, 1], randn(rng, 2, 4, 32))
+    pool = c.view()
+    with pytest.raises(ValueError, match="read-only"):
+        pool.k[0, 0, 0, 0] = 1
+    t = np.array([c.block_table(s)])
+    with pytest.raises(TypeError, match="dtype"):
+        rove.paged_attention(q, pool.k.astype(np.float64), pool.v, t, [5], plan=plan)
+    with pytest.raises(TypeError, match="one storage type"):
+        rove.paged_attention(q, pool.k, pool.v.astype(np.float32), t, [5], plan=plan)
+    with pytest.raises(TypeError, match="dtype="):
+        rove.paged_attention(q, pool.k, pool.v, t, [5], plan=plan, dtype="bf16")
+    with pytest.raises(ValueError, match="q8"):
+        rove.paged_attention(q, pool.k, pool.v, t, [5], plan=plan, k_scale=pool.k)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        rove.paged_attention(q, pool.k[:, :, ::-1], pool.v, t, [5], plan=plan)
+    with pytest.raises(TypeError, match="not both"):
+        rove.paged_attention(q, pool.k, pool.v, t, [5], plan=plan, rotate="rope")
+    # plan options instead of a plan: the same plan as get_plan's
+    got = rove.paged_attention(q, pool.k, pool.v, t, [5], rotate="rope", pos_pool=pool.pos)
+    assert np.array_equal(got, c.attention([s], q))
