@@ -5,6 +5,8 @@ rove.attention call per sequence, in one run.
 
     python python/bench/bench_varlen.py [--threads 1 2] [--runs 5]
 
+The three calls of a row are timed in interleaved rounds (medians of --runs).
+
 Two sets (fixed seed): 8 sequences of 64..4096 tokens (the issue's), and 64 short ones of
 16..256 (chat prompts / batched serving). 12 x 64 heads, causal, RoVE. GFLOP/s counted as
 4 d h n^2 / 2 per causal sequence (QK^T and PV). Prints a markdown table.
@@ -18,13 +20,18 @@ import numpy as np
 import rove
 
 
-def timed(fn, runs):
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+def timed(fns, runs):
+    """Median seconds of each of fns, timed in interleaved rounds (one call of each per
+    round, after one warm-up round), so that a burst of noise on this shared machine
+    falls on all of them alike."""
+    ts = [[] for _ in fns]
+    for r in range(runs + 1):
+        for f, t in zip(fns, ts):
+            t0 = time.perf_counter()
+            f()
+            if r:
+                t.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in ts]
 
 
 def main():
@@ -51,9 +58,8 @@ def main():
                 for s in range(count):
                     sl = slice(cu[s], cu[s + 1])
                     rove.attention(q[sl], k[sl], v[sl], threads=t)
-            mv = timed(lambda: rove.attention_varlen(q, k, v, cu, cu, threads=t), args.runs)
-            ml = timed(loop, args.runs)
-            md = timed(lambda: rove.attention(qd, kd, vd, threads=t), args.runs)
+            mv, ml, md = timed([lambda: rove.attention_varlen(q, k, v, cu, cu, threads=t), loop,
+                                lambda: rove.attention(qd, kd, vd, threads=t)], args.runs)
             gv, gd = fl_var / mv * 1e-9, fl_den / md * 1e-9
             print(f"| {name} (total {T}, dense n {n_eq}) | {t} | {mv * 1e3:.1f} | {gv:.1f} | "
                   f"{ml * 1e3:.1f} | {md * 1e3:.1f} | {gd:.1f} | {gv / gd:.3f} |", flush=True)
