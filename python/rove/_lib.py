@@ -157,6 +157,42 @@ STRUCTS = {"rove_rope_config": RopeConfig, "rove_attention_config": AttentionCon
            "rove_paged_kv": PagedKV, "rove_paged_args": PagedArgs}
 
 
+# ---- objects that own librove memory --------------------------------------------------------
+class SharedHandle:
+    """Base of the immutable, thread-safe handles (Plan, GLAPlan): a copy is the object
+    itself (sharing is what a copy of an immutable plan means; a field-by-field copy
+    would free the librove object twice). Not picklable: a pointer means nothing in
+    another process, so create the plan again there."""
+    __slots__ = ()
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(f"a rove.{type(self).__name__} holds librove memory and cannot be "
+                        "pickled: create it again in the other process")
+
+
+class OwnedHandle:
+    """Base of the mutable librove objects (KVCache, PagedKVCache): neither copied (a
+    shallow copy would share, then free, the C object) nor pickled."""
+    __slots__ = ()
+
+    def __copy__(self):
+        raise TypeError(f"a rove.{type(self).__name__} owns librove memory and cannot be "
+                        "copied: create another one and append the tokens")
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(f"a rove.{type(self).__name__} owns librove memory and cannot be "
+                        "pickled")
+
+
 # ---- errors -----------------------------------------------------------------------------
 class RoveError(RuntimeError):
     """A librove call failed. ``.status`` is the rove_status number, ``.status_string``

@@ -89,7 +89,7 @@ def _angles(a, name, shape):
     return obj, ptr
 
 
-class Plan:
+class Plan(_lib.SharedHandle):
     """An immutable, validated attention configuration (rove_plan_create).
 
     Plan(n_heads, n_kv_heads, head_dim, *, rotate="rove", causal=True, window=0,

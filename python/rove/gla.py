@@ -15,7 +15,7 @@ _C_DEFAULTS = _lib.GLAConfig()
 _lib.lib.rove_gla_config_init(_C_DEFAULTS, 1, 2, 2)
 
 
-class GLAPlan:
+class GLAPlan(_lib.SharedHandle):
     """An immutable GLA configuration (rove_gla_plan_create), per head a state
     S [key_dim, value_dim]: S_t = diag(exp(g_t)) S_{t-1} + k~_t v~_t^T,
     o_t = R_t^{-1}(scale S_t^T q~_t).

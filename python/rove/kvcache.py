@@ -60,7 +60,7 @@ def parse_dtype(dtype) -> int:
     return t
 
 
-class KVCache:
+class KVCache(_lib.OwnedHandle):
     """A KV cache for ``batch`` sequences of up to ``capacity`` tokens each, for the
     shape and rotations of ``plan`` (a rove.Plan, kept alive by the cache).
 

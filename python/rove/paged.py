@@ -67,8 +67,14 @@ class _PoolMemory:
                                     "data": (ptr, True)}  # True: read-only
 
 
-def _ints(x, name, shape=None):
-    """x (array-like or CPU tensor of integers, each fitting int32) as C-contiguous int32."""
+_I32_MAX = 2 ** 31 - 1
+
+
+def _ints(x, name, shape=None, dims=None):
+    """x (array-like or CPU tensor of integers, each fitting int32) as a C-contiguous int32
+    array of librove's own: always a copy, so that a caller editing its block tables or
+    ids from another thread while librove reads them (the GIL is released) cannot change
+    what was checked. dims: the shape's names for messages."""
     a = _tensor.to_numpy(x, name)
     if a.size == 0 and a.dtype == np.float64:  # np.asarray([])
         a = a.astype(np.int32)
@@ -76,16 +82,23 @@ def _ints(x, name, shape=None):
         raise TypeError(f"{name} must hold integers (got dtype {a.dtype})")
     if shape is not None and (len(shape) != a.ndim or any(
             w is not None and w != g for w, g in zip(shape, a.shape))):
-        want = ", ".join("n" if w is None else str(w) for w in shape)
+        want = ", ".join(dims or ("n" if w is None else str(w) for w in shape))
         raise ValueError(f"{name} has shape {a.shape}; expected [{want}]")
-    if a.size and (int(a.min()) < -(2 ** 31) or int(a.max()) > 2 ** 31 - 1):
+    if a.size and (int(a.min()) < -(2 ** 31) or int(a.max()) > _I32_MAX):
         raise ValueError(f"{name} has values outside int32")
-    return np.ascontiguousarray(a, dtype=np.int32)
+    return np.array(a, dtype=np.int32, order="C", copy=True)
 
 
-def _cu(n, total, rows, cu):
+def _int32(name, x):
+    """x (a size librove takes as int32) checked: ctypes would cut a larger one silently."""
+    if x > _I32_MAX:
+        raise ValueError(f"{name} = {x} does not fit int32")
+    return x
+
+
+def _cu(n, total, rows, cu, hint="give rows= (per sequence) or cu_seqlens_q"):
     """int32 cu_seqlens_q [n + 1]: given, or from rows (None: total / n rows each, an int,
-    or n counts)."""
+    or n counts); hint: what the caller can pass when total / n is not whole."""
     if n <= 0:
         raise ValueError("attention needs at least one sequence")
     if cu is not None and rows is not None:
@@ -97,8 +110,7 @@ def _cu(n, total, rows, cu):
     else:
         if rows is None:
             if total % n:
-                raise ValueError(f"q has {total} rows for {n} sequences: give rows= (per "
-                                 "sequence) or cu_seqlens_q")
+                raise ValueError(f"q has {total} rows for {n} sequences: {hint}")
             rows = total // n
         r = _tensor.to_numpy(rows, "rows")
         r = _ints(np.full(n, r) if r.ndim == 0 else r, "rows", (n,))
@@ -119,6 +131,7 @@ def _queries(q, H=None, D=None):
         raise ValueError(f"q has shape {tuple(vq.shape)}; expected [total_q, {want}]")
     if vq.shape[0] <= 0:
         raise ValueError("q has no rows")
+    _int32("total_q (q's rows)", vq.shape[0])
     return _token_rows(vq)
 
 
@@ -171,7 +184,7 @@ def _plan(plan, shape, plan_kw):
     return plan
 
 
-class PagedKVCache:
+class PagedKVCache(_lib.OwnedHandle):
     """librove's paged KV cache (rove_paged_cache): ``n_blocks`` blocks of ``block_size``
     tokens (a power of two, 1 .. 65536; 64 by default: results bitwise equal to
     rove.KVCache's) for up to ``max_seqs`` live sequences.
@@ -307,7 +320,7 @@ class PagedKVCache:
                 tuple(vk.shape[1:]) != want or vk.shape[0] <= 0):
             raise ValueError(f"k {tuple(vk.shape)} / v {tuple(vv.shape)}: expected [n > 0, "
                              f"n_kv_heads={want[0]}, head_dim={want[1]}]")
-        n = vk.shape[0]
+        n = _int32("the tokens appended", vk.shape[0])
         (lk, ks), (lv, vs) = _token_rows(vk), _token_rows(vv)
         pp_obj, pp = _tensor.positions(pos, "pos", 1, n)
         a_obj, ap = (None, None) if angles is None else _angles(
@@ -324,6 +337,8 @@ class PagedKVCache:
                 detail = (("a sequence filled with angles takes only angles, one filled by "
                            "positions none") if length and self._angles.get(seq) != (ap is not None)
                           else _UNREPRESENTABLE.get(self.dtype, ""))
+            elif st == _lib.ERR_SIZE_OVERFLOW:
+                detail = "the sequence's length or its last position would pass INT32_MAX"
             _lib.check("rove_paged_append", st, detail)
             self._angles[seq] = ap is not None
         del lk, lv, pp_obj, a_obj
@@ -354,7 +369,7 @@ class PagedKVCache:
                 _lib.ERR_POOL_EXHAUSTED: "too few free blocks to copy the shared blocks",
                 _lib.ERR_SIZE_OVERFLOW: "a shifted position does not fit int32",
                 _lib.ERR_INVALID_ARGUMENT: "the shifted rows: " + _UNREPRESENTABLE.get(
-                    self.dtype, "")}.get(st, ""))
+                    self.dtype, "") if self.dtype != "f32" else ""}.get(st, ""))
 
     def attention(self, seqs, q, rows=None, *, cu_seqlens_q=None, q_pos=None, q_angles=None,
                   return_lse=False):
@@ -371,7 +386,7 @@ class PagedKVCache:
         out [total_q, n_heads, head_dim] of q's kind and dtype (rounded once), and with
         return_lse the LSE float32 [n_heads, total_q] (a sequence with rows and no keys: 0 and -inf)."""
         p = self.plan
-        ids = _ints(seqs, "seqs", (None,))
+        ids = _ints(seqs, "seqs", (None,), ("n_seqs",))
         vq, ts = _queries(q, p.n_heads, p.head_dim)
         cu = _cu(ids.shape[0], vq.shape[0], rows, cu_seqlens_q)
         with self._lock:
@@ -423,11 +438,17 @@ def _dense(x, name, shape=None, dtype=None):
         _tensor._torch_checks(x, name, "", torch)
         t = {torch.float32: _F32, torch.bfloat16: _BF16, torch.float16: _F16, torch.int8: _Q8,
              getattr(torch, "uint16", torch.bfloat16): _BF16}.get(x.dtype)
+        if x.is_neg() or x.is_conj():  # a lazy view: its memory does not hold its values
+            raise ValueError(f"{name} is a lazily negated or conjugated view; pass "
+                             f"{name}.resolve_neg() (a pool is read in place, never copied)")
         ok, ptr = x.is_contiguous(), x.data_ptr()
         match = dtype is None or x.dtype == getattr(torch, np.dtype(dtype).name)
     elif isinstance(x, np.ndarray):
         t = _NP_POOL.get(x.dtype)
-        ok, ptr = x.flags.c_contiguous and x.flags.aligned, x.__array_interface__["data"][0]
+        if x.flags.c_contiguous and not x.flags.aligned:
+            raise ValueError(f"{name} is not aligned to its element size: librove reads "
+                             "the pool in place (a pool is never copied)")
+        ok, ptr = x.flags.c_contiguous, x.__array_interface__["data"][0]
         match = dtype is None or x.dtype == np.dtype(dtype)
     else:
         raise TypeError(f"{name} must be a numpy.ndarray or a CPU torch.Tensor, not "
@@ -451,10 +472,12 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     (rove_paged_attention; the layout of this module's docstring), one call for all
     sequences.
 
-    q [total_q, n_heads, head_dim] float32, float16 or (torch) bfloat16; k_pool, v_pool [n_blocks, n_kv_heads,
-    block_size, head_dim] (C-contiguous, numpy or CPU torch; the storage type from their
+    q [total_q, n_heads, head_dim] float32, float16 or (torch) bfloat16; k_pool, v_pool
+    [n_blocks, n_kv_heads, block_size, head_dim] (C-contiguous, numpy or CPU torch; the
+    storage type from their
     dtype: float32, bfloat16 or uint16 bits (bf16), float16, int8 (q8, with k_scale and
-    v_scale); ``dtype`` optionally names it, and must then agree); block_tables
+    v_scale); ``dtype`` optionally names it as rove.KVCache's dtype does ("bf16",
+    torch.bfloat16, ...), and must then agree); block_tables
     [n_seqs, max_blocks] and seq_lens [n_seqs] integers (the first ceil(seq_lens[s] /
     block_size) entries of row s are read: each in [0, n_blocks) and once in its row, else
     RoveInvalidArgument); cu_seqlens_q [n_seqs + 1] (None: total_q / n_seqs rows each).
@@ -472,6 +495,11 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
         raise ValueError(f"k_pool has shape {tuple(k_pool.shape)}; expected [n_blocks, "
                          f"n_kv_heads, block_size, head_dim={D}]")
     nb, Hk, bs, _ = shape = tuple(k_pool.shape)
+    if nb <= 0:
+        raise ValueError("k_pool has no blocks")
+    _int32("n_blocks", nb)
+    if bs <= 0 or bs & (bs - 1) or bs > 65536:
+        raise ValueError(f"k_pool's block_size {bs} must be a power of two, 1 .. 65536")
     vobj, vp, tv = _dense(v_pool, "v_pool", shape)
     if tv != t or (dtype is not None and parse_dtype(dtype) != t):
         raise TypeError(f"k_pool is {_dtype_str(k_pool)}, v_pool {_dtype_str(v_pool)}"
@@ -492,10 +520,10 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     if pos_pool is not None:
         keep.append(_dense(pos_pool, "pos_pool", (nb, bs), np.int32))
         kv.pos = keep[-1][1]
-    tables = _ints(block_tables, "block_tables", (None, None))
-    n, max_blocks = tables.shape
+    tables = _ints(block_tables, "block_tables", (None, None), ("n_seqs", "max_blocks"))
+    n, max_blocks = _int32("n_seqs", tables.shape[0]), _int32("max_blocks", tables.shape[1])
     lens = _ints(seq_lens, "seq_lens", (n,))
-    cu = _cu(n, T, None, cu_seqlens_q)
+    cu = _cu(n, T, None, cu_seqlens_q, "give cu_seqlens_q")
     if np.any(lens < 0):
         raise ValueError("seq_lens must be >= 0")
     if bs > 0 and np.any(-(-lens.astype(np.int64) // bs) > max_blocks):
@@ -513,4 +541,4 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
                                                    ctypes.byref(types))
     return _attend(plan, "rove_paged_attention", call, vq, ts, cu, q_pos, q_angles, return_lse,
                   lambda: "a block table entry a sequence reads is outside [0, n_blocks) or "
-                          "repeated in its row, or block_size is not a power of two (1 .. 65536)")
+                          "repeated in its row")

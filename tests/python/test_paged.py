@@ -6,7 +6,11 @@ trust: one rove.KVCache per sequence holding the same tokens in the same storage
 (and v, and the output back, for RoVE) rotated in float64 by reference.torch_rotate.
 Also: fork / copy-on-write, shift, pool exhaustion (RovePoolExhausted, nothing changed),
 the documented pool layout through view(), the caller's block tables, torch tensors."""
+import copy
 import gc
+import pickle
+import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -304,9 +308,11 @@ def test_paged_attention_over_the_view_equals_the_cache(rng, dtype):
                                     pos_pool=pool.pos, k_scale=pool.k_scale,
                                     v_scale=pool.v_scale, dtype=dtype, return_lse=True)
     assert np.array_equal(got, want) and np.array_equal(lse, want_lse)
-    # the view keeps the cache alive
+    # the view keeps the cache alive (checked without touching freed memory first)
+    alive = weakref.ref(c)
     del c
     gc.collect()
+    assert alive() is not None
     again = rove.paged_attention(q, pool.k, pool.v, tables, LENS, cu, plan=plan,
                                  pos_pool=pool.pos, k_scale=pool.k_scale, v_scale=pool.v_scale)
     assert np.array_equal(again, want)
@@ -323,7 +329,12 @@ def test_bad_block_tables(rng):
     assert np.array_equal(run(tables), want)
     shared = tables.copy()
     shared[1, 0] = tables[0, 0]  # a block in two sequences' tables: allowed
-    run(shared)
+    out = run(shared)  # sequence 1 now reads sequence 0's first block in place of its own
+    k1 = np.concatenate([ks[0][:16], ks[1][16:]])
+    v1 = np.concatenate([vs[0][:16], vs[1][16:]])
+    assert np.array_equal(out[0], want[0])
+    close(out[1], kv_cache(plan, "f32", k1, v1, pos[1]).attention(q[1:2][None])[0, 0],
+          False)
     for s, i, value in [(0, 2, c.n_blocks), (1, 1, -1), (0, 2, tables[0, 0])]:  # range, repeat
         bad = tables.copy()
         bad[s, i] = value
@@ -332,6 +343,12 @@ def test_bad_block_tables(rng):
         assert isinstance(e.value, ValueError) and e.value.function == "rove_paged_attention"
     with pytest.raises(ValueError, match="columns"):
         run(tables[:, :2])
+    with pytest.raises(ValueError, match="int32"):
+        run(tables.astype(np.int64) + 2 ** 31)
+    with pytest.raises(TypeError, match="integers"):
+        run(tables.astype(np.float64))
+    with pytest.raises(ValueError, match=r"n_seqs, max_blocks"):
+        run(tables[0])
     with pytest.raises(ValueError, match="q_pos"):  # 1 row, no keys, default positions
         rove.paged_attention(q, pool.k, pool.v, tables, [40, 0], plan=plan)
     out, lse = rove.paged_attention(q, pool.k, pool.v, tables, [40, 0], plan=plan,
@@ -414,6 +431,55 @@ def test_torch_in_and_out(rng, torch):
         c.attention([s], q.double())
     with pytest.raises(TypeError, match="one dtype"):
         c.append(s, tk[:1], tv[:1].float())
+    with pytest.raises(ValueError, match="resolve_neg"):  # a lazy view: never read as is
+        rove.paged_attention(q, torch._neg_view(pk), pv, table, [130], plan=plan)
+
+
+def test_handles_are_not_copied_or_pickled(rng):
+    """A cache owns its C object: a copy would free it twice, so copy / deepcopy / pickle
+    raise. Plans are immutable: a copy is the plan itself; pickling raises."""
+    plan = rove.Plan(4, 2, 32)
+    assert copy.copy(plan) is plan and copy.deepcopy(plan) is plan
+    g = rove.GLAPlan(2, 16, 16)
+    assert copy.deepcopy(g) is g
+    for obj in (rove.PagedKVCache(plan, n_blocks=2), rove.KVCache(plan, 1, 8)):
+        for f in (copy.copy, copy.deepcopy):
+            with pytest.raises(TypeError, match="cannot be copied"):
+                f(obj)
+    for obj in (plan, g, rove.PagedKVCache(plan, n_blocks=2), rove.KVCache(plan, 1, 8)):
+        with pytest.raises(TypeError, match="pickled"):
+            pickle.dumps(obj)
+
+
+def test_sequences_from_several_threads(rng):
+    """Threads appending to, forking, freeing and attending one cache (its lock
+    serialises them): every sequence equals a rove.KVCache of its tokens, bit for bit."""
+    plan = rove.Plan(H, HK, D)
+    c = rove.PagedKVCache(plan, n_blocks=64, block_size=64, max_seqs=16)
+    errors, results = [], {}
+
+    def worker(w):
+        try:
+            g = np.random.default_rng(w)
+            s = c.new_sequence()
+            k, v = randn(g, 200, HK, D), randn(g, 200, HK, D)
+            for i in range(0, 200, 50):
+                c.append(s, k[i:i + 50], v[i:i + 50])
+                f = c.fork(s)
+                c.free(f)
+            q = randn(g, 1, H, D)
+            results[w] = (c.attention([s], q), kv_cache(plan, "f32", k, v, None).attention(
+                q[None])[0])
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 4
+    for got, want in results.values():
+        assert np.array_equal(got, want)
 
 
 # ---- construction and bad input ------------------------------------------------------------
@@ -444,8 +510,9 @@ def test_construction_and_bad_input(rng):
         c.append(s, k.astype(np.float64), k.astype(np.float64))
     with pytest.raises(rove.RoveInvalidArgument, match="no live sequence 2"):
         c.append(2, k, k)
+    before = _tensor.copies
     c.append(s, k[:, :, ::-1], k)  # not dense: copied once
-    assert c.length(s) == 5
+    assert c.length(s) == 5 and _tensor.copies == before + 1
     with pytest.raises(ValueError, match="truncate"):
         c.truncate(s, 6)
     with pytest.raises(ValueError, match="expected"):
@@ -474,6 +541,17 @@ def test_construction_and_bad_input(rng):
         rove.paged_attention(q, pool.k[:, :, ::-1], pool.v, t, [5], plan=plan)
     with pytest.raises(TypeError, match="not both"):
         rove.paged_attention(q, pool.k, pool.v, t, [5], plan=plan, rotate="rope")
+    with pytest.raises(ValueError, match="no blocks"):
+        rove.paged_attention(q, pool.k[:0], pool.v[:0], t, [5], plan=plan)
+    odd = np.zeros((2, 2, 12, 32), np.float32)  # block_size 12
+    with pytest.raises(ValueError, match="power of two"):
+        rove.paged_attention(q, odd, odd, [[0]], [5], plan=plan)
+    with pytest.raises(ValueError, match="give cu_seqlens_q"):
+        rove.paged_attention(randn(rng, 3, 4, 32), pool.k, pool.v, np.repeat(t, 2, 0), [5, 5],
+                             plan=plan)
+    raw = np.empty(pool.k.nbytes + 1, np.uint8)[1:].view(pool.k.dtype)  # misaligned
+    with pytest.raises(ValueError, match="aligned"):
+        rove.paged_attention(q, raw.reshape(pool.k.shape), pool.v, t, [5], plan=plan)
     # plan options instead of a plan: the same plan as get_plan's
     got = rove.paged_attention(q, pool.k, pool.v, t, [5], rotate="rope", pos_pool=pool.pos)
     assert np.array_equal(got, c.attention([s], q))
