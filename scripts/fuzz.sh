@@ -25,7 +25,7 @@ fi
 echo "==== $build: configure + build (clang, ROVE_BUILD_FUZZ=ON)"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DROVE_BUILD_FUZZ=ON -DROVE_BUILD_TESTS=OFF \
-  -DROVE_BUILD_TOOLS=OFF -DROVE_BUILD_BENCH=OFF >/dev/null
+  -DROVE_BUILD_TOOLS=OFF -DROVE_BUILD_BENCH=OFF -DROVE_ENABLE_MPI=OFF >/dev/null
 cmake --build "$build" -j "$jobs"
 
 # One thread everywhere: plans use n_threads = 1, and OpenBLAS must not spin up

@@ -8,8 +8,10 @@ set -euo pipefail
 
 # clang with its runtimes (libFuzzer, ASan, UBSan): the fuzz build (scripts/fuzz.sh,
 # ROVE_BUILD_FUZZ). No OpenMP: librove runs its own thread pool.
+# Open MPI (libopenmpi-dev, openmpi-bin: mpicc, mpiexec): librove_mpi, its tests and
+# bench/mpi_bench (docs/mpi.md); CMake builds them when it finds MPI.
 packages=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev libbenchmark-dev valgrind
-  clang libclang-rt-dev "$@")
+  clang libclang-rt-dev libopenmpi-dev openmpi-bin "$@")
 
 # Query the native architecture's copy (or the "all" one): with a foreign architecture
 # added (arm64, see scripts/test-aarch64.sh) a plain name lists every architecture's copy.

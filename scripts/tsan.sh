@@ -20,7 +20,7 @@ suites=(ktest_threads test_thread_pool test_properties test_decode test_kv_cache
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=thread \
   -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
   -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread -DROVE_BUILD_BENCH=OFF \
-  -DROVE_BUILD_TOOLS=OFF >/dev/null
+  -DROVE_BUILD_TOOLS=OFF -DROVE_ENABLE_MPI=OFF >/dev/null
 cmake --build "$dir" -j "$jobs" --target "${suites[@]}" rove_dlclose_copy
 
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:die_after_fork=0:second_deadlock_stack=1}

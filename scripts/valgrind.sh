@@ -41,7 +41,7 @@ suites=(test_bad_input test_rope_freq test_rope_fields test_kv_cache test_layer 
 
 echo "==== valgrind: configure and build $dir"
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROVE_SANITIZE=OFF \
-  -DROVE_ENABLE_THREADS=ON -DROVE_BUILD_BENCH=OFF -DROVE_BUILD_TOOLS=OFF >/dev/null
+  -DROVE_ENABLE_THREADS=ON -DROVE_BUILD_BENCH=OFF -DROVE_BUILD_TOOLS=OFF -DROVE_ENABLE_MPI=OFF >/dev/null
 cmake --build "$dir" -j "$jobs" --target "${suites[@]}"
 
 # The best ISA, as librove itself chooses it (natively, not under valgrind).
