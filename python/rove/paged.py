@@ -24,9 +24,8 @@ results equal rove.KVCache's over the same tokens: bit for bit when block_size i
 multiple of 64 (the row kernel's key block), otherwise to float rounding.
 
 Queries are packed as in rove.attention_varlen: q [total_q, n_heads, head_dim] (float32,
-float16 or torch.bfloat16; the output has q's dtype),
-sequence s owning rows cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1 (1 row: decode; a few:
-speculative verification). Without q_pos, the rows of a sequence get the positions of its
+float16 or torch.bfloat16; the output has q's dtype), sequence s owning rows
+cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1 (1 row: decode; a few: speculative verification). Without q_pos, the rows of a sequence get the positions of its
 last keys (the tokens just appended): append first, then attend.
 """
 from __future__ import annotations
