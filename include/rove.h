@@ -587,6 +587,10 @@ ROVE_API void rove_kv_cache_destroy(rove_kv_cache *c);
 ROVE_API int32_t rove_kv_cache_length(const rove_kv_cache *c);
 /** Capacity per batch row (0 for NULL). */
 ROVE_API int32_t rove_kv_cache_capacity(const rove_kv_cache *c);
+/** The plan the cache was created from (borrowed: the pointer given to
+ *  rove_kv_cache_create / _create_typed); NULL for NULL. Lets code that receives a cache
+ *  check that it holds K and V rotated the way its own plan expects. */
+ROVE_API const rove_plan *rove_kv_cache_plan(const rove_kv_cache *c);
 
 /**
  * Rotate and store the K and V of @p n_tokens new tokens per batch row (rounded to the

@@ -197,16 +197,17 @@ ROVE_API rove_status rove_mpi_ring_attention(const rove_plan *p, const rove_atte
  *   @p root; on other ranks NULL (not written) or a buffer that receives the result too.
  * - a->lse: NULL or out [batch][n_heads][q_len] on any rank.
  * @p p is the plan the caches were created from (it sizes the messages; its configuration
- * must be the same on every rank). Not checked, because librove has no way to ask a
- * cache for its plan: every rank's @p c must come from a plan with the configuration of
- * @p p and the batch a->batch (a cache of another batch is ROVE_ERR_INVALID_ARGUMENT on
- * every rank when it is not empty).
+ * must be the same on every rank). Every rank's @p c must come from @p p or from a plan
+ * with the same configuration (rove_kv_cache_plan, compared by the fingerprint the ranks
+ * agree on), and have the batch a->batch; either mismatch is ROVE_ERR_INVALID_ARGUMENT
+ * on every rank (the batch only when that rank's cache is not empty).
  * Collectives per call: the argument agreement (MPI_Allreduce), MPI_Comm_dup, the query
  * broadcast, the record reduction and the result broadcast.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan, cache or args, q / q_pos / out
  *         NULL on root, batch or q_len <= 0, k / v / kv_pos set, root outside the
  *         communicator, a stride below the dense width, overlapping outputs; on any rank,
- *         or a size, the root or the plan differing between ranks; a slice's attention
+ *         or a size, the root or the plan differing between ranks, a cache from a plan
+ *         of another configuration; a slice's attention
  *         rejecting the call); ROVE_ERR_UNSUPPORTED (explicit angles);
  *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY; ROVE_ERR_INTERNAL (an MPI call
  *         failed). The same status on every rank; outputs untouched on failure.

@@ -84,7 +84,7 @@ void rove_kv_cache_destroy(rove_kv_cache *c) {
 rove_dtype rove_kv_cache_type(const rove_kv_cache *c) { return c ? (rove_dtype)c->type : ROVE_DTYPE_F32; }
 int32_t rove_kv_cache_length(const rove_kv_cache *c) { return c ? c->len : 0; }
 int32_t rove_kv_cache_batch_internal(const rove_kv_cache *c) { return c ? c->batch : 0; }
-const rove_plan *rove_kv_cache_plan_internal(const rove_kv_cache *c) { return c ? c->p : NULL; }
+const rove_plan *rove_kv_cache_plan(const rove_kv_cache *c) { return c ? c->p : NULL; }
 int32_t rove_kv_cache_capacity(const rove_kv_cache *c) { return c ? c->cap : 0; }
 
 /* ---- append ------------------------------------------------------------------------ */

@@ -6,6 +6,5 @@
 #include "plan.h"
 
 int32_t rove_kv_cache_batch_internal(const rove_kv_cache *c);      /* 0 for NULL */
-const rove_plan *rove_kv_cache_plan_internal(const rove_kv_cache *c); /* NULL for NULL */
 
 #endif

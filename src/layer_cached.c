@@ -18,7 +18,7 @@ static int same_shape(const rove_plan *a, const rove_plan *b) {
 rove_status rove_layer_forward_cached(const rove_layer *l, rove_kv_cache *cache, int32_t n,
                                       const float *x, const int32_t *pos, float *y) {
   if (!l || !cache || n <= 0) return ROVE_ERR_INVALID_ARGUMENT;
-  const rove_plan *cp = rove_kv_cache_plan_internal(cache);
+  const rove_plan *cp = rove_kv_cache_plan(cache);
   const int32_t batch = rove_kv_cache_batch_internal(cache);
   if (!cp || batch <= 0 || !same_shape(l->p, cp)) return ROVE_ERR_INVALID_ARGUMENT;
   const int32_t old_len = rove_kv_cache_length(cache);

@@ -263,6 +263,7 @@ static void test_truncate_and_reset(void **state) {
   rove_kv_cache *c = NULL;
   assert_int_equal(rove_kv_cache_create(s.p, 1, 64, &c), ROVE_OK);
   assert_int_equal(rove_kv_cache_capacity(c), 64);
+  assert_ptr_equal(rove_kv_cache_plan(c), s.p); /* borrowed, the very pointer */
   assert_int_equal(rove_kv_cache_append(c, 40, s.k, 0, s.v, 0, NULL), ROVE_OK);
   assert_int_equal(rove_kv_cache_truncate(c, 30), ROVE_OK); /* drop a rejected draft */
   assert_int_equal(rove_kv_cache_append(c, 34, s.k + 30 * 64, 0, s.v + 30 * 64, 0, NULL), ROVE_OK);
@@ -334,6 +335,7 @@ static void test_bad_input(void **state) {
   assert_int_equal(rove_kv_cache_positions(c, NULL), ROVE_ERR_INVALID_ARGUMENT);
   assert_int_equal(rove_kv_cache_length(NULL), 0);
   assert_int_equal(rove_kv_cache_capacity(NULL), 0);
+  assert_null(rove_kv_cache_plan(NULL));
   assert_int_equal(rove_kv_cache_reset(NULL), ROVE_ERR_INVALID_ARGUMENT);
   assert_int_equal(rove_kv_cache_shift(NULL, 0, 0, 1), ROVE_ERR_INVALID_ARGUMENT);
   assert_int_equal(rove_kv_cache_positions(NULL, pos), ROVE_ERR_INVALID_ARGUMENT);

@@ -296,6 +296,7 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_kv_cache_destroy": (None, [_P]),
     "rove_kv_cache_length": (c_int32, [_P]),
     "rove_kv_cache_capacity": (c_int32, [_P]),
+    "rove_kv_cache_plan": (c_void_p, [_P]),
     "rove_kv_cache_append": (c_enum, [_P, c_int32, _P, c_int64, _P, c_int64, _P]),
     "rove_kv_cache_append_angles": (c_enum, [_P, c_int32, _P, c_int64, _P, c_int64, _P, _P]),
     "rove_kv_cache_attention": (c_enum, [_P, POINTER(AttentionArgs)]),

@@ -52,6 +52,13 @@ static rove_status check_local(dec *x, const rove_plan *p, const rove_kv_cache *
   if (!p || !c || !a) return ROVE_ERR_INVALID_ARGUMENT;
   *key = rmpi_plan_key(p, &x->H, &x->Hkv, &x->d, &x->causal, &x->window);
   if (*key < 0) return ROVE_ERR_INVALID_ARGUMENT;
+  /* the cache must hold K and V as p would have stored them: its own plan, or one with
+   * the same fingerprint (a cache of another plan would give a silently wrong answer) */
+  const rove_plan *cp = rove_kv_cache_plan(c);
+  if (cp != p) {
+    int32_t h, hk, d, causal, window;
+    if (rmpi_plan_key(cp, &h, &hk, &d, &causal, &window) != *key) return ROVE_ERR_INVALID_ARGUMENT;
+  }
   if (a->batch <= 0 || a->q_len <= 0 || a->k || a->v || a->kv_pos || a->kv_len != 0)
     return ROVE_ERR_INVALID_ARGUMENT;
   if (x->root < 0 || x->root >= x->size) return ROVE_ERR_INVALID_ARGUMENT;

@@ -232,6 +232,20 @@ static void test_decode_errors(void **state) {
              ROVE_ERR_INVALID_ARGUMENT);
   expect_all("decode: MPI_COMM_NULL", rove_mpi_cache_attention(f.p, c, &a0, 0, MPI_COMM_NULL),
              ROVE_ERR_INVALID_ARGUMENT);
+  /* the victim's cache comes from a plan of the same shape with a softcap: its rows are
+   * the same, but p's fingerprint is not the cache's plan's (checked by every rank) */
+  rove_plan *capped = plan_of(H, HKV, D, 1, 30.0f), *twin = plan_of(H, HKV, D, 1, 0);
+  rove_kv_cache *cc = NULL, *ct = NULL;
+  assert_int_equal(rove_kv_cache_create(capped, B, N, &cc), ROVE_OK);
+  assert_int_equal(rove_kv_cache_create(twin, B, N, &ct), ROVE_OK);
+  assert_ptr_equal(rove_kv_cache_plan(cc), capped);
+  if (f.n > 0) {
+    assert_int_equal(rove_kv_cache_append(cc, f.n, f.k, 0, f.v, 0, f.pos), ROVE_OK);
+    assert_int_equal(rove_kv_cache_append(ct, f.n, f.k, 0, f.v, 0, f.pos), ROVE_OK);
+  }
+  expect_all("decode: a cache of another plan's configuration",
+             rove_mpi_cache_attention(f.p, mt_rank == victim ? cc : c, &a0, 0, MPI_COMM_WORLD),
+             ROVE_ERR_INVALID_ARGUMENT);
   int clean = 1;
   for (int i = 0; i < H * D; i++) clean &= rove_has_bits(out + i, ROVE_GUARD_CANARY);
   for (int i = 0; i < H; i++) clean &= rove_has_bits(lse + i, ROVE_GUARD_CANARY);
@@ -239,6 +253,20 @@ static void test_decode_errors(void **state) {
            "decode: output written by a failed call");
   expect_all("decode: good call", rove_mpi_cache_attention(f.p, c, &a0, 0, MPI_COMM_WORLD),
              ROVE_OK);
+  /* a cache of another plan object with p's configuration is accepted, bit for bit */
+  float *out2 = malloc(sizeof(float) * H * D);
+  assert_non_null(out2);
+  rove_attention_args a2 = a0;
+  a2.out = out2, a2.lse = NULL;
+  expect_all("decode: a cache of an equal plan",
+             rove_mpi_cache_attention(f.p, mt_rank == victim ? ct : c, &a2, 0, MPI_COMM_WORLD),
+             ROVE_OK);
+  if (mt_rank == 0)
+    mt_check(memcmp(out, out2, sizeof(float) * H * D) == 0,
+             "decode: an equal plan's cache gave other bits");
+  free(out2);
+  rove_kv_cache_destroy(cc), rove_kv_cache_destroy(ct);
+  rove_plan_destroy(capped), rove_plan_destroy(twin);
   rove_guarded_free(&go), rove_guarded_free(&gl);
   free(k2), free(v2);
   rove_kv_cache_destroy(c), rove_kv_cache_destroy(c2);
