@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Build the libFuzzer harnesses (fuzz/, ROVE_BUILD_FUZZ=ON with clang, librove under
-# ASan+UBSan) and run each for a fixed time, one after the other, on one thread:
+# ASan+UBSan) and run each for a fixed time on one thread, ROVE_JOBS (default nproc) of
+# them at a time:
 #   scripts/fuzz.sh [seconds per harness, default 300] [harness name regex, default all]
-# CI (scripts/test.sh) runs `scripts/fuzz.sh 45`. Each harness starts from its committed
+# CI (scripts/test.sh) runs `scripts/fuzz.sh 30`. Each harness starts from its committed
 # seeds (fuzz/corpus/<name>/) plus what earlier runs found (<build>/corpus/<name>/, never
 # the repository); a crash, leak, sanitizer report, violated invariant or timeout leaves
 # its input in <build>/artifacts/<name>/ and fails the script. Prints execs/s and coverage
 # (cov = edges, ft = features) per harness at the end. ROVE_FUZZ_BUILD overrides the build
-# directory (build-fuzz), ROVE_JOBS the build parallelism.
+# directory (build-fuzz), ROVE_JOBS the build parallelism and the harnesses run at once.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,23 +35,18 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:abort_on_error=0:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
-status=0
-results=()
-while read -r name; do
-  [ -n "$name" ] || continue
-  [[ "$name" =~ $only ]] || continue
-  seeds=fuzz/corpus/$name
-  work=$build/corpus/$name
-  art=$build/artifacts/$name
-  log=$build/fuzz-$name.log
+# One harness: its libFuzzer run, its log's tail, and a one-line result in
+# $build/fuzz-<name>.result; returns non-zero on a finding.
+fuzz_one() {
+  local name=$1 seeds=fuzz/corpus/$1 work=$build/corpus/$1 art=$build/artifacts/$1
+  local log=$build/fuzz-$1.log rc=0 last cov ft execs eps found verdict=ok
   mkdir -p "$work" "$art"
   [ -d "$seeds" ] || seeds=
-  echo
-  echo "==== $name: ${seconds} s"
-  rc=0
   "$build/fuzz/$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -max_len=4096 -print_final_stats=1 -artifact_prefix="$art/" "$work" $seeds \
     >"$log" 2>&1 || rc=$?
+  echo
+  echo "==== $name: ${seconds} s (last lines of $log)"
   tail -n 20 "$log"
   # the last status line, e.g. "#123456 DONE cov: 812 ft: 2490 corp: 301/40Kb ..."
   last=$(grep -E '^#[0-9]+' "$log" | tail -n 1 || true)
@@ -59,14 +55,47 @@ while read -r name; do
   execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$log" | tail -n 1)
   eps=$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+).*/\1/p' "$log" | tail -n 1)
   found=$(find "$art" -type f | head -n 5)
-  verdict=ok
   if [ "$rc" -ne 0 ] || [ -n "$found" ]; then
     verdict="FAILED (rc $rc; see $log${found:+; inputs: $(echo $found)})"
+  fi
+  printf '%-24s %10s execs %7s execs/s  cov %6s  ft %7s  %s\n' "$name" "${execs:-?}" \
+    "${eps:-?}" "${cov:-?}" "${ft:-?}" "$verdict" >"$build/fuzz-$name.result"
+  [ "$verdict" = ok ]
+}
+
+# The harnesses run $jobs at a time (each is one process on one thread): on 2 cores the
+# 9 harnesses take 5 rounds of $seconds instead of 9.
+names=()
+while read -r name; do
+  [ -n "$name" ] || continue
+  [[ "$name" =~ $only ]] || continue
+  names+=("$name")
+  rm -f "$build/fuzz-$name.result"
+done <"$build/fuzz/harnesses.txt"
+echo "==== ${#names[@]} harnesses, ${seconds} s each, $jobs at a time"
+status=0
+running=0
+for name in "${names[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$name" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
+done
+results=()
+for name in "${names[@]}"; do
+  if [ -f "$build/fuzz-$name.result" ]; then
+    results+=("$(cat "$build/fuzz-$name.result")")
+  else
+    results+=("$name: no result (the harness script itself failed)")
     status=1
   fi
-  results+=("$(printf '%-24s %10s execs %7s execs/s  cov %6s  ft %7s  %s' "$name" \
-    "${execs:-?}" "${eps:-?}" "${cov:-?}" "${ft:-?}" "$verdict")")
-done <"$build/fuzz/harnesses.txt"
+done
 
 echo
 echo "==== fuzz summary (${seconds} s per harness)"
