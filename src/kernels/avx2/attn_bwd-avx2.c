@@ -47,6 +47,18 @@ static void acc_avx2(float *dst, const float *W, int64_t wo, int64_t wn, const f
   ((d) % 32 == 0 ? acc_avx2(dst, W, wo, wn, src, n_out, n_in, d)                             \
                  : rove_bwd_acc(dst, W, wo, wn, src, n_out, n_in, d))
 
+/* dS = P (dP - D) where P != 0 (unordered compare: a NaN P keeps its NaN), else +0: the
+ * same operations as rove_bwd_ds (a subtraction, then a product), so the same bits. */
+static inline void ds_avx2(float *g, const float *p, float D) {
+  const __m256 vd = _mm256_set1_ps(D), zero = _mm256_setzero_ps();
+  for (int32_t j = 0; j < 64; j += 8) {
+    const __m256 pv = _mm256_loadu_ps(p + j);
+    const __m256 x = _mm256_mul_ps(pv, _mm256_sub_ps(_mm256_loadu_ps(g + j), vd));
+    _mm256_storeu_ps(g + j, _mm256_and_ps(_mm256_cmp_ps(pv, zero, _CMP_NEQ_UQ), x));
+  }
+}
+#define ROVE_BWD_DS_IMPL(g, p, D) ds_avx2(g, p, D)
+
 #include "../attn_bwd_body.h"
 
 #if ROVE_BWD_TK != 64
