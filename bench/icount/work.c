@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* One fixed workload per case, for instruction counts under callgrind (scripts/icount.sh):
  * argv[1] = setup | prefill1024 | prefill2048_128_gqa | decode4096 | decode_cache4096 |
- * gla4096, argv[2] = the rove_isa value. One thread. The inputs are filled with rand(), so
+ * gla4096 | backward512 | backward512_128 (a causal forward with LSE, then its backward, no
+ * rotation; subtract prefill512 / prefill512_128 for the backward alone),
+ * argv[2] = the rove_isa value. One thread. The inputs are filled with rand(), so
  * "setup" (fill only) is the part to subtract. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,11 @@ int main(int argc, char **argv) {
   if (!strcmp(cs, "decode_cache4096")) { nq = 1; nk = 4096; cache = 1; }
   if (!strcmp(cs, "decode4096")) { nq = 1; nk = 4096; }
   if (!strcmp(cs, "gla4096")) gla = 1;
+  const int bwd = !strncmp(cs, "backward512", 11);
+  if (bwd || !strncmp(cs, "prefill512", 10)) {
+    nq = nk = 512;
+    if (strstr(cs, "_128")) H = Hk = 8, d = 128;
+  }
   if (gla) {
     int T = 4096, K = 64; rove_gla_config c; rove_gla_config_init(&c, 12, K, K); c.isa = isa; c.n_threads = 1; c.rotate = ROVE_ROTATE_ROVE;
     rove_gla_plan *p; if (rove_gla_plan_create(&c, &p)) return 1;
@@ -34,6 +41,13 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cs, "setup")) return 0;
-  rove_attention_args a = {.batch = 1, .q_len = nq, .kv_len = nk, .q = q, .k = k, .v = v, .out = o};
-  return rove_attention_forward(p, &a);
+  float *lse = malloc((size_t)nq * H * 4);
+  rove_attention_args a = {.batch = 1, .q_len = nq, .kv_len = nk, .q = q, .k = k, .v = v, .out = o,
+                           .lse = lse};
+  if (rove_attention_forward(p, &a)) return 1;
+  if (!bwd) return 0;
+  float *dout = rnd((size_t)nq * H * d, 4), *dq = malloc((size_t)nq * H * d * 4);
+  float *dk = malloc((size_t)nk * Hk * d * 4), *dv = malloc((size_t)nk * Hk * d * 4);
+  rove_attention_grads g = {.dout = dout, .dq = dq, .dk = dk, .dv = dv};
+  return rove_attention_backward(p, &a, &g);
 }
