@@ -35,8 +35,8 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:abort_on_error=0:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
-# One harness: its libFuzzer run, its log's tail, and a one-line result in
-# $build/fuzz-<name>.result; returns non-zero on a finding.
+# One harness: its libFuzzer run and a one-line result in $build/fuzz-<name>.result;
+# returns non-zero on a finding.
 fuzz_one() {
   local name=$1 seeds=fuzz/corpus/$1 work=$build/corpus/$1 art=$build/artifacts/$1
   local log=$build/fuzz-$1.log rc=0 last cov ft execs eps found verdict=ok
@@ -45,9 +45,6 @@ fuzz_one() {
   "$build/fuzz/$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -max_len=4096 -print_final_stats=1 -artifact_prefix="$art/" "$work" $seeds \
     >"$log" 2>&1 || rc=$?
-  echo
-  echo "==== $name: ${seconds} s (last lines of $log)"
-  tail -n 20 "$log"
   # the last status line, e.g. "#123456 DONE cov: 812 ft: 2490 corp: 301/40Kb ..."
   last=$(grep -E '^#[0-9]+' "$log" | tail -n 1 || true)
   cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$last")
@@ -72,7 +69,10 @@ while read -r name; do
   names+=("$name")
   rm -f "$build/fuzz-$name.result"
 done <"$build/fuzz/harnesses.txt"
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 echo "==== ${#names[@]} harnesses, ${seconds} s each, $jobs at a time"
+# an interrupted run takes its harnesses down with it
+trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
 status=0
 running=0
 for name in "${names[@]}"; do
@@ -87,8 +87,12 @@ while [ "$running" -gt 0 ]; do
   wait -n || status=1
   running=$((running - 1))
 done
+trap - INT TERM
 results=()
-for name in "${names[@]}"; do
+for name in "${names[@]}"; do # each log's tail, in harness order once all have ended
+  echo
+  echo "==== $name: ${seconds} s (last lines of $build/fuzz-$name.log)"
+  tail -n 20 "$build/fuzz-$name.log" 2>/dev/null || true
   if [ -f "$build/fuzz-$name.result" ]; then
     results+=("$(cat "$build/fuzz-$name.result")")
   else

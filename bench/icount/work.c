@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* One fixed workload per case, for instruction counts under callgrind (scripts/icount.sh):
  * argv[1] = setup | prefill1024 | prefill2048_128_gqa | decode4096 | decode_cache4096 |
- * gla4096 | backward512 | backward512_128 (a causal forward with LSE, then its backward, no
- * rotation; subtract prefill512 / prefill512_128 for the backward alone),
+ * gla4096 | backward512 | backward512_128 (a causal RoVE forward with LSE, then its
+ * backward; prefill512 / prefill512_128 do the same set-up and forward without the
+ * backward call, so the difference is the backward alone),
  * argv[2] = the rove_isa value. One thread. The inputs are filled with rand(), so
  * "setup" (fill only) is the part to subtract. */
 #include <stdio.h>
@@ -41,13 +42,14 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cs, "setup")) return 0;
-  float *lse = malloc((size_t)nq * H * 4);
+  const int pair = bwd || !strncmp(cs, "prefill512", 10); /* the backward's pair of cases */
+  float *lse = pair ? malloc((size_t)nq * H * 4) : NULL;
   rove_attention_args a = {.batch = 1, .q_len = nq, .kv_len = nk, .q = q, .k = k, .v = v, .out = o,
                            .lse = lse};
-  if (rove_attention_forward(p, &a)) return 1;
-  if (!bwd) return 0;
+  if (!pair) return rove_attention_forward(p, &a);
   float *dout = rnd((size_t)nq * H * d, 4), *dq = malloc((size_t)nq * H * d * 4);
   float *dk = malloc((size_t)nk * Hk * d * 4), *dv = malloc((size_t)nk * Hk * d * 4);
+  if (rove_attention_forward(p, &a)) return 1;
   rove_attention_grads g = {.dout = dout, .dq = dq, .dk = dk, .dv = dv};
-  return rove_attention_backward(p, &a, &g);
+  return bwd ? rove_attention_backward(p, &a, &g) : 0;
 }

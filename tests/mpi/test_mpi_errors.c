@@ -233,7 +233,8 @@ static void test_decode_errors(void **state) {
   expect_all("decode: MPI_COMM_NULL", rove_mpi_cache_attention(f.p, c, &a0, 0, MPI_COMM_NULL),
              ROVE_ERR_INVALID_ARGUMENT);
   /* the victim's cache comes from a plan of the same shape with a softcap: its rows are
-   * the same, but p's fingerprint is not the cache's plan's (checked by every rank) */
+   * the same, but p's fingerprint is not the cache's plan's (the victim's check; the
+   * agreement gives every rank its status) */
   rove_plan *capped = plan_of(H, HKV, D, 1, 30.0f), *twin = plan_of(H, HKV, D, 1, 0);
   rove_kv_cache *cc = NULL, *ct = NULL;
   assert_int_equal(rove_kv_cache_create(capped, B, N, &cc), ROVE_OK);
@@ -254,7 +255,7 @@ static void test_decode_errors(void **state) {
   expect_all("decode: good call", rove_mpi_cache_attention(f.p, c, &a0, 0, MPI_COMM_WORLD),
              ROVE_OK);
   /* a cache of another plan object with p's configuration is accepted, bit for bit */
-  float *out2 = malloc(sizeof(float) * H * D);
+  float *out2 = calloc((size_t)H * D, sizeof(float)); /* compared even if the call failed */
   assert_non_null(out2);
   rove_attention_args a2 = a0;
   a2.out = out2, a2.lse = NULL;

@@ -119,8 +119,9 @@ static inline __attribute__((always_inline)) void acc_rows2(float *x0, const flo
   _mm256_storeu_ps(x1 + 16, b2), _mm256_storeu_ps(x1 + 24, b3);
 }
 
-/* The weights are zero only where a pair is hidden or its P underflowed (masked and
- * partial tiles, mostly): the other calls take the branch-free loop. callgrind, n = 512,
+/* A weight is zero where P is (a hidden pair: masked tiles; or an underflow) and, for dS,
+ * where dP equals D or a softcap saturates; calls without one take the branch-free loop
+ * (most tiles of a causal call). callgrind, n = 512,
  * 12 x 64 causal, one thread: acc_avx2 90.1M -> 60.6M instructions, the tile body (which
  * inlines the dq call) 51.0M -> 36.3M. */
 static void acc_avx2(float *dst, const float *W, int64_t wo, int64_t wn, const float *src,
