@@ -69,6 +69,16 @@ __attribute__((target("avx2,fma"), noinline)) static float walk(const float *k, 
 
 static volatile float sink;
 
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median5(double *x) {
+  qsort(x, 5, sizeof *x, cmp_double);
+  return x[2];
+}
+
 static double per_key_ns(const float *k, const float *v, size_t nk, int w, int reps) {
   const double t = now();
   for (int r = 0; r < reps; r++) sink += walk(k, v, nk, w);
@@ -113,18 +123,9 @@ int main(int argc, char **argv) {
       ca[r] = per_key_ns(k, v, CACHED_KEYS, ws[i], 64);
       dr[r] = per_key_ns(k, v, nk, ws[i], 1);
     }
-    for (int a = 0; a < 5; a++) /* sort each column for its median */
-      for (int b = a + 1; b < 5; b++) {
-        double *cols[3] = {rd, ca, dr};
-        for (int c = 0; c < 3; c++)
-          if (cols[c][b] < cols[c][a]) {
-            const double x = cols[c][a];
-            cols[c][a] = cols[c][b], cols[c][b] = x;
-          }
-      }
-    const double m = rd[2] > ca[2] ? rd[2] : ca[2];
-    printf("%4d %12d %8.1f %8.1f %8.1f %22.2f\n", ws[i], 32 * ws[i],
-           rd[2], ca[2], dr[2], dr[2] / m);
+    const double mr = median5(rd), mc = median5(ca), md = median5(dr);
+    printf("%4d %12d %8.1f %8.1f %8.1f %22.2f\n", ws[i], 32 * ws[i], mr, mc, md,
+           md / (mr > mc ? mr : mc));
   }
   free(k), free(v);
   return 0;

@@ -35,8 +35,8 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:abort_on_error=0:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
-# One harness: its libFuzzer run and a one-line result in $build/fuzz-<name>.result;
-# returns non-zero on a finding.
+# One harness: its libFuzzer run and a one-line result in $build/fuzz-<name>.result
+# (ending in "ok", or the FAILED verdict).
 fuzz_one() {
   local name=$1 seeds=fuzz/corpus/$1 work=$build/corpus/$1 art=$build/artifacts/$1
   local log=$build/fuzz-$1.log rc=0 last cov ft execs eps found verdict=ok
@@ -57,7 +57,6 @@ fuzz_one() {
   fi
   printf '%-24s %10s execs %7s execs/s  cov %6s  ft %7s  %s\n' "$name" "${execs:-?}" \
     "${eps:-?}" "${cov:-?}" "${ft:-?}" "$verdict" >"$build/fuzz-$name.result"
-  [ "$verdict" = ok ]
 }
 
 # The harnesses run $jobs at a time (each is one process on one thread): on 2 cores the
@@ -73,21 +72,14 @@ done <"$build/fuzz/harnesses.txt"
 echo "==== ${#names[@]} harnesses, ${seconds} s each, $jobs at a time"
 # an interrupted run takes its harnesses down with it
 trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
-status=0
-running=0
-for name in "${names[@]}"; do
-  if [ "$running" -ge "$jobs" ]; then
-    wait -n || status=1
-    running=$((running - 1))
-  fi
+for name in "${names[@]}"; do # as scripts/valgrind.sh: at most $jobs running
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
   fuzz_one "$name" &
-  running=$((running + 1))
 done
-while [ "$running" -gt 0 ]; do
-  wait -n || status=1
-  running=$((running - 1))
-done
+wait || true
 trap - INT TERM
+# the verdicts are in the .result files (a missing one: the harness's job itself failed)
+status=0
 results=()
 for name in "${names[@]}"; do # each log's tail, in harness order once all have ended
   echo
@@ -95,6 +87,7 @@ for name in "${names[@]}"; do # each log's tail, in harness order once all have 
   tail -n 20 "$build/fuzz-$name.log" 2>/dev/null || true
   if [ -f "$build/fuzz-$name.result" ]; then
     results+=("$(cat "$build/fuzz-$name.result")")
+    [[ "${results[-1]}" == *" ok" ]] || status=1
   else
     results+=("$name: no result (the harness script itself failed)")
     status=1

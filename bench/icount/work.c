@@ -18,8 +18,9 @@ int main(int argc, char **argv) {
   if (!strcmp(cs, "decode_cache4096")) { nq = 1; nk = 4096; cache = 1; }
   if (!strcmp(cs, "decode4096")) { nq = 1; nk = 4096; }
   if (!strcmp(cs, "gla4096")) gla = 1;
-  const int bwd = !strncmp(cs, "backward512", 11);
-  if (bwd || !strncmp(cs, "prefill512", 10)) {
+  /* backward512* and the prefill512* cases it is compared with */
+  const int bwd = !strncmp(cs, "backward512", 11), pair = bwd || !strncmp(cs, "prefill512", 10);
+  if (pair) {
     nq = nk = 512;
     if (strstr(cs, "_128")) H = Hk = 8, d = 128;
   }
@@ -42,7 +43,6 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cs, "setup")) return 0;
-  const int pair = bwd || !strncmp(cs, "prefill512", 10); /* the backward's pair of cases */
   float *lse = pair ? malloc((size_t)nq * H * 4) : NULL;
   rove_attention_args a = {.batch = 1, .q_len = nq, .kv_len = nk, .q = q, .k = k, .v = v, .out = o,
                            .lse = lse};
