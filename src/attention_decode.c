@@ -143,7 +143,8 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
 }
 
 /* Key tiles [kt0, kt1) of batch b, in runs of ROWS_RUN tiles; within a run KV head by KV
- * head, one call per stretch of tiles of the same visibility class. */
+ * head, one call per stretch of tiles of the same visibility class; each KV head's last
+ * call names the rows of the call after it (k_next, v_next). */
 static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *s, int64_t b,
                       int64_t kt0, int64_t kt1, int32_t qmin, int32_t qmax) {
   const int64_t tk = f->p->kern->tile_kv;
@@ -151,11 +152,21 @@ static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *
     const int64_t r1 = r0 + ROWS_RUN < kt1 ? r0 + ROWS_RUN : kt1;
     int cls[ROWS_RUN];
     for (int64_t kt = r0; kt < r1; kt++) cls[kt - r0] = tile_class(f, b, kt, qmin, qmax);
-    for (int64_t kvh = 0; kvh < f->p->cfg.n_kv_heads; kvh++) {
+    const int64_t hkv = f->p->cfg.n_kv_heads;
+    for (int64_t kvh = 0; kvh < hkv; kvh++) {
       rows_group(t, s, kvh);
       for (int64_t kt = r0, ke; kt < r1; kt = ke) {
         const int c = cls[kt - r0];
         for (ke = kt + 1; ke < r1 && cls[ke - r0] == c;) ke++;
+        /* the hint for the kernel's prefetch: after a KV head's last call of the run comes
+         * the next KV head's first (or the next run's), rows read in place (a paged cache
+         * prefetches its own blocks in rows_call) */
+        t->k_next = t->v_next = NULL;
+        if (ke == r1 && !f->blocks && (kvh + 1 < hkv || r1 < kt1)) {
+          const int64_t nh = kvh + 1 < hkv ? kvh + 1 : 0, nj = (kvh + 1 < hkv ? r0 : r1) * tk;
+          t->k_next = rove_fwd_raw(f->k, f->k_type, rove_fwd_kelem(f, b, nh, nj));
+          t->v_next = rove_fwd_raw(f->v, f->v_type, rove_fwd_velem(f, b, nh, nj));
+        }
         if (c != 0) rows_call(f, t, b, kvh, kt * tk, ke * tk < f->kv_len ? ke * tk : f->kv_len, c);
       }
     }

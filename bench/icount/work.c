@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* One fixed workload per case, for instruction counts under callgrind (scripts/icount.sh):
  * argv[1] = setup | prefill1024 | prefill2048_128_gqa | decode4096 | decode_cache4096 |
- * gla4096 | backward512 | backward512_128 (a causal RoVE forward with LSE, then its
+ * decode_cache_gqa2048 (32:8 x 128, the GQA row kernel) | gla4096 | backward512 | backward512_128 (a causal RoVE forward with LSE, then its
  * backward; prefill512 / prefill512_128 do the same set-up and forward without the
  * backward call, so the difference is the backward alone),
  * argv[2] = the rove_isa value. One thread. The inputs are filled with rand(), so
@@ -17,6 +17,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cs, "prefill2048_128_gqa")) { d = 128; Hk = 3; nq = nk = 2048; }
   if (!strcmp(cs, "decode_cache4096")) { nq = 1; nk = 4096; cache = 1; }
   if (!strcmp(cs, "decode4096")) { nq = 1; nk = 4096; }
+  if (!strcmp(cs, "decode_cache_gqa2048")) { H = 32; Hk = 8; d = 128; nq = 1; nk = 2048; cache = 1; }
   if (!strcmp(cs, "gla4096")) gla = 1;
   /* backward512* and the prefill512* cases it is compared with */
   const int bwd = !strncmp(cs, "backward512", 11), pair = bwd || !strncmp(cs, "prefill512", 10);

@@ -119,6 +119,10 @@ typedef struct rove_rows_args {
   float k_mul;          /* with krot: multiplies the rotated dims of K (the YaRN m) */
   float *o, *m, *l;     /* accumulators [nq][d], [nq], [nq] (m starts at -inf, l at 0) */
   float *scratch;       /* ROVE_ROWS_SCRATCH(d) floats, 64-byte aligned */
+  /* A hint, NULL for none: the first K / V rows of the call that will follow this one
+   * (same types and strides), which a kernel may prefetch while it reads its last block.
+   * Never read as data: a wrong hint costs memory traffic, not correctness. */
+  const void *k_next, *v_next;
 } rove_rows_args;
 typedef void (*rove_attn_rows_fn)(const rove_rows_args *t);
 

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/* ab_decode: cache decode of two librove builds, timed in one process, alternately.
+ *
+ * On a shared, noisy host two benchmark runs minutes apart can differ by more than the
+ * change being measured. This loads two builds of librove.so (dlopen, each with its own
+ * symbols), gives each its own plan and KV cache of the same shape and contents, and
+ * times one decode step of A, then of B, round after round, next to a pure read of the
+ * same number of bytes (the bandwidth reference, also in the same rounds). It prints the
+ * median per build, ns per key and KV head, and the read reference as a fraction.
+ *
+ *   ab_decode LIB_A LIB_B [heads kv_heads head_dim keys type threads rounds]
+ *   (defaults 32 8 128 8192 f32 1 15; type f32 | bf16 | f16 | q8)
+ *
+ * Example: build/bench/ab_decode /tmp/old/librove.so build/librove.so 32 8 128 32768
+ * Between steps it walks 64 MB of other memory, so a cache larger than the L3 is read from
+ * DRAM as in a model with other layers; AB_NOFLUSH=1 leaves that out. */
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rove.h"
+
+typedef struct lib {
+  void *h;
+  void (*config_init)(rove_attention_config *, int32_t, int32_t, int32_t);
+  rove_status (*plan_create)(const rove_attention_config *, rove_plan **);
+  rove_status (*cache_create)(const rove_plan *, int32_t, int32_t, rove_dtype, rove_kv_cache **);
+  rove_status (*append)(rove_kv_cache *, int32_t, const float *, int64_t, const float *, int64_t,
+                        const int32_t *);
+  rove_status (*attend)(const rove_kv_cache *, const rove_attention_args *);
+  void (*cache_destroy)(rove_kv_cache *);
+  void (*plan_destroy)(rove_plan *);
+  rove_plan *plan;
+  rove_kv_cache *cache;
+} lib;
+
+static void *sym(void *h, const char *name) {
+  void *f = dlsym(h, name);
+  if (!f) {
+    fprintf(stderr, "ab_decode: %s: %s\n", name, dlerror());
+    exit(2);
+  }
+  return f;
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *x, int n) {
+  qsort(x, (size_t)n, sizeof *x, cmp);
+  return x[n / 2];
+}
+
+/* Sum of every 8th float of n floats: touches each 32-byte piece, so every cache line. */
+static float read_all(const float *x, size_t n) {
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (size_t i = 0; i + 32 <= n; i += 32) s0 += x[i], s1 += x[i + 8], s2 += x[i + 16], s3 += x[i + 24];
+  return s0 + s1 + s2 + s3;
+}
+
+static volatile float sink;
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: ab_decode LIB_A LIB_B [H Hkv d keys type threads rounds]\n");
+    return 2;
+  }
+  const int H = argc > 3 ? atoi(argv[3]) : 32, Hk = argc > 4 ? atoi(argv[4]) : 8;
+  const int d = argc > 5 ? atoi(argv[5]) : 128, nk = argc > 6 ? atoi(argv[6]) : 8192;
+  const char *ty = argc > 7 ? argv[7] : "f32";
+  const int thr = argc > 8 ? atoi(argv[8]) : 1, rounds = argc > 9 ? atoi(argv[9]) : 15;
+  const rove_dtype type = !strcmp(ty, "bf16") ? ROVE_DTYPE_BF16
+                          : !strcmp(ty, "f16") ? ROVE_DTYPE_F16
+                          : !strcmp(ty, "q8")  ? ROVE_DTYPE_Q8
+                                               : ROVE_DTYPE_F32;
+  if (H <= 0 || Hk <= 0 || d <= 0 || nk <= 0 || thr <= 0 || rounds <= 0 || H % Hk) return 2;
+  const size_t nkv = (size_t)nk * (size_t)Hk * (size_t)d;
+  float *k = malloc(nkv * 4), *v = malloc(nkv * 4), *q = malloc((size_t)H * d * 4);
+  float *o = malloc((size_t)H * d * 4);
+  if (!k || !v || !q || !o) return 2;
+  srand(1);
+  for (size_t i = 0; i < nkv; i++) k[i] = (float)rand() / RAND_MAX - 0.5f, v[i] = (float)rand() / RAND_MAX - 0.5f;
+  for (int i = 0; i < H * d; i++) q[i] = (float)rand() / RAND_MAX - 0.5f;
+  lib L[2];
+  for (int i = 0; i < 2; i++) {
+    L[i].h = dlopen(argv[1 + i], RTLD_NOW | RTLD_LOCAL);
+    if (!L[i].h) {
+      fprintf(stderr, "ab_decode: %s\n", dlerror());
+      return 2;
+    }
+    L[i].config_init = sym(L[i].h, "rove_attention_config_init");
+    L[i].plan_create = sym(L[i].h, "rove_plan_create");
+    L[i].cache_create = sym(L[i].h, "rove_kv_cache_create_typed");
+    L[i].append = sym(L[i].h, "rove_kv_cache_append");
+    L[i].attend = sym(L[i].h, "rove_kv_cache_attention");
+    L[i].cache_destroy = sym(L[i].h, "rove_kv_cache_destroy");
+    L[i].plan_destroy = sym(L[i].h, "rove_plan_destroy");
+    rove_attention_config c;
+    L[i].config_init(&c, H, Hk, d);
+    c.n_threads = thr;
+    if (L[i].plan_create(&c, &L[i].plan) || L[i].cache_create(L[i].plan, 1, nk, type, &L[i].cache) ||
+        L[i].append(L[i].cache, nk, k, 0, v, 0, NULL)) {
+      fprintf(stderr, "ab_decode: set-up failed for %s\n", argv[1 + i]);
+      return 2;
+    }
+  }
+  /* the read reference: as many bytes as one step reads, in a buffer of its own */
+  const size_t esz = type == ROVE_DTYPE_F32 ? 4 : type == ROVE_DTYPE_Q8 ? 1 : 2;
+  const size_t bytes = 2 * nkv * esz + (type == ROVE_DTYPE_Q8 ? 2 * nkv / 32 * 4 : 0);
+  const size_t rf = (bytes + 3) / 4;
+  float *ref = malloc(rf * 4);
+  if (!ref) return 2;
+  for (size_t i = 0; i < rf; i++) ref[i] = (float)(i & 7);
+  /* flush: walk 64 MB of something else between steps so each step reads from DRAM
+   * when the cache is larger than the L3 (as it is in a model, with the other layers) */
+  const int do_flush = getenv("AB_NOFLUSH") == NULL; /* AB_NOFLUSH=1: data stays cached */
+  const size_t fl = do_flush ? (size_t)16 << 20 : 0;
+  float *flush = malloc(fl * 4 + 4);
+  if (!flush) return 2;
+  for (size_t i = 0; i < fl; i++) flush[i] = 1.0f;
+  double *t[3];
+  for (int i = 0; i < 3; i++) t[i] = malloc(sizeof(double) * (size_t)rounds);
+  rove_attention_args a = {.batch = 1, .q_len = 1, .q = q, .out = o};
+  for (int r = -2; r < rounds; r++) /* two warm-up rounds */
+    for (int i = 0; i < 3; i++) {
+      if (do_flush) sink = read_all(flush, fl);
+      const double t0 = now();
+      if (i < 2) {
+        if (L[i].attend(L[i].cache, &a)) return 1;
+      } else {
+        sink = read_all(ref, rf);
+      }
+      if (r >= 0) t[i][r] = now() - t0;
+    }
+  const double per = 1e9 / ((double)nk * Hk);
+  const double ma = median(t[0], rounds), mb = median(t[1], rounds), mr = median(t[2], rounds);
+  printf("shape %d:%d x %d, %d keys, %s cache, %d thread(s), %d rounds, medians:\n", H, Hk, d,
+         nk, ty, thr, rounds);
+  printf("  read  %8.3f ms  %6.1f ns/key/kvhead  %5.1f GB/s\n", mr * 1e3, mr * per, bytes / mr * 1e-9);
+  printf("  A     %8.3f ms  %6.1f ns/key/kvhead  %5.1f %% of read  (%s)\n", ma * 1e3, ma * per,
+         100 * mr / ma, argv[1]);
+  printf("  B     %8.3f ms  %6.1f ns/key/kvhead  %5.1f %% of read  (%s)\n", mb * 1e3, mb * per,
+         100 * mr / mb, argv[2]);
+  printf("  A / B %.3f\n", ma / mb);
+  for (int i = 0; i < 2; i++) {
+    L[i].cache_destroy(L[i].cache);
+    L[i].plan_destroy(L[i].plan);
+    dlclose(L[i].h);
+  }
+  for (int i = 0; i < 3; i++) free(t[i]);
+  free(flush), free(ref), free(k), free(v), free(q), free(o);
+  return 0;
+}
