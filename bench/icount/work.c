@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* One fixed workload per case, for instruction counts under callgrind (scripts/icount.sh):
  * argv[1] = setup | prefill1024 | prefill2048_128_gqa | decode4096 | decode_cache4096 |
- * decode_cache_gqa2048 (32:8 x 128, the GQA row kernel) | gla4096 | backward512 | backward512_128 (a causal RoVE forward with LSE, then its
+ * decode_cache_gqa2048 (32:8 x 128, the GQA row kernel; _bf16, _f16, _q8: that cache type) |
+ * gla4096 | backward512 | backward512_128 (a causal RoVE forward with LSE, then its
  * backward; prefill512 / prefill512_128 do the same set-up and forward without the
  * backward call, so the difference is the backward alone),
  * argv[2] = the rove_isa value. One thread. The inputs are filled with rand(), so
@@ -17,7 +18,9 @@ int main(int argc, char **argv) {
   if (!strcmp(cs, "prefill2048_128_gqa")) { d = 128; Hk = 3; nq = nk = 2048; }
   if (!strcmp(cs, "decode_cache4096")) { nq = 1; nk = 4096; cache = 1; }
   if (!strcmp(cs, "decode4096")) { nq = 1; nk = 4096; }
-  if (!strcmp(cs, "decode_cache_gqa2048")) { H = 32; Hk = 8; d = 128; nq = 1; nk = 2048; cache = 1; }
+  if (!strncmp(cs, "decode_cache_gqa2048", 20)) { H = 32; Hk = 8; d = 128; nq = 1; nk = 2048; cache = 1; }
+  const rove_dtype ctype = strstr(cs, "_bf16") ? ROVE_DTYPE_BF16 : strstr(cs, "_f16") ? ROVE_DTYPE_F16
+                           : strstr(cs, "_q8") ? ROVE_DTYPE_Q8 : ROVE_DTYPE_F32;
   if (!strcmp(cs, "gla4096")) gla = 1;
   /* backward512* and the prefill512* cases it is compared with */
   const int bwd = !strncmp(cs, "backward512", 11), pair = bwd || !strncmp(cs, "prefill512", 10);
@@ -38,7 +41,7 @@ int main(int argc, char **argv) {
   rove_plan *p; if (rove_plan_create(&c, &p)) return 1;
   float *q = rnd((size_t)nq * H * d, 1), *k = rnd((size_t)nk * Hk * d, 2), *v = rnd((size_t)nk * Hk * d, 3), *o = malloc((size_t)nq * H * d * 4);
   if (cache) {
-    rove_kv_cache *kc; rove_kv_cache_create(p, 1, nk, &kc); rove_kv_cache_append(kc, nk, k, 0, v, 0, NULL);
+    rove_kv_cache *kc; rove_kv_cache_create_typed(p, 1, nk, ctype, &kc); rove_kv_cache_append(kc, nk, k, 0, v, 0, NULL);
     rove_attention_args b = {.batch = 1, .q_len = 1, .q = q, .out = o};
     for (int r = 0; r < 5; r++) if (rove_kv_cache_attention(kc, &b)) return 1;
     return 0;

@@ -348,40 +348,66 @@ static inline int g4_fits(int32_t d, int32_t kt, int32_t vt) {
  * gives lane e = row e / 2, key e % 2, stored into the scratch rows dst [4][BLK]. An odd
  * nb repeats its last key (the extra score lands past nb, ignored). kn: the next block's
  * K rows (same stride), one prefetch per line read; NULL for none (PF = 0). */
+/* One cache line of K in g4_scores_body: dims [c, c + U) of keys k0, k1 into acc. */
+INLINE void g4_line(__m256 acc[8], const float *q, int32_t d, const char *k0, const char *k1,
+                    const float *s0, const float *s1, int32_t c, const char *pf, int64_t kb,
+                    const int T, const int PF) {
+  if (PF) {
+    _mm_prefetch(pf + c * ESZ(T), _MM_HINT_T2);
+    _mm_prefetch(pf + kb + c * ESZ(T), _MM_HINT_T2);
+  }
+  for (int x = 0; x < LINE_ELEMS(T) / 8; x++) {
+    const int32_t i = c + 8 * x;
+    const float f0 = T == ROVE_DTYPE_Q8 ? s0[i / ROVE_Q8_BLOCK] : 0.0f;
+    const float f1 = T == ROVE_DTYPE_Q8 ? s1[i / ROVE_Q8_BLOCK] : 0.0f;
+    const __m256 a = load8(k0, i, T, f0), b = load8(k1, i, T, f1);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+      const __m256 qv = _mm256_loadu_ps(q + (int64_t)r * d + i);
+      acc[SLOT(2 * r)] = _mm256_fmadd_ps(qv, a, acc[SLOT(2 * r)]);
+      acc[SLOT(2 * r + 1)] = _mm256_fmadd_ps(qv, b, acc[SLOT(2 * r + 1)]);
+    }
+  }
+}
+
+/* Step 1 for 4 rows: q [4][d] against the nb keys at k (row stride kb bytes, Q8 scales
+ * ksc, nblk per key), 2 keys at a time: 8 accumulators, row r and key i in SLOT(2 r + i),
+ * each takes q_r[c..c+7] k_i[c..c+7] with q read as the FMA's memory operand; reduce8 then
+ * gives lane e = row e / 2, key e % 2, stored into the scratch rows dst [4][BLK]. An odd
+ * nb repeats its last key (the extra score lands past nb, ignored). kn: the next block's
+ * K rows (same stride), one prefetch per line read; NULL for none (PF = 0). D: d as a
+ * constant, the d loop unrolled (0: d at run time). */
 INLINE void g4_scores_body(const float *q, int32_t d, const char *k, int64_t kb,
                            const float *ksc, int32_t nblk, int32_t nb, float *dst,
-                           const char *kn, const int T, const int PF) {
+                           const char *kn, const int T, const int PF, const int32_t D) {
   const int U = LINE_ELEMS(T);
   for (int32_t j = 0; j < nb; j += 2) {
     const char *k0 = k + (int64_t)j * kb, *k1 = j + 1 < nb ? k0 + kb : k0;
     const float *s0 = T == ROVE_DTYPE_Q8 ? ksc + (int64_t)j * nblk : NULL;
     const float *s1 = T == ROVE_DTYPE_Q8 ? (j + 1 < nb ? s0 + nblk : s0) : NULL;
+    const char *pf = PF ? kn + (int64_t)j * kb : NULL;
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int x = 0; x < 8; x++) acc[x] = _mm256_setzero_ps();
-    for (int32_t c = 0; c < d; c += U) {
-      if (PF) {
-        _mm_prefetch(kn + (int64_t)j * kb + c * ESZ(T), _MM_HINT_T2);
-        _mm_prefetch(kn + (int64_t)(j + 1) * kb + c * ESZ(T), _MM_HINT_T2);
-      }
-#pragma GCC unroll 8
-      for (int x = 0; x < U / 8; x++) {
-        const int32_t i = c + 8 * x;
-        const float f0 = T == ROVE_DTYPE_Q8 ? s0[i / ROVE_Q8_BLOCK] : 0.0f;
-        const float f1 = T == ROVE_DTYPE_Q8 ? s1[i / ROVE_Q8_BLOCK] : 0.0f;
-        const __m256 a = load8(k0, i, T, f0), b = load8(k1, i, T, f1);
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-          const __m256 qv = _mm256_loadu_ps(q + (int64_t)r * d + i);
-          acc[SLOT(2 * r)] = _mm256_fmadd_ps(qv, a, acc[SLOT(2 * r)]);
-          acc[SLOT(2 * r + 1)] = _mm256_fmadd_ps(qv, b, acc[SLOT(2 * r + 1)]);
-        }
-      }
+    if (D) {
+#pragma GCC unroll 16
+      for (int32_t c = 0; c < D; c += U) g4_line(acc, q, D, k0, k1, s0, s1, c, pf, kb, T, PF);
+    } else {
+      for (int32_t c = 0; c < d; c += U) g4_line(acc, q, d, k0, k1, s0, s1, c, pf, kb, T, PF);
     }
     const __m256 sv = reduce8(acc);
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++) store_row(dst + r * BLK + j, sv, r, 2);
   }
+}
+
+INLINE void g4_scores_pf(const float *q, int32_t d, const char *k, int64_t kb, const float *ksc,
+                         int32_t nblk, int32_t nb, float *dst, const char *kn, const int T,
+                         const int32_t D) {
+  if (kn)
+    g4_scores_body(q, d, k, kb, ksc, nblk, nb, dst, kn, T, 1, D);
+  else
+    g4_scores_body(q, d, k, kb, ksc, nblk, nb, dst, kn, T, 0, D);
 }
 
 /* Step 3 for 4 rows, the 16 floats from c of o [4][d]: O = alpha O + sum_{j < nb} p_j V[j]
@@ -435,10 +461,14 @@ typedef struct g4_fns {
   static __attribute__((noinline)) void g4_scores##name(                                      \
       const float *q, int32_t d, const char *k, int64_t kb, const float *ksc, int32_t nblk,  \
       int32_t nb, float *dst, const char *kn) {                                               \
-    if (kn)                                                                                   \
-      g4_scores_body(q, d, k, kb, ksc, nblk, nb, dst, kn, T, 1);                              \
+    /* head dims 64 and 128 of 16-bit and fp32 rows with the d loop unrolled: 16 % fewer \
+     * instructions (Q8's lines take more code; it keeps the loop) */                        \
+    if (T != ROVE_DTYPE_Q8 && d == 128)                                                       \
+      g4_scores_pf(q, d, k, kb, ksc, nblk, nb, dst, kn, T, 128);                              \
+    else if (T != ROVE_DTYPE_Q8 && d == 64)                                                   \
+      g4_scores_pf(q, d, k, kb, ksc, nblk, nb, dst, kn, T, 64);                               \
     else                                                                                      \
-      g4_scores_body(q, d, k, kb, ksc, nblk, nb, dst, kn, T, 0);                              \
+      g4_scores_pf(q, d, k, kb, ksc, nblk, nb, dst, kn, T, 0);                                \
   }                                                                                           \
   static __attribute__((noinline)) void g4_pv##name(                                          \
       float *o, int32_t d, const char *v, int64_t vb, const float *vsc, int32_t nblk,         \
