@@ -412,10 +412,11 @@ INLINE void g4_scores_pf(const float *q, int32_t d, const char *k, int64_t kb, c
 
 /* Step 3 for 4 rows, the 16 floats from c of o [4][d]: O = alpha O + sum_{j < nb} p_j V[j]
  * (p: scratch rows [4][BLK]); per key one load (and widening) of its 2 vectors and a
- * broadcast FMA per row and vector. PF: one prefetch per key, at vn, vn + pstep, ... */
+ * broadcast FMA per row and vector. PF: one prefetch per key, at vn, vn + step, ..., the
+ * step a line (LIN, a constant) or a row (vb). */
 INLINE void g4_pv_section(float *o, int32_t d, int32_t c, const char *v, int64_t vb,
                           const float *vsc, int32_t nblk, int32_t nb, const float *p,
-                          const float *alpha, const char *vn, int64_t pstep, const int T,
+                          const float *alpha, const char *vn, const int T, const int LIN,
                           const int PF) {
   __m256 acc[4][2];
 #pragma GCC unroll 4
@@ -428,7 +429,7 @@ INLINE void g4_pv_section(float *o, int32_t d, int32_t c, const char *v, int64_t
   const char *vr = v + c * ESZ(T), *pr = vn;
 #pragma GCC unroll 2
   for (int32_t j = 0; j < nb; j++, vr += vb) {
-    if (PF) _mm_prefetch(pr, _MM_HINT_T2), pr += pstep;
+    if (PF) _mm_prefetch(pr, _MM_HINT_T2), pr += LIN ? 64 : vb;
     const float f = T == ROVE_DTYPE_Q8 ? sc[(int64_t)j * nblk] : 0.0f;
     const __m256 v0 = load8(vr, 0, T, f), v1 = load8(vr, 8, T, f);
 #pragma GCC unroll 4
@@ -473,13 +474,14 @@ typedef struct g4_fns {
   static __attribute__((noinline)) void g4_pv##name(                                          \
       float *o, int32_t d, const char *v, int64_t vb, const float *vsc, int32_t nblk,         \
       int32_t nb, const float *p, const float *alpha, const char *vn) {                       \
-    const int64_t row = (int64_t)d * ESZ(T), lin = vb == row;                                 \
+    const int64_t row = (int64_t)d * ESZ(T);                                                   \
     for (int32_t c = 0; c < d; c += 16)                                                       \
-      if (vn && c % LINE_ELEMS(T) == 0)                                                       \
-        g4_pv_section(o, d, c, v, vb, vsc, nblk, nb, p, alpha,                                \
-                      lin ? vn + c * ESZ(T) * BLK : vn + c * ESZ(T), lin ? 64 : vb, T, 1);    \
+      if (vn && c % LINE_ELEMS(T) == 0 && vb == row)                                          \
+        g4_pv_section(o, d, c, v, vb, vsc, nblk, nb, p, alpha, vn + c * ESZ(T) * BLK, T, 1, 1); \
+      else if (vn && c % LINE_ELEMS(T) == 0)                                                  \
+        g4_pv_section(o, d, c, v, vb, vsc, nblk, nb, p, alpha, vn + c * ESZ(T), T, 0, 1);     \
       else                                                                                    \
-        g4_pv_section(o, d, c, v, vb, vsc, nblk, nb, p, alpha, NULL, 0, T, 0);                \
+        g4_pv_section(o, d, c, v, vb, vsc, nblk, nb, p, alpha, NULL, T, 0, 0);                \
   }
 G4_FNS(ROVE_DTYPE_F32, _f32) G4_FNS(ROVE_DTYPE_BF16, _bf16)
 G4_FNS(ROVE_DTYPE_F16, _f16) G4_FNS(ROVE_DTYPE_Q8, _q8)
