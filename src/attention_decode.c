@@ -19,10 +19,13 @@
 #include "attention_tile.h"
 
 #define ROWS_RUN 16 /* key tiles per run */
-/* Paged caches with blocks of at most PAGED_PREFETCH_ROWS tokens: prefetch the block
+
+/* Paged caches with blocks of at most PAGED_PREFETCH_ROWS tokens, for a row kernel that
+ * does not prefetch the next call's rows (kernels.h: rows_next = 0): prefetch the block
  * PAGED_AHEAD blocks ahead of the one the row kernel reads (larger blocks: its own).
  * Measured (bench/paged_decode, 32 sequences, 12 x 64, blocks of 16): 1 and 2 blocks
- * ahead alike (1.23-1.36x the contiguous time, against 1.75x without), 4 worse. */
+ * ahead alike (1.23-1.36x the contiguous time, against 1.75x without), 4 worse. A kernel
+ * with rows_next = 1 is handed the next block instead (AVX2: 1.10x, the same run). */
 #define PAGED_AHEAD 1
 #define PAGED_PREFETCH_ROWS 32
 
@@ -99,14 +102,20 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
     rows_piece(f, t, b, kvh, j0, j1, cls);
     return;
   }
-  /* Paged: the kernel's own prefetch runs ahead in memory, which past a block's end is
-   * another block; so the rows of the block PAGED_AHEAD blocks on are prefetched here. */
+  /* Paged: each block is a call of its own, which names the next block of the sequence
+   * as its k_next / v_next (the last one keeps the hint rows_runs gave); for a kernel that
+   * takes no such hint, the rows of the block PAGED_AHEAD blocks on are prefetched here
+   * (the kernel's own prefetch runs ahead in memory, which past a block's end is another
+   * block). */
+  const void *kn = t->k_next, *vn = t->v_next;
   const int64_t bs = (int64_t)1 << f->block_shift, d = f->p->cfg.head_dim;
   const int64_t row_bytes = d * rove_dtype_size(f->k_type);
   for (int64_t j = j0, n; j < j1; j += n) {
     n = rove_fwd_run_len(f, j, j1 - j);
+    t->k_next = j + n < j1 ? rove_fwd_raw(f->k, f->k_type, rove_fwd_kelem(f, b, kvh, j + n)) : kn;
+    t->v_next = j + n < j1 ? rove_fwd_raw(f->v, f->v_type, rove_fwd_velem(f, b, kvh, j + n)) : vn;
     const int64_t ahead = (j & ~(bs - 1)) + PAGED_AHEAD * bs;
-    if (ahead < j1 && bs <= PAGED_PREFETCH_ROWS) {
+    if (!f->p->kern->rows_next && ahead < j1 && bs <= PAGED_PREFETCH_ROWS) {
       const char *pk = rove_fwd_raw(f->k, f->k_type, rove_fwd_kelem(f, b, kvh, ahead));
       const char *pv = rove_fwd_raw(f->v, f->v_type, rove_fwd_velem(f, b, kvh, ahead));
       const int64_t m = j1 - ahead < bs ? j1 - ahead : bs;
@@ -159,10 +168,9 @@ static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *
         const int c = cls[kt - r0];
         for (ke = kt + 1; ke < r1 && cls[ke - r0] == c;) ke++;
         /* the hint for the kernel's prefetch: after a KV head's last call of the run comes
-         * the next KV head's first (or the next run's), rows read in place (a paged cache
-         * prefetches its own blocks in rows_call) */
+         * the next KV head's first (or the next run's) */
         t->k_next = t->v_next = NULL;
-        if (ke == r1 && !f->blocks && (kvh + 1 < hkv || r1 < kt1)) {
+        if (ke == r1 && (kvh + 1 < hkv || r1 < kt1)) {
           const int64_t nh = kvh + 1 < hkv ? kvh + 1 : 0, nj = (kvh + 1 < hkv ? r0 : r1) * tk;
           t->k_next = rove_fwd_raw(f->k, f->k_type, rove_fwd_kelem(f, b, nh, nj));
           t->v_next = rove_fwd_raw(f->v, f->v_type, rove_fwd_velem(f, b, nh, nj));

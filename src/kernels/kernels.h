@@ -179,6 +179,7 @@ typedef struct rove_kernels {
   rove_pack_k_fn pack_k;
   rove_attn_tile_fn attn_tile;
   rove_attn_rows_fn attn_rows;
+  int32_t rows_next; /* 1: attn_rows prefetches rove_rows_args.k_next / v_next itself */
   rove_exp_fn exp;
   rove_to_f32_fn to_f32;
   rove_from_f32_fn from_f32;
