@@ -9,7 +9,9 @@
  * median per build, ns per key and KV head, and the read reference as a fraction.
  *
  *   ab_decode LIB_A LIB_B [heads kv_heads head_dim keys type threads rounds]
- *   (defaults 32 8 128 8192 f32 1 15; type f32 | bf16 | f16 | q8)
+ *   (defaults 32 8 128 8192 f32 1 15; type f32 | bf16 | f16 | q8 for a cache of that type,
+ *   plain: rove_attention_forward over the caller's fp32 K/V [keys][kv_heads][head_dim],
+ *   rotated as they are read). AB_ROTATE=rope: a RoPE plan (default RoVE).
  *
  * Example: build/bench/ab_decode /tmp/old/librove.so build/librove.so 32 8 128 32768
  * Between steps it walks 64 MB of other memory, so a cache larger than the L3 is read from
@@ -31,6 +33,7 @@ typedef struct lib {
   rove_status (*append)(rove_kv_cache *, int32_t, const float *, int64_t, const float *, int64_t,
                         const int32_t *);
   rove_status (*attend)(const rove_kv_cache *, const rove_attention_args *);
+  rove_status (*forward)(const rove_plan *, const rove_attention_args *);
   void (*cache_destroy)(rove_kv_cache *);
   void (*plan_destroy)(rove_plan *);
   rove_plan *plan;
@@ -80,6 +83,7 @@ int main(int argc, char **argv) {
   const int d = argc > 5 ? atoi(argv[5]) : 128, nk = argc > 6 ? atoi(argv[6]) : 8192;
   const char *ty = argc > 7 ? argv[7] : "f32";
   const int thr = argc > 8 ? atoi(argv[8]) : 1, rounds = argc > 9 ? atoi(argv[9]) : 15;
+  const int plain = !strcmp(ty, "plain");
   const rove_dtype type = !strcmp(ty, "bf16") ? ROVE_DTYPE_BF16
                           : !strcmp(ty, "f16") ? ROVE_DTYPE_F16
                           : !strcmp(ty, "q8")  ? ROVE_DTYPE_Q8
@@ -104,11 +108,13 @@ int main(int argc, char **argv) {
     L[i].cache_create = sym(L[i].h, "rove_kv_cache_create_typed");
     L[i].append = sym(L[i].h, "rove_kv_cache_append");
     L[i].attend = sym(L[i].h, "rove_kv_cache_attention");
+    L[i].forward = sym(L[i].h, "rove_attention_forward");
     L[i].cache_destroy = sym(L[i].h, "rove_kv_cache_destroy");
     L[i].plan_destroy = sym(L[i].h, "rove_plan_destroy");
     rove_attention_config c;
     L[i].config_init(&c, H, Hk, d);
     c.n_threads = thr;
+    if (getenv("AB_ROTATE") && !strcmp(getenv("AB_ROTATE"), "rope")) c.rotate = ROVE_ROTATE_ROPE;
     if (L[i].plan_create(&c, &L[i].plan) || L[i].cache_create(L[i].plan, 1, nk, type, &L[i].cache) ||
         L[i].append(L[i].cache, nk, k, 0, v, 0, NULL)) {
       fprintf(stderr, "ab_decode: set-up failed for %s\n", argv[1 + i]);
@@ -132,12 +138,14 @@ int main(int argc, char **argv) {
   double *t[3];
   for (int i = 0; i < 3; i++) t[i] = malloc(sizeof(double) * (size_t)rounds);
   rove_attention_args a = {.batch = 1, .q_len = 1, .q = q, .out = o};
+  /* plain: the query at the last position, as a decode step (bottom-right causal) */
+  rove_attention_args pa = {.batch = 1, .q_len = 1, .kv_len = nk, .q = q, .k = k, .v = v, .out = o};
   for (int r = -2; r < rounds; r++) /* two warm-up rounds */
     for (int i = 0; i < 3; i++) {
       if (do_flush) sink = read_all(flush, fl);
       const double t0 = now();
       if (i < 2) {
-        if (L[i].attend(L[i].cache, &a)) return 1;
+        if (plain ? L[i].forward(L[i].plan, &pa) : L[i].attend(L[i].cache, &a)) return 1;
       } else {
         sink = read_all(ref, rf);
       }
@@ -145,8 +153,9 @@ int main(int argc, char **argv) {
     }
   const double per = 1e9 / ((double)nk * Hk);
   const double ma = median(t[0], rounds), mb = median(t[1], rounds), mr = median(t[2], rounds);
-  printf("shape %d:%d x %d, %d keys, %s cache, %d thread(s), %d rounds, medians:\n", H, Hk, d,
-         nk, ty, thr, rounds);
+  printf("shape %d:%d x %d, %d keys, %s %s, %s, %d thread(s), %d rounds, medians:\n", H, Hk,
+         d, nk, ty, plain ? "K/V" : "cache",
+         getenv("AB_ROTATE") && !strcmp(getenv("AB_ROTATE"), "rope") ? "RoPE" : "RoVE", thr, rounds);
   printf("  read  %8.3f ms  %6.1f ns/key/kvhead  %5.1f GB/s\n", mr * 1e3, mr * per, bytes / mr * 1e-9);
   printf("  A     %8.3f ms  %6.1f ns/key/kvhead  %5.1f %% of read  (%s)\n", ma * 1e3, ma * per,
          100 * mr / ma, argv[1]);
