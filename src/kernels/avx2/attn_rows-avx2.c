@@ -24,13 +24,16 @@
  *      hidden pair adds +0 even if V holds NaN or Inf).
  * A row group of 4 with every key of the block visible (a GQA group's decode step) takes
  * the g4 functions below: the same arithmetic in tighter loops (one call per block).
- * Prefetch (rows read in place): while a block is read, the next block's rows are
- * prefetched into L2, one line of the next block per line read of this one, so the
- * prefetches keep pace with the reads instead of coming in bursts; after a call's last
- * block, the rows of the call that follows (rove_rows_args.k_next / v_next). Measured on
- * a Zen 3 (bench/ab_decode, 32:8 x 128, 8192 keys, one thread, 11 alternating rounds
- * against the 16-key bursts and fp32's 1-row scores and 2-row panels that this replaced):
- * 1.40-1.53x faster for fp32, 1.5x bf16, 1.3x q8; 12 x 64 MHA within +-5 %.
+ * Prefetch into L2 (rows read in place), two ways:
+ *  - paced, for the g4 path and for calls of at most one block (a paged cache's blocks):
+ *    while a block is read, the next block's rows are prefetched, one line of the next
+ *    block per line read of this one, so the prefetches keep pace with the reads; after a
+ *    call's last block, the rows of the call that follows (rove_rows_args.k_next / v_next).
+ *  - bursts, for the other blocks of longer calls (MHA decode): see block().
+ * Measured on a Zen 3 (bench/ab_decode, 32:8 x 128, 8192 keys, one thread, alternating
+ * rounds against the 16-key bursts and fp32's 1-row scores and 2-row panels that the g4
+ * path and the paced prefetch replaced): 1.40-1.58x faster for fp32, 1.5x bf16, 1.3-1.4x
+ * q8 (BENCHMARKS.md, session 11).
  * Typed rows are widened 8 elements at a time as they are loaded (bf16: zero-extend and
  * shift by 16; f16: vcvtph2ps; q8: sign-extend, convert, times the scale of its
  * 32-element block), so the stored bytes stream from memory once, prefetched like fp32
@@ -352,12 +355,6 @@ static inline int g4_fits(int32_t d, int32_t kt, int32_t vt) {
   return d % LINE_ELEMS(kt) == 0 && d % LINE_ELEMS(vt) == 0 && d % 16 == 0;
 }
 
-/* Step 1 for 4 rows: q [4][d] against the nb keys at k (row stride kb bytes, Q8 scales
- * ksc, nblk per key), 2 keys at a time: 8 accumulators, row r and key i in SLOT(2 r + i),
- * each takes q_r[c..c+7] k_i[c..c+7] with q read as the FMA's memory operand; reduce8 then
- * gives lane e = row e / 2, key e % 2, stored into the scratch rows dst [4][BLK]. An odd
- * nb repeats its last key (the extra score lands past nb, ignored). kn: the next block's
- * K rows (same stride), one prefetch per line read; NULL for none (PF = 0). */
 /* One cache line of K in g4_scores_body: dims [c, c + U) of keys k0, k1 into acc. */
 INLINE void g4_line(__m256 acc[8], const float *q, int32_t d, const char *k0, const char *k1,
                     const float *s0, const float *s1, int32_t c, const char *pf, int64_t kb,
@@ -501,10 +498,9 @@ static const g4_fns g4_tab[ROVE_DTYPE_COUNT][ROVE_DTYPE_COUNT] = {
 #undef G4_ROW
 };
 
-/* One block, every row. The next block's rows (b->kn, b->vn) are prefetched as this
- * block's are read: its K rows beside the first row group's scores, its V rows beside the
- * first panel's P V, a line of the next block's row for each line of this block's. Row
- * groups of 4 take the GQA group path where it applies (g4_fits, no hidden pair). */
+/* One block, every row. Row groups of 4 take the GQA group path where it applies (g4_fits,
+ * no hidden pair). Paced prefetch: the next block's rows (b->kn, b->vn), its K rows beside
+ * the first row group's scores, its V rows beside the first panel's P V. */
 static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   float alpha[ROVE_ROWS_MAX];
   uint64_t vis[ROVE_ROWS_MAX], any = 0;
