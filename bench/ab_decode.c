@@ -88,7 +88,14 @@ int main(int argc, char **argv) {
                           : !strcmp(ty, "f16") ? ROVE_DTYPE_F16
                           : !strcmp(ty, "q8")  ? ROVE_DTYPE_Q8
                                                : ROVE_DTYPE_F32;
-  if (H <= 0 || Hk <= 0 || d <= 0 || nk <= 0 || thr <= 0 || rounds <= 0 || H % Hk) return 2;
+  if (!plain && type == ROVE_DTYPE_F32 && strcmp(ty, "f32")) {
+    fprintf(stderr, "ab_decode: unknown type %s (f32, bf16, f16, q8, plain)\n", ty);
+    return 2;
+  }
+  if (H <= 0 || Hk <= 0 || d <= 0 || nk <= 0 || thr <= 0 || rounds <= 0 || H % Hk) {
+    fprintf(stderr, "ab_decode: sizes must be positive and heads a multiple of kv_heads\n");
+    return 2;
+  }
   const size_t nkv = (size_t)nk * (size_t)Hk * (size_t)d;
   float *k = malloc(nkv * 4), *v = malloc(nkv * 4), *q = malloc((size_t)H * d * 4);
   float *o = malloc((size_t)H * d * 4);
@@ -123,7 +130,8 @@ int main(int argc, char **argv) {
   }
   /* the read reference: as many bytes as one step reads, in a buffer of its own */
   const size_t esz = type == ROVE_DTYPE_F32 ? 4 : type == ROVE_DTYPE_Q8 ? 1 : 2;
-  const size_t bytes = 2 * nkv * esz + (type == ROVE_DTYPE_Q8 ? 2 * nkv / 32 * 4 : 0);
+  const size_t scales = (size_t)nk * (size_t)Hk * (size_t)((d + 31) / 32); /* Q8, per tensor */
+  const size_t bytes = 2 * nkv * esz + (type == ROVE_DTYPE_Q8 ? 2 * scales * 4 : 0);
   const size_t rf = (bytes + 3) / 4;
   float *ref = malloc(rf * 4);
   if (!ref) return 2;
@@ -136,7 +144,8 @@ int main(int argc, char **argv) {
   if (!flush) return 2;
   for (size_t i = 0; i < fl; i++) flush[i] = 1.0f;
   double *t[3];
-  for (int i = 0; i < 3; i++) t[i] = malloc(sizeof(double) * (size_t)rounds);
+  for (int i = 0; i < 3; i++)
+    if (!(t[i] = malloc(sizeof(double) * (size_t)rounds))) return 2;
   rove_attention_args a = {.batch = 1, .q_len = 1, .q = q, .out = o};
   /* plain: the query at the last position, as a decode step (bottom-right causal) */
   rove_attention_args pa = {.batch = 1, .q_len = 1, .kv_len = nk, .q = q, .k = k, .v = v, .out = o};

@@ -25,7 +25,8 @@
  * PAGED_AHEAD blocks ahead of the one the row kernel reads (larger blocks: its own).
  * Measured (bench/paged_decode, 32 sequences, 12 x 64, blocks of 16): 1 and 2 blocks
  * ahead alike (1.23-1.36x the contiguous time, against 1.75x without), 4 worse. A kernel
- * with rows_next = 1 is handed the next block instead (AVX2: 1.10x, the same run). */
+ * with rows_next = 1 that reads the rows in place is handed the next block instead (AVX2,
+ * Zen 3, BENCHMARKS.md session 11: 1.28x for 12 x 64, 1.13x for 32:8 x 128). */
 #define PAGED_AHEAD 1
 #define PAGED_PREFETCH_ROWS 32
 
@@ -93,6 +94,20 @@ static void rows_group(rove_rows_args *t, const rows_scratch *s, int64_t kvh) {
 static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t kvh, int64_t j0,
                        int64_t j1, int cls);
 
+/* Name the rows from token j of KV head h of batch b as those of the call after this one
+ * (rove_rows_args.k_next ..., a prefetch hint); hint_none: no such call. */
+static void hint_rows(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t h, int64_t j) {
+  const int64_t ke = rove_fwd_kelem(f, b, h, j), ve = rove_fwd_velem(f, b, h, j);
+  t->k_next = rove_fwd_raw(f->k, f->k_type, ke);
+  t->v_next = rove_fwd_raw(f->v, f->v_type, ve);
+  t->k_scale_next = rove_fwd_scale(f, f->kscale, ke);
+  t->v_scale_next = rove_fwd_scale(f, f->vscale, ve);
+}
+static void hint_none(rove_rows_args *t) {
+  t->k_next = t->v_next = NULL;
+  t->k_scale_next = t->v_scale_next = NULL;
+}
+
 /* ... split where the keys are not contiguous (a paged cache's block boundaries: a block
  * size that is a multiple of the row kernel's 64-key block keeps its blocks, and so the
  * contiguous cache's results bit for bit). */
@@ -107,15 +122,21 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
    * takes no such hint, the rows of the block PAGED_AHEAD blocks on are prefetched here
    * (the kernel's own prefetch runs ahead in memory, which past a block's end is another
    * block). */
-  const void *kn = t->k_next, *vn = t->v_next;
+  const rove_rows_args hint = *t;
   const int64_t bs = (int64_t)1 << f->block_shift, d = f->p->cfg.head_dim;
   const int64_t row_bytes = d * rove_dtype_size(f->k_type);
+  /* the kernel reads a cache's rows in place (they are stored rotated) */
+  const int own = f->p->kern->rows_next && ROVE_ROWS_IN_PLACE(f->k_type, d) &&
+                  ROVE_ROWS_IN_PLACE(f->v_type, d);
   for (int64_t j = j0, n; j < j1; j += n) {
     n = rove_fwd_run_len(f, j, j1 - j);
-    t->k_next = j + n < j1 ? rove_fwd_raw(f->k, f->k_type, rove_fwd_kelem(f, b, kvh, j + n)) : kn;
-    t->v_next = j + n < j1 ? rove_fwd_raw(f->v, f->v_type, rove_fwd_velem(f, b, kvh, j + n)) : vn;
+    if (j + n < j1)
+      hint_rows(f, t, b, kvh, j + n);
+    else
+      t->k_next = hint.k_next, t->v_next = hint.v_next, t->k_scale_next = hint.k_scale_next,
+      t->v_scale_next = hint.v_scale_next;
     const int64_t ahead = (j & ~(bs - 1)) + PAGED_AHEAD * bs;
-    if (!f->p->kern->rows_next && ahead < j1 && bs <= PAGED_PREFETCH_ROWS) {
+    if (!own && ahead < j1 && bs <= PAGED_PREFETCH_ROWS) {
       const char *pk = rove_fwd_raw(f->k, f->k_type, rove_fwd_kelem(f, b, kvh, ahead));
       const char *pv = rove_fwd_raw(f->v, f->v_type, rove_fwd_velem(f, b, kvh, ahead));
       const int64_t m = j1 - ahead < bs ? j1 - ahead : bs;
@@ -152,8 +173,8 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
 }
 
 /* Key tiles [kt0, kt1) of batch b, in runs of ROWS_RUN tiles; within a run KV head by KV
- * head, one call per stretch of tiles of the same visibility class; each KV head's last
- * call names the rows of the call after it (k_next, v_next). */
+ * head, one call per stretch of visible tiles of the same visibility class; each call
+ * names the rows of the call after it (k_next, ...: a prefetch hint). */
 static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *s, int64_t b,
                       int64_t kt0, int64_t kt1, int32_t qmin, int32_t qmax) {
   const int64_t tk = f->p->kern->tile_kv;
@@ -167,15 +188,22 @@ static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *
       for (int64_t kt = r0, ke; kt < r1; kt = ke) {
         const int c = cls[kt - r0];
         for (ke = kt + 1; ke < r1 && cls[ke - r0] == c;) ke++;
-        /* the hint for the kernel's prefetch: after a KV head's last call of the run comes
-         * the next KV head's first (or the next run's) */
-        t->k_next = t->v_next = NULL;
-        if (ke == r1 && (kvh + 1 < hkv || r1 < kt1)) {
-          const int64_t nh = kvh + 1 < hkv ? kvh + 1 : 0, nj = (kvh + 1 < hkv ? r0 : r1) * tk;
-          t->k_next = rove_fwd_raw(f->k, f->k_type, rove_fwd_kelem(f, b, nh, nj));
-          t->v_next = rove_fwd_raw(f->v, f->v_type, rove_fwd_velem(f, b, nh, nj));
+        if (c == 0) continue;
+        /* the hint for the kernel's prefetch: the next visible tile of this KV head, else
+         * the next KV head's first, else the next run's first tile if it is visible */
+        int64_t nt = ke;
+        while (nt < r1 && cls[nt - r0] == 0) nt++;
+        if (nt < r1) {
+          hint_rows(f, t, b, kvh, nt * tk);
+        } else if (kvh + 1 < hkv) {
+          for (nt = r0; cls[nt - r0] == 0;) nt++; /* this stretch is visible: nt <= kt */
+          hint_rows(f, t, b, kvh + 1, nt * tk);
+        } else if (r1 < kt1 && tile_class(f, b, r1, qmin, qmax) != 0) {
+          hint_rows(f, t, b, 0, r1 * tk);
+        } else {
+          hint_none(t);
         }
-        if (c != 0) rows_call(f, t, b, kvh, kt * tk, ke * tk < f->kv_len ? ke * tk : f->kv_len, c);
+        rows_call(f, t, b, kvh, kt * tk, ke * tk < f->kv_len ? ke * tk : f->kv_len, c);
       }
     }
   }

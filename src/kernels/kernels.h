@@ -119,12 +119,17 @@ typedef struct rove_rows_args {
   float k_mul;          /* with krot: multiplies the rotated dims of K (the YaRN m) */
   float *o, *m, *l;     /* accumulators [nq][d], [nq], [nq] (m starts at -inf, l at 0) */
   float *scratch;       /* ROVE_ROWS_SCRATCH(d) floats, 64-byte aligned */
-  /* A hint, NULL for none: the first K / V rows of the call that will follow this one
-   * (same types and strides), which a kernel may prefetch while it reads its last block.
-   * Never read as data: a wrong hint costs memory traffic, not correctness. */
+  /* A hint, NULL for none: the first K / V rows (and their Q8 scales) of the call that
+   * will follow this one (same types and strides), which a kernel may prefetch while it
+   * reads its last block. Never read as data: a wrong hint costs memory traffic, not
+   * correctness. */
   const void *k_next, *v_next;
+  const float *k_scale_next, *v_scale_next;
 } rove_rows_args;
 typedef void (*rove_attn_rows_fn)(const rove_rows_args *t);
+/* Rows of type `type` that a SIMD attn_rows kernel reads in place when they need no
+ * rotation (else it widens them into scratch first): fp32, or whole 8-element vectors. */
+#define ROVE_ROWS_IN_PLACE(type, d) ((type) == ROVE_DTYPE_F32 || (d) % 8 == 0)
 
 /* Element conversion of n rows of d elements between fp32 and a rove_dtype (dtype.h has the
  * scalar definitions every ISA matches bit for bit). Typed row j starts at element
@@ -179,7 +184,9 @@ typedef struct rove_kernels {
   rove_pack_k_fn pack_k;
   rove_attn_tile_fn attn_tile;
   rove_attn_rows_fn attn_rows;
-  int32_t rows_next; /* 1: attn_rows prefetches rove_rows_args.k_next / v_next itself */
+  /* 1: attn_rows prefetches rove_rows_args.k_next / v_next itself where it reads the rows
+   * in place (ROVE_ROWS_IN_PLACE), so the driver need not prefetch the next paged block */
+  int32_t rows_next;
   rove_exp_fn exp;
   rove_to_f32_fn to_f32;
   rove_from_f32_fn from_f32;

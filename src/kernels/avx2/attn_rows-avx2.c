@@ -564,8 +564,8 @@ void rove_attn_rows_f32__avx2(const rove_rows_args *t) {
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const int rk = t->krot && t->krot->cos, rv = t->vrot && t->vrot->cos;
   /* rows read in place: fp32, or typed when d % 8 == 0 (whole vectors), not to be rotated */
-  const int kin = !rk && (t->k_type == ROVE_DTYPE_F32 || d % 8 == 0);
-  const int vin = !rv && (t->v_type == ROVE_DTYPE_F32 || d % 8 == 0);
+  const int kin = !rk && ROVE_ROWS_IN_PLACE(t->k_type, d);
+  const int vin = !rv && ROVE_ROWS_IN_PLACE(t->v_type, d);
   float *kscr = t->scratch + ROVE_ROWS_MAX * BLK, *vscr = kscr + BLK * d;
   for (int32_t j0 = 0; j0 < t->nk; j0 += BLK) {
     rove_rows_blk b;
@@ -580,8 +580,8 @@ void rove_attn_rows_f32__avx2(const rove_rows_args *t) {
     const int last = j0 + BLK >= t->nk;
     b.kn = !kin ? NULL : last ? t->k_next : (const char *)b.k + BLK * t->ks * rove_dtype_size(t->k_type);
     b.vn = !vin ? NULL : last ? t->v_next : (const char *)b.v + BLK * t->vs * rove_dtype_size(t->v_type);
-    b.kscn = kin && !last && b.ksc ? b.ksc + BLK * nblk : NULL; /* not hinted across calls */
-    b.vscn = vin && !last && b.vsc ? b.vsc + BLK * nblk : NULL;
+    b.kscn = !kin || !b.ksc ? NULL : last ? t->k_scale_next : b.ksc + BLK * nblk;
+    b.vscn = !vin || !b.vsc ? NULL : last ? t->v_scale_next : b.vsc + BLK * nblk;
     if (!kin) { /* widened (and rotated) into scratch */
       int64_t xs;
       b.k = rove_rows_fp32(t, t->k, t->ks, t->k_scale, t->k_type, j0, b.nb, kscr,
