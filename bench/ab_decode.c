@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "rove.h"
 
 typedef struct lib {
@@ -49,21 +50,6 @@ static void *sym(void *h, const char *name) {
   return f;
 }
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *x, int n) {
-  qsort(x, (size_t)n, sizeof *x, cmp);
-  return x[n / 2];
-}
 
 /* Sum of every 8th float of n floats: touches each 32-byte piece, so every cache line. */
 static float read_all(const float *x, size_t n) {
@@ -84,6 +70,7 @@ int main(int argc, char **argv) {
   const char *ty = argc > 7 ? argv[7] : "f32";
   const int thr = argc > 8 ? atoi(argv[8]) : 1, rounds = argc > 9 ? atoi(argv[9]) : 15;
   const int plain = !strcmp(ty, "plain");
+  const int rope = getenv("AB_ROTATE") && !strcmp(getenv("AB_ROTATE"), "rope");
   const rove_dtype type = !strcmp(ty, "bf16") ? ROVE_DTYPE_BF16
                           : !strcmp(ty, "f16") ? ROVE_DTYPE_F16
                           : !strcmp(ty, "q8")  ? ROVE_DTYPE_Q8
@@ -121,7 +108,7 @@ int main(int argc, char **argv) {
     rove_attention_config c;
     L[i].config_init(&c, H, Hk, d);
     c.n_threads = thr;
-    if (getenv("AB_ROTATE") && !strcmp(getenv("AB_ROTATE"), "rope")) c.rotate = ROVE_ROTATE_ROPE;
+    if (rope) c.rotate = ROVE_ROTATE_ROPE;
     if (L[i].plan_create(&c, &L[i].plan) || L[i].cache_create(L[i].plan, 1, nk, type, &L[i].cache) ||
         L[i].append(L[i].cache, nk, k, 0, v, 0, NULL)) {
       fprintf(stderr, "ab_decode: set-up failed for %s\n", argv[1 + i]);
@@ -152,19 +139,20 @@ int main(int argc, char **argv) {
   for (int r = -2; r < rounds; r++) /* two warm-up rounds */
     for (int i = 0; i < 3; i++) {
       if (do_flush) sink = read_all(flush, fl);
-      const double t0 = now();
+      const double t0 = bench_now();
       if (i < 2) {
         if (plain ? L[i].forward(L[i].plan, &pa) : L[i].attend(L[i].cache, &a)) return 1;
       } else {
         sink = read_all(ref, rf);
       }
-      if (r >= 0) t[i][r] = now() - t0;
+      if (r >= 0) t[i][r] = bench_now() - t0;
     }
   const double per = 1e9 / ((double)nk * Hk);
-  const double ma = median(t[0], rounds), mb = median(t[1], rounds), mr = median(t[2], rounds);
+  const double ma = bench_median(t[0], rounds), mb = bench_median(t[1], rounds);
+  const double mr = bench_median(t[2], rounds);
   printf("shape %d:%d x %d, %d keys, %s %s, %s, %d thread(s), %d rounds, medians:\n", H, Hk,
          d, nk, ty, plain ? "K/V" : "cache",
-         getenv("AB_ROTATE") && !strcmp(getenv("AB_ROTATE"), "rope") ? "RoPE" : "RoVE", thr, rounds);
+         rope ? "RoPE" : "RoVE", thr, rounds);
   printf("  read  %8.3f ms  %6.1f ns/key/kvhead  %5.1f GB/s\n", mr * 1e3, mr * per, bytes / mr * 1e-9);
   printf("  A     %8.3f ms  %6.1f ns/key/kvhead  %5.1f %% of read  (%s)\n", ma * 1e3, ma * per,
          100 * mr / ma, argv[1]);

@@ -11,20 +11,11 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "rove.h"
 
 enum { DM = 768, H = 12, D = 64, W = H * D, N = 1024, KV = 4096, CALLS = 15, STEPS = 60 };
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
   const int thr = argc > 1 ? atoi(argv[1]) : 2;
@@ -45,19 +36,19 @@ int main(int argc, char **argv) {
     return 1;
   double t[CALLS], s[STEPS];
   for (int i = 0; i < CALLS; i++) {
-    const double t0 = now();
+    const double t0 = bench_now();
     if (rove_layer_forward(l, 1, N, x, NULL, y) != ROVE_OK) return 1;
-    t[i] = now() - t0;
+    t[i] = bench_now() - t0;
   }
   if (rove_layer_forward_cached(l, cache, KV, x, NULL, y) != ROVE_OK) return 1;
   for (int i = 0; i < STEPS; i++) {
-    const double t0 = now();
+    const double t0 = bench_now();
     if (rove_layer_forward_cached(l, cache, 1, x, NULL, y) != ROVE_OK) return 1;
-    s[i] = now() - t0;
+    s[i] = bench_now() - t0;
     rove_kv_cache_truncate(cache, KV);
   }
-  qsort(t, CALLS, sizeof *t, cmp);
-  qsort(s, STEPS, sizeof *s, cmp);
+  qsort(t, CALLS, sizeof *t, bench_cmp_double);
+  qsort(s, STEPS, sizeof *s, bench_cmp_double);
   printf("threads %d: layer forward n=%d %.2f ms, cached decode step over %d tokens %.3f ms "
          "(medians of %d and %d calls)\n", thr, N, t[CALLS / 2] * 1e3, KV, s[STEPS / 2] * 1e3,
          CALLS, STEPS);

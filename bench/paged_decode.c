@@ -23,25 +23,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "rove.h"
 
 enum { NS = 32, ROUNDS = 9, MAXB = 8 };
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *x, int n) {
-  qsort(x, (size_t)n, sizeof *x, cmp);
-  return x[n / 2];
-}
 
 /* ---- the read reference -------------------------------------------------------------- */
 typedef struct {
@@ -151,34 +137,34 @@ int main(int argc, char **argv) {
   memset(&a, 0, sizeof a);
   a.n_seqs = NS, a.cu_seqlens_q = cu, a.q = q, a.out = out;
   for (int r = -1; r < ROUNDS; r++) { /* round -1 warms up */
-    double t0 = now();
+    double t0 = bench_now();
     sink += read_buffer(buf, words, thr);
-    if (r >= 0) t_read[r] = now() - t0;
-    t0 = now();
+    if (r >= 0) t_read[r] = bench_now() - t0;
+    t0 = bench_now();
     for (int s = 0; s < NS; s++) {
       rove_attention_args x;
       memset(&x, 0, sizeof x);
       x.batch = 1, x.q_len = 1, x.q = q + s * H * d, x.out = out + s * H * d;
       CHECK(rove_kv_cache_attention(kc[s], &x));
     }
-    if (r >= 0) t_cont[r] = now() - t0;
+    if (r >= 0) t_cont[r] = bench_now() - t0;
     for (int b = 0; b < nb; b++) {
-      t0 = now();
+      t0 = bench_now();
       CHECK(rove_paged_cache_attention(pc[b], ids[b], &a));
-      if (r >= 0) t_paged[b][r] = now() - t0;
+      if (r >= 0) t_paged[b][r] = bench_now() - t0;
     }
   }
-  const double rd = median(t_read, ROUNDS);
+  const double rd = bench_median(t_read, ROUNDS);
   printf("# paged_decode: %d sequences of 128..16384 keys (%lld in all), %dx%d over %d kv heads, "
          "%s cache, %d thread(s); K+V %.2f GB; medians of %d (sink %llu)\n",
          NS, (long long)total, H, d, Hkv, rove_dtype_name(type), thr, bytes * 1e-9, ROUNDS,
          (unsigned long long)(sink & 1));
   printf("%-14s %10s %8s %8s\n", "case", "ms", "GB/s", "%read");
   printf("%-14s %10.3f %8.2f %8.1f\n", "read", rd * 1e3, bytes / rd * 1e-9, 100.0);
-  const double ct = median(t_cont, ROUNDS);
+  const double ct = bench_median(t_cont, ROUNDS);
   printf("%-14s %10.3f %8.2f %8.1f\n", "contiguous", ct * 1e3, bytes / ct * 1e-9, 100.0 * rd / ct);
   for (int b = 0; b < nb; b++) {
-    const double pt = median(t_paged[b], ROUNDS);
+    const double pt = bench_median(t_paged[b], ROUNDS);
     char name[32];
     snprintf(name, sizeof name, "paged/%d", bsz[b]);
     printf("%-14s %10.3f %8.2f %8.1f   (paged / contiguous %.3f)\n", name, pt * 1e3, bytes / pt * 1e-9,

@@ -23,7 +23,7 @@
  *      hidden from a row of the panel, its V row is and-ed with the pair's visibility (a
  *      hidden pair adds +0 even if V holds NaN or Inf).
  * A row group of 4 with every key of the block visible (a GQA group's decode step) takes
- * the g4 functions below: the same arithmetic in tighter loops (one call per block).
+ * the g4 functions (attn_rows_g4-avx2.c): the same arithmetic in tighter loops (one call per block).
  * Prefetch into L2 (rows read in place), two ways:
  *  - paced, for the g4 path and for calls of at most one block (a paged cache's blocks):
  *    while a block is read, the next block's rows are prefetched, one line of the next
@@ -45,65 +45,13 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "../rows_block.h"
 #include "exp-avx2.h"
 #include "rotate-avx2.h"
+#include "rows-avx2.h"
 
-#define BLK ROVE_ROWS_BLOCK
 #define PR 4 /* query rows per P V panel: 4 x 2 (or 2 x 4) ymm accumulators */
-#define INLINE static inline __attribute__((always_inline))
 #define PF_K_ROWS 32 /* the bursts of block_scores */
 #define PF_V_ROWS 16
-
-/* Prefetch the row_bytes of rows [0, n) from p (stride in bytes); addresses formed as
- * integers may lie past the buffer (harmless). always_inline, or gcc drops the calls. */
-INLINE void prefetch_bytes(const void *p, int64_t n, int64_t stride, int64_t row_bytes) {
-  for (int64_t j = 0; j < n; j++) {
-    const uintptr_t a = (uintptr_t)p + (uintptr_t)j * (uintptr_t)stride;
-    for (int64_t c = 0; c < row_bytes; c += 64) _mm_prefetch((const char *)(a + (uintptr_t)c), _MM_HINT_T2);
-  }
-}
-
-#define ESZ ROVE_ESZ
-
-/* 8 elements of type T at element i of p, as floats (Q8: times the block's scale sc). */
-INLINE __m256 load8(const void *p, int64_t i, const int T, float sc) {
-  if (T == ROVE_DTYPE_BF16) {
-    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-  if (T == ROVE_DTYPE_F16)
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
-  if (T == ROVE_DTYPE_Q8) {
-    const __m128i b = _mm_loadl_epi64((const __m128i *)((const int8_t *)p + i));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_set1_ps(sc));
-  }
-  return _mm256_loadu_ps((const float *)p + i);
-}
-
-/* load8 of the vector at element i of a row of d elements, masked (the last section): fp32
- * reads the lanes of mk; typed rows (d % 8 == 0) read whole vectors before d, 0 past it. */
-INLINE __m256 load8m(const void *p, int64_t i, int32_t d, __m256i mk, const int T,
-                     const float *sc, const int masked) {
-  const float f = T == ROVE_DTYPE_Q8 && i < d ? sc[i / ROVE_Q8_BLOCK] : 0.0f;
-  if (!masked) return load8(p, i, T, f);
-  if (T == ROVE_DTYPE_F32) return _mm256_maskload_ps((const float *)p + i, mk);
-  return i < d ? load8(p, i, T, f) : _mm256_setzero_ps();
-}
-
-/* Sum of the 8 lanes of each acc[s], slot s landing in element 4 (s % 2) + s / 2:
- * 128-bit halves of slot pairs added (lane 0: slot 2i, lane 1: slot 2i + 1), then two
- * rounds of hadd: element 4L + f holds slot 2f + L. */
-INLINE __m256 reduce8(const __m256 acc[8]) {
-  __m256 w[4];
-  for (int i = 0; i < 4; i++)
-    w[i] = _mm256_add_ps(_mm256_permute2f128_ps(acc[2 * i], acc[2 * i + 1], 0x20),
-                         _mm256_permute2f128_ps(acc[2 * i], acc[2 * i + 1], 0x31));
-  return _mm256_hadd_ps(_mm256_hadd_ps(w[0], w[1]), _mm256_hadd_ps(w[2], w[3]));
-}
-
-/* Slot of the accumulator that reduce8 returns in lane e. */
-#define SLOT(e) (2 * ((e) % 4) + (e) / 4)
 
 /* One section of scores_body: the 8 * NX dims from c (masked: the last, past d). */
 INLINE void scores_section(__m256 acc[8], const float *q, int32_t d, const char *const row[8],
@@ -172,22 +120,6 @@ static const scores_fn scores_tab[ROVE_DTYPE_COUNT][3] = {
     {scores_1_f16, scores_2_f16, scores_4_f16},
     {scores_1_q8, scores_2_q8, scores_4_q8}};
 
-
-/* Lanes [r KEYS, r KEYS + KEYS) of s (row r of a group of 8 / KEYS rows) to dst, which has
- * room for KEYS floats (the keys past the block's nb are ignored later). */
-static inline void store_row(float *dst, __m256 s, int32_t r, int32_t keys) {
-  if (keys == 8) {
-    _mm256_storeu_ps(dst, s);
-  } else {
-    const __m128 h = r * keys < 4 ? _mm256_castps256_ps128(s) : _mm256_extractf128_ps(s, 1);
-    if (keys == 4)
-      _mm_storeu_ps(dst, h);
-    else if (r % 2 == 0)
-      _mm_storel_pi((__m64 *)(void *)dst, h);
-    else
-      _mm_storeh_pi((__m64 *)(void *)dst, h);
-  }
-}
 
 /* Step 1: the scores of rows [r_begin, nq) against the keys of b into scratch rows [r][64]
  * (16-key groups no row sees are skipped: their lanes stay garbage, step 2 selects -inf). */
@@ -341,163 +273,6 @@ PV_TYPE(ROVE_DTYPE_F16, _f16) PV_TYPE(ROVE_DTYPE_Q8, _q8)
 static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_bf16), PV_ROW(_f16),
                                                          PV_ROW(_q8)};
 
-/* ---- The GQA group path: 4 query rows, every key of the block visible to each ----
- * Used for a row group of 4 (a GQA group's rows share each K and V row read) when the
- * block has no hidden pair and head_dim is a whole number of cache lines of K / V rows
- * (g4_fits). Same steps as above, in tighter loops: one call per block and row group,
- * d walked a cache line at a time, and the next block's rows prefetched a line per line
- * read (the K line beside the scores' reads of the same line, the V line beside P V's). */
-
-/* Elements of type T in a 64-byte cache line. */
-#define LINE_ELEMS(T) (64 / ESZ(T))
-
-static inline int g4_fits(int32_t d, int32_t kt, int32_t vt) {
-  return d % LINE_ELEMS(kt) == 0 && d % LINE_ELEMS(vt) == 0 && d % 16 == 0;
-}
-
-/* One cache line of K in g4_scores_body: dims [c, c + U) of keys k0, k1 into acc. */
-INLINE void g4_line(__m256 acc[8], const float *q, int32_t d, const char *k0, const char *k1,
-                    const float *s0, const float *s1, int32_t c, const char *pf, int64_t kb,
-                    const int T, const int PF) {
-  if (PF) {
-    _mm_prefetch(pf + c * ESZ(T), _MM_HINT_T2);
-    _mm_prefetch(pf + kb + c * ESZ(T), _MM_HINT_T2);
-  }
-  for (int x = 0; x < LINE_ELEMS(T) / 8; x++) {
-    const int32_t i = c + 8 * x;
-    const float f0 = T == ROVE_DTYPE_Q8 ? s0[i / ROVE_Q8_BLOCK] : 0.0f;
-    const float f1 = T == ROVE_DTYPE_Q8 ? s1[i / ROVE_Q8_BLOCK] : 0.0f;
-    const __m256 a = load8(k0, i, T, f0), b = load8(k1, i, T, f1);
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; r++) {
-      const __m256 qv = _mm256_loadu_ps(q + (int64_t)r * d + i);
-      acc[SLOT(2 * r)] = _mm256_fmadd_ps(qv, a, acc[SLOT(2 * r)]);
-      acc[SLOT(2 * r + 1)] = _mm256_fmadd_ps(qv, b, acc[SLOT(2 * r + 1)]);
-    }
-  }
-}
-
-/* Step 1 for 4 rows: q [4][d] against the nb keys at k (row stride kb bytes, Q8 scales
- * ksc, nblk per key), 2 keys at a time: 8 accumulators, row r and key i in SLOT(2 r + i),
- * each takes q_r[c..c+7] k_i[c..c+7] with q read as the FMA's memory operand; reduce8 then
- * gives lane e = row e / 2, key e % 2, stored into the scratch rows dst [4][BLK]. An odd
- * nb repeats its last key (the extra score lands past nb, ignored). kn: the next block's
- * K rows (same stride), one prefetch per line read; NULL for none (PF = 0). D: d as a
- * constant, the d loop unrolled (0: d at run time). */
-INLINE void g4_scores_body(const float *q, int32_t d, const char *k, int64_t kb,
-                           const float *ksc, int32_t nblk, int32_t nb, float *dst,
-                           const char *kn, const int T, const int PF, const int32_t D) {
-  const int U = LINE_ELEMS(T);
-  for (int32_t j = 0; j < nb; j += 2) {
-    const char *k0 = k + (int64_t)j * kb, *k1 = j + 1 < nb ? k0 + kb : k0;
-    const float *s0 = T == ROVE_DTYPE_Q8 ? ksc + (int64_t)j * nblk : NULL;
-    const float *s1 = T == ROVE_DTYPE_Q8 ? (j + 1 < nb ? s0 + nblk : s0) : NULL;
-    const char *pf = PF ? kn + (int64_t)j * kb : NULL;
-    __m256 acc[8];
-#pragma GCC unroll 8
-    for (int x = 0; x < 8; x++) acc[x] = _mm256_setzero_ps();
-    if (D) {
-#pragma GCC unroll 16
-      for (int32_t c = 0; c < D; c += U) g4_line(acc, q, D, k0, k1, s0, s1, c, pf, kb, T, PF);
-    } else {
-      for (int32_t c = 0; c < d; c += U) g4_line(acc, q, d, k0, k1, s0, s1, c, pf, kb, T, PF);
-    }
-    const __m256 sv = reduce8(acc);
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; r++) store_row(dst + r * BLK + j, sv, r, 2);
-  }
-}
-
-INLINE void g4_scores_pf(const float *q, int32_t d, const char *k, int64_t kb, const float *ksc,
-                         int32_t nblk, int32_t nb, float *dst, const char *kn, const int T,
-                         const int32_t D) {
-  if (kn)
-    g4_scores_body(q, d, k, kb, ksc, nblk, nb, dst, kn, T, 1, D);
-  else
-    g4_scores_body(q, d, k, kb, ksc, nblk, nb, dst, kn, T, 0, D);
-}
-
-/* Step 3 for 4 rows, the 16 floats from c of o [4][d]: O = alpha O + sum_{j < nb} p_j V[j]
- * (p: scratch rows [4][BLK]); per key one load (and widening) of its 2 vectors and a
- * broadcast FMA per row and vector. PF: one prefetch per key, at vn, vn + step, ..., the
- * step a line (LIN, a constant) or a row (vb). */
-INLINE void g4_pv_section(float *o, int32_t d, int32_t c, const char *v, int64_t vb,
-                          const float *vsc, int32_t nblk, int32_t nb, const float *p,
-                          const float *alpha, const char *vn, const int T, const int LIN,
-                          const int PF) {
-  __m256 acc[4][2];
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; r++)
-#pragma GCC unroll 2
-    for (int x = 0; x < 2; x++)
-      acc[r][x] = _mm256_mul_ps(_mm256_loadu_ps(o + (int64_t)r * d + c + 8 * x),
-                                _mm256_set1_ps(alpha[r]));
-  const float *sc = T == ROVE_DTYPE_Q8 ? vsc + c / ROVE_Q8_BLOCK : NULL;
-  const char *vr = v + c * ESZ(T), *pr = vn;
-#pragma GCC unroll 2
-  for (int32_t j = 0; j < nb; j++, vr += vb) {
-    if (PF) _mm_prefetch(pr, _MM_HINT_T2), pr += LIN ? 64 : vb;
-    const float f = T == ROVE_DTYPE_Q8 ? sc[(int64_t)j * nblk] : 0.0f;
-    const __m256 v0 = load8(vr, 0, T, f), v1 = load8(vr, 8, T, f);
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; r++) {
-      const __m256 pb = _mm256_broadcast_ss(p + r * BLK + j);
-      acc[r][0] = _mm256_fmadd_ps(pb, v0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(pb, v1, acc[r][1]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; r++)
-#pragma GCC unroll 2
-    for (int x = 0; x < 2; x++) _mm256_storeu_ps(o + (int64_t)r * d + c + 8 * x, acc[r][x]);
-}
-
-typedef struct g4_fns {
-  void (*scores)(const float *q, int32_t d, const char *k, int64_t kb, const float *ksc,
-                 int32_t nblk, int32_t nb, float *dst, const char *kn);
-  void (*pv)(float *o, int32_t d, const char *v, int64_t vb, const float *vsc, int32_t nblk,
-             int32_t nb, const float *p, const float *alpha, const char *vn);
-} g4_fns;
-
-/* P V over all of d: sections of 16 floats. The sections that start a line of a V row
- * prefetch as many lines of the next block's V rows as they read lines of this block's:
- * where the rows are contiguous (a cache), lines in address order, the section starting
- * the row's line L taking lines [L nb, L nb + nb) of the next nb rows' region (measured
- * on the Zen 3: 1.07-1.12x faster than the same lines row by row, which walks 8 pages at a
- * stride of a row); else line L of each next row. */
-#define G4_FNS(T, name)                                                                       \
-  static __attribute__((noinline)) void g4_scores##name(                                      \
-      const float *q, int32_t d, const char *k, int64_t kb, const float *ksc, int32_t nblk,  \
-      int32_t nb, float *dst, const char *kn) {                                               \
-    /* head dims 64 and 128 with the d loop unrolled: 5-15 % fewer instructions */          \
-    if (d == 128)                                                                             \
-      g4_scores_pf(q, d, k, kb, ksc, nblk, nb, dst, kn, T, 128);                              \
-    else if (d == 64)                                                                         \
-      g4_scores_pf(q, d, k, kb, ksc, nblk, nb, dst, kn, T, 64);                               \
-    else                                                                                      \
-      g4_scores_pf(q, d, k, kb, ksc, nblk, nb, dst, kn, T, 0);                                \
-  }                                                                                           \
-  static __attribute__((noinline)) void g4_pv##name(                                          \
-      float *o, int32_t d, const char *v, int64_t vb, const float *vsc, int32_t nblk,         \
-      int32_t nb, const float *p, const float *alpha, const char *vn) {                       \
-    const int64_t row = (int64_t)d * ESZ(T);                                                   \
-    for (int32_t c = 0; c < d; c += 16)                                                       \
-      if (vn && c % LINE_ELEMS(T) == 0 && vb == row)                                          \
-        g4_pv_section(o, d, c, v, vb, vsc, nblk, nb, p, alpha, vn + c * ESZ(T) * nb, T, 1, 1);  \
-      else if (vn && c % LINE_ELEMS(T) == 0)                                                  \
-        g4_pv_section(o, d, c, v, vb, vsc, nblk, nb, p, alpha, vn + c * ESZ(T), T, 0, 1);     \
-      else                                                                                    \
-        g4_pv_section(o, d, c, v, vb, vsc, nblk, nb, p, alpha, NULL, T, 0, 0);                \
-  }
-G4_FNS(ROVE_DTYPE_F32, _f32) G4_FNS(ROVE_DTYPE_BF16, _bf16)
-G4_FNS(ROVE_DTYPE_F16, _f16) G4_FNS(ROVE_DTYPE_Q8, _q8)
-static const g4_fns g4_tab[ROVE_DTYPE_COUNT][ROVE_DTYPE_COUNT] = {
-#define G4_ROW(ks) {{g4_scores##ks, g4_pv_f32}, {g4_scores##ks, g4_pv_bf16},                  \
-                    {g4_scores##ks, g4_pv_f16}, {g4_scores##ks, g4_pv_q8}}
-    G4_ROW(_f32), G4_ROW(_bf16), G4_ROW(_f16), G4_ROW(_q8)
-#undef G4_ROW
-};
-
 /* One block, every row. Row groups of 4 take the GQA group path where it applies (g4_fits,
  * no hidden pair). Paced prefetch: the next block's rows (b->kn, b->vn), its K rows beside
  * the first row group's scores, its V rows beside the first panel's P V. */
@@ -515,7 +290,7 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   int32_t r0 = 0;
   if (g4 && any == all)
     for (; t->nq - r0 >= 4; r0 += 4)
-      g4_tab[b->kt][b->vt].scores(t->q + (int64_t)r0 * d, d, b->k, b->ks * ke, b->ksc, nblk,
+      rove_rows_g4__avx2[b->kt][b->vt].scores(t->q + (int64_t)r0 * d, d, b->k, b->ks * ke, b->ksc, nblk,
                                   b->nb, t->scratch + r0 * BLK, r0 == 0 ? b->kn : NULL);
   /* Blocks that no 4-row group takes (MHA decode, short groups, masked blocks) of calls
    * longer than a block: bursts once per 16 keys (the K rows of these and the next 16
@@ -535,7 +310,7 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
     for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
     const char *vn = r0 == 0 && !burst ? b->vn : NULL;
     if (g4 && R == 4 && !keep) {
-      g4_tab[b->kt][b->vt].pv(t->o + (int64_t)r0 * d, d, b->v, b->vs * ve, b->vsc, nblk, b->nb,
+      rove_rows_g4__avx2[b->kt][b->vt].pv(t->o + (int64_t)r0 * d, d, b->v, b->vs * ve, b->vsc, nblk, b->nb,
                               t->scratch + r0 * BLK, alpha + r0, vn);
       continue;
     }
