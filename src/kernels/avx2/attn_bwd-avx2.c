@@ -1,51 +1,73 @@
 /* SPDX-License-Identifier: MIT */
 /* The backward tile (attn_bwd_kernels.h) for avx2: the generic body of attn_bwd_body.h
  * compiled with this ISA's flags, multiply-adds as fmaf (the vectoriser makes vector FMAs),
- * with its exp; the S and dP products register-blocked with intrinsics (the generic loop
- * spills its accumulators): 2 rows x 32 keys = 8 ymm sums per pass, each key vector
- * loaded once per 2 rows; the dq / dk / dv sums likewise (2 output rows x 32 dims) for
- * d % 32 == 0, branch-free when no weight of the call is zero; dS = P (dP - D) with a
- * vector compare instead of a branch per element. */
+ * with its exp; the five block products register-blocked with intrinsics as the forward
+ * tile's are (the generic loops spill their sums): blocks of 6 rows x 16 columns, 12 ymm
+ * sums, each 16-float row of the other operand loaded once per 6 rows. S and dP as
+ * product_avx2; the dq / dk / dv sums as acc_avx2 for d % 16 == 0, branch-free when no
+ * weight of the call is zero; dS = P (dP - D) with a vector compare instead of a branch
+ * per element. */
 #include <immintrin.h>
 
 #include "kernels-avx2.h"
 
 #define ROVE_BWD_MADD(a, b, c) fmaf(a, b, c)
+#define RB 6 /* rows per register block: 6 x 16 floats = 12 ymm sums, as the forward tile */
+#define ROVE_INLINE static inline __attribute__((always_inline))
 
-/* rows[i][0..64) = a[i][.] . bT[.][0..64) (attn_bwd_body.h's rove_bwd_product) */
-static void product_avx2(float *rows, const float *a, const float *bT, int32_t nq, int32_t d) {
-  for (int32_t i = 0; i < nq; i += 2) {
-    const int two = i + 1 < nq;
-    const float *a0 = a + (int64_t)i * d, *a1 = two ? a0 + d : a0;
-    for (int32_t j0 = 0; j0 < 64; j0 += 32) {
-      __m256 s0[4], s1[4];
-      for (int v = 0; v < 4; v++) s0[v] = s1[v] = _mm256_setzero_ps();
-      for (int32_t c = 0; c < d; c++) {
-        const float *b = bT + (int64_t)c * 64 + j0;
-        const __m256 x0 = _mm256_set1_ps(a0[c]), x1 = _mm256_set1_ps(a1[c]);
-        for (int v = 0; v < 4; v++) {
-          const __m256 bv = _mm256_loadu_ps(b + 8 * v);
-          s0[v] = _mm256_fmadd_ps(x0, bv, s0[v]);
-          s1[v] = _mm256_fmadd_ps(x1, bv, s1[v]);
-        }
-      }
-      for (int v = 0; v < 4; v++) {
-        _mm256_storeu_ps(rows + (int64_t)i * 64 + j0 + 8 * v, s0[v]);
-        if (two) _mm256_storeu_ps(rows + (int64_t)(i + 1) * 64 + j0 + 8 * v, s1[v]);
+/* rows[i][16g .. 16g + 16) = a[i][.] . bT[.][16g ..] for R rows of a from row i: the 12
+ * sums stay in registers, each bT vector is loaded once per R rows and each a[i][c]
+ * broadcast once per 16 keys. Each sum runs over c in order (rove_bwd_product's order). */
+ROVE_INLINE void product_block(float *rows, const float *a, const float *bT, int32_t d,
+                               const int R) {
+  for (int32_t g = 0; g < 64; g += 16) {
+    __m256 s[RB][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) s[r][0] = s[r][1] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int32_t c = 0; c < d; c++) {
+      const __m256 b0 = _mm256_loadu_ps(bT + (int64_t)c * 64 + g);
+      const __m256 b1 = _mm256_loadu_ps(bT + (int64_t)c * 64 + g + 8);
+#pragma GCC unroll 6
+      for (int r = 0; r < R; r++) {
+        const __m256 x = _mm256_broadcast_ss(a + (int64_t)r * d + c);
+        s[r][0] = _mm256_fmadd_ps(x, b0, s[r][0]);
+        s[r][1] = _mm256_fmadd_ps(x, b1, s[r][1]);
       }
     }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+      _mm256_storeu_ps(rows + r * 64 + g, s[r][0]);
+      _mm256_storeu_ps(rows + r * 64 + g + 8, s[r][1]);
+    }
+  }
+}
+
+/* rows[i][0..64) = a[i][.] . bT[.][0..64) (attn_bwd_body.h's rove_bwd_product), in blocks
+ * of 6 rows and a last block of nq % 6. */
+static void product_avx2(float *rows, const float *a, const float *bT, int32_t nq, int32_t d) {
+  int32_t i = 0;
+  for (; i + RB <= nq; i += RB) product_block(rows + i * 64, a + (int64_t)i * d, bT, d, RB);
+  float *ri = rows + i * 64;
+  const float *ai = a + (int64_t)i * d;
+  switch (nq - i) {
+  case 5: product_block(ri, ai, bT, d, 5); break;
+  case 4: product_block(ri, ai, bT, d, 4); break;
+  case 3: product_block(ri, ai, bT, d, 3); break;
+  case 2: product_block(ri, ai, bT, d, 2); break;
+  case 1: product_block(ri, ai, bT, d, 1); break;
+  default: break;
   }
 }
 #define ROVE_BWD_PRODUCT_IMPL(rows, a, bT, nq, d) product_avx2(rows, a, bT, nq, d)
 
 /* dst[o][0..d) += sum_n w(o, n) src[n][0..d), w(o, n) = W[o * wo + n * wn], skipping zero
- * weights (rove_bwd_acc's contract), for d % 32 == 0: 2 output rows x 32 dims = 8 ymm sums
- * per pass (fixed trip counts, so they stay in registers), each src vector loaded once
- * per 2 rows; an odd last row by the generic loop. */
+ * weights (rove_bwd_acc's contract), for d % 16 == 0: blocks of 6 output rows x 16 dims
+ * (12 ymm sums), each src vector loaded once per 6 rows; the generic loop otherwise. */
 static void acc_avx2(float *dst, const float *W, int64_t wo, int64_t wn, const float *src,
                      int32_t n_out, int32_t n_in, int32_t d);
 #define ROVE_BWD_ACC_IMPL(dst, W, wo, wn, src, n_out, n_in, d)                              \
-  ((d) % 32 == 0 ? acc_avx2(dst, W, wo, wn, src, n_out, n_in, d)                             \
+  ((d) % 16 == 0 ? acc_avx2(dst, W, wo, wn, src, n_out, n_in, d)                             \
                  : rove_bwd_acc(dst, W, wo, wn, src, n_out, n_in, d))
 
 /* dS = P (dP - D) where P != 0 (unordered compare: a NaN P keeps its NaN), else +0: the
@@ -85,59 +107,99 @@ static int any_zero_weight(const float *W, int64_t wo, int64_t wn, int32_t n_out
   return _mm256_movemask_ps(hit) != 0;
 }
 
-/* Two output rows x 32 dims from c0 (8 ymm sums), over the n_in inputs; SKIP: a zero
- * weight adds nothing (the contract), tested per weight; without SKIP (no weight is zero,
- * checked first) the loop has no branch. The sums run in the same order either way. */
-static inline __attribute__((always_inline)) void acc_rows2(float *x0, const float *w,
-                                                             int64_t wo, int64_t wn,
-                                                             const float *src, int32_t n_in,
-                                                             int32_t d, int32_t c0,
-                                                             const int SKIP) {
-  float *x1 = x0 + d;
-  __m256 a0 = _mm256_loadu_ps(x0), a1 = _mm256_loadu_ps(x0 + 8);
-  __m256 a2 = _mm256_loadu_ps(x0 + 16), a3 = _mm256_loadu_ps(x0 + 24);
-  __m256 b0 = _mm256_loadu_ps(x1), b1 = _mm256_loadu_ps(x1 + 8);
-  __m256 b2 = _mm256_loadu_ps(x1 + 16), b3 = _mm256_loadu_ps(x1 + 24);
+/* R output rows x 16 dims from c0 (2R ymm sums) over the n_in inputs. BYROW: the weights
+ * of an output row are contiguous (dq: wo = TK, wn = 1), else those of an input row are
+ * (dk, dv: wo = 1, wn = TK); constant strides keep the 6 weight addresses immediates.
+ * SKIP: a zero weight adds nothing (the contract), tested per weight; without SKIP (no
+ * weight is zero, checked first) the loop has no branch. The sums run in the same order
+ * either way: each output over n in order. */
+ROVE_INLINE void acc_block(float *x, const float *W, const float *src, int32_t n_in, int32_t d,
+                           int32_t c0, const int R, const int BYROW, const int SKIP) {
+  const int64_t wo = BYROW ? ROVE_BWD_TK : 1, wn = BYROW ? 1 : ROVE_BWD_TK;
+  __m256 a[RB][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    a[r][0] = _mm256_loadu_ps(x + (int64_t)r * d + c0);
+    a[r][1] = _mm256_loadu_ps(x + (int64_t)r * d + c0 + 8);
+  }
+  const float *w = W;
+#pragma GCC unroll 4
   for (int32_t n = 0; n < n_in; n++, w += wn) {
     const float *y = src + (int64_t)n * d + c0;
     const __m256 y0 = _mm256_loadu_ps(y), y1 = _mm256_loadu_ps(y + 8);
-    const __m256 y2 = _mm256_loadu_ps(y + 16), y3 = _mm256_loadu_ps(y + 24);
-    if (!SKIP || w[0] != 0.0f) {
-      const __m256 x = _mm256_set1_ps(w[0]);
-      a0 = _mm256_fmadd_ps(x, y0, a0), a1 = _mm256_fmadd_ps(x, y1, a1);
-      a2 = _mm256_fmadd_ps(x, y2, a2), a3 = _mm256_fmadd_ps(x, y3, a3);
-    }
-    if (!SKIP || w[wo] != 0.0f) {
-      const __m256 x = _mm256_set1_ps(w[wo]);
-      b0 = _mm256_fmadd_ps(x, y0, b0), b1 = _mm256_fmadd_ps(x, y1, b1);
-      b2 = _mm256_fmadd_ps(x, y2, b2), b3 = _mm256_fmadd_ps(x, y3, b3);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+      if (SKIP && w[r * wo] == 0.0f) continue;
+      const __m256 v = _mm256_broadcast_ss(w + r * wo);
+      a[r][0] = _mm256_fmadd_ps(v, y0, a[r][0]);
+      a[r][1] = _mm256_fmadd_ps(v, y1, a[r][1]);
     }
   }
-  _mm256_storeu_ps(x0, a0), _mm256_storeu_ps(x0 + 8, a1);
-  _mm256_storeu_ps(x0 + 16, a2), _mm256_storeu_ps(x0 + 24, a3);
-  _mm256_storeu_ps(x1, b0), _mm256_storeu_ps(x1 + 8, b1);
-  _mm256_storeu_ps(x1 + 16, b2), _mm256_storeu_ps(x1 + 24, b3);
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    _mm256_storeu_ps(x + (int64_t)r * d + c0, a[r][0]);
+    _mm256_storeu_ps(x + (int64_t)r * d + c0 + 8, a[r][1]);
+  }
 }
 
-/* A weight is zero where P is (a hidden pair: masked tiles; or an underflow) and, for dS,
- * where dP equals D or a softcap saturates; calls without one take the branch-free loop
- * (most tiles of a causal call). callgrind, n = 512,
- * 12 x 64 causal, one thread: acc_avx2 90.1M -> 60.6M instructions, the tile body (which
- * inlines the dq call) 51.0M -> 36.3M. */
+/* All d / 16 column blocks of R output rows from row o. */
+ROVE_INLINE void acc_rows(float *dst, const float *W, const float *src, int32_t o, int32_t n_in,
+                          int32_t d, const int R, const int BYROW, const int SKIP) {
+  const float *w = W + (int64_t)o * (BYROW ? ROVE_BWD_TK : 1);
+  for (int32_t c0 = 0; c0 < d; c0 += 16)
+    acc_block(dst + (int64_t)o * d, w, src, n_in, d, c0, R, BYROW, SKIP);
+}
+
+/* Every output row: blocks of 6, then the nq % 6 rest. */
+ROVE_INLINE void acc_all(float *dst, const float *W, const float *src, int32_t n_out,
+                         int32_t n_in, int32_t d, const int BYROW, const int SKIP) {
+  int32_t o = 0;
+  for (; o + RB <= n_out; o += RB) acc_rows(dst, W, src, o, n_in, d, RB, BYROW, SKIP);
+  switch (n_out - o) {
+  case 5: acc_rows(dst, W, src, o, n_in, d, 5, BYROW, SKIP); break;
+  case 4: acc_rows(dst, W, src, o, n_in, d, 4, BYROW, SKIP); break;
+  case 3: acc_rows(dst, W, src, o, n_in, d, 3, BYROW, SKIP); break;
+  case 2: acc_rows(dst, W, src, o, n_in, d, 2, BYROW, SKIP); break;
+  case 1: acc_rows(dst, W, src, o, n_in, d, 1, BYROW, SKIP); break;
+  default: break;
+  }
+}
+
+/* Whether the n rows of src ([n][d], d % 8 == 0) are all finite: x - x is 0 for a finite x
+ * and NaN for an Inf or a NaN. */
+static int rows_finite(const float *src, int32_t n, int32_t d) {
+  const __m256 zero = _mm256_setzero_ps();
+  __m256 ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+  for (int64_t i = 0; i < (int64_t)n * d; i += 8) {
+    const __m256 x = _mm256_loadu_ps(src + i);
+    ok = _mm256_and_ps(ok, _mm256_cmp_ps(_mm256_sub_ps(x, x), zero, _CMP_EQ_OQ));
+  }
+  return _mm256_movemask_ps(ok) == 0xff;
+}
+
+/* A zero weight must add nothing: it multiplies the row of a hidden pair, which may hold
+ * NaN or Inf. Weights are zero where P is (a hidden pair: the masked tiles; or an
+ * underflow) and, for dS, where dP equals D or a softcap saturates. When the inputs are
+ * all finite, adding w y = +-0 leaves every sum's bits as they are (the sums start at +0
+ * and an addition of +-0 to x != -0 returns x), so the branch-free loop is taken unless
+ * some weight is zero and some input row is not finite. The tile calls this with (wo, wn) =
+ * (1, TK) for dk, dv and (TK, 1) for dq (attn_bwd_body.h). */
 static void acc_avx2(float *dst, const float *W, int64_t wo, int64_t wn, const float *src,
                      int32_t n_out, int32_t n_in, int32_t d) {
-  const int skip = any_zero_weight(W, wo, wn, n_out, n_in);
-  int32_t o = 0;
-  for (; o + 2 <= n_out; o += 2)
-    for (int32_t c0 = 0; c0 < d; c0 += 32) {
-      float *x0 = dst + (int64_t)o * d + c0;
-      const float *w = W + (int64_t)o * wo;
-      if (skip)
-        acc_rows2(x0, w, wo, wn, src, n_in, d, c0, 1);
-      else
-        acc_rows2(x0, w, wo, wn, src, n_in, d, c0, 0);
-    }
-  if (o < n_out) rove_bwd_acc(dst + (int64_t)o * d, W + o * wo, wo, wn, src, n_out - o, n_in, d);
+  const int skip = any_zero_weight(W, wo, wn, n_out, n_in) && !rows_finite(src, n_in, d);
+  if (wo == ROVE_BWD_TK && wn == 1) {
+    if (skip)
+      acc_all(dst, W, src, n_out, n_in, d, 1, 1);
+    else
+      acc_all(dst, W, src, n_out, n_in, d, 1, 0);
+  } else if (wo == 1 && wn == ROVE_BWD_TK) {
+    if (skip)
+      acc_all(dst, W, src, n_out, n_in, d, 0, 1);
+    else
+      acc_all(dst, W, src, n_out, n_in, d, 0, 0);
+  } else {
+    rove_bwd_acc(dst, W, wo, wn, src, n_out, n_in, d);
+  }
 }
 
 void rove_attn_bwd_f32__avx2(const rove_bwd_tile *t) { rove_attn_bwd_body(t, rove_exp_f32__avx2); }
