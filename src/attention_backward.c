@@ -114,6 +114,28 @@ static void add_pair_grads(const rove_plan *p, const float *g, const float *y, d
                       p->cfg.rope.pairing == ROVE_PAIRING_INTERLEAVED, g, y, out, sign);
 }
 
+/* out[c][j] = rows[j][c] for j < nj (<= ROVE_BWD_TK), c < d: blocks of 8 keys x 8 dims,
+ * each read row piece contiguous and each written piece of a row of out contiguous (the
+ * compiler keeps the 64 values in registers or L1; a per-element loop with a tail test
+ * took ~10 instructions per value). */
+static void transpose_rows(float *out, const float *rows, int64_t nj, int32_t d) {
+  int64_t j0 = 0;
+  for (; j0 + 8 <= nj; j0 += 8) {
+    int32_t c0 = 0;
+    for (; c0 + 8 <= d; c0 += 8) {
+      float blk[8][8];
+      for (int r = 0; r < 8; r++)
+        for (int c = 0; c < 8; c++) blk[c][r] = rows[(j0 + r) * d + c0 + c];
+      for (int c = 0; c < 8; c++)
+        memcpy(out + (int64_t)(c0 + c) * ROVE_BWD_TK + j0, blk[c], sizeof blk[c]);
+    }
+    for (; c0 < d; c0++)
+      for (int r = 0; r < 8; r++) out[(int64_t)c0 * ROVE_BWD_TK + j0 + r] = rows[(j0 + r) * d + c0];
+  }
+  for (; j0 < nj; j0++)
+    for (int32_t c = 0; c < d; c++) out[(int64_t)c * ROVE_BWD_TK + j0] = rows[j0 * d + c];
+}
+
 /* Phase 1, one task per (batch, query head): q^ and do~ rows, D; the task of query head h
  * of KV head group position 0 also rotates its KV head's k~ and v~. */
 static void rotate_task(int64_t t, int tid, void *vctx) {
@@ -152,11 +174,12 @@ static void rotate_task(int64_t t, int tid, void *vctx) {
     const float *kr = w->kt + (bk * Lk + kb * ROVE_BWD_TK) * d;
     const float *vr = w->vt + (bk * Lk + kb * ROVE_BWD_TK) * d;
     const int64_t nj = Lk - kb * ROVE_BWD_TK < ROVE_BWD_TK ? Lk - kb * ROVE_BWD_TK : ROVE_BWD_TK;
-    for (int32_t c = 0; c < d; c++)
-      for (int64_t j = 0; j < ROVE_BWD_TK; j++) {
-        kT[c * ROVE_BWD_TK + j] = j < nj ? kr[j * d + c] : 0.0f;
-        vT[c * ROVE_BWD_TK + j] = j < nj ? vr[j * d + c] : 0.0f;
-      }
+    if (nj < ROVE_BWD_TK) {
+      memset(kT, 0, sizeof(float) * (size_t)(d * ROVE_BWD_TK));
+      memset(vT, 0, sizeof(float) * (size_t)(d * ROVE_BWD_TK));
+    }
+    transpose_rows(kT, kr, nj, d);
+    transpose_rows(vT, vr, nj, d);
   }
 }
 

@@ -75,6 +75,24 @@ static inline void rove_bwd_ds(float *g, const float *p, float D) {
 #define ROVE_BWD_DS_IMPL rove_bwd_ds
 #endif
 
+/* p[j] = exp(min(p[j] - lse, 0)) for j < nk (NaN stays NaN): s <= lse in exact
+ * arithmetic; recomputed in another order s - lse can be > 0 (by ulps, or by far more for
+ * logits of 1e16 where fp32 differences mean nothing), so it is clamped and P <= 1. */
+static inline void rove_bwd_p(float *p, float lse, int32_t nk,
+                              void (*expv)(float *, const float *, int64_t)) {
+  for (int32_t j = 0; j < nk; j++) {
+    const float x = p[j] - lse;
+    p[j] = x > 0.0f ? 0.0f : x;
+  }
+  expv(p, p, nk);
+}
+
+/* An ISA file may define ROVE_BWD_P_IMPL (same contract, its exp inlined; it may write
+ * p[nk .. TK), which the body zeroes after it) first. */
+#ifndef ROVE_BWD_P_IMPL
+#define ROVE_BWD_P_IMPL rove_bwd_p
+#endif
+
 static inline void rove_attn_bwd_body(const rove_bwd_tile *t,
                                       void (*expv)(float *, const float *, int64_t)) {
   const int32_t nq = t->nq, nk = t->nk, d = t->d, TK = ROVE_BWD_TK;
@@ -94,14 +112,7 @@ static inline void rove_attn_bwd_body(const rove_bwd_tile *t,
       float *h = th + (int64_t)i * TK;
       for (int32_t j = 0; j < nk; j++) h[j] = tanhf(p[j] / cap), p[j] = cap * h[j];
     }
-    /* s <= lse in exact arithmetic; recomputed in another order s - lse can be > 0 (by
-     * ulps, or by far more for logits of 1e16 where fp32 differences mean nothing):
-     * clamped so that P <= 1 (NaN stays NaN) */
-    for (int32_t j = 0; j < nk; j++) {
-      const float x = p[j] - lse;
-      p[j] = x > 0.0f ? 0.0f : x;
-    }
-    expv(p, p, nk);
+    ROVE_BWD_P_IMPL(p, lse, nk, expv);
     for (int32_t j = nk; j < TK; j++) p[j] = 0.0f;
     if (t->mask)
       for (int32_t j = 0; j < nk; j++)

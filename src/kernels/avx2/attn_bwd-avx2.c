@@ -9,6 +9,7 @@
  * per element. */
 #include <immintrin.h>
 
+#include "exp-avx2.h"
 #include "kernels-avx2.h"
 
 #define ROVE_BWD_MADD(a, b, c) fmaf(a, b, c)
@@ -81,6 +82,23 @@ static inline void ds_avx2(float *g, const float *p, float D) {
   }
 }
 #define ROVE_BWD_DS_IMPL(g, p, D) ds_avx2(g, p, D)
+
+/* p[j] = exp(min(p[j] - lse, 0)) for j < nk, 8 at a time up to the next multiple of 8 (p
+ * has TK floats; the body zeroes p[nk ..] after): min(0, x) keeps a NaN x (the second
+ * operand is returned when one is NaN) and gives x > 0 -> +0, as rove_bwd_p's test does;
+ * rove_exp256 inline is what rove_exp_f32__avx2 computes on these x (all <= 0), except
+ * that it gives 0 for NaN, so NaN lanes are put back. */
+static inline void p_avx2(float *p, float lse, int32_t nk,
+                          void (*expv)(float *, const float *, int64_t)) {
+  (void)expv;
+  const __m256 vl = _mm256_set1_ps(lse), zero = _mm256_setzero_ps();
+  for (int32_t j = 0; j < nk; j += 8) {
+    const __m256 x = _mm256_min_ps(zero, _mm256_sub_ps(_mm256_loadu_ps(p + j), vl));
+    const __m256 y = rove_exp256(x);
+    _mm256_storeu_ps(p + j, _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
+  }
+}
+#define ROVE_BWD_P_IMPL(p, lse, nk, expv) p_avx2(p, lse, nk, expv)
 
 #include "../attn_bwd_body.h"
 
