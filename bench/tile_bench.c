@@ -24,6 +24,7 @@
 
 #include "fma_peak.h"
 #include "isa_registry.h"
+#include "kernels/attn_bwd_kernels.h"
 #include "kernels/kernels.h"
 
 enum { NT = 8, ROUNDS = 15 };
@@ -92,12 +93,48 @@ static double time_tiles(const rove_kernels *kn, int32_t d, int diagonal, double
   return t[ROUNDS / 2];
 }
 
+/* Seconds per call (median) of the backward tile (attn_bwd) on one full block, 64 query
+ * rows x ROVE_BWD_TK keys, every pair visible, dq, dk and dv all asked for: five block
+ * products, 10 nq nk d flops. */
+static double time_bwd_tile(const rove_kernels *kn, int32_t d, double *flops) {
+  const int32_t nq = ROVE_BWD_TQ, nk = ROVE_BWD_TK;
+  unsigned seed = 11;
+  float *q = fill((size_t)nq * d, &seed), *dout = fill((size_t)nq * d, &seed);
+  float *k = fill((size_t)nk * d, &seed), *kT = fill((size_t)nk * d, &seed);
+  float *vT = fill((size_t)nk * d, &seed), *lse = fill((size_t)nq, &seed);
+  float *D = fill((size_t)nq, &seed), *dq = fill((size_t)nq * d, &seed);
+  float *dk = fill((size_t)nk * d, &seed), *dv = fill((size_t)nk * d, &seed);
+  float *scr = fill(ROVE_BWD_SCRATCH, &seed);
+  for (int32_t i = 0; i < nq; i++) lse[i] = 4.0f; /* above every score: P in (0, 1) */
+  *flops = 10.0 * nq * nk * d;
+  const rove_bwd_tile a = {.q = q, .dout = dout, .lse = lse, .D = D, .k = k, .kT = kT, .vT = vT,
+                           .nq = nq, .nk = nk, .d = d, .dq = dq, .dk = dk, .dv = dv,
+                           .scratch = scr};
+  double t[ROUNDS];
+  for (int r = -2; r < ROUNDS; r++) {
+    const double t0 = cpu_now();
+    for (int rep = 0; rep < 16; rep++) kn->attn_bwd(&a);
+    if (r >= 0) t[r] = (cpu_now() - t0) / 16;
+  }
+  qsort(t, ROUNDS, sizeof *t, cmp);
+  free(q), free(dout), free(k), free(kT), free(vT), free(lse), free(D), free(dq), free(dk);
+  free(dv), free(scr);
+  return t[ROUNDS / 2];
+}
+
 int main(int argc, char **argv) {
   int32_t dims[8] = {64, 128}, nd = 2;
   if (argc > 1) {
     nd = 0;
     for (int i = 1; i < argc && nd < 8; i++) dims[nd++] = (int32_t)atoi(argv[i]);
   }
+  typedef struct bwd_row {
+    const char *isa;
+    int32_t d;
+    double peak, gflops, ratio;
+  } bwd_row;
+  bwd_row bwd[ROVE_ISA_COUNT * 8];
+  int nb = 0;
   printf("# tile_bench: attn_tile alone (one query tile x %d key tiles in L1/L2, 1 thread); "
          "medians of %d\n", NT, ROUNDS);
   printf("| ISA | tile | d | FMA peak GFLOP/s | full GFLOP/s | full %% peak | diagonal useful "
@@ -128,7 +165,23 @@ int main(int argc, char **argv) {
       printf("| %s | %dx%d | %d | %.1f | %.1f | %s | %.1f | %s | %.2f |\n",
              rove_isa_name((rove_isa)isa), kn->tile_q, kn->tile_kv, d, peak, gf, pf, gd, pd,
              (td / ((kn->tile_q + kn->tile_kv - 1) / kn->tile_kv)) / (tf / NT));
+      /* the backward tile, and its time per (query, key) pair over the forward's */
+      double fl_bwd;
+      const double tb = time_bwd_tile(kn, d, &fl_bwd), gb = fl_bwd / tb * 1e-9;
+      bwd[nb++] = (bwd_row){rove_isa_name((rove_isa)isa), d, peak, gb,
+                            (tb / (ROVE_BWD_TQ * ROVE_BWD_TK)) / (tf / ((double)NT * kn->tile_q * kn->tile_kv))};
     }
+  }
+  printf("\n# the backward tile (attn_bwd) alone: %d query rows x %d keys, all visible, dq dk dv "
+         "(5 block products, 10 nq nk d flops); bwd/fwd: its time per (query, key) pair over "
+         "the full forward tile's above\n", ROVE_BWD_TQ, ROVE_BWD_TK);
+  printf("| ISA | d | FMA peak GFLOP/s | bwd GFLOP/s | bwd %% peak | bwd/fwd per pair |\n");
+  printf("|---|---:|---:|---:|---:|---:|\n");
+  for (int i = 0; i < nb; i++) {
+    char pb[16] = "-";
+    if (bwd[i].peak > 0) snprintf(pb, sizeof pb, "%.1f", 100.0 * bwd[i].gflops / bwd[i].peak);
+    printf("| %s | %d | %.1f | %.1f | %s | %.2f |\n", bwd[i].isa, bwd[i].d, bwd[i].peak,
+           bwd[i].gflops, pb, bwd[i].ratio);
   }
   return 0;
 }

@@ -17,8 +17,9 @@
  * Phases (each parallel, every task writing disjoint rows, task split by shape only, so
  * results are bitwise identical for any thread count; no atomics):
  *   0. the forward's cos/sin tables (rove_fwd_init, rove_fwd_table_task);
- *   1. rotate: q^, k~, v~ and do~ into [batch*heads][len][d] buffers, D_i, and k~, v~
- *      again as transposed key blocks [d][ROVE_BWD_TK] (the tile's S and dP read them);
+ *   1. rotate (batch x blocks of 64 positions, every head): q^, k~, v~ and do~ into
+ *      [batch*heads][len][d] buffers, D_i, and k~, v~ again as transposed key blocks
+ *      [d][ROVE_BWD_TK] (the tile's S and dP read them);
  *   2. key groups (batch x KV head x n_kg groups of ROVE_BWD_TK-key blocks): per block,
  *      dk, dv over every query block of every query head of the group (the kernel
  *      table's attn_bwd tile, src/kernels/attn_bwd_kernels.h), the tile also adding the
@@ -136,44 +137,55 @@ static void transpose_rows(float *out, const float *rows, int64_t nj, int32_t d)
     for (int32_t c = 0; c < d; c++) out[(int64_t)c * ROVE_BWD_TK + j0] = rows[j0 * d + c];
 }
 
-/* Phase 1, one task per (batch, query head): q^ and do~ rows, D; the task of query head h
- * of KV head group position 0 also rotates its KV head's k~ and v~. */
-static void rotate_task(int64_t t, int tid, void *vctx) {
+/* Phase 1, one task per (batch, block of 64 positions): for every head, the block's q^
+ * and do~ rows and D; for every KV head, its k~ and v~ rows and their transposed key
+ * block. A block's cos / sin rows (shared by all heads unless the angles are explicit)
+ * and its token rows (all heads side by side) are read together, so each is fetched
+ * from memory once. */
+static void rotate_task(int64_t task, int tid, void *vctx) {
   (void)tid;
   rove_bwd *w = vctx;
   const rove_fwd *f = &w->f;
   const rove_plan *p = f->p;
   const rove_kernels *kn = p->kern;
-  const int32_t d = p->cfg.head_dim, H = p->cfg.n_heads, G = H / p->cfg.n_kv_heads;
-  const int64_t b = t / H, h = t % H, kvh = h / G, Lq = f->q_len, Lk = f->kv_len;
+  const int32_t d = p->cfg.head_dim, H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads, G = H / Hkv;
+  const int64_t n_rb = w->n_qb > w->n_kb ? w->n_qb : w->n_kb;
+  const int64_t b = task / n_rb, i0 = task % n_rb * ROVE_BWD_TQ, j0 = task % n_rb * ROVE_BWD_TK;
+  const int64_t Lq = f->q_len, Lk = f->kv_len;
+  const int64_t ni = i0 >= Lq ? 0 : Lq - i0 < ROVE_BWD_TQ ? Lq - i0 : ROVE_BWD_TQ;
+  const int64_t nj = j0 >= Lk ? 0 : Lk - j0 < ROVE_BWD_TK ? Lk - j0 : ROVE_BWD_TK;
   const float scale = p->cfg.scale, m = (float)p->attn_factor;
   const rove_attention_args *a = f->a;
-  rove_rot rq = rove_fwd_qrot(f, b, kvh, 0, p->cfg.rotate & ROVE_ROTATE_Q);
-  rove_rot ro = rove_fwd_qrot(f, b, kvh, 0, p->cfg.rotate & ROVE_ROTATE_O);
-  const int64_t qe = b * Lq * f->qs + h * d, oe = b * Lq * f->os + h * d;
-  const int64_t de = b * Lq * w->dos + h * d;
-  float *qh = w->qh + t * Lq * d, *dt = w->dot + t * Lq * d;
-  kn->rotate(qh, d, a->q + qe, f->qs, Lq, d, &rq, scale * m, scale, 0);
-  kn->rotate(dt, d, w->g->dout + de, w->dos, Lq, d, &ro, 1.0f, 1.0f, 0);
-  for (int64_t i = 0; i < Lq; i++) { /* D_i = do_i . o_i in double (one value per row) */
-    const float *o = a->out + oe + i * f->os, *g = w->g->dout + de + i * w->dos;
-    double s = 0.0;
-    for (int32_t c = 0; c < d; c++) s += (double)o[c] * g[c];
-    w->D[t * Lq + i] = (float)s;
+  for (int64_t h = 0; ni > 0 && h < H; h++) {
+    const int64_t t = b * H + h, kvh = h / G;
+    rove_rot rq = rove_fwd_qrot(f, b, kvh, i0, p->cfg.rotate & ROVE_ROTATE_Q);
+    rove_rot ro = rove_fwd_qrot(f, b, kvh, i0, p->cfg.rotate & ROVE_ROTATE_O);
+    const float *q = a->q + (b * Lq + i0) * f->qs + h * d;
+    const float *o = a->out + (b * Lq + i0) * f->os + h * d;
+    const float *dout = w->g->dout + (b * Lq + i0) * w->dos + h * d;
+    kn->rotate(w->qh + (t * Lq + i0) * d, d, q, f->qs, ni, d, &rq, scale * m, scale, 0);
+    kn->rotate(w->dot + (t * Lq + i0) * d, d, dout, w->dos, ni, d, &ro, 1.0f, 1.0f, 0);
+    for (int64_t i = 0; i < ni; i++) { /* D_i = do_i . o_i in double (one value per row) */
+      const float *oi = o + i * f->os, *gi = dout + i * w->dos;
+      /* four sums over c mod 4, so the additions do not wait on each other */
+      double s[4] = {0.0, 0.0, 0.0, 0.0};
+      int32_t c = 0;
+      for (; c + 4 <= d; c += 4)
+        for (int u = 0; u < 4; u++) s[u] += (double)oi[c + u] * gi[c + u];
+      for (; c < d; c++) s[0] += (double)oi[c] * gi[c];
+      w->D[t * Lq + i0 + i] = (float)((s[0] + s[1]) + (s[2] + s[3]));
+    }
   }
-  if (h % G) return;
-  const int64_t bk = b * p->cfg.n_kv_heads + kvh;
-  rove_rot rk = rove_fwd_krot(f, b, kvh, 0, p->cfg.rotate & ROVE_ROTATE_K);
-  rove_rot rv = rove_fwd_krot(f, b, kvh, 0, p->cfg.rotate & ROVE_ROTATE_V);
-  kn->rotate(w->kt + bk * Lk * d, d, rove_fwd_krow(f, b, kvh, 0), f->ks, Lk, d, &rk, f->k_mul,
-             1.0f, 0);
-  kn->rotate(w->vt + bk * Lk * d, d, rove_fwd_vrow(f, b, kvh, 0), f->vs, Lk, d, &rv, 1.0f, 1.0f, 0);
-  for (int64_t kb = 0; kb < w->n_kb; kb++) { /* [d][TK] blocks, zero past the last key */
+  for (int64_t kvh = 0; nj > 0 && kvh < Hkv; kvh++) {
+    const int64_t bk = b * Hkv + kvh, kb = j0 / ROVE_BWD_TK;
+    rove_rot rk = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_K);
+    rove_rot rv = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_V);
+    float *kr = w->kt + (bk * Lk + j0) * d, *vr = w->vt + (bk * Lk + j0) * d;
+    kn->rotate(kr, d, rove_fwd_krow(f, b, kvh, j0), f->ks, nj, d, &rk, f->k_mul, 1.0f, 0);
+    kn->rotate(vr, d, rove_fwd_vrow(f, b, kvh, j0), f->vs, nj, d, &rv, 1.0f, 1.0f, 0);
+    /* the transposed block [d][TK], zero past the last key */
     float *kT = w->kT + (bk * w->n_kb + kb) * d * ROVE_BWD_TK;
     float *vT = w->vT + (bk * w->n_kb + kb) * d * ROVE_BWD_TK;
-    const float *kr = w->kt + (bk * Lk + kb * ROVE_BWD_TK) * d;
-    const float *vr = w->vt + (bk * Lk + kb * ROVE_BWD_TK) * d;
-    const int64_t nj = Lk - kb * ROVE_BWD_TK < ROVE_BWD_TK ? Lk - kb * ROVE_BWD_TK : ROVE_BWD_TK;
     if (nj < ROVE_BWD_TK) {
       memset(kT, 0, sizeof(float) * (size_t)(d * ROVE_BWD_TK));
       memset(vT, 0, sizeof(float) * (size_t)(d * ROVE_BWD_TK));
@@ -352,7 +364,7 @@ rove_status rove_attention_backward(const rove_plan *p, const rove_attention_arg
   }
   w.g = g;
   rove_parallel_for(nt, w.f.n_tables, rove_fwd_table_task, &w.f);
-  rove_parallel_for(nt, B * H, rotate_task, &w);
+  rove_parallel_for(nt, B * (w.n_qb > w.n_kb ? w.n_qb : w.n_kb), rotate_task, &w);
   rove_parallel_for(nt, kt, key_task, &w);
   rove_parallel_for(nt, qt, query_task, &w);
   rove_pool_put(p->pool, w.block, w.block_bytes);
