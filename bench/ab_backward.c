@@ -9,20 +9,24 @@
  * backward of that call (rove_attention_backward). It prints per build the median
  * forward and backward times, the median of the per-round ratios bwd / fwd (issue 16's
  * target: <= 2.5), and the backward's GFLOP/s counted as FlashAttention-2 does (2.5 x
- * the forward's 4 n^2 d h flops, halved when causal).
+ * the forward's 4 n^2 d h flops, halved when causal) beside the single-core FMA peak of
+ * the plan's ISA, measured in the same run (fma_peak.c, built into this program with its
+ * two calls into librove renamed to ab_cpu_features / ab_isa_name, which ask build A: a
+ * third copy of librove linked in would take over the two builds' own calls).
  *
  *   ab_backward LIB_A LIB_B [n heads kv_heads head_dim threads rounds]
  *   (defaults 1024 12 12 64 1 9). AB_ROTATE=rope | none: that plan (default RoVE);
- *   AB_FULL=1: not causal.
+ *   AB_ROTATE_B: another for build B (AB_ROTATE=rope AB_ROTATE_B=rove with one build twice:
+ *   the RoVE / RoPE ratio, as "bwd B / A"); AB_FULL=1: not causal.
  *
  * Example: build/bench/ab_backward /tmp/base/build/librove.so build/librove.so 1024 8 8 128 */
-#define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_clock.h"
+#include "fma_peak.h"
 #include "rove.h"
 
 typedef struct lib {
@@ -33,8 +37,15 @@ typedef struct lib {
   rove_status (*backward)(const rove_plan *, const rove_attention_args *,
                           const rove_attention_grads *);
   void (*plan_destroy)(rove_plan *);
+  rove_isa (*plan_isa)(const rove_plan *);
   rove_plan *plan;
 } lib;
+
+static uint32_t (*a_cpu_features)(void);
+static const char *(*a_isa_name)(rove_isa);
+/* fma_peak.c's calls (renamed by the build, see CMakeLists.txt) */
+uint32_t ab_cpu_features(void) { return a_cpu_features(); }
+const char *ab_isa_name(rove_isa isa) { return a_isa_name(isa); }
 
 static void *sym(void *h, const char *name) {
   void *f = dlsym(h, name);
@@ -68,13 +79,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ab_backward: sizes must be positive and heads a multiple of kv_heads\n");
     return 2;
   }
-  const char *rot = getenv("AB_ROTATE") ? getenv("AB_ROTATE") : "rove";
-  const uint32_t mode = !strcmp(rot, "rope") ? ROVE_ROTATE_ROPE
-                        : !strcmp(rot, "none") ? 0u
-                                               : ROVE_ROTATE_ROVE;
-  if (mode == ROVE_ROTATE_ROVE && strcmp(rot, "rove")) {
-    fprintf(stderr, "ab_backward: AB_ROTATE=%s: rove, rope or none\n", rot);
-    return 2;
+  const char *rot[2] = {getenv("AB_ROTATE") ? getenv("AB_ROTATE") : "rove", NULL};
+  rot[1] = getenv("AB_ROTATE_B") ? getenv("AB_ROTATE_B") : rot[0];
+  uint32_t mode[2];
+  for (int i = 0; i < 2; i++) {
+    mode[i] = !strcmp(rot[i], "rope") ? ROVE_ROTATE_ROPE : !strcmp(rot[i], "none") ? 0u
+                                                                              : ROVE_ROTATE_ROVE;
+    if (mode[i] == ROVE_ROTATE_ROVE && strcmp(rot[i], "rove")) {
+      fprintf(stderr, "ab_backward: AB_ROTATE=%s: rove, rope or none\n", rot[i]);
+      return 2;
+    }
   }
   const int causal = getenv("AB_FULL") == NULL;
   const size_t nq = (size_t)n * H * d, nkv = (size_t)n * Hk * d;
@@ -93,11 +107,16 @@ int main(int argc, char **argv) {
     L[i].forward = sym(L[i].h, "rove_attention_forward");
     L[i].backward = sym(L[i].h, "rove_attention_backward");
     L[i].plan_destroy = sym(L[i].h, "rove_plan_destroy");
+    L[i].plan_isa = sym(L[i].h, "rove_plan_isa");
     rove_attention_config c;
     L[i].config_init(&c, H, Hk, d);
     c.n_threads = thr;
-    c.rotate = mode;
+    c.rotate = mode[i];
     c.causal = causal;
+    if (i == 0) {
+      a_cpu_features = sym(L[i].h, "rove_cpu_features");
+      a_isa_name = sym(L[i].h, "rove_isa_name");
+    }
     if (L[i].plan_create(&c, &L[i].plan)) {
       fprintf(stderr, "ab_backward: plan_create failed for %s\n", argv[1 + i]);
       return 2;
@@ -122,17 +141,22 @@ int main(int argc, char **argv) {
   /* FlashAttention-2's count: forward 4 n^2 d h (2 products), halved when causal; the
    * backward 2.5x that */
   const double fwd_flops = 4.0 * n * (double)n * d * H * (causal ? 0.5 : 1.0);
-  printf("backward %d x %d:%d x %d, %s, %s, %d thread(s), %d rounds, medians:\n", n, H, Hk, d,
-         causal ? "causal" : "full", rot, thr, rounds);
+  const rove_isa isa = L[0].plan_isa(L[0].plan);
+  const double peak = rove_fma_peak_gflops(isa) * thr; /* 0: no vector FMA loop (scalar) */
+  printf("backward %d x %d:%d x %d, %s, %d thread(s), %d rounds, medians; FMA peak %.1f "
+         "GFLOP/s (%s, %d core(s), measured now):\n", n, H, Hk, d, causal ? "causal" : "full",
+         thr, rounds, peak, a_isa_name(isa), thr);
   double mb[2];
   for (int i = 0; i < 2; i++) {
     const double f = bench_median(t[i][0], rounds), b = bench_median(t[i][1], rounds);
     const double ratio = bench_median(t[i][2], rounds);
     mb[i] = b;
-    printf("  %c  fwd %8.2f ms  bwd %8.2f ms  bwd/fwd %5.2f  bwd %6.1f GFLOP/s  (%s)\n",
-           'A' + i, f * 1e3, b * 1e3, ratio, 2.5 * fwd_flops / b * 1e-9, argv[1 + i]);
+    const double gf = 2.5 * fwd_flops / b * 1e-9;
+    printf("  %c  fwd %8.2f ms  bwd %8.2f ms  bwd/fwd %5.2f  bwd %6.1f GFLOP/s = %4.1f %% of "
+           "peak  (%s, %s)\n", 'A' + i, f * 1e3, b * 1e3, ratio, gf,
+           peak > 0 ? 100 * gf / peak : 0.0, rot[i], argv[1 + i]);
   }
-  printf("  bwd A / B %.3f\n", mb[0] / mb[1]);
+  printf("  bwd A / B %.3f, B / A %.3f\n", mb[0] / mb[1], mb[1] / mb[0]);
   for (int i = 0; i < 2; i++) {
     L[i].plan_destroy(L[i].plan);
     dlclose(L[i].h);

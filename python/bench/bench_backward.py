@@ -5,11 +5,12 @@ rove_attention_backward) against PyTorch SDPA's CPU backward, in one run.
     python python/bench/bench_backward.py [--n 1024 2048] [--threads 1 2] [--runs 5]
 
 For each shape (causal; 12 x 64 and 8 x 128 heads) and thread count, times forward and
-backward separately (median of --runs, rounds interleaved between the two libraries) and
-prints a markdown table for librove without rotations (the computation SDPA does),
-with RoPE and with RoVE, and SDPA: ms, backward / forward, and the backward's GFLOP/s counted as
-FlashAttention-2 does (2.5x the causal forward's 4 n^2 d h / 2 flops). The single-core
-FMA peak comes from `rove_bench` (BENCHMARKS.md) and is not measured here.
+backward separately (median of --runs after one untimed round, rounds interleaved between
+the two libraries) and prints a markdown table for librove without rotations (the
+computation SDPA does), with RoPE and with RoVE, and SDPA: ms, backward / forward, and the
+backward's GFLOP/s counted as FlashAttention-2 does (2.5x the causal forward's 4 n^2 d h / 2
+flops). The FMA peak is not measured here: bench/ab_backward (C) prints it beside the same
+figures for librove.
 """
 import argparse
 import statistics
@@ -55,6 +56,8 @@ def main():
             for t in args.threads:
                 torch.set_num_threads(t)
                 res = {"rove-none": [], "sdpa": [], "rove-rope": [], "rove-rove": []}
+                for impl in res:  # untimed: plans, workspaces, torch's first-backward imports
+                    one_round(impl, q, k, v, do, t)
                 for _ in range(args.runs):
                     for impl in res:
                         res[impl].append(one_round(impl, q, k, v, do, t))
