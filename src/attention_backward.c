@@ -20,10 +20,11 @@
  *   1. rotate (batch x blocks of 64 positions, every head): q^, k~, v~ and do~ into
  *      [batch*heads][len][d] buffers, D_i, and k~, v~ again as transposed key blocks
  *      [d][ROVE_BWD_TK] (the tile's S and dP read them);
- *   2. key groups (batch x KV head x n_kg groups of ROVE_BWD_TK-key blocks): per block,
- *      dk, dv over every query block of every query head of the group (the kernel
- *      table's attn_bwd tile, src/kernels/attn_bwd_kernels.h), the tile also adding the
- *      block's dq^ terms into the key group's own partial dq buffer;
+ *   2. key groups (batch x KV head x n_kg groups of ROVE_BWD_TK-key blocks): per set of
+ *      KEY_SET blocks, dk, dv over every query block of every query head of the group
+ *      (the kernel table's attn_bwd tile, src/kernels/attn_bwd_kernels.h; the set's
+ *      tiles side by side for each query block), the tile also adding the block's dq^
+ *      terms into the key group's own partial dq buffer;
  *   3. query blocks (batch x KV head x ROVE_BWD_TQ queries): dq of each query head = the
  *      groups' partials summed in group order, then rotated back.
  * Explicit angles (Selective RoPE): d psi of the key angles in phase 2 and d phi of the
@@ -34,8 +35,8 @@
  * dk, dv, dq) against the forward's 2; dq needs no atomics: each key group owns a partial
  * buffer, so the sum order is fixed by the shapes.
  * Workspace: (q_len * n_heads * (2 + n_kg) + kv_len * n_kv_heads * 4) * d floats per batch
- * row (n_kg = 4 .. 32 / (batch * n_kv_heads)) plus a tile's scratch and accumulators per
- * thread (and the forward's validation workspace). */
+ * row (n_kg = 4 .. 32 / (batch * n_kv_heads)) plus a tile's scratch and a key set's
+ * accumulators per thread (and the forward's validation workspace). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,11 @@
 #include "selective.h"
 #include "attention_tile.h"
 
+/* Key blocks whose tiles phase 2 runs side by side for each query block (key_blocks): the
+ * query side is read from memory once per set. At 2, a set's key side (k~, k~^T, v~^T, dk,
+ * dv: 5 blocks of 64 x d floats each) and one query block fit a 512 KB L2 at d = 128. */
+#define KEY_SET 2
+
 typedef struct rove_bwd {
   rove_fwd f; /* validation, positions, rotation tables */
   const rove_attention_grads *g;
@@ -51,7 +57,7 @@ typedef struct rove_bwd {
   float *qh, *kt, *vt, *dot;  /* q^, k~, v~, do~: [batch*heads][len][d] */
   float *kT, *vT;             /* k~, v~ by key block, transposed: [batch*Hkv][n_kb][d][TK] */
   float *D;                   /* [batch*n_heads][q_len] */
-  float *scratch;             /* per thread: the tile's scratch, then dk, dv or dq */
+  float *scratch;             /* per thread: the tile's scratch, then a key set's dk, dv or dq */
   int64_t scratch_floats;
   int64_t n_kb, n_qb;
   /* dq in one pass: the key blocks of a (batch, KV head) are cut into n_kg groups (a
@@ -223,7 +229,7 @@ static int tile_args(const rove_bwd *w, int64_t t, int64_t i0, int64_t ni, int64
 /* Phase 2, one task per (batch, KV head, key group): for each key block of the group, dk
  * and dv over every query block of every query head of the group in a fixed order, and
  * the block's dq^ contributions into the group's partial dq buffer. */
-static void key_block(rove_bwd *w, int tid, int64_t bk, int64_t kb, float *dqp);
+static void key_blocks(rove_bwd *w, int tid, int64_t bk, int64_t kb0, int64_t nb, float *dqp);
 
 static void key_task(int64_t task, int tid, void *vctx) {
   rove_bwd *w = vctx;
@@ -236,45 +242,58 @@ static void key_task(int64_t task, int tid, void *vctx) {
   for (int64_t h = kvh * G; h < (kvh + 1) * G; h++) /* this group's partial rows */
     memset(dqp + (b * H + h) * Lq * d, 0, sizeof(float) * (size_t)(Lq * d));
   const int64_t kb0 = w->n_kb * kg / w->n_kg, kb1 = w->n_kb * (kg + 1) / w->n_kg;
-  for (int64_t kb = kb0; kb < kb1; kb++) key_block(w, tid, bk, kb, dqp);
+  for (int64_t kb = kb0; kb < kb1; kb += KEY_SET)
+    key_blocks(w, tid, bk, kb, kb1 - kb < KEY_SET ? kb1 - kb : KEY_SET, dqp);
 }
 
-static void key_block(rove_bwd *w, int tid, int64_t bk, int64_t kb, float *dqp) {
+/* Key blocks kb0 .. kb0 + nb - 1 (nb <= KEY_SET) of (batch, KV head) bk: for each query
+ * block of each query head of the group, the tiles of the nb key blocks one after the
+ * other, so the query side (q^, do~ and the partial dq rows) is read once per set
+ * rather than once per key block. Each dk / dv still sums over (head, query block) in
+ * order, and each partial dq row over the key blocks in order, as one block at a time
+ * would. */
+static void key_blocks(rove_bwd *w, int tid, int64_t bk, int64_t kb0, int64_t nb, float *dqp) {
   const rove_fwd *f = &w->f;
   const rove_plan *p = f->p;
   const int32_t d = p->cfg.head_dim, H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads, G = H / Hkv;
   const int64_t b = bk / Hkv, kvh = bk % Hkv;
-  const int64_t Lq = f->q_len, Lk = f->kv_len, j0 = kb * ROVE_BWD_TK;
-  const int64_t nj = Lk - j0 < ROVE_BWD_TK ? Lk - j0 : ROVE_BWD_TK;
+  const int64_t Lq = f->q_len, Lk = f->kv_len;
   float *ws = w->scratch + (int64_t)tid * w->scratch_floats;
-  float *dk = ws + ROVE_BWD_SCRATCH, *dv = dk + ROVE_BWD_TK * d;
-  memset(dk, 0, sizeof(float) * (size_t)(2 * ROVE_BWD_TK * d));
+  float *acc = ws + ROVE_BWD_SCRATCH; /* per block: dk [TK][d], then dv [TK][d] */
+  memset(acc, 0, sizeof(float) * (size_t)(nb * 2 * ROVE_BWD_TK * d));
   for (int64_t h = kvh * G; h < (kvh + 1) * G; h++)
-    for (int64_t i0 = 0; i0 < Lq; i0 += ROVE_BWD_TQ) {
-      rove_bwd_tile a;
-      const int64_t t = b * H + h;
-      if (!tile_args(w, t, i0, Lq - i0 < ROVE_BWD_TQ ? Lq - i0 : ROVE_BWD_TQ, bk, kb, &a))
-        continue;
-      a.dk = dk, a.dv = dv, a.dq = dqp + (t * Lq + i0) * d, a.scratch = ws;
-      p->kern->attn_bwd(&a);
+    for (int64_t i0 = 0; i0 < Lq; i0 += ROVE_BWD_TQ)
+      for (int64_t s = 0; s < nb; s++) {
+        rove_bwd_tile a;
+        const int64_t t = b * H + h;
+        if (!tile_args(w, t, i0, Lq - i0 < ROVE_BWD_TQ ? Lq - i0 : ROVE_BWD_TQ, bk, kb0 + s, &a))
+          continue;
+        a.dk = acc + s * 2 * ROVE_BWD_TK * d, a.dv = a.dk + ROVE_BWD_TK * d;
+        a.dq = dqp + (t * Lq + i0) * d, a.scratch = ws;
+        p->kern->attn_bwd(&a);
+      }
+  for (int64_t s = 0; s < nb; s++) {
+    const int64_t j0 = (kb0 + s) * ROVE_BWD_TK;
+    const int64_t nj = Lk - j0 < ROVE_BWD_TK ? Lk - j0 : ROVE_BWD_TK;
+    float *dk = acc + s * 2 * ROVE_BWD_TK * d, *dv = dk + ROVE_BWD_TK * d;
+    if (w->g->d_kv_angles) { /* d psi_j from k~ = M R(psi) k and v~ = R(psi) v */
+      const int32_t half = p->half;
+      for (int64_t j = 0; j < nj; j++) {
+        double *da = w->g->d_kv_angles + ((b * Lk + j0 + j) * Hkv + kvh) * half;
+        memset(da, 0, sizeof(double) * (size_t)half);
+        if (p->cfg.rotate & ROVE_ROTATE_K)
+          add_pair_grads(p, dk + j * d, w->kt + (bk * Lk + j0 + j) * d, da, 1.0);
+        if (p->cfg.rotate & ROVE_ROTATE_V)
+          add_pair_grads(p, dv + j * d, w->vt + (bk * Lk + j0 + j) * d, da, 1.0);
+      }
     }
-  if (w->g->d_kv_angles) { /* d psi_j from k~ = M R(psi) k and v~ = R(psi) v */
-    const int32_t half = p->half;
-    for (int64_t j = 0; j < nj; j++) {
-      double *da = w->g->d_kv_angles + ((b * Lk + j0 + j) * Hkv + kvh) * half;
-      memset(da, 0, sizeof(double) * (size_t)half);
-      if (p->cfg.rotate & ROVE_ROTATE_K)
-        add_pair_grads(p, dk + j * d, w->kt + (bk * Lk + j0 + j) * d, da, 1.0);
-      if (p->cfg.rotate & ROVE_ROTATE_V)
-        add_pair_grads(p, dv + j * d, w->vt + (bk * Lk + j0 + j) * d, da, 1.0);
-    }
+    rove_rot rk = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_K);
+    rove_rot rv = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_V);
+    float *dko = w->g->dk + (b * Lk + j0) * w->dks + kvh * d;
+    float *dvo = w->g->dv + (b * Lk + j0) * w->dvs + kvh * d;
+    p->kern->rotate(dko, w->dks, dk, d, nj, d, &rk, f->k_mul, 1.0f, 1);
+    p->kern->rotate(dvo, w->dvs, dv, d, nj, d, &rv, 1.0f, 1.0f, 1);
   }
-  rove_rot rk = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_K);
-  rove_rot rv = rove_fwd_krot(f, b, kvh, j0, p->cfg.rotate & ROVE_ROTATE_V);
-  float *dko = w->g->dk + (b * Lk + j0) * w->dks + kvh * d;
-  float *dvo = w->g->dv + (b * Lk + j0) * w->dvs + kvh * d;
-  p->kern->rotate(dko, w->dks, dk, d, nj, d, &rk, f->k_mul, 1.0f, 1);
-  p->kern->rotate(dvo, w->dvs, dv, d, nj, d, &rv, 1.0f, 1.0f, 1);
 }
 
 /* Phase 3: query rows [i0, i0 + ROVE_BWD_TQ) of one (batch, KV head): dq of each query
@@ -332,7 +351,7 @@ rove_status rove_attention_backward(const rove_plan *p, const rove_attention_arg
   int64_t nq = 0, nk = 0, nD = 0, nT = 0, total = 0;
   w.n_kb = (a->kv_len + ROVE_BWD_TK - 1) / ROVE_BWD_TK;
   w.n_qb = (a->q_len + ROVE_BWD_TQ - 1) / ROVE_BWD_TQ;
-  w.scratch_floats = (ROVE_BWD_SCRATCH + 2 * ROVE_BWD_TK * d + 15) / 16 * 16;
+  w.scratch_floats = (ROVE_BWD_SCRATCH + KEY_SET * 2 * ROVE_BWD_TK * d + 15) / 16 * 16;
   /* key groups: enough tasks for a team (>= 32 over batch x KV heads, >= 4 each), at
    * most one per key block; shapes only, never the thread count */
   w.n_kg = (32 + B * Hkv - 1) / (B * Hkv);

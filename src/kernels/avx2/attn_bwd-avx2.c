@@ -16,48 +16,50 @@
 #define RB 6 /* rows per register block: 6 x 16 floats = 12 ymm sums, as the forward tile */
 #define ROVE_INLINE static inline __attribute__((always_inline))
 
-/* rows[i][16g .. 16g + 16) = a[i][.] . bT[.][16g ..] for R rows of a from row i: the 12
- * sums stay in registers, each bT vector is loaded once per R rows and each a[i][c]
- * broadcast once per 16 keys. Each sum runs over c in order (rove_bwd_product's order). */
+/* rows[i][g .. g + 16) = a[i][.] . bT[.][g ..] for R rows of a from row i: the 12 sums
+ * stay in registers, each bT vector is loaded once per R rows and each a[i][c] broadcast
+ * once per 16 keys. Each sum runs over c in order (rove_bwd_product's order). */
 ROVE_INLINE void product_block(float *rows, const float *a, const float *bT, int32_t d,
-                               const int R) {
-  for (int32_t g = 0; g < 64; g += 16) {
-    __m256 s[RB][2];
+                               int32_t g, const int R) {
+  __m256 s[RB][2];
 #pragma GCC unroll 6
-    for (int r = 0; r < R; r++) s[r][0] = s[r][1] = _mm256_setzero_ps();
+  for (int r = 0; r < R; r++) s[r][0] = s[r][1] = _mm256_setzero_ps();
 #pragma GCC unroll 4
-    for (int32_t c = 0; c < d; c++) {
-      const __m256 b0 = _mm256_loadu_ps(bT + (int64_t)c * 64 + g);
-      const __m256 b1 = _mm256_loadu_ps(bT + (int64_t)c * 64 + g + 8);
-#pragma GCC unroll 6
-      for (int r = 0; r < R; r++) {
-        const __m256 x = _mm256_broadcast_ss(a + (int64_t)r * d + c);
-        s[r][0] = _mm256_fmadd_ps(x, b0, s[r][0]);
-        s[r][1] = _mm256_fmadd_ps(x, b1, s[r][1]);
-      }
-    }
+  for (int32_t c = 0; c < d; c++) {
+    const __m256 b0 = _mm256_loadu_ps(bT + (int64_t)c * 64 + g);
+    const __m256 b1 = _mm256_loadu_ps(bT + (int64_t)c * 64 + g + 8);
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
-      _mm256_storeu_ps(rows + r * 64 + g, s[r][0]);
-      _mm256_storeu_ps(rows + r * 64 + g + 8, s[r][1]);
+      const __m256 x = _mm256_broadcast_ss(a + (int64_t)r * d + c);
+      s[r][0] = _mm256_fmadd_ps(x, b0, s[r][0]);
+      s[r][1] = _mm256_fmadd_ps(x, b1, s[r][1]);
     }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    _mm256_storeu_ps(rows + r * 64 + g, s[r][0]);
+    _mm256_storeu_ps(rows + r * 64 + g + 8, s[r][1]);
   }
 }
 
-/* rows[i][0..64) = a[i][.] . bT[.][0..64) (attn_bwd_body.h's rove_bwd_product), in blocks
- * of 6 rows and a last block of nq % 6. */
+/* rows[i][0..64) = a[i][.] . bT[.][0..64) (attn_bwd_body.h's rove_bwd_product): for each
+ * 16 keys, blocks of 6 rows and a last block of nq % 6. Keys outermost: a key group's
+ * columns of bT (d lines of 64 bytes, 8 KB at d = 128) stay in L1 while every row block
+ * reads them; a row block's rows of a are the stream. */
 static void product_avx2(float *rows, const float *a, const float *bT, int32_t nq, int32_t d) {
-  int32_t i = 0;
-  for (; i + RB <= nq; i += RB) product_block(rows + i * 64, a + (int64_t)i * d, bT, d, RB);
-  float *ri = rows + i * 64;
-  const float *ai = a + (int64_t)i * d;
-  switch (nq - i) {
-  case 5: product_block(ri, ai, bT, d, 5); break;
-  case 4: product_block(ri, ai, bT, d, 4); break;
-  case 3: product_block(ri, ai, bT, d, 3); break;
-  case 2: product_block(ri, ai, bT, d, 2); break;
-  case 1: product_block(ri, ai, bT, d, 1); break;
-  default: break;
+  for (int32_t g = 0; g < 64; g += 16) {
+    int32_t i = 0;
+    for (; i + RB <= nq; i += RB) product_block(rows + i * 64, a + (int64_t)i * d, bT, d, g, RB);
+    float *ri = rows + i * 64;
+    const float *ai = a + (int64_t)i * d;
+    switch (nq - i) {
+    case 5: product_block(ri, ai, bT, d, g, 5); break;
+    case 4: product_block(ri, ai, bT, d, g, 4); break;
+    case 3: product_block(ri, ai, bT, d, g, 3); break;
+    case 2: product_block(ri, ai, bT, d, g, 2); break;
+    case 1: product_block(ri, ai, bT, d, g, 1); break;
+    default: break;
+    }
   }
 }
 #define ROVE_BWD_PRODUCT_IMPL(rows, a, bT, nq, d) product_avx2(rows, a, bT, nq, d)
@@ -160,26 +162,26 @@ ROVE_INLINE void acc_block(float *x, const float *W, const float *src, int32_t n
   }
 }
 
-/* All d / 16 column blocks of R output rows from row o. */
-ROVE_INLINE void acc_rows(float *dst, const float *W, const float *src, int32_t o, int32_t n_in,
-                          int32_t d, const int R, const int BYROW, const int SKIP) {
-  const float *w = W + (int64_t)o * (BYROW ? ROVE_BWD_TK : 1);
-  for (int32_t c0 = 0; c0 < d; c0 += 16)
-    acc_block(dst + (int64_t)o * d, w, src, n_in, d, c0, R, BYROW, SKIP);
-}
-
-/* Every output row: blocks of 6, then the nq % 6 rest. */
+/* Every output row, 16 dims at a time: blocks of 6 rows, then the n_out % 6 rest. Dims
+ * outermost: the inputs' 16 columns (n_in lines of 64 bytes) stay in L1 while every row
+ * block reads them; the weights are the stream. */
 ROVE_INLINE void acc_all(float *dst, const float *W, const float *src, int32_t n_out,
                          int32_t n_in, int32_t d, const int BYROW, const int SKIP) {
-  int32_t o = 0;
-  for (; o + RB <= n_out; o += RB) acc_rows(dst, W, src, o, n_in, d, RB, BYROW, SKIP);
-  switch (n_out - o) {
-  case 5: acc_rows(dst, W, src, o, n_in, d, 5, BYROW, SKIP); break;
-  case 4: acc_rows(dst, W, src, o, n_in, d, 4, BYROW, SKIP); break;
-  case 3: acc_rows(dst, W, src, o, n_in, d, 3, BYROW, SKIP); break;
-  case 2: acc_rows(dst, W, src, o, n_in, d, 2, BYROW, SKIP); break;
-  case 1: acc_rows(dst, W, src, o, n_in, d, 1, BYROW, SKIP); break;
-  default: break;
+  const int64_t wo = BYROW ? ROVE_BWD_TK : 1;
+  for (int32_t c0 = 0; c0 < d; c0 += 16) {
+    int32_t o = 0;
+    for (; o + RB <= n_out; o += RB)
+      acc_block(dst + (int64_t)o * d, W + o * wo, src, n_in, d, c0, RB, BYROW, SKIP);
+    float *x = dst + (int64_t)o * d;
+    const float *w = W + o * wo;
+    switch (n_out - o) {
+    case 5: acc_block(x, w, src, n_in, d, c0, 5, BYROW, SKIP); break;
+    case 4: acc_block(x, w, src, n_in, d, c0, 4, BYROW, SKIP); break;
+    case 3: acc_block(x, w, src, n_in, d, c0, 3, BYROW, SKIP); break;
+    case 2: acc_block(x, w, src, n_in, d, c0, 2, BYROW, SKIP); break;
+    case 1: acc_block(x, w, src, n_in, d, c0, 1, BYROW, SKIP); break;
+    default: break;
+    }
   }
 }
 
