@@ -154,14 +154,19 @@ static void test_attn_bwd(const rove_kernels *kn) {
   if (kn->attn_bwd == ref->attn_bwd) /* NEON today: its table names the scalar tile */
     print_message("  %s attn_bwd: this table names the scalar kernel (no %s tile yet)\n", kt_isa(),
                   kt_isa());
-  static const int32_t nqs[] = {1, 7, 33, 64}, nks[] = {1, 13, 64}, ds[] = {8, 64, 100, 128};
+  /* row counts that leave every remainder of the AVX2 tile's 6-row blocks (1 .. 5) in the
+   * S / dP products and the dq sums (nq) and the dk / dv sums (nk); dims with and without
+   * the 16-dim blocks (d % 16 == 0), even and odd numbers of them */
+  static const int32_t nqs[] = {1, 2, 5, 7, 33, 64}, nks[] = {1, 2, 11, 13, 64},
+                       ds[] = {8, 64, 80, 100, 128};
+  enum { NQ = sizeof nqs / sizeof *nqs, NK = sizeof nks / sizeof *nks, ND = sizeof ds / sizeof *ds };
   rove_rng g;
   rove_rng_seed(&g, 0xbacc);
   int64_t cases = 0;
   double worst = 0.0;
-  for (int a = 0; a < 4; a++)
-    for (int b = 0; b < 3; b++)
-      for (int e = 0; e < 4; e++)
+  for (int a = 0; a < NQ; a++)
+    for (int b = 0; b < NK; b++)
+      for (int e = 0; e < ND; e++)
         for (int var = 0; var < 4; var++) {
           const bcase c = {nqs[a], nks[b], ds[e], var, (a + var) % 2, 1,
                            (int)(1 + (a + b + e + var) % 7)};

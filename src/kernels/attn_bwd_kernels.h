@@ -8,7 +8,9 @@
  * Layouts (floats, row-major): q, dout [nq][d]; k [nk][d] (for dq); kT, vT [d][ROVE_BWD_TK]
  * (the block transposed, columns past nk zero); dk, dv [nk][d]; dq [nq][d]; lse, D [nq];
  * scratch ROVE_BWD_SCRATCH floats. Positions are read only when mask != 0. Kernels may
- * differ from the scalar one by rounding only (FMA, their exp). */
+ * differ from the scalar one by rounding only (FMA, their exp), and in the sign of a zero:
+ * a zero weight may add its +-0 product when every input row it would multiply is finite
+ * (AVX2), which changes no sum except a -0 one into +0 (the driver's sums start at +0). */
 #ifndef ROVE_ATTN_BWD_KERNELS_H
 #define ROVE_ATTN_BWD_KERNELS_H
 
