@@ -10,7 +10,7 @@
 #include "exp-avx2.h"
 
 /* exp of 8 lanes from in[] into out[] (both 8 floats, may alias). */
-static void exp8(float *out, const float *in) {
+static inline __attribute__((always_inline)) void exp8(float *out, const float *in) {
   const __m256 x = _mm256_loadu_ps(in);
   const __m256 y = rove_exp256(x);
   /* lanes above 88.37 or NaN (rove_exp256 gives 0 for NaN; here NaN propagates) */
