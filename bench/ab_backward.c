@@ -17,7 +17,7 @@
  *   ab_backward LIB_A LIB_B [n heads kv_heads head_dim threads rounds]
  *   (defaults 1024 12 12 64 1 9). AB_ROTATE=rope | none: that plan (default RoVE);
  *   AB_ROTATE_B: another for build B (AB_ROTATE=rope AB_ROTATE_B=rove with one build twice:
- *   the RoVE / RoPE ratio, as "bwd B / A"); AB_FULL=1: not causal.
+ *   the RoVE / RoPE ratio, as "bwd B / A"); AB_FULL (set to anything): not causal.
  *
  * Example: build/bench/ab_backward /tmp/base/build/librove.so build/librove.so 1024 8 8 128 */
 #include <dlfcn.h>
@@ -125,17 +125,25 @@ int main(int argc, char **argv) {
   double *t[2][3]; /* [build][fwd, bwd, bwd / fwd] */
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 3; j++)
-      if (!(t[i][j] = malloc(sizeof(double) * (size_t)rounds))) return 2;
+      if (!(t[i][j] = malloc(sizeof(double) * (size_t)rounds))) {
+        fprintf(stderr, "ab_backward: out of memory\n");
+        return 2;
+      }
   const rove_attention_args a = {.batch = 1, .q_len = n, .kv_len = n, .q = q, .k = k, .v = v,
                                  .out = o, .lse = lse};
   const rove_attention_grads g = {.dout = dout, .dq = dq, .dk = dk, .dv = dv};
   for (int r = -1; r < rounds; r++) /* one warm-up round */
     for (int i = 0; i < 2; i++) {
       const double t0 = bench_now();
-      if (L[i].forward(L[i].plan, &a)) return 1;
+      const rove_status sf = L[i].forward(L[i].plan, &a);
       const double t1 = bench_now();
-      if (L[i].backward(L[i].plan, &a, &g)) return 1;
+      const rove_status sb = sf == ROVE_OK ? L[i].backward(L[i].plan, &a, &g) : ROVE_OK;
       const double t2 = bench_now();
+      if (sf != ROVE_OK || sb != ROVE_OK) {
+        fprintf(stderr, "ab_backward: %s: rove_attention_%s failed with status %d\n",
+                argv[1 + i], sf != ROVE_OK ? "forward" : "backward", (int)(sf ? sf : sb));
+        return 1;
+      }
       if (r >= 0) t[i][0][r] = t1 - t0, t[i][1][r] = t2 - t1, t[i][2][r] = (t2 - t1) / (t1 - t0);
     }
   /* FlashAttention-2's count: forward 4 n^2 d h (2 products), halved when causal; the

@@ -105,7 +105,7 @@ static double time_bwd_tile(const rove_kernels *kn, int32_t d, double *flops) {
   float *D = fill((size_t)nq, &seed), *dq = fill((size_t)nq * d, &seed);
   float *dk = fill((size_t)nk * d, &seed), *dv = fill((size_t)nk * d, &seed);
   float *scr = fill(ROVE_BWD_SCRATCH, &seed);
-  for (int32_t i = 0; i < nq; i++) lse[i] = 4.0f; /* above every score: P in (0, 1) */
+  for (int32_t i = 0; i < nq; i++) lse[i] = 4.0f; /* above almost every score (the clamp takes the rest) */
   *flops = 10.0 * nq * nk * d;
   const rove_bwd_tile a = {.q = q, .dout = dout, .lse = lse, .D = D, .k = k, .kT = kT, .vT = vT,
                            .nq = nq, .nk = nk, .d = d, .dq = dq, .dk = dk, .dv = dv,

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* The backward tile (attn_bwd, src/kernels/attn_bwd_kernels.h) of every ISA against the
- * scalar one: nq in {1, 7, 33, 64}, nk in {1, 13, 64}, head_dim in {8, 64, 100, 128},
- * plain / causal mask with positions / sliding window / softcap, rows with lse -inf (dead:
- * no contribution), NaN and inf in the K and V columns of keys no query sees (must not
- * reach any gradient), each of dq / dk / dv alone and all together, accumulating onto
+ * scalar one: nq in {1, 2, 5, 7, 33, 64}, nk in {1, 2, 9, 11, 13, 64} (every remainder of
+ * the AVX2 tile's 6-row blocks), head_dim in {8, 64, 80, 100, 128}, plain / causal mask
+ * with positions / sliding window / softcap, rows with lse -inf (dead: no contribution),
+ * NaN and inf in the K and V columns of keys no query sees and in the q and do rows of
+ * rows with lse -inf (must not reach any gradient), each of dq / dk / dv alone and all
+ * together, accumulating onto
  * non-zero gradients, and guarded outputs. The LSE is the rows' true log-sum-exp over the
  * block (computed in double), so P is a real softmax. Tolerance 2e-5 of the size of the
  * terms a gradient sums (dS = P (dP - D) cancels; see make_inputs): FMA and the ISA's exp
@@ -111,6 +113,13 @@ static void make_inputs(const bcase *c, rove_rng *g, tinputs *in) {
       rowq[i] += m * km, colk[j] += m * qm, colv[j] += P * dm;
     }
   }
+  /* rows with lse -inf (dead, or no visible key) contribute nothing, whatever their q and
+   * do hold: garbage there too (dk's and dv's zero weights meet it) */
+  for (int32_t i = 0; c->garbage && i < nq; i++)
+    if (in->lse[i] == -INFINITY)
+      for (int32_t e = 0; e < d; e++)
+        in->q[(int64_t)i * d + e] = (e % 2) ? INFINITY : NAN,
+                              in->dout[(int64_t)i * d + e] = (e % 3) ? NAN : -INFINITY;
   for (int32_t i = 0; i < nq; i++) in->scale[0] = fmax(in->scale[0], rowq[i]);
   for (int32_t j = 0; j < nk; j++)
     in->scale[1] = fmax(in->scale[1], colk[j]), in->scale[2] = fmax(in->scale[2], colv[j]);
@@ -157,7 +166,7 @@ static void test_attn_bwd(const rove_kernels *kn) {
   /* row counts that leave every remainder of the AVX2 tile's 6-row blocks (1 .. 5) in the
    * S / dP products and the dq sums (nq) and the dk / dv sums (nk); dims with and without
    * the 16-dim blocks (d % 16 == 0), even and odd numbers of them */
-  static const int32_t nqs[] = {1, 2, 5, 7, 33, 64}, nks[] = {1, 2, 11, 13, 64},
+  static const int32_t nqs[] = {1, 2, 5, 7, 33, 64}, nks[] = {1, 2, 9, 11, 13, 64},
                        ds[] = {8, 64, 80, 100, 128};
   enum { NQ = sizeof nqs / sizeof *nqs, NK = sizeof nks / sizeof *nks, ND = sizeof ds / sizeof *ds };
   rove_rng g;

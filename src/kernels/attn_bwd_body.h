@@ -8,8 +8,9 @@
  * with its own exp slot.
  *
  * The SIMD files replace the two hot parts (the S / dP products and the dq / dk / dv
- * sums) with register-blocked intrinsics through ROVE_BWD_PRODUCT_IMPL / ROVE_BWD_ACC_IMPL;
- * the plain loops below are the scalar reference and their fallback for other head_dims.
+ * sums) with register-blocked intrinsics through ROVE_BWD_PRODUCT_IMPL / ROVE_BWD_ACC_IMPL,
+ * and may replace the P and dS passes (ROVE_BWD_P_IMPL, ROVE_BWD_DS_IMPL); the plain loops
+ * below are the scalar reference and their fallback for other head_dims.
  *
  * Scratch: S / P [nq][TK], dP / dS [nq][TK], and tanh(S / c) [nq][TK] under softcap. */
 #ifndef ROVE_ATTN_BWD_BODY_H

@@ -79,6 +79,8 @@ CASES = [  # (B, Lq, Lk, H, Hk, d, kwargs)
     (2, 5, 40, 4, 2, 32, dict(rotate="rove")),                       # bottom-right
     (1, 30, 30, 2, 2, 16, dict(rotate="rove", window=7, softcap=5.0)),
     (1, 70, 70, 4, 1, 64, dict(rotate="rove")),                      # two key blocks
+    # 10 key blocks in 4 groups of 2 and 3: key sets of 2 and a last set of 1 (phase 2)
+    (1, 600, 600, 8, 8, 16, dict(rotate="rove")),
     (1, 12, 12, 2, 2, 24, dict(rotate="rove", rope=rove.RopeConfig(
         rotary_dim=8, pairing="interleaved", scaling="yarn", factor=4.0,
         original_max_position=8))),

@@ -4,9 +4,9 @@
  * with its exp; the five block products register-blocked with intrinsics as the forward
  * tile's are (the generic loops spill their sums): blocks of 6 rows x 16 columns, 12 ymm
  * sums, each 16-float row of the other operand loaded once per 6 rows. S and dP as
- * product_avx2; the dq / dk / dv sums as acc_avx2 for d % 16 == 0, branch-free when no
- * weight of the call is zero; dS = P (dP - D) with a vector compare instead of a branch
- * per element. */
+ * product_avx2; the dq / dk / dv sums as acc_avx2 for d % 16 == 0, branch-free unless a
+ * weight of the call is zero and an input row is not finite; P with the exp inline
+ * (p_avx2); dS = P (dP - D) with a vector compare instead of a branch per element. */
 #include <immintrin.h>
 
 #include "exp-avx2.h"
@@ -200,10 +200,10 @@ static int rows_finite(const float *src, int32_t n, int32_t d) {
 /* A zero weight must add nothing: it multiplies the row of a hidden pair, which may hold
  * NaN or Inf. Weights are zero where P is (a hidden pair: the masked tiles; or an
  * underflow) and, for dS, where dP equals D or a softcap saturates. When the inputs are
- * all finite, adding w y = +-0 leaves every sum's bits as they are (the sums start at +0
- * and an addition of +-0 to x != -0 returns x), so the branch-free loop is taken unless
- * some weight is zero and some input row is not finite. The tile calls this with (wo, wn) =
- * (1, TK) for dk, dv and (TK, 1) for dq (attn_bwd_body.h). */
+ * all finite, adding w y = +-0 changes no sum (an addition of +-0 to x != -0 returns x; a
+ * -0 sum may become +0, which attn_bwd_kernels.h allows), so the branch-free loop is
+ * taken unless some weight is zero and some input row is not finite. The tile calls this
+ * with (wo, wn) = (1, TK) for dk, dv and (TK, 1) for dq (attn_bwd_body.h). */
 static void acc_avx2(float *dst, const float *W, int64_t wo, int64_t wn, const float *src,
                      int32_t n_out, int32_t n_in, int32_t d) {
   const int skip = any_zero_weight(W, wo, wn, n_out, n_in) && !rows_finite(src, n_in, d);
