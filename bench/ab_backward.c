@@ -20,12 +20,12 @@
  *   the RoVE / RoPE ratio, as "bwd B / A"); AB_FULL (set to anything): not causal.
  *
  * Example: build/bench/ab_backward /tmp/base/build/librove.so build/librove.so 1024 8 8 128 */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_clock.h"
+#include "bench_dl.h"
 #include "fma_peak.h"
 #include "rove.h"
 
@@ -46,15 +46,6 @@ static const char *(*a_isa_name)(rove_isa);
 /* fma_peak.c's calls (renamed by the build, see CMakeLists.txt) */
 uint32_t ab_cpu_features(void) { return a_cpu_features(); }
 const char *ab_isa_name(rove_isa isa) { return a_isa_name(isa); }
-
-static void *sym(void *h, const char *name) {
-  void *f = dlsym(h, name);
-  if (!f) {
-    fprintf(stderr, "ab_backward: %s: %s\n", name, dlerror());
-    exit(2);
-  }
-  return f;
-}
 
 static float *filled(size_t n, unsigned seed) {
   float *x = malloc(n * sizeof *x);
@@ -97,25 +88,21 @@ int main(int argc, char **argv) {
   float *dk = filled(nkv, 8), *dv = filled(nkv, 9);
   lib L[2];
   for (int i = 0; i < 2; i++) {
-    L[i].h = dlopen(argv[1 + i], RTLD_NOW | RTLD_LOCAL);
-    if (!L[i].h) {
-      fprintf(stderr, "ab_backward: %s\n", dlerror());
-      return 2;
-    }
-    L[i].config_init = sym(L[i].h, "rove_attention_config_init");
-    L[i].plan_create = sym(L[i].h, "rove_plan_create");
-    L[i].forward = sym(L[i].h, "rove_attention_forward");
-    L[i].backward = sym(L[i].h, "rove_attention_backward");
-    L[i].plan_destroy = sym(L[i].h, "rove_plan_destroy");
-    L[i].plan_isa = sym(L[i].h, "rove_plan_isa");
+    L[i].h = bench_open(argv[1 + i], "ab_backward");
+    L[i].config_init = bench_sym(L[i].h, "rove_attention_config_init", "ab_backward");
+    L[i].plan_create = bench_sym(L[i].h, "rove_plan_create", "ab_backward");
+    L[i].forward = bench_sym(L[i].h, "rove_attention_forward", "ab_backward");
+    L[i].backward = bench_sym(L[i].h, "rove_attention_backward", "ab_backward");
+    L[i].plan_destroy = bench_sym(L[i].h, "rove_plan_destroy", "ab_backward");
+    L[i].plan_isa = bench_sym(L[i].h, "rove_plan_isa", "ab_backward");
     rove_attention_config c;
     L[i].config_init(&c, H, Hk, d);
     c.n_threads = thr;
     c.rotate = mode[i];
     c.causal = causal;
     if (i == 0) {
-      a_cpu_features = sym(L[i].h, "rove_cpu_features");
-      a_isa_name = sym(L[i].h, "rove_isa_name");
+      a_cpu_features = bench_sym(L[i].h, "rove_cpu_features", "ab_backward");
+      a_isa_name = bench_sym(L[i].h, "rove_isa_name", "ab_backward");
     }
     if (L[i].plan_create(&c, &L[i].plan)) {
       fprintf(stderr, "ab_backward: plan_create failed for %s\n", argv[1 + i]);

@@ -17,13 +17,13 @@
  * Between steps it walks 64 MB of other memory, so a cache larger than the L3 is read from
  * DRAM as in a model with other layers; AB_NOFLUSH=1 leaves that out. */
 #define _POSIX_C_SOURCE 200809L
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "bench_clock.h"
+#include "bench_dl.h"
 #include "rove.h"
 
 typedef struct lib {
@@ -40,15 +40,6 @@ typedef struct lib {
   rove_plan *plan;
   rove_kv_cache *cache;
 } lib;
-
-static void *sym(void *h, const char *name) {
-  void *f = dlsym(h, name);
-  if (!f) {
-    fprintf(stderr, "ab_decode: %s: %s\n", name, dlerror());
-    exit(2);
-  }
-  return f;
-}
 
 
 /* Sum of every 8th float of n floats: touches each 32-byte piece, so every cache line. */
@@ -92,19 +83,15 @@ int main(int argc, char **argv) {
   for (int i = 0; i < H * d; i++) q[i] = (float)rand() / RAND_MAX - 0.5f;
   lib L[2];
   for (int i = 0; i < 2; i++) {
-    L[i].h = dlopen(argv[1 + i], RTLD_NOW | RTLD_LOCAL);
-    if (!L[i].h) {
-      fprintf(stderr, "ab_decode: %s\n", dlerror());
-      return 2;
-    }
-    L[i].config_init = sym(L[i].h, "rove_attention_config_init");
-    L[i].plan_create = sym(L[i].h, "rove_plan_create");
-    L[i].cache_create = sym(L[i].h, "rove_kv_cache_create_typed");
-    L[i].append = sym(L[i].h, "rove_kv_cache_append");
-    L[i].attend = sym(L[i].h, "rove_kv_cache_attention");
-    L[i].forward = sym(L[i].h, "rove_attention_forward");
-    L[i].cache_destroy = sym(L[i].h, "rove_kv_cache_destroy");
-    L[i].plan_destroy = sym(L[i].h, "rove_plan_destroy");
+    L[i].h = bench_open(argv[1 + i], "ab_decode");
+    L[i].config_init = bench_sym(L[i].h, "rove_attention_config_init", "ab_decode");
+    L[i].plan_create = bench_sym(L[i].h, "rove_plan_create", "ab_decode");
+    L[i].cache_create = bench_sym(L[i].h, "rove_kv_cache_create_typed", "ab_decode");
+    L[i].append = bench_sym(L[i].h, "rove_kv_cache_append", "ab_decode");
+    L[i].attend = bench_sym(L[i].h, "rove_kv_cache_attention", "ab_decode");
+    L[i].forward = bench_sym(L[i].h, "rove_attention_forward", "ab_decode");
+    L[i].cache_destroy = bench_sym(L[i].h, "rove_kv_cache_destroy", "ab_decode");
+    L[i].plan_destroy = bench_sym(L[i].h, "rove_plan_destroy", "ab_decode");
     rove_attention_config c;
     L[i].config_init(&c, H, Hk, d);
     c.n_threads = thr;

@@ -89,7 +89,9 @@ static inline void ds_avx2(float *g, const float *p, float D) {
  * has TK floats; the body zeroes p[nk ..] after): min(0, x) keeps a NaN x (the second
  * operand is returned when one is NaN) and gives x > 0 -> +0, as rove_bwd_p's test does;
  * rove_exp256 inline is what rove_exp_f32__avx2 computes on these x (all <= 0), except
- * that it gives 0 for NaN, so NaN lanes are put back. */
+ * that it gives 0 for NaN, so NaN lanes are put back. One pass over the row instead of the
+ * generic two (clamp, then rove_exp_f32__avx2): 1-2 % of a backward's instructions
+ * (callgrind, n = 512, d = 64 / 128). */
 static inline void p_avx2(float *p, float lse, int32_t nk,
                           void (*expv)(float *, const float *, int64_t)) {
   (void)expv;
