@@ -113,6 +113,47 @@ static inline void gb_exp(float *y, const double *x, int64_t m,
   expv(y, y, m);
 }
 
+/* y[i] = exp(-(float)x[i]) for i < m (only where -x <= GB_FAST_SUM: no overflow). */
+static inline void gb_exp_neg(float *y, const double *x, int64_t m,
+                              void (*expv)(float *, const float *, int64_t)) {
+  for (int64_t i = 0; i < m; i++) y[i] = (float)-x[i];
+  expv(y, y, m);
+}
+
+/* z[i] = x[i] * y[i] for i < m. */
+static inline void gb_mul(float *restrict z, const float *x, const float *y, int64_t m) {
+  for (int64_t i = 0; i < m; i++) z[i] = x[i] * y[i];
+}
+
+/* Bound of the fast paths: where a range of g sums to >= -GB_FAST_SUM on every channel,
+ * e^{b_t - b_s} is taken as e^{b_t} e^{-b_s} with both factors formed from the sums
+ * (e^{-b} <= e^{GB_FAST_SUM} ~ 1.1e26 is far from float overflow). Each factor has the
+ * relative error of one float exp of an argument of magnitude <= GB_FAST_SUM (~60 ulp of
+ * 1 at worst), and every term of a product is rescaled back to its own size, so a sum's
+ * error stays eps times the sum of its terms' magnitudes, as in the direct form. */
+#define GB_FAST_SUM 60.0
+
+/* Whether the whole chunk takes the fast path: b_{n-1} = cs[n-1] >= -GB_FAST_SUM on
+ * every channel (b is non-increasing, as g <= 0, so then every b_t is). */
+static inline int gb_chunk_fast(const rove_gla_bwd_chunk *c, const gb_work *w) {
+  const double *last = w->cs + (int64_t)(c->n - 1) * c->dk;
+  int fast = 1;
+  for (int32_t k = 0; k < c->dk; k++) fast &= last[k] >= -GB_FAST_SUM;
+  return fast;
+}
+
+/* Zero the entries above the diagonal of the 16 x 16 block at column col0 of 16 rows
+ * (row stride ld): x[i][col0 + s] = 0 for s > i (upper) or s < i (lower). */
+static inline void gb_mask_block(float *x, int64_t ld, int32_t col0, int upper) {
+  for (int32_t i = 0; i < GB_BLK; i++) {
+    float *row = x + i * ld + col0;
+    if (upper)
+      for (int32_t s = i + 1; s < GB_BLK; s++) row[s] = 0.0f;
+    else
+      for (int32_t s = 0; s < i; s++) row[s] = 0.0f;
+  }
+}
+
 /* cs and rs of the chunk. */
 static inline void gb_prefix(const rove_gla_bwd_chunk *c, const gb_work *w) {
   const int32_t n = c->n, dk = c->dk;
@@ -142,11 +183,10 @@ static inline void gb_scale_rows(float *x, const float *e, int32_t dk, int32_t d
 }
 
 /* The block of rows t0 .. t0+15: P_t = g_{t0} + .. + g_t (double), blk[i] = e^{P_{t0+i}}.
- * When every channel's block total is >= -GB_FAST_SUM, e^{-P} <= e^{GB_FAST_SUM} is far
- * from overflow and e^{b_t - b_s} = e^{P_t} e^{-P_s} loses nothing that matters: then also
+ * When every channel's block total is >= -GB_FAST_SUM, e^{b_t - b_s} = e^{P_t} e^{-P_s}
+ * (GB_FAST_SUM): then also
  * fac rows t0.. = e^{-P} and 1 is returned (the block's pairs become one matrix product);
  * else 0 (running products of e^{g}: a huge decay in the block, e.g. -FLT_MAX). */
-#define GB_FAST_SUM 60.0
 static inline int gb_block_sums(const rove_gla_bwd_chunk *c, const gb_work *w, int32_t t0,
                                 void (*expv)(float *, const float *, int64_t)) {
   const int32_t dk = c->dk;
@@ -167,11 +207,11 @@ static inline int gb_block_sums(const rove_gla_bwd_chunk *c, const gb_work *w, i
   return fast;
 }
 
-static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
-                                        void (*expv)(float *, const float *, int64_t)) {
+/* The dq sweep's chunk in 16-row blocks (any decays; cs and rs formed). */
+static inline void gb_dq_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
+                                void (*expv)(float *, const float *, int64_t)) {
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
-  const gb_work w = gb_work_at(c->work, n, dk, dv);
-  gb_prefix(c, &w);
+  const gb_work w = *wp;
   gb_transpose(w.xT, n, c->v, dv, n, dv);   /* vT [dv][n] */
   gb_transpose(w.sT, dk, c->s, dv, dk, dv); /* ST [dv][dk] */
   for (int32_t t0 = 0; t0 < n; t0 += GB_BLK) {
@@ -237,19 +277,53 @@ static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
     for (int64_t i = 0; i < (int64_t)GB_BLK * dk; i++)
       dq[i] = ROVE_GLA_MADD(w.blk[i], w.sd[i], w.acc[i]);
   }
+}
+
+/* The dq sweep's chunk when it is fast (gb_chunk_fast): with Kn_s = k_s e^{-b_s},
+ *   dq_t = e^{b_t} (S do_t + sum_{s<=t} (do_t . v_s) Kn_s),
+ * by 16-row query blocks, each over the keys up to its diagonal (D masked above it). */
+static inline void gb_dq_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
+                              void (*expv)(float *, const float *, int64_t)) {
+  const int32_t n = c->n, dk = c->dk, dv = c->dv;
+  const gb_work w = *wp;
+  const int64_t nk = (int64_t)n * dk;
+  gb_exp_neg(w.fac, w.cs, nk, expv); /* e^{-b} */
+  gb_mul(w.kd, c->k, w.fac, nk);     /* Kn */
+  gb_exp(w.eg, w.cs, nk, expv);      /* e^{b} */
+  gb_transpose(w.xT, n, c->v, dv, n, dv);   /* vT [dv][n] */
+  gb_transpose(w.sT, dk, c->s, dv, dk, dv); /* ST [dv][dk] */
+  for (int32_t t0 = 0; t0 < n; t0 += GB_BLK) {
+    const float *dot = c->dout + (int64_t)t0 * dv;
+    gb_gemm(w.D, n, dot, dv, w.xT, n, GB_BLK, dv, t0 + GB_BLK, 0); /* D[i][s] = do . v */
+    gb_mask_block(w.D, n, t0, 1);
+    gb_gemm(w.acc, dk, w.D, n, w.kd, dk, GB_BLK, t0 + GB_BLK, dk, 0);
+    gb_gemm(w.acc, dk, dot, dv, w.sT, dk, GB_BLK, dv, dk, 1);
+    gb_mul(c->dq + (int64_t)t0 * dk, w.acc, w.eg + (int64_t)t0 * dk, (int64_t)GB_BLK * dk);
+  }
+}
+
+static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
+                                        void (*expv)(float *, const float *, int64_t)) {
+  const int32_t n = c->n, dk = c->dk, dv = c->dv;
+  const gb_work w = gb_work_at(c->work, n, dk, dv);
+  gb_prefix(c, &w);
+  if (gb_chunk_fast(c, &w))
+    gb_dq_fast(c, &w, expv);
+  else
+    gb_dq_blocks(c, &w, expv);
   /* S <- diag(e^{cs_{n-1}}) S + sum_s (k_s e^{rs_s}) v_s^T */
   gb_exp(w.fac, w.rs, (int64_t)n * dk, expv);
-  for (int64_t i = 0; i < (int64_t)n * dk; i++) w.kend[i] = c->k[i] * w.fac[i];
+  gb_mul(w.kend, c->k, w.fac, (int64_t)n * dk);
   gb_exp(w.blk, w.cs + (int64_t)(n - 1) * dk, dk, expv);
   gb_scale_rows(c->s, w.blk, dk, dv);
   gb_gemm_tn(c->s, dv, w.kend, dk, c->v, dv, dk, n, dv, 1);
 }
 
-static inline void rove_gla_bwd_dkv_body(const rove_gla_bwd_chunk *c,
-                                         void (*expv)(float *, const float *, int64_t)) {
+/* The dkv sweep's chunk in 16-row blocks (any decays; cs and rs formed). */
+static inline void gb_dkv_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
+                                 void (*expv)(float *, const float *, int64_t)) {
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
-  const gb_work w = gb_work_at(c->work, n, dk, dv);
-  gb_prefix(c, &w);
+  const gb_work w = *wp;
   gb_transpose(w.xT, n, c->dout, dv, n, dv); /* doT [dv][n] */
   gb_transpose(w.sT, dk, c->s, dv, dk, dv);  /* HT [dv][dk] */
   /* the adjoint after the chunk: dk_s = e^{rs_s} (H v_s), dv_s = (k_s e^{rs_s})^T H */
@@ -358,9 +432,58 @@ static inline void rove_gla_bwd_dkv_body(const rove_gla_bwd_chunk *c,
   }
   /* H <- diag(e^{cs_{n-1}}) H + sum_t (q_t e^{cs_t}) do_t^T */
   gb_exp(w.fac, w.cs, (int64_t)n * dk, expv);
-  for (int64_t i = 0; i < (int64_t)n * dk; i++) w.kend[i] = c->q[i] * w.fac[i];
+  gb_mul(w.kend, c->q, w.fac, (int64_t)n * dk);
   gb_scale_rows(c->s, w.fac + (int64_t)(n - 1) * dk, dk, dv);
   gb_gemm_tn(c->s, dv, w.kend, dk, c->dout, dv, dk, n, dv, 1);
+}
+
+/* The dkv sweep's chunk when it is fast (gb_chunk_fast): with Qp_t = q_t e^{b_t},
+ * Kn_s = k_s e^{-b_s}, B = b_{n-1} and Hd = diag(e^{B}) H (H after the chunk),
+ *   dk_s = e^{-b_s} (sum_{t>=s} (v_s . do_t) Qp_t + Hd v_s)
+ *   dv_s = sum_{t>=s} (Qp_t . Kn_s) do_t + Kn_s^T Hd
+ *   H   <- Hd + sum_t Qp_t do_t^T,
+ * by 16-row key blocks, each over the queries from its diagonal on (DT and AT masked
+ * below it). */
+static inline void gb_dkv_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
+                               void (*expv)(float *, const float *, int64_t)) {
+  const int32_t n = c->n, dk = c->dk, dv = c->dv;
+  const gb_work w = *wp;
+  const int64_t nk = (int64_t)n * dk;
+  float *en = w.fac, *kn = w.kd, *qp = w.kend, *qpT = w.hv, *AT = w.A;
+  gb_exp_neg(en, w.cs, nk, expv); /* e^{-b} */
+  gb_mul(kn, c->k, en, nk);
+  gb_exp(w.eg, w.cs, nk, expv); /* e^{b} */
+  gb_mul(qp, c->q, w.eg, nk);
+  gb_scale_rows(c->s, w.eg + (int64_t)(n - 1) * dk, dk, dv); /* H -> Hd */
+  gb_transpose(w.xT, n, c->dout, dv, n, dv); /* doT [dv][n] */
+  gb_transpose(w.sT, dk, c->s, dv, dk, dv);  /* HdT [dv][dk] */
+  gb_transpose(qpT, n, qp, dk, n, dk);       /* QpT [dk][n] */
+  for (int32_t s0 = 0; s0 < n; s0 += GB_BLK) {
+    const int32_t L = n - s0;
+    const float *vb = c->v + (int64_t)s0 * dv, *knb = kn + (int64_t)s0 * dk;
+    /* DT[s][t - s0] = v_s . do_t, AT[s][t - s0] = Kn_s . Qp_t for t in [s0, n) */
+    gb_gemm(w.D, n, vb, dv, w.xT + s0, n, GB_BLK, dv, L, 0);
+    gb_gemm(AT, n, knb, dk, qpT + s0, n, GB_BLK, dk, L, 0);
+    gb_mask_block(w.D, n, 0, 0);
+    gb_mask_block(AT, n, 0, 0);
+    gb_gemm(w.acc, dk, w.D, n, qp + (int64_t)s0 * dk, dk, GB_BLK, L, dk, 0);
+    gb_gemm(w.acc, dk, vb, dv, w.sT, dk, GB_BLK, dv, dk, 1);
+    gb_mul(c->dkey + (int64_t)s0 * dk, w.acc, en + (int64_t)s0 * dk, (int64_t)GB_BLK * dk);
+    float *dvb = c->dval + (int64_t)s0 * dv;
+    gb_gemm(dvb, dv, AT, n, c->dout + (int64_t)s0 * dv, dv, GB_BLK, L, dv, 0);
+    gb_gemm(dvb, dv, knb, dk, c->s, dv, GB_BLK, dk, dv, 1);
+  }
+  gb_gemm_tn(c->s, dv, qp, dk, c->dout, dv, dk, n, dv, 1);
+}
+
+static inline void rove_gla_bwd_dkv_body(const rove_gla_bwd_chunk *c,
+                                         void (*expv)(float *, const float *, int64_t)) {
+  const gb_work w = gb_work_at(c->work, c->n, c->dk, c->dv);
+  gb_prefix(c, &w);
+  if (gb_chunk_fast(c, &w))
+    gb_dkv_fast(c, &w, expv);
+  else
+    gb_dkv_blocks(c, &w, expv);
 }
 
 #endif
