@@ -99,11 +99,16 @@ static inline void gb_gemm_tn(float *C, int64_t ldc, const float *A, int64_t lda
   ROVE_GLA_GEMM_IMPL(C, ldc, A, 1, lda, B, ldb, m, l, nc, acc);
 }
 
-/* dst[c][r] = src[r][c] for r < rows, c < cols (src row stride ls, dst row stride ld). */
+/* dst[c][r] = src[r][c] for r < rows, c < cols (src row stride ls, dst row stride ld).
+ * An ISA file may define ROVE_GLA_TRANSPOSE_IMPL (same contract; a move, no rounding). */
 static inline void gb_transpose(float *dst, int64_t ld, const float *src, int64_t ls, int32_t rows,
                                 int32_t cols) {
+#ifdef ROVE_GLA_TRANSPOSE_IMPL
+  ROVE_GLA_TRANSPOSE_IMPL(dst, ld, src, ls, rows, cols);
+#else
   for (int32_t r = 0; r < rows; r++)
     for (int32_t c = 0; c < cols; c++) dst[c * ld + r] = src[r * ls + c];
+#endif
 }
 
 /* y[i] = exp((float)x[i]) for i < m (x is a sum of g's: <= 0, or -inf past float). */

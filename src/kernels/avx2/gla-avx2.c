@@ -13,6 +13,7 @@
 
 #include "kernels-avx2.h"
 #include "exp-avx2.h"
+#include "transpose-avx2.h"
 
 #define MR 4
 #define NVMAX 3
@@ -162,26 +163,6 @@ static void diag(const rove_gla_chunk *c, const rove_gla_work *w, int32_t t0) {
   }
 }
 
-/* dst[i][0..7] (row stride ld) = column i of the 8 x 8 tile r (row j = r[j]): 32-bit,
- * then 64-bit interleaves inside 128-bit lanes, then a swap of the lanes. */
-static inline ROVE_AI void transpose8(float *dst, int64_t ld, const __m256 *r) {
-  __m256 t[8], u[8];
-  for (int j = 0; j < 8; j += 2) {
-    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
-    t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
-  }
-  for (int j = 0; j < 8; j += 4) { /* u[j + e], lane L: column 4L + e of rows j .. j+3 */
-    u[j] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int e = 0; e < 4; e++) {
-    _mm256_storeu_ps(dst + e * ld, _mm256_permute2f128_ps(u[e], u[4 + e], 0x20));
-    _mm256_storeu_ps(dst + (4 + e) * ld, _mm256_permute2f128_ps(u[e], u[4 + e], 0x31));
-  }
-}
-
 /* kdT columns 0..t0-1 times e^{G}; block columns t0..t0+15 = kx transposed (8 x 8 tiles;
  * rows dk .. ld-1 of kdT get kx's zero padding, never read). */
 static void advance_keys(const rove_gla_chunk *c, const rove_gla_work *w, int32_t t0) {
@@ -196,7 +177,7 @@ static void advance_keys(const rove_gla_chunk *c, const rove_gla_work *w, int32_
     for (int32_t s = 0; s < ROVE_GLA_BLOCK; s += 8) {
       __m256 r[8];
       for (int j = 0; j < 8; j++) r[j] = _mm256_load_ps(w->kx + (s + j) * w->ld + k);
-      transpose8(w->kdT + (int64_t)k * n + t0 + s, n, r);
+      rove_avx2_transpose8(w->kdT + (int64_t)k * n + t0 + s, n, r);
     }
 }
 

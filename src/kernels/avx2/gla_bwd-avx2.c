@@ -1,67 +1,96 @@
 /* SPDX-License-Identifier: MIT */
 /* The GLA backward sweeps (gla_kernels.h, gla_bwd_body.h) for avx2: the generic body
  * compiled with this ISA's flags (fmaf becomes vector FMAs) and its exp, with the small
- * matrix products register-blocked: 4 rows x 16 columns (8 ymm sums), each B row loaded
- * once per 4 rows, the column tail through maskload / maskstore (masked-off lanes are
- * neither read nor written). */
+ * matrix products register-blocked and the transposes done 8 x 8 in registers.
+ *
+ * Product tile: 4 rows x 24 columns (3 ymm, 12 sums: enough independent FMAs to cover
+ * the FMA latency on both ports), one broadcast of A and three loads of B per step. Only
+ * the last column vector of a row may be partial; it alone goes through vmaskmov
+ * (masked-off lanes are neither read nor written), as masked stores are slow on AMD
+ * cores. */
 #include <immintrin.h>
 #include <math.h>
 
 #include "kernels-avx2.h"
+#include "transpose-avx2.h"
 
 #define ROVE_GLA_MADD(a, b, c) fmaf(a, b, c)
+#define GB_MR 4
+#define GB_NV 3
+#define GB_AI __attribute__((always_inline))
 
 /* Lanes 0 .. w-1 on (w clamped to 0..8). */
-static __m256i mask_of(int32_t w) {
+static inline __m256i mask_of(int32_t w) {
   const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(w < 0 ? 0 : w > 8 ? 8 : w), idx);
 }
 
+static inline GB_AI __m256 load_v(const float *x, int plain, __m256i last) {
+  return plain ? _mm256_loadu_ps(x) : _mm256_maskload_ps(x, last);
+}
+
+/* C[mr][nv vectors] (+)= A(i, p) B[p][.] for p < l; mr, nv and masked are constants after
+ * inlining (masked: the last vector is partial, lanes `last`). */
+static inline GB_AI void tile(float *C, int64_t ldc, const float *A, int64_t ars, int64_t acs,
+                              const float *B, int64_t ldb, int32_t l, const int mr, const int nv,
+                              const int masked, __m256i last, int acc) {
+  __m256 c[GB_MR][GB_NV];
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nv; j++)
+      c[i][j] = acc ? load_v(C + i * ldc + 8 * j, j < nv - 1 || !masked, last)
+                    : _mm256_setzero_ps();
+  for (int32_t p = 0; p < l; p++) {
+    const float *bp = B + p * ldb;
+    __m256 b[GB_NV];
+    for (int j = 0; j < nv; j++) b[j] = load_v(bp + 8 * j, j < nv - 1 || !masked, last);
+    for (int i = 0; i < mr; i++) {
+      const __m256 x = _mm256_broadcast_ss(A + i * ars + p * acs);
+      for (int j = 0; j < nv; j++) c[i][j] = _mm256_fmadd_ps(x, b[j], c[i][j]);
+    }
+  }
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nv; j++) {
+      float *ci = C + i * ldc + 8 * j;
+      if (j < nv - 1 || !masked)
+        _mm256_storeu_ps(ci, c[i][j]);
+      else
+        _mm256_maskstore_ps(ci, last, c[i][j]);
+    }
+}
+
+#define GB_TILE_NV(mr)                                                               \
+  switch (2 * nv + masked) {                                                         \
+    case 2: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 1, 0, last, acc); break;     \
+    case 3: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 1, 1, last, acc); break;     \
+    case 4: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 2, 0, last, acc); break;     \
+    case 5: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 2, 1, last, acc); break;     \
+    case 6: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 3, 0, last, acc); break;     \
+    default: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 3, 1, last, acc); break;    \
+  }
+
 /* gb_gemm_generic's contract (gla_bwd_body.h). */
 static void gemm_avx2(float *C, int64_t ldc, const float *A, int64_t ars, int64_t acs,
                       const float *B, int64_t ldb, int32_t m, int32_t l, int32_t nc, int acc) {
-  for (int32_t j0 = 0; j0 < nc; j0 += 16) {
-    const __m256i m0 = mask_of(nc - j0), m1 = mask_of(nc - j0 - 8);
+  for (int32_t j0 = 0; j0 < nc; j0 += 8 * GB_NV) {
+    const int32_t w = nc - j0 < 8 * GB_NV ? nc - j0 : 8 * GB_NV;
+    const int nv = (w + 7) / 8, masked = w % 8 != 0;
+    const __m256i last = mask_of(w - 8 * (nv - 1));
+    const float *bj = B + j0;
     int32_t i = 0;
-    for (; i + 4 <= m; i += 4) {
-      __m256 c[4][2];
-      for (int r = 0; r < 4; r++) {
-        float *cr = C + (i + r) * ldc + j0;
-        c[r][0] = acc ? _mm256_maskload_ps(cr, m0) : _mm256_setzero_ps();
-        c[r][1] = acc ? _mm256_maskload_ps(cr + 8, m1) : _mm256_setzero_ps();
-      }
-      const float *a = A + i * ars;
-      for (int32_t p = 0; p < l; p++) {
-        const float *b = B + p * ldb + j0;
-        const __m256 b0 = _mm256_maskload_ps(b, m0), b1 = _mm256_maskload_ps(b + 8, m1);
-        for (int r = 0; r < 4; r++) {
-          const __m256 x = _mm256_broadcast_ss(a + r * ars + p * acs);
-          c[r][0] = _mm256_fmadd_ps(x, b0, c[r][0]);
-          c[r][1] = _mm256_fmadd_ps(x, b1, c[r][1]);
-        }
-      }
-      for (int r = 0; r < 4; r++) {
-        float *cr = C + (i + r) * ldc + j0;
-        _mm256_maskstore_ps(cr, m0, c[r][0]);
-        _mm256_maskstore_ps(cr + 8, m1, c[r][1]);
-      }
+    for (; i + GB_MR <= m; i += GB_MR) {
+      float *ci = C + i * ldc + j0;
+      const float *ai = A + i * ars;
+      GB_TILE_NV(GB_MR)
     }
     for (; i < m; i++) {
-      float *cr = C + i * ldc + j0;
-      __m256 c0 = acc ? _mm256_maskload_ps(cr, m0) : _mm256_setzero_ps();
-      __m256 c1 = acc ? _mm256_maskload_ps(cr + 8, m1) : _mm256_setzero_ps();
-      for (int32_t p = 0; p < l; p++) {
-        const float *b = B + p * ldb + j0;
-        const __m256 x = _mm256_broadcast_ss(A + i * ars + p * acs);
-        c0 = _mm256_fmadd_ps(x, _mm256_maskload_ps(b, m0), c0);
-        c1 = _mm256_fmadd_ps(x, _mm256_maskload_ps(b + 8, m1), c1);
-      }
-      _mm256_maskstore_ps(cr, m0, c0);
-      _mm256_maskstore_ps(cr + 8, m1, c1);
+      float *ci = C + i * ldc + j0;
+      const float *ai = A + i * ars;
+      GB_TILE_NV(1)
     }
   }
 }
 #define ROVE_GLA_GEMM_IMPL gemm_avx2
+#define ROVE_GLA_TRANSPOSE_IMPL rove_avx2_transpose
 
 #include "../gla_bwd_body.h"
 
