@@ -1185,11 +1185,14 @@ typedef struct rove_gla_grads {
  * state's and the angles' gradients. @p a is the forward's call (q, k, v, g, angles,
  * initial_state); a->final_state is not read or written, and a->out (the forward's
  * output) is read only for d_angles with ROVE_ROTATE_O (then required).
- * Chunked like the forward (the plan's chunk), two sweeps per (batch row, head): one
- * forward from the initial state for dq, one backward from d_final_state for dk and dv
- * (gla_kernels.h has the algebra). No exponent is positive and every decay factor is a
- * product of factors <= 1, as in the forward; workspace per thread O(chunk * (key_dim +
- * value_dim) + key_dim * value_dim), independent of seq_len.
+ * Chunked like the forward (the plan's chunk), two sweeps per (batch row, group of heads):
+ * one forward from the initial state for dq, one backward from d_final_state for dk and
+ * dv (gla_kernels.h has the algebra). No exponent is positive, as in the forward: a decay
+ * factor e^{b_t - b_s} is e^{b_t} e^{-b_s} where a chunk's decays sum to >= -60 (both
+ * from their own sums, e^{-b} <= e^{60}), else a product of factors <= 1. Workspace per
+ * thread O(heads per task * (chunk * (key_dim + value_dim) + key_dim * value_dim)): ~2 MiB
+ * at most (one head's, if that is more), independent of seq_len, plus the sequence's
+ * cos/sin tables (up to 16 MiB) when rotating.
  * dg uses the identity dLoss/d b_t = q~_t . dq~_t - k~_t . dk~_t (b the cumulative log
  * decay; elementwise per key channel, rotated frame) summed from the end, plus
  * sum_j S_T d_final_state over the last token: so dg's absolute error grows like
