@@ -9,7 +9,9 @@
  *
  *   ab_gla LIB_A LIB_B [T heads key_dim value_dim threads rounds]
  *   (defaults 4096 12 64 64 1 9). AB_ANGLES (set to anything): selective angles with
- *   RoVE rotations (q, k, v, o), d_angles asked for too; else no rotation.
+ *   RoVE rotations (q, k, v, o), d_angles asked for too; else no rotation. AB_THREADS_B:
+ *   another thread count for build B (one build twice, threads 1 and AB_THREADS_B=2: the
+ *   two-thread scaling of the forward and of the backward, as "A / B").
  *
  * Example: build/bench/ab_gla /tmp/base/librove.so build/librove.so 4096 8 128 128 */
 #include <stdio.h>
@@ -60,6 +62,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   const int angles = getenv("AB_ANGLES") != NULL;
+  const int thr_b = getenv("AB_THREADS_B") ? atoi(getenv("AB_THREADS_B")) : thr;
+  if (thr_b <= 0) {
+    fprintf(stderr, "ab_gla: AB_THREADS_B must be positive\n");
+    return 2;
+  }
   const size_t nk = (size_t)T * H * K, nv = (size_t)T * H * V, na = (size_t)T * H * (K / 2);
   float *q = filled(nk, 1, -0.5f, 0.5f), *k = filled(nk, 2, -0.5f, 0.5f);
   float *v = filled(nv, 3, -0.5f, 0.5f), *g = filled(nk, 4, -0.05f, 0.0f);
@@ -82,7 +89,7 @@ int main(int argc, char **argv) {
     L[i].plan_destroy = bench_sym(L[i].h, "rove_gla_plan_destroy", "ab_gla");
     rove_gla_config c;
     L[i].config_init(&c, H, K, V);
-    c.n_threads = thr;
+    c.n_threads = i == 0 ? thr : thr_b;
     c.rotate = angles ? ROVE_ROTATE_ROVE : 0;
     const rove_status st = L[i].plan_create(&c, &L[i].plan);
     if (st != ROVE_OK) { /* e.g. value_dim < key_dim with AB_ANGLES (v and o are rotated) */
@@ -112,16 +119,17 @@ int main(int argc, char **argv) {
       }
       if (r >= 0) t[i][0][r] = t1 - t0, t[i][1][r] = t2 - t1, t[i][2][r] = (t2 - t1) / (t1 - t0);
     }
-  printf("GLA backward T %d x %d heads x %d/%d, %s, %d thread(s), %d rounds, medians:\n", T, H,
-         K, V, angles ? "selective angles, RoVE" : "no rotation", thr, rounds);
-  double mb[2];
+  printf("GLA backward T %d x %d heads x %d/%d, %s, %d thread(s) (B: %d), %d rounds, medians:\n",
+         T, H, K, V, angles ? "selective angles, RoVE" : "no rotation", thr, thr_b, rounds);
+  double mb[2], mf[2];
   for (int i = 0; i < 2; i++) {
     const double f = bench_median(t[i][0], rounds), b = bench_median(t[i][1], rounds);
-    mb[i] = b;
+    mb[i] = b, mf[i] = f;
     printf("  %c  fwd %8.2f ms  bwd %8.2f ms  bwd/fwd %5.2f  (%s)\n", 'A' + i, f * 1e3, b * 1e3,
            bench_median(t[i][2], rounds), argv[1 + i]);
   }
-  printf("  bwd A / B %.3f, B / A %.3f\n", mb[0] / mb[1], mb[1] / mb[0]);
+  printf("  fwd A / B %.3f; bwd A / B %.3f, B / A %.3f\n", mf[0] / mf[1], mb[0] / mb[1],
+         mb[1] / mb[0]);
   for (int i = 0; i < 2; i++) {
     L[i].plan_destroy(L[i].plan);
     dlclose(L[i].h);
