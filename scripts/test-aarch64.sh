@@ -98,11 +98,17 @@ allowed_skips='^(install_and_example|test_thread_pool\.fork)$'
 # test_thread_pool.spin0 (the pool's sleep/wake paths without spinning: the same code on
 # every architecture, run natively by the x86 suites; slow under qemu). ROVE_AARCH64_ALL=1
 # runs them too.
-# Under QEMU_CPU=max the scalar-capped reruns (*.isa_scalar) are left out as well: the
-# scalar kernels read no CPU feature, so they ran already under cortex-a53 (and natively
-# on x86); max is there for the NEON paths that detect fp16 / bf16.
-exclude=(-E '^(test_[A-Za-z0-9_]+|test_thread_pool\.spin0)$')
-exclude_max=(-E '^(test_[A-Za-z0-9_]+|test_thread_pool\.spin0|[A-Za-z0-9_]+\.isa_scalar)$')
+# The suites that check the API's own logic, whatever the kernels (thread limits, hostile
+# and bad input, allocation failures, the thread pool), and the CLI's long runs (its
+# GPT-2 demo and quick bench) run once under emulation: under cortex-a53 with the NEON
+# table. Their scalar-capped reruns are left out (~180 s of emulated CPU), as they are
+# under QEMU_CPU=max, where the scalar-capped reruns of the other suites (*.isa_scalar)
+# are left out as well: the scalar kernels read no CPU feature, so they ran already under
+# cortex-a53 (and natively on x86); max is there for the NEON paths that detect fp16 /
+# bf16 (the CLI's typed-cache demos stay).
+api='test_(thread_limits|hostile_input|bad_input|alloc_fail|thread_pool)'
+exclude=(-E "^(test_[A-Za-z0-9_]+|test_thread_pool\.spin0|${api}\.isa_scalar)$")
+exclude_max=(-E "^(test_[A-Za-z0-9_]+|test_thread_pool\.spin0|[A-Za-z0-9_]+\.isa_scalar|${api}\.[a-z_0-9]+|rove_cli\.(demo_n256|bench_quick))$")
 if [ "${ROVE_AARCH64_ALL:-0}" = 1 ]; then exclude=(); exclude_max=(); fi
 
 run_ctest() {

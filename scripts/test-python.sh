@@ -20,8 +20,16 @@ bash scripts/install-deps.sh python3-venv
 
 venv=${ROVE_VENV:-$root/.venv}
 python=${ROVE_PYTHON:-python3}
-if [ ! -x "$venv/bin/python" ]; then
+if ! "$venv/bin/python" -c 'import sys' >/dev/null 2>&1; then # missing, or its python gone
+  if [ -f "$venv/pyvenv.cfg" ]; then
+    echo "test-python: $venv is a broken venv; recreating it"
+    rm -rf "$venv"
+  elif [ -e "$venv" ] && [ -n "$(ls -A "$venv")" ]; then
+    echo "test-python: $venv exists and is not a venv; set ROVE_VENV elsewhere" >&2
+    exit 1
+  fi
   echo "test-python: creating $venv"
+  mkdir -p "$(dirname "$venv")"
   "$python" -m venv "$venv"
 fi
 py="$venv/bin/python"
