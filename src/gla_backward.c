@@ -116,22 +116,15 @@ static rove_rot rot_head(const gb_call *c, const gb_scratch *ws, int32_t j, int 
   return r;
 }
 
-/* Bytes [x, x + bytes) towards L2, one request per 64-byte line. */
-static void prefetch_span(const void *x, int64_t bytes) {
-  const uintptr_t end = (uintptr_t)x + (uintptr_t)bytes;
-  for (uintptr_t l = (uintptr_t)x & ~(uintptr_t)63; l < end; l += 64)
-    __builtin_prefetch((const void *)l, 0, 2);
-}
-
 /* The input runs of the G heads at tensor row r (with_q: q too). */
 static void prefetch_token(const gb_call *c, int64_t r, int with_q) {
   const rove_gla_args *a = c->a;
   const int64_t dk = c->p->cfg.key_dim, dv = c->p->cfg.value_dim, G = c->group;
-  if (with_q) prefetch_span(a->q + r * dk, G * dk * (int64_t)sizeof(float));
-  prefetch_span(a->k + r * dk, G * dk * (int64_t)sizeof(float));
-  prefetch_span(a->g + r * dk, G * dk * (int64_t)sizeof(float));
-  prefetch_span(a->v + r * dv, G * dv * (int64_t)sizeof(float));
-  prefetch_span(c->g->dout + r * dv, G * dv * (int64_t)sizeof(float));
+  if (with_q) rove_gla_prefetch_span(a->q + r * dk, G * dk * (int64_t)sizeof(float));
+  rove_gla_prefetch_span(a->k + r * dk, G * dk * (int64_t)sizeof(float));
+  rove_gla_prefetch_span(a->g + r * dk, G * dk * (int64_t)sizeof(float));
+  rove_gla_prefetch_span(a->v + r * dv, G * dv * (int64_t)sizeof(float));
+  rove_gla_prefetch_span(c->g->dout + r * dv, G * dv * (int64_t)sizeof(float));
 }
 
 /* Rows n .. np-1 of each head's [C][width] block zero. */

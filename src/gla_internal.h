@@ -95,4 +95,12 @@ void rove_gla_load_step(const gla_call *c, gla_scratch *ws, int32_t b, int32_t h
 void rove_gla_store_step(const gla_call *c, const gla_scratch *ws, int32_t b, int32_t h,
                          int32_t G, int64_t t0, int32_t n);
 
+/* Bytes [x, x + bytes) towards L2, one request per 64-byte line (the row loads of the
+ * forward, gla_rows.c, and of the backward, gla_backward.c, run a few tokens ahead). */
+static inline void rove_gla_prefetch_span(const void *x, int64_t bytes) {
+  const uintptr_t end = (uintptr_t)x + (uintptr_t)bytes;
+  for (uintptr_t l = (uintptr_t)x & ~(uintptr_t)63; l < end; l += 64)
+    __builtin_prefetch((const void *)l, 0, 2);
+}
+
 #endif

@@ -59,24 +59,17 @@ static int64_t row_of(const gla_call *c, int32_t b, int32_t h, int64_t t) {
   return ((int64_t)b * c->a->seq_len + t) * c->p->cfg.n_heads + h;
 }
 
-/* Bytes [x, x + bytes) towards L2, one request per 64-byte line. */
-static void prefetch_span(const void *x, int64_t bytes) {
-  const uintptr_t end = (uintptr_t)x + (uintptr_t)bytes;
-  for (uintptr_t l = (uintptr_t)x & ~(uintptr_t)63; l < end; l += 64)
-    __builtin_prefetch((const void *)l, 0, 2);
-}
-
 /* The inputs of heads h .. h+G-1 at tensor row r (token t, head h). */
 static void prefetch_token(const gla_call *c, int64_t r, int64_t G) {
   const rove_gla_args *a = c->a;
   const int64_t dk = c->p->cfg.key_dim, dv = c->p->cfg.value_dim;
   const int64_t w = c->p->half;
-  prefetch_span(a->q + r * dk, G * dk * (int64_t)sizeof(float));
-  prefetch_span(a->k + r * dk, G * dk * (int64_t)sizeof(float));
-  prefetch_span(a->g + r * dk, G * dk * (int64_t)sizeof(float));
-  prefetch_span(a->v + r * dv, G * dv * (int64_t)sizeof(float));
+  rove_gla_prefetch_span(a->q + r * dk, G * dk * (int64_t)sizeof(float));
+  rove_gla_prefetch_span(a->k + r * dk, G * dk * (int64_t)sizeof(float));
+  rove_gla_prefetch_span(a->g + r * dk, G * dk * (int64_t)sizeof(float));
+  rove_gla_prefetch_span(a->v + r * dv, G * dv * (int64_t)sizeof(float));
   if (c->rot_q | c->rot_k | c->rot_v | c->rot_o)
-    prefetch_span(a->angles + r * w, G * w * (int64_t)sizeof(double));
+    rove_gla_prefetch_span(a->angles + r * w, G * w * (int64_t)sizeof(double));
 }
 
 /* The rotation of the heads' rows of token i of the step (tables [sub][half] at row i of
