@@ -1188,8 +1188,10 @@ typedef struct rove_gla_grads {
  * Chunked like the forward (the plan's chunk), two sweeps per (batch row, group of heads):
  * one forward from the initial state for dq, one backward from d_final_state for dk and
  * dv (gla_kernels.h has the algebra). No exponent is positive, as in the forward: a decay
- * factor e^{b_t - b_s} is e^{b_t} e^{-b_s} where a chunk's decays sum to >= -60 (both
- * from their own sums, e^{-b} <= e^{60}), else a product of factors <= 1. Workspace per
+ * factor e^{b_t - b_s} is e^{b_t} e^{-b_s} where a chunk's (or a 16-token block's) decays
+ * sum to >= -60 (both from their own sums, e^{-b} <= e^{60}), else a product of factors
+ * <= 1; where the first form would pass float's range (inputs above ~3e12), the
+ * second is used (a chunk's outputs are checked). Workspace per
  * thread O(heads per task * (chunk * (key_dim + value_dim) + key_dim * value_dim)): ~2 MiB
  * at most (one head's, if that is more), independent of seq_len, plus the sequence's
  * cos/sin tables (up to 16 MiB) when rotating.

@@ -28,8 +28,13 @@
 #define ANG_SUM 1e-6
 #define FD_TOL 1e-5 /* oracle gradients vs finite differences */
 
-enum { D_RANDOM = 0, D_STRONG, D_ZERO, D_MIXED, D_HUGE, D_N };
-static const char *const decay_name[D_N] = {"random", "strong", "zero", "mixed", "huge"};
+/* big-k, big-k-block: keys of ~1e14 (values a model never makes, but finite) with decays
+ * whose chunk (-0.92 per token: ~-59 over 64) or 16-token block (-3.7 per token) sums to
+ * just above -60, where the backward's e^{b_t} e^{-b_s} forms would pass float's range:
+ * it must fall back to a form that does not (gla_bwd_body.h, gb_fallbacks). */
+enum { D_RANDOM = 0, D_STRONG, D_ZERO, D_MIXED, D_HUGE, D_BIGK, D_BIGK_BLOCK, D_N };
+static const char *const decay_name[D_N] = {"random", "strong", "zero",     "mixed",
+                                            "huge",   "big-k",  "big-k-block"};
 
 typedef struct {
   int B, T, H, K, V, r, pairing;
@@ -55,6 +60,8 @@ static float decay_value(rove_rng *g, int decay, int64_t t) {
       const float u = rove_rng_uniform(g, 0.0f, 1.0f);
       return u < 0.15f ? -FLT_MAX : u < 0.3f ? -1e30f : u < 0.5f ? -0.1f : u < 0.7f ? -0.01f : 0.0f;
     }
+    case D_BIGK: return rove_rng_uniform(g, -0.93f, -0.91f);
+    case D_BIGK_BLOCK: return rove_rng_uniform(g, -3.72f, -3.66f);
     default: return -rove_rng_uniform(g, 0.0f, 1.0f);
   }
 }
@@ -79,6 +86,8 @@ static void make_data(const bcase *c, bdata *d, uint64_t seed) {
   rove_rng_fill(&g, d->dfin, d->ns, -1.0f, 1.0f);
   for (int64_t i = 0; i < d->nk; i++)
     d->g[i] = decay_value(&g, c->decay, i / ((int64_t)c->H * c->K));
+  if (c->decay == D_BIGK || c->decay == D_BIGK_BLOCK)
+    for (int64_t i = 0; i < d->nk; i++) d->k[i] *= 1e14f;
   for (int64_t i = 0; i < d->na; i++) d->ang[i] = rove_rng_uniform(&g, -3e4f, 3e4f);
 }
 

@@ -130,6 +130,14 @@ static inline void gb_mul(float *restrict z, const float *x, const float *y, int
   for (int64_t i = 0; i < m; i++) z[i] = x[i] * y[i];
 }
 
+/* Whether x[0..m) are all finite (x - x is 0 for a finite x, NaN otherwise; branch-free,
+ * so that it vectorises). */
+static inline int gb_all_finite(const float *x, int64_t m) {
+  int ok = 1;
+  for (int64_t i = 0; i < m; i++) ok &= (x[i] - x[i]) == 0.0f;
+  return ok;
+}
+
 /* Bound of the fast paths: where a range of g sums to >= -GB_FAST_SUM on every channel,
  * e^{b_t - b_s} is taken as e^{b_t} e^{-b_s} with both factors formed from the sums
  * (e^{-b} <= e^{GB_FAST_SUM} ~ 1.1e26 is far from float overflow). Each factor has the
@@ -137,6 +145,11 @@ static inline void gb_mul(float *restrict z, const float *x, const float *y, int
  * 1 at worst), and every term of a product is rescaled back to its own size, so a sum's
  * error stays eps times the sum of its terms' magnitudes, as in the direct form. */
 #define GB_FAST_SUM 60.0
+/* gb_fallbacks: a factor e^{-b} <= e^{60} times an input of more than ~3e12 passes float's
+ * range where the exact result does not. So each sweep takes the whole-chunk form, then
+ * the block form with the e^{P} e^{-P} blocks, then the block form with running products
+ * only (no factor above 1: the forward's care), the first whose outputs are all finite.
+ * Inputs holding Inf or NaN end on the last form, which is the reference's. */
 
 /* Whether the whole chunk takes the fast path: b_{n-1} = cs[n-1] >= -GB_FAST_SUM on
  * every channel (b is non-increasing, as g <= 0, so then every b_t is). */
@@ -212,9 +225,10 @@ static inline int gb_block_sums(const rove_gla_bwd_chunk *c, const gb_work *w, i
   return fast;
 }
 
-/* The dq sweep's chunk in 16-row blocks (any decays; cs and rs formed). */
+/* The dq sweep's chunk in 16-row blocks (any decays; cs and rs formed); a block's pairs
+ * take the e^{P_t} e^{-P_s} form only with allow_fast. */
 static inline void gb_dq_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
-                                void (*expv)(float *, const float *, int64_t)) {
+                                void (*expv)(float *, const float *, int64_t), int allow_fast) {
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
   const gb_work w = *wp;
   gb_transpose(w.xT, n, c->v, dv, n, dv);   /* vT [dv][n] */
@@ -224,7 +238,7 @@ static inline void gb_dq_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
     /* D[i][s] = do_{t0+i} . v_s for s < t0 + 16 (row stride n) */
     gb_gemm(w.D, n, dot, dv, w.xT, n, GB_BLK, dv, t0 + GB_BLK, 0);
     /* P_t = g_{t0} + .. + g_t: blk = e^{P}, fac (rows t0..) = e^{-P} on the fast path */
-    const int fast = gb_block_sums(c, &w, t0, expv);
+    const int fast = gb_block_sums(c, &w, t0, expv) && allow_fast;
     if (t0 > 0) {
       /* Y[s] = g_{s+1} + .. + g_{t0-1}: the earlier keys gain the previous block's total,
        * the previous block's keys get their sums to its end */
@@ -240,7 +254,7 @@ static inline void gb_dq_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
         for (int32_t k = 0; k < dk; k++) y[k] += w.tot[k];
       }
       gb_exp(w.fac, w.yz, (int64_t)t0 * dk, expv);
-      for (int64_t i = 0; i < (int64_t)t0 * dk; i++) w.kd[i] = c->k[i] * w.fac[i];
+      gb_mul(w.kd, c->k, w.fac, (int64_t)t0 * dk);
     }
     if (fast) {
       /* e^{b_t - b_s} = e^{P_t} e^{-P_s} inside the block too: one product over the
@@ -312,10 +326,17 @@ static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
   const gb_work w = gb_work_at(c->work, n, dk, dv);
   gb_prefix(c, &w);
-  if (gb_chunk_fast(c, &w))
+  /* the fastest form whose result is finite (gb_fallbacks); each overwrites every dq row
+   * and leaves S as it was */
+  int done = 0;
+  if (gb_chunk_fast(c, &w)) {
     gb_dq_fast(c, &w, expv);
-  else
-    gb_dq_blocks(c, &w, expv);
+    done = gb_all_finite(c->dq, (int64_t)n * dk);
+  }
+  if (!done) {
+    gb_dq_blocks(c, &w, expv, 1);
+    if (!gb_all_finite(c->dq, (int64_t)n * dk)) gb_dq_blocks(c, &w, expv, 0);
+  }
   /* S <- diag(e^{cs_{n-1}}) S + sum_s (k_s e^{rs_s}) v_s^T */
   gb_exp(w.fac, w.rs, (int64_t)n * dk, expv);
   gb_mul(w.kend, c->k, w.fac, (int64_t)n * dk);
@@ -324,9 +345,10 @@ static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
   gb_gemm_tn(c->s, dv, w.kend, dk, c->v, dv, dk, n, dv, 1);
 }
 
-/* The dkv sweep's chunk in 16-row blocks (any decays; cs and rs formed). */
+/* The dkv sweep's chunk in 16-row blocks (any decays; cs and rs formed), H not moved yet
+ * (gb_dkv_advance); a block's pairs take the e^{P_t} e^{-P_s} form only with allow_fast. */
 static inline void gb_dkv_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
-                                 void (*expv)(float *, const float *, int64_t)) {
+                                 void (*expv)(float *, const float *, int64_t), int allow_fast) {
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
   const gb_work w = *wp;
   gb_transpose(w.xT, n, c->dout, dv, n, dv); /* doT [dv][n] */
@@ -379,7 +401,7 @@ static inline void gb_dkv_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
         dks[i] = ROVE_GLA_MADD(w.bet[i], w.acc[i], dks[i]);
     }
     /* the block itself (fac and blk are free again) */
-    if (gb_block_sums(c, &w, s0, expv)) {
+    if (gb_block_sums(c, &w, s0, expv) && allow_fast) {
       /* e^{b_t - b_s} = e^{P_t} e^{-P_s}: Qp = q e^{P}, Kn = k e^{-P}; Ad = Qp Kn^T and
        * dk_s += e^{-P_s} sum_{t>=s} DT[s][t] Qp_t, both masked to t >= s */
       const float *en = w.fac + (int64_t)s0 * dk;
@@ -435,7 +457,13 @@ static inline void gb_dkv_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
       }
     }
   }
-  /* H <- diag(e^{cs_{n-1}}) H + sum_t (q_t e^{cs_t}) do_t^T */
+}
+
+/* H <- diag(e^{cs_{n-1}}) H + sum_t (q_t e^{cs_t}) do_t^T (after gb_dkv_blocks). */
+static inline void gb_dkv_advance(const rove_gla_bwd_chunk *c, const gb_work *wp,
+                                  void (*expv)(float *, const float *, int64_t)) {
+  const int32_t n = c->n, dk = c->dk, dv = c->dv;
+  const gb_work w = *wp;
   gb_exp(w.fac, w.cs, (int64_t)n * dk, expv);
   gb_mul(w.kend, c->q, w.fac, (int64_t)n * dk);
   gb_scale_rows(c->s, w.fac + (int64_t)(n - 1) * dk, dk, dv);
@@ -443,52 +471,68 @@ static inline void gb_dkv_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
 }
 
 /* The dkv sweep's chunk when it is fast (gb_chunk_fast): with Qp_t = q_t e^{b_t},
- * Kn_s = k_s e^{-b_s}, B = b_{n-1} and Hd = diag(e^{B}) H (H after the chunk),
- *   dk_s = e^{-b_s} (sum_{t>=s} (v_s . do_t) Qp_t + Hd v_s)
- *   dv_s = sum_{t>=s} (Qp_t . Kn_s) do_t + Kn_s^T Hd
- *   H   <- Hd + sum_t Qp_t do_t^T,
+ * Kn_s = k_s e^{-b_s}, Kr_s = k_s e^{rs_s} (e^{rs_s} = e^{b_{n-1}} e^{-b_s}, rs_s = b_{n-1} -
+ * b_s) and H the adjoint after the chunk,
+ *   dk_s = e^{-b_s} sum_{t>=s} (v_s . do_t) Qp_t + e^{rs_s} (H v_s)
+ *   dv_s = sum_{t>=s} (Qp_t . Kn_s) do_t + Kr_s^T H
+ *   H   <- diag(e^{b_{n-1}}) H + sum_t Qp_t do_t^T,
  * by 16-row key blocks, each over the queries from its diagonal on (DT and AT masked
- * below it). */
-static inline void gb_dkv_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
-                               void (*expv)(float *, const float *, int64_t)) {
+ * below it). Returns 0, with H untouched, when an output is not finite: a product grew
+ * past float (|k| e^{-b} with huge inputs) where the block path's factors would not, or
+ * the inputs hold Inf / NaN; the caller then runs the block path, which overwrites every
+ * output. */
+static inline int gb_dkv_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
+                              void (*expv)(float *, const float *, int64_t)) {
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
   const gb_work w = *wp;
   const int64_t nk = (int64_t)n * dk;
-  float *en = w.fac, *kn = w.kd, *qp = w.kend, *qpT = w.hv, *AT = w.A;
+  float *en = w.fac, *kn = w.kd, *qp = w.kend, *qpT = w.hv, *AT = w.A, *kr = w.blk, *ers = w.eg;
   gb_exp_neg(en, w.cs, nk, expv); /* e^{-b} */
   gb_mul(kn, c->k, en, nk);
-  gb_exp(w.eg, w.cs, nk, expv); /* e^{b} */
+  gb_exp(w.eg, w.cs, nk, expv); /* e^{b}, then e^{rs} in the same buffer */
   gb_mul(qp, c->q, w.eg, nk);
-  gb_scale_rows(c->s, w.eg + (int64_t)(n - 1) * dk, dk, dv); /* H -> Hd */
+  gb_exp(w.bet, w.cs + (int64_t)(n - 1) * dk, dk, expv); /* e^{b_{n-1}} */
+  for (int32_t t = 0; t < n; t++) /* e^{rs_t} = e^{b_{n-1}} e^{-b_t}: in [e^-60, 1] */
+    gb_mul(ers + (int64_t)t * dk, en + (int64_t)t * dk, w.bet, dk);
+  gb_mul(kr, c->k, ers, nk);
   gb_transpose(w.xT, n, c->dout, dv, n, dv); /* doT [dv][n] */
-  gb_transpose(w.sT, dk, c->s, dv, dk, dv);  /* HdT [dv][dk] */
+  gb_transpose(w.sT, dk, c->s, dv, dk, dv);  /* HT [dv][dk] */
   gb_transpose(qpT, n, qp, dk, n, dk);       /* QpT [dk][n] */
+  int finite = 1;
   for (int32_t s0 = 0; s0 < n; s0 += GB_BLK) {
     const int32_t L = n - s0;
-    const float *vb = c->v + (int64_t)s0 * dv, *knb = kn + (int64_t)s0 * dk;
+    const int64_t o = (int64_t)s0 * dk, m = (int64_t)GB_BLK * dk;
+    const float *vb = c->v + (int64_t)s0 * dv;
     /* DT[s][t - s0] = v_s . do_t, AT[s][t - s0] = Kn_s . Qp_t for t in [s0, n) */
     gb_gemm(w.D, n, vb, dv, w.xT + s0, n, GB_BLK, dv, L, 0);
-    gb_gemm(AT, n, knb, dk, qpT + s0, n, GB_BLK, dk, L, 0);
+    gb_gemm(AT, n, kn + o, dk, qpT + s0, n, GB_BLK, dk, L, 0);
     gb_mask_block(w.D, n, 0, 0);
     gb_mask_block(AT, n, 0, 0);
-    gb_gemm(w.acc, dk, w.D, n, qp + (int64_t)s0 * dk, dk, GB_BLK, L, dk, 0);
-    gb_gemm(w.acc, dk, vb, dv, w.sT, dk, GB_BLK, dv, dk, 1);
-    gb_mul(c->dkey + (int64_t)s0 * dk, w.acc, en + (int64_t)s0 * dk, (int64_t)GB_BLK * dk);
+    gb_gemm(w.acc, dk, w.D, n, qp + o, dk, GB_BLK, L, dk, 0);
+    gb_gemm(w.sd, dk, vb, dv, w.sT, dk, GB_BLK, dv, dk, 0);
+    float *restrict dks = c->dkey + o;
+    for (int64_t i = 0; i < m; i++) dks[i] = ROVE_GLA_MADD(en[o + i], w.acc[i], ers[o + i] * w.sd[i]);
     float *dvb = c->dval + (int64_t)s0 * dv;
     gb_gemm(dvb, dv, AT, n, c->dout + (int64_t)s0 * dv, dv, GB_BLK, L, dv, 0);
-    gb_gemm(dvb, dv, knb, dk, c->s, dv, GB_BLK, dk, dv, 1);
+    gb_gemm(dvb, dv, kr + o, dk, c->s, dv, GB_BLK, dk, dv, 1);
+    finite &= gb_all_finite(dks, m) & gb_all_finite(dvb, (int64_t)GB_BLK * dv);
   }
+  if (!finite) return 0;
+  gb_scale_rows(c->s, w.bet, dk, dv);
   gb_gemm_tn(c->s, dv, qp, dk, c->dout, dv, dk, n, dv, 1);
+  return 1;
 }
 
 static inline void rove_gla_bwd_dkv_body(const rove_gla_bwd_chunk *c,
                                          void (*expv)(float *, const float *, int64_t)) {
   const gb_work w = gb_work_at(c->work, c->n, c->dk, c->dv);
   gb_prefix(c, &w);
-  if (gb_chunk_fast(c, &w))
-    gb_dkv_fast(c, &w, expv);
-  else
-    gb_dkv_blocks(c, &w, expv);
+  /* the fastest form whose result is finite (gb_fallbacks) */
+  if (gb_chunk_fast(c, &w) && gb_dkv_fast(c, &w, expv)) return;
+  const int64_t mk = (int64_t)c->n * c->dk, mv = (int64_t)c->n * c->dv;
+  gb_dkv_blocks(c, &w, expv, 1);
+  if (!(gb_all_finite(c->dkey, mk) && gb_all_finite(c->dval, mv))) gb_dkv_blocks(c, &w, expv, 0);
+  gb_dkv_advance(c, &w, expv);
 }
 
 #endif
