@@ -101,10 +101,10 @@ int main(int argc, char **argv) {
   double *t[2][3]; /* [build][fwd, bwd, bwd / fwd] */
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 3; j++) t[i][j] = alloc_or_die(sizeof(double) * (size_t)rounds);
-  const rove_gla_args a = {.batch = 1, .seq_len = T, .q = q, .k = k, .v = v, .g = g,
-                           .angles = ang, .out = o};
-  const rove_gla_grads gr = {.dout = dout, .dq = dq, .dk = dk, .dg = dg, .dv = dv,
-                             .d_angles = dang};
+  const rove_gla_args a = {
+      .batch = 1, .seq_len = T, .q = q, .k = k, .v = v, .g = g, .angles = ang, .out = o};
+  const rove_gla_grads gr = {
+      .dout = dout, .dq = dq, .dk = dk, .dg = dg, .dv = dv, .d_angles = dang};
   for (int r = -1; r < rounds; r++) /* one warm-up round */
     for (int i = 0; i < 2; i++) {
       const double t0 = bench_now();
@@ -119,8 +119,8 @@ int main(int argc, char **argv) {
       }
       if (r >= 0) t[i][0][r] = t1 - t0, t[i][1][r] = t2 - t1, t[i][2][r] = (t2 - t1) / (t1 - t0);
     }
-  printf("GLA backward T %d x %d heads x %d/%d, %s, %d thread(s) (B: %d), %d rounds, medians:\n",
-         T, H, K, V, angles ? "selective angles, RoVE" : "no rotation", thr, thr_b, rounds);
+  printf("GLA backward T %d x %d heads x %d/%d, %s, %d thread(s) (B: %d), %d rounds, medians:\n", T,
+         H, K, V, angles ? "selective angles, RoVE" : "no rotation", thr, thr_b, rounds);
   double mb[2], mf[2];
   for (int i = 0; i < 2; i++) {
     const double f = bench_median(t[i][0], rounds), b = bench_median(t[i][1], rounds);

@@ -103,15 +103,16 @@ static int64_t row_of(const gb_call *c, int64_t b, int64_t h, int64_t t) {
  * none: rows j = 0 .. G-1 of one rotate call are the heads. */
 static rove_rot rot_token(const gb_call *c, const gb_scratch *ws, int32_t i, int on) {
   rove_rot r = {NULL, NULL, c->p->half, (int32_t)c->p->cfg.pairing, 0, 0};
-  if (on) r.cos = ws->cos_t + (int64_t)i * c->group * c->p->half,
-          r.sin = ws->sin_t + (int64_t)i * c->group * c->p->half;
+  if (on)
+    r.cos = ws->cos_t + (int64_t)i * c->group * c->p->half,
+    r.sin = ws->sin_t + (int64_t)i * c->group * c->p->half;
   return r;
 }
 
 /* The rotation of rows 0.. of head j's chunk (rows are tokens), or none. */
 static rove_rot rot_head(const gb_call *c, const gb_scratch *ws, int32_t j, int on) {
-  rove_rot r = {NULL, NULL, c->p->half, (int32_t)c->p->cfg.pairing,
-                (int64_t)c->group * c->p->half, 0};
+  rove_rot r = {NULL, NULL, c->p->half, (int32_t)c->p->cfg.pairing, (int64_t)c->group * c->p->half,
+                0};
   if (on) r.cos = ws->cos_t + (int64_t)j * c->p->half, r.sin = ws->sin_t + (int64_t)j * c->p->half;
   return r;
 }
@@ -161,8 +162,8 @@ static void load_chunk(const gb_call *c, gb_scratch *ws, int64_t b, int64_t h0, 
       p->kern->rotate(ws->q + i * dk, hk, a->q + r * dk, dk, G, (int32_t)dk, &rq, sc, sc, 0);
     p->kern->rotate(ws->k + i * dk, hk, a->k + r * dk, dk, G, (int32_t)dk, &rk, 1.0f, 1.0f, 0);
     p->kern->rotate(ws->v + i * dv, hv, a->v + r * dv, dv, G, (int32_t)dv, &rv, 1.0f, 1.0f, 0);
-    p->kern->rotate(ws->dout + i * dv, hv, c->g->dout + r * dv, dv, G, (int32_t)dv, &ro, 1.0f,
-                    1.0f, 0);
+    p->kern->rotate(ws->dout + i * dv, hv, c->g->dout + r * dv, dv, G, (int32_t)dv, &ro, 1.0f, 1.0f,
+                    0);
     for (int64_t j = 0; j < G; j++)
       memcpy(ws->g + j * hk + i * dk, a->g + (r + j) * dk, (size_t)dk * sizeof(float));
   }
@@ -219,10 +220,10 @@ static void finish_chunk(const gb_call *c, gb_scratch *ws, int64_t b, int64_t h0
   }
   for (int32_t j = 0; j < G; j++) {
     const rove_rot rk = rot_head(c, ws, j, c->rot_k), rv = rot_head(c, ws, j, c->rot_v);
-    p->kern->rotate(g->dk + (r0 + j) * dk, H * dk, ws->dk + j * C * dk, dk, n, dk, &rk, 1.0f,
-                    1.0f, 1);
-    p->kern->rotate(g->dv + (r0 + j) * dv, H * dv, ws->dv + j * C * dv, dv, n, dv, &rv, 1.0f,
-                    1.0f, 1);
+    p->kern->rotate(g->dk + (r0 + j) * dk, H * dk, ws->dk + j * C * dk, dk, n, dk, &rk, 1.0f, 1.0f,
+                    1);
+    p->kern->rotate(g->dv + (r0 + j) * dv, H * dv, ws->dv + j * C * dv, dv, n, dv, &rv, 1.0f, 1.0f,
+                    1);
   }
 }
 
@@ -231,10 +232,10 @@ static rove_gla_bwd_chunk head_chunk(const gb_call *c, const gb_scratch *ws, int
                                      int32_t np) {
   const int64_t C = c->p->cfg.chunk, dk = c->p->cfg.key_dim, dv = c->p->cfg.value_dim;
   const int64_t ok = j * C * dk, ov = j * C * dv;
-  const rove_gla_bwd_chunk ch = {np,          (int32_t)dk,  (int32_t)dv,  ws->q + ok,
-                                 ws->k + ok,  ws->g + ok,   ws->v + ov,   ws->dout + ov,
-                                 ws->s + j * dk * dv, ws->dq + ok, ws->dk + ok, ws->dv + ov,
-                                 ws->work};
+  const rove_gla_bwd_chunk ch = {
+      np,          (int32_t)dk, (int32_t)dv,   ws->q + ok,          ws->k + ok,
+      ws->g + ok,  ws->v + ov,  ws->dout + ov, ws->s + j * dk * dv, ws->dq + ok,
+      ws->dk + ok, ws->dv + ov, ws->work};
   return ch;
 }
 
@@ -271,7 +272,8 @@ static void group_task(int64_t i, int tid, void *vctx) {
   for (int64_t e = 0; e < (int64_t)G * dk; e++) {
     double t = 0.0;
     if (g->d_final_state)
-      for (int32_t j = 0; j < dv; j++) t += (double)ws.s[e * dv + j] * g->d_final_state[s0 + e * dv + j];
+      for (int32_t j = 0; j < dv; j++)
+        t += (double)ws.s[e * dv + j] * g->d_final_state[s0 + e * dv + j];
     ws.carry[e] = t;
   }
   if (g->d_final_state)

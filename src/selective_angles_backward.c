@@ -27,10 +27,10 @@ static int finite_f(const float *v, int64_t n) {
 }
 
 rove_status rove_selective_angles_backward(int32_t batch, int32_t seq_len, int32_t n_heads,
-                                           int32_t n_pairs, const float *phi,
-                                           const double *temp, const double *carry_in,
-                                           const double *d_angles, const double *d_carry_out,
-                                           float *d_phi, double *d_carry_in, double *d_temp) {
+                                           int32_t n_pairs, const float *phi, const double *temp,
+                                           const double *carry_in, const double *d_angles,
+                                           const double *d_carry_out, float *d_phi,
+                                           double *d_carry_in, double *d_temp) {
   if (!phi || !d_angles || !d_phi || batch <= 0 || seq_len <= 0 || n_heads <= 0 || n_pairs <= 0)
     return ROVE_ERR_INVALID_ARGUMENT;
   int64_t row, bt, total, carry;

@@ -33,7 +33,7 @@
  * just above -60, where the backward's e^{b_t} e^{-b_s} forms would pass float's range:
  * it must fall back to a form that does not (gla_bwd_body.h, gb_fallbacks). */
 enum { D_RANDOM = 0, D_STRONG, D_ZERO, D_MIXED, D_HUGE, D_BIGK, D_BIGK_BLOCK, D_N };
-static const char *const decay_name[D_N] = {"random", "strong", "zero",     "mixed",
+static const char *const decay_name[D_N] = {"random", "strong", "zero",       "mixed",
                                             "huge",   "big-k",  "big-k-block"};
 
 typedef struct {

@@ -306,9 +306,9 @@ static inline void gb_dq_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
   const gb_work w = *wp;
   const int64_t nk = (int64_t)n * dk;
-  gb_exp_neg(w.fac, w.cs, nk, expv); /* e^{-b} */
-  gb_mul(w.kd, c->k, w.fac, nk);     /* Kn */
-  gb_exp(w.eg, w.cs, nk, expv);      /* e^{b} */
+  gb_exp_neg(w.fac, w.cs, nk, expv);        /* e^{-b} */
+  gb_mul(w.kd, c->k, w.fac, nk);            /* Kn */
+  gb_exp(w.eg, w.cs, nk, expv);             /* e^{b} */
   gb_transpose(w.xT, n, c->v, dv, n, dv);   /* vT [dv][n] */
   gb_transpose(w.sT, dk, c->s, dv, dk, dv); /* ST [dv][dk] */
   for (int32_t t0 = 0; t0 < n; t0 += GB_BLK) {
@@ -511,7 +511,8 @@ static inline int gb_dkv_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
     gb_gemm(w.acc, dk, w.D, n, qp + o, dk, GB_BLK, L, dk, 0);
     gb_gemm(w.sd, dk, vb, dv, w.sT, dk, GB_BLK, dv, dk, 0);
     float *restrict dks = c->dkey + o;
-    for (int64_t i = 0; i < m; i++) dks[i] = ROVE_GLA_MADD(en[o + i], w.acc[i], ers[o + i] * w.sd[i]);
+    for (int64_t i = 0; i < m; i++)
+      dks[i] = ROVE_GLA_MADD(en[o + i], w.acc[i], ers[o + i] * w.sd[i]);
     float *dvb = c->dval + (int64_t)s0 * dv;
     gb_gemm(dvb, dv, AT, n, c->dout + (int64_t)s0 * dv, dv, GB_BLK, L, dv, 0);
     gb_gemm(dvb, dv, kr + o, dk, c->s, dv, GB_BLK, dk, dv, 1);

@@ -116,7 +116,9 @@ typedef void (*rove_gla_steps_fn)(float *s, float *o, const float *q, const floa
  * of g over one range of tokens, formed as such (never a difference of cumulative sums,
  * which would absorb a small decay next to a huge one, e.g. g = -FLT_MAX), so none is
  * positive: pairs in different 16-row blocks split e^{b_t - b_s} at a block boundary into
- * two factors <= 1, pairs in one block use running products of e^{g}. The sums are formed
+ * two factors <= 1, pairs in one block use running products of e^{g}; where a chunk's (or
+ * a block's) decays sum to >= -60, e^{b_t - b_s} = e^{b_t} e^{-b_s} instead (plain matrix
+ * products), unless that overflows (gla_bwd_body.h: gb_fallbacks). The sums are formed
  * in double, rounded to float and exponentiated with the ISA's exp. dg is not formed
  * here: the driver takes it from dq and dk (rove.h). */
 typedef struct rove_gla_bwd_chunk {

@@ -58,14 +58,14 @@ static inline GB_AI void tile(float *C, int64_t ldc, const float *A, int64_t ars
     }
 }
 
-#define GB_TILE_NV(mr)                                                               \
-  switch (2 * nv + masked) {                                                         \
-    case 2: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 1, 0, last, acc); break;     \
-    case 3: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 1, 1, last, acc); break;     \
-    case 4: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 2, 0, last, acc); break;     \
-    case 5: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 2, 1, last, acc); break;     \
-    case 6: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 3, 0, last, acc); break;     \
-    default: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 3, 1, last, acc); break;    \
+#define GB_TILE_NV(mr)                                                            \
+  switch (2 * nv + masked) {                                                      \
+    case 2: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 1, 0, last, acc); break;  \
+    case 3: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 1, 1, last, acc); break;  \
+    case 4: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 2, 0, last, acc); break;  \
+    case 5: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 2, 1, last, acc); break;  \
+    case 6: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 3, 0, last, acc); break;  \
+    default: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 3, 1, last, acc); break; \
   }
 
 /* gb_gemm_generic's contract (gla_bwd_body.h). */
