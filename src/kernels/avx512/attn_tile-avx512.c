@@ -128,22 +128,27 @@ INLINE __m512 reduce8(const __m512 v[8], const int is_max) {
   return _mm512_permutexvar_ps(pack, y);
 }
 
-/* Steps 2-3 for one panel: scores, softcap, online softmax (all rows of the panel in one
- * vector for m, l, alpha); p -> pbuf[r][TK] (0 where msk is clear), alpha -> alpha[r]. */
-INLINE void score_softmax(const rove_tile_args *t, int32_t i0, __mmask16 msk[MR][4],
-                          float *pbuf, float *alpha, const int mr, const int nv) {
-  __m512 s[MR][4], red[8];
+/* Steps 2-3 for one panel: softcap and online softmax of its scores sb [MR][4][16] (all
+ * rows of the panel in one vector for m, l, alpha); p -> pbuf[r][TK] (0 where msk is
+ * clear), alpha -> alpha[r]. */
+INLINE void score_softmax(const rove_tile_args *t, int32_t i0, const __mmask16 msk[MR][4],
+                          float *sb, float *pbuf, float *alpha, const int mr, const int nv) {
+  __m512 red[8];
   float msub[16];
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
   const __mmask16 rows = lanes(mr);
-  scores_tab[mr - 1][nv - 1]((float *)s, t->q + (int64_t)i0 * t->d, t->d, t->k);
+  /* the scores are read from sb where they are used (a local copy becomes a memcpy) */
+#define ROVE_S(r, v) (sb + ((r) * 4 + (v)) * 16)
   if (t->softcap > 0.0f) /* rove_softcap512: exp-avx512.h */
     for (int r = 0; r < mr; r++)
-      for (int v = 0; v < nv; v++) s[r][v] = rove_softcap512(s[r][v], t->softcap);
+      for (int v = 0; v < nv; v++)
+        _mm512_storeu_ps(ROVE_S(r, v), rove_softcap512(_mm512_loadu_ps(ROVE_S(r, v)), t->softcap));
+#pragma GCC unroll 8
   for (int r = 0; r < 8; r++) { /* row maxima over the visible keys (-inf if none) */
     red[r] = ninf;
+#pragma GCC unroll 4
     for (int v = 0; v < nv && r < mr; v++)
-      red[r] = _mm512_mask_max_ps(red[r], msk[r][v], red[r], s[r][v]);
+      red[r] = _mm512_mask_max_ps(red[r], msk[r][v], red[r], _mm512_loadu_ps(ROVE_S(r, v)));
   }
   const __m512 mold = _mm512_mask_loadu_ps(ninf, rows, t->m + i0);
   const __m512 mnew = _mm512_max_ps(mold, reduce8(red, 1));
@@ -154,16 +159,20 @@ INLINE void score_softmax(const rove_tile_args *t, int32_t i0, __mmask16 msk[MR]
   _mm512_mask_storeu_ps(t->m + i0, rows, mnew);
   const __m512 a = rove_exp512_ps(_mm512_sub_ps(mold, sub));
   _mm512_storeu_ps(alpha, a);
+#pragma GCC unroll 8
   for (int r = 0; r < 8; r++) {
     red[r] = _mm512_setzero_ps();
     if (r >= mr) continue;
     const __m512 b = _mm512_set1_ps(msub[r]);
+#pragma GCC unroll 4
     for (int v = 0; v < nv; v++) {
-      const __m512 p = rove_exp512_nonpos_maskz(msk[r][v], _mm512_sub_ps(s[r][v], b));
+      const __m512 x = _mm512_sub_ps(_mm512_loadu_ps(ROVE_S(r, v)), b);
+      const __m512 p = rove_exp512_nonpos_maskz(msk[r][v], x);
       _mm512_storeu_ps(pbuf + r * TK + 16 * v, p);
       red[r] = _mm512_add_ps(red[r], p);
     }
   }
+#undef ROVE_S
   const __m512 lsum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(rows, t->l + i0), a, reduce8(red, 0));
   _mm512_mask_storeu_ps(t->l + i0, rows, lsum);
   const __mmask16 poisoned = rows & _mm512_cmp_ps_mask(lsum, lsum, _CMP_UNORD_Q);
@@ -260,64 +269,108 @@ static void pv(const rove_tile_args *t, int32_t i0, int32_t jend, const float *p
   pv_tab[keep][mr - 1][nb](o + c, d, t->v + c, jend, pbuf, alpha, lanes(rem - 16 * (nb - 1)), vis);
 }
 
-/* Steps 1-3 for the panel of mr rows at query row i0: returns how many keys its P rows
- * cover (0: nothing visible, so m, l, o stay as they are). kp: key positions (when
- * t->mask), valid: lanes < nk per key vector; *hidden: set when some key up to the
- * returned count is hidden from some row, vis[r]: the visibility bits of row r. */
-INLINE int32_t panel_softmax(const rove_tile_args *t, int32_t i0, const __m512i kp[4],
-                             const __mmask16 valid[4], float *pbuf, float *alpha, uint64_t *vis,
-                             int *hidden, const int mr) {
+/* One panel between its stages: rows [i0, i0 + mr), its visibility masks, and what
+ * stage 1 found (nv key vectors with a visible pair, jend keys covered, hidden pairs). */
+typedef struct panel {
+  int32_t i0, jend;
+  int mr, nv, hidden;
   __mmask16 msk[MR][4];
+  uint64_t vis[MR];
+} panel;
+
+/* The masks of a panel from msk (rows < mr): nv, jend, vis and hidden. */
+static void panel_masks(const rove_tile_args *t, const __mmask16 valid[4], int mr, panel *pn) {
   unsigned any = 0; /* bit v: some row of the panel sees a key of vector v */
   for (int r = 0; r < mr; r++)
-    for (int v = 0; v < 4; v++) {
-      msk[r][v] = valid[v];
-      if (t->mask) msk[r][v] &= visible16(kp[v], t->q_pos[i0 + r], t->causal, t->window);
-      any |= msk[r][v] ? 1u << v : 0u;
-    }
-  if (!any) return 0;
-  const int nv = 32 - __builtin_clz(any);
-  *hidden = 0;
+    for (int v = 0; v < 4; v++) any |= pn->msk[r][v] ? 1u << v : 0u;
+  pn->jend = 0;
+  if (!any) return;
+  const int nv = pn->nv = 32 - __builtin_clz(any);
+  pn->hidden = 0;
   for (int r = 0; r < mr; r++) {
-    vis[r] = 0;
+    pn->vis[r] = 0;
     for (int v = 0; v < nv; v++) {
-      vis[r] |= (uint64_t)msk[r][v] << (16 * v);
-      *hidden |= msk[r][v] != valid[v];
+      pn->vis[r] |= (uint64_t)pn->msk[r][v] << (16 * v);
+      pn->hidden |= pn->msk[r][v] != valid[v];
     }
   }
-  switch (nv) {
-    case 1: score_softmax(t, i0, msk, pbuf, alpha, mr, 1); break;
-    case 2: score_softmax(t, i0, msk, pbuf, alpha, mr, 2); break;
-    case 3: score_softmax(t, i0, msk, pbuf, alpha, mr, 3); break;
-    default: score_softmax(t, i0, msk, pbuf, alpha, mr, 4); break;
-  }
-  return t->nk < 16 * nv ? t->nk : 16 * nv;
+  pn->jend = t->nk < 16 * nv ? t->nk : 16 * nv;
 }
 
+/* Stage 1 (step 1) for the panel of mr rows at query row i0: its masks and scores -> sb.
+ * kp: key positions (when t->mask), valid: lanes < nk per key vector. jend = 0 when no
+ * pair is visible (nothing computed; m, l, o stay as they are). Without t->mask every
+ * panel has the masks the tile call filled in once (panel_masks over all MR rows). */
+static void panel_scores(const rove_tile_args *t, int32_t i0, int mr, const __m512i kp[4],
+                         const __mmask16 valid[4], float *sb, panel *pn) {
+  pn->i0 = i0, pn->mr = mr;
+  if (t->mask) {
+    for (int r = 0; r < mr; r++)
+      for (int v = 0; v < 4; v++)
+        pn->msk[r][v] = valid[v] & visible16(kp[v], t->q_pos[i0 + r], t->causal, t->window);
+    panel_masks(t, valid, mr, pn);
+  }
+  if (pn->jend > 0) scores_tab[mr - 1][pn->nv - 1](sb, t->q + (int64_t)i0 * t->d, t->d, t->k);
+}
+
+/* Stage 2 (steps 2-3) of a panel whose scores are in sb: p -> pbuf, alpha. */
+INLINE void panel_softmax_mr(const rove_tile_args *t, const panel *pn, float *sb, float *pbuf,
+                             float *alpha, const int mr) {
+  switch (pn->nv) {
+    case 1: score_softmax(t, pn->i0, pn->msk, sb, pbuf, alpha, mr, 1); break;
+    case 2: score_softmax(t, pn->i0, pn->msk, sb, pbuf, alpha, mr, 2); break;
+    case 3: score_softmax(t, pn->i0, pn->msk, sb, pbuf, alpha, mr, 3); break;
+    default: score_softmax(t, pn->i0, pn->msk, sb, pbuf, alpha, mr, 4); break;
+  }
+}
+
+static void panel_softmax(const rove_tile_args *t, const panel *pn, float *sb, float *pbuf,
+                          float *alpha) {
+  switch (pn->mr) {
+    case 1: panel_softmax_mr(t, pn, sb, pbuf, alpha, 1); break;
+    case 2: panel_softmax_mr(t, pn, sb, pbuf, alpha, 2); break;
+    case 3: panel_softmax_mr(t, pn, sb, pbuf, alpha, 3); break;
+    case 4: panel_softmax_mr(t, pn, sb, pbuf, alpha, 4); break;
+    case 5: panel_softmax_mr(t, pn, sb, pbuf, alpha, 5); break;
+    default: panel_softmax_mr(t, pn, sb, pbuf, alpha, 6); break;
+  }
+}
+
+_Static_assert(ROVE_AVX512_TQ * TK >= 3 * MR * TK, "scratch holds pbuf and two score buffers");
+
+/* Software-pipelined over panels, in the order
+ *   scores(0), softmax(0), scores(1), PV(0), softmax(1), scores(2), PV(1), ...
+ * so each panel's softmax (row maxima -> reductions -> exp -> sums: a serial chain of a
+ * few hundred cycles that leaves the FMA ports idle when it sits between its own scores
+ * and its own P V) lies between two FMA-bound loops it does not depend on, the previous
+ * panel's P V and the next panel's scores, which the out-of-order core runs under it.
+ * Each panel's arithmetic is unchanged (panels touch disjoint rows; a panel's own steps
+ * keep their order), so the results are the same bits as panel after panel.
+ * Scratch: pbuf [MR][TK], then two score buffers [MR][4][16]. */
 void rove_attn_tile_f32__avx512(const rove_tile_args *t) {
   __m512i kp[4];
   __mmask16 valid[4];
+  panel pn[2];
   float alpha[16];
-  uint64_t vis[MR];
-  int hidden = 0;
+  float *pbuf = t->scratch, *sb[2] = {pbuf + MR * TK, pbuf + 2 * MR * TK};
   for (int v = 0; v < 4; v++) {
     valid[v] = lanes(t->nk - 16 * v);
     kp[v] = t->mask ? _mm512_maskz_loadu_epi32(valid[v], t->k_pos + 16 * v)
                     : _mm512_setzero_si512();
   }
-  for (int32_t i0 = 0; i0 < t->nq; i0 += MR) {
-    const int mr = t->nq - i0 < MR ? t->nq - i0 : MR;
-    int32_t jend = 0;
-#define ROVE_PANEL(n) panel_softmax(t, i0, kp, valid, t->scratch, alpha, vis, &hidden, n)
-    switch (mr) {
-      case 1: jend = ROVE_PANEL(1); break;
-      case 2: jend = ROVE_PANEL(2); break;
-      case 3: jend = ROVE_PANEL(3); break;
-      case 4: jend = ROVE_PANEL(4); break;
-      case 5: jend = ROVE_PANEL(5); break;
-      default: jend = ROVE_PANEL(6); break;
+  if (!t->mask) /* every pair of every panel visible: the masks are valid[] for all rows */
+    for (int b = 0; b < 2; b++) {
+      for (int r = 0; r < MR; r++)
+        for (int v = 0; v < 4; v++) pn[b].msk[r][v] = valid[v];
+      panel_masks(t, valid, MR, &pn[b]);
     }
-#undef ROVE_PANEL
-    if (jend > 0) pv(t, i0, jend, t->scratch, alpha, mr, hidden ? vis : NULL);
+  int cur = 0;
+  panel_scores(t, 0, t->nq < MR ? t->nq : MR, kp, valid, sb[0], &pn[0]);
+  for (int32_t i0 = 0; i0 < t->nq; i0 += MR, cur ^= 1) {
+    const panel *p = &pn[cur];
+    if (p->jend > 0) panel_softmax(t, p, sb[cur], pbuf, alpha);
+    const int32_t i1 = i0 + MR;
+    if (i1 < t->nq) panel_scores(t, i1, t->nq - i1 < MR ? t->nq - i1 : MR, kp, valid, sb[cur ^ 1], &pn[cur ^ 1]);
+    if (p->jend > 0) pv(t, p->i0, p->jend, pbuf, alpha, p->mr, p->hidden ? p->vis : NULL);
   }
 }
