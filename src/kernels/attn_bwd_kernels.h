@@ -10,7 +10,7 @@
  * scratch ROVE_BWD_SCRATCH floats. Positions are read only when mask != 0. Kernels may
  * differ from the scalar one by rounding only (FMA, their exp), and in the sign of a zero:
  * a zero weight may add its +-0 product when every input row it would multiply is finite
- * (AVX2), which changes no sum except a -0 one into +0 (the driver's sums start at +0). */
+ * (AVX2, AVX-512), which changes no sum except a -0 one into +0 (the driver's sums start at +0). */
 #ifndef ROVE_ATTN_BWD_KERNELS_H
 #define ROVE_ATTN_BWD_KERNELS_H
 
