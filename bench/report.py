@@ -200,24 +200,29 @@ DECODE_TITLES = {
 }
 
 
+# rove_dtype of a decode case's `kv` argument (the cache's storage type; f32 without it)
+KV_TYPES = {0: "f32", 1: "bf16", 2: "f16", 3: "q8"}
+
+
 def decode_table(cases, kind):
     dec = [c for c in cases if c["kind"] == kind]
     rows = []
     for c in sorted(dec, key=lambda c: (c["p"].get("q", 1), c["p"]["kvh"], c["p"]["n"],
-                                        c["p"]["thr"], isa_rank(c["sub"]))):
+                                        c["p"]["thr"], isa_rank(c["sub"]), c["p"].get("kv", 0))):
         p, b = c["p"], c["b"]
         gbps = b.get("kv_bytes_per_second", 0.0) / 1e9
-        rows.append([p["n"], "%s" % shape_text(p), p.get("q", 1), p["thr"], c["sub"],
+        rows.append([p["n"], "%s" % shape_text(p), KV_TYPES.get(p.get("kv", 0), "?"),
+                     p.get("q", 1), p["thr"], c["sub"],
                      "%.3f" % b.get("rove_ms", 0), "%.3f" % b.get("rope_ms", 0),
                      "%.3f" % b.get("ratio", float("nan")), fmt(gbps, 1),
                      "%.3f" % b["read_ms"] if "read_ms" in b else "-",
                      "%.0f%%" % b["pct_read"] if "pct_read" in b else "-"])
     if not rows:
         return []
-    header = ["cache length", "shape", "q_len", "threads", "ISA", "RoVE ms", "RoPE ms",
-              "ratio", "K+V GB/s", "read of K+V bytes ms", "RoVE % of read"]
+    header = ["cache length", "shape", "KV type", "q_len", "threads", "ISA", "RoVE ms",
+              "RoPE ms", "ratio", "K+V GB/s", "read of K+V bytes ms", "RoVE % of read"]
     return ["### %s\n\n" % DECODE_TITLES[kind] +
-            table(header, rows, ["---:", "---", "---:", "---:", "---"] + ["---:"] * 6)]
+            table(header, rows, ["---:", "---", "---", "---:", "---:", "---"] + ["---:"] * 6)]
 
 
 def rotate_table(cases):
