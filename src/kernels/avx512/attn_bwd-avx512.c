@@ -54,12 +54,12 @@ static void product_avx512(float *rows, const float *a, const float *bT, int32_t
   float *ri = rows + i * 64;
   const float *ai = a + (int64_t)i * d;
   switch (nq - i) {
-  case 5: product_block(ri, ai, bT, d, 5); break;
-  case 4: product_block(ri, ai, bT, d, 4); break;
-  case 3: product_block(ri, ai, bT, d, 3); break;
-  case 2: product_block(ri, ai, bT, d, 2); break;
-  case 1: product_block(ri, ai, bT, d, 1); break;
-  default: break;
+    case 5: product_block(ri, ai, bT, d, 5); break;
+    case 4: product_block(ri, ai, bT, d, 4); break;
+    case 3: product_block(ri, ai, bT, d, 3); break;
+    case 2: product_block(ri, ai, bT, d, 2); break;
+    case 1: product_block(ri, ai, bT, d, 1); break;
+    default: break;
   }
 }
 #define ROVE_BWD_PRODUCT_IMPL(rows, a, bT, nq, d) product_avx512(rows, a, bT, nq, d)
@@ -68,8 +68,8 @@ static void product_avx512(float *rows, const float *a, const float *bT, int32_t
  * weights (rove_bwd_acc's contract), for d % 16 == 0; the generic loop otherwise. */
 static void acc_avx512(float *dst, const float *W, int64_t wo, int64_t wn, const float *src,
                        int32_t n_out, int32_t n_in, int32_t d);
-#define ROVE_BWD_ACC_IMPL(dst, W, wo, wn, src, n_out, n_in, d)                              \
-  ((d) % 16 == 0 ? acc_avx512(dst, W, wo, wn, src, n_out, n_in, d)                           \
+#define ROVE_BWD_ACC_IMPL(dst, W, wo, wn, src, n_out, n_in, d)     \
+  ((d) % 16 == 0 ? acc_avx512(dst, W, wo, wn, src, n_out, n_in, d) \
                  : rove_bwd_acc(dst, W, wo, wn, src, n_out, n_in, d))
 
 /* dS = P (dP - D) where P != 0 (unordered compare: a NaN P keeps its NaN), else +0: the
@@ -131,8 +131,7 @@ static int any_zero_weight(const float *W, int64_t wo, int64_t wn, int32_t n_out
  * weight is zero, checked first) the loop has no branch. The sums run in the same order
  * either way: each output over n in order. */
 ROVE_INLINE void acc_block(float *x, const float *W, const float *src, int32_t n_in, int32_t d,
-                           int32_t c0, const int R, const int NV, const int BYROW,
-                           const int SKIP) {
+                           int32_t c0, const int R, const int NV, const int BYROW, const int SKIP) {
   const int64_t wo = BYROW ? ROVE_BWD_TK : 1, wn = BYROW ? 1 : ROVE_BWD_TK;
   __m512 a[RB][4];
 #pragma GCC unroll 6
@@ -163,9 +162,8 @@ ROVE_INLINE void acc_block(float *x, const float *W, const float *src, int32_t n
 /* Every output row of one column block of NV zmm: blocks of 6 rows, then the n_out % 6
  * rest; the inputs' columns of the block (n_in x 16 NV floats, 16 KB at NV = 4) stay in
  * L1 while every row block reads them; the weights are the stream. */
-ROVE_INLINE void acc_cols(float *dst, const float *W, const float *src, int32_t n_out,
-                          int32_t n_in, int32_t d, int32_t c0, const int NV, const int BYROW,
-                          const int SKIP) {
+ROVE_INLINE void acc_cols(float *dst, const float *W, const float *src, int32_t n_out, int32_t n_in,
+                          int32_t d, int32_t c0, const int NV, const int BYROW, const int SKIP) {
   const int64_t wo = BYROW ? ROVE_BWD_TK : 1;
   int32_t o = 0;
   for (; o + RB <= n_out; o += RB)
@@ -173,25 +171,25 @@ ROVE_INLINE void acc_cols(float *dst, const float *W, const float *src, int32_t 
   float *x = dst + (int64_t)o * d;
   const float *w = W + o * wo;
   switch (n_out - o) {
-  case 5: acc_block(x, w, src, n_in, d, c0, 5, NV, BYROW, SKIP); break;
-  case 4: acc_block(x, w, src, n_in, d, c0, 4, NV, BYROW, SKIP); break;
-  case 3: acc_block(x, w, src, n_in, d, c0, 3, NV, BYROW, SKIP); break;
-  case 2: acc_block(x, w, src, n_in, d, c0, 2, NV, BYROW, SKIP); break;
-  case 1: acc_block(x, w, src, n_in, d, c0, 1, NV, BYROW, SKIP); break;
-  default: break;
+    case 5: acc_block(x, w, src, n_in, d, c0, 5, NV, BYROW, SKIP); break;
+    case 4: acc_block(x, w, src, n_in, d, c0, 4, NV, BYROW, SKIP); break;
+    case 3: acc_block(x, w, src, n_in, d, c0, 3, NV, BYROW, SKIP); break;
+    case 2: acc_block(x, w, src, n_in, d, c0, 2, NV, BYROW, SKIP); break;
+    case 1: acc_block(x, w, src, n_in, d, c0, 1, NV, BYROW, SKIP); break;
+    default: break;
   }
 }
 
 /* Column blocks of 64 dims, then a last one of 16, 32 or 48. */
-ROVE_INLINE void acc_all(float *dst, const float *W, const float *src, int32_t n_out,
-                         int32_t n_in, int32_t d, const int BYROW, const int SKIP) {
+ROVE_INLINE void acc_all(float *dst, const float *W, const float *src, int32_t n_out, int32_t n_in,
+                         int32_t d, const int BYROW, const int SKIP) {
   int32_t c0 = 0;
   for (; c0 + 64 <= d; c0 += 64) acc_cols(dst, W, src, n_out, n_in, d, c0, 4, BYROW, SKIP);
   switch ((d - c0) / 16) {
-  case 3: acc_cols(dst, W, src, n_out, n_in, d, c0, 3, BYROW, SKIP); break;
-  case 2: acc_cols(dst, W, src, n_out, n_in, d, c0, 2, BYROW, SKIP); break;
-  case 1: acc_cols(dst, W, src, n_out, n_in, d, c0, 1, BYROW, SKIP); break;
-  default: break;
+    case 3: acc_cols(dst, W, src, n_out, n_in, d, c0, 3, BYROW, SKIP); break;
+    case 2: acc_cols(dst, W, src, n_out, n_in, d, c0, 2, BYROW, SKIP); break;
+    case 1: acc_cols(dst, W, src, n_out, n_in, d, c0, 1, BYROW, SKIP); break;
+    default: break;
   }
 }
 
@@ -232,4 +230,6 @@ static void acc_avx512(float *dst, const float *W, int64_t wo, int64_t wn, const
   }
 }
 
-void rove_attn_bwd_f32__avx512(const rove_bwd_tile *t) { rove_attn_bwd_body(t, rove_exp_f32__avx512); }
+void rove_attn_bwd_f32__avx512(const rove_bwd_tile *t) {
+  rove_attn_bwd_body(t, rove_exp_f32__avx512);
+}

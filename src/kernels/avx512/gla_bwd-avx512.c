@@ -30,8 +30,9 @@ static inline GB_AI void tile(float *C, int64_t ldc, const float *A, int64_t ars
   __m512 c[GB_MR][GB_NV];
   for (int i = 0; i < mr; i++)
     for (int j = 0; j < nv; j++)
-      c[i][j] = acc ? _mm512_maskz_loadu_ps(j < nv - 1 ? (__mmask16)0xFFFF : last, C + i * ldc + 16 * j)
-                    : _mm512_setzero_ps();
+      c[i][j] =
+          acc ? _mm512_maskz_loadu_ps(j < nv - 1 ? (__mmask16)0xFFFF : last, C + i * ldc + 16 * j)
+              : _mm512_setzero_ps();
   for (int32_t p = 0; p < l; p++) {
     const float *bp = B + p * ldb;
     __m512 b[GB_NV];
@@ -47,11 +48,11 @@ static inline GB_AI void tile(float *C, int64_t ldc, const float *A, int64_t ars
       _mm512_mask_storeu_ps(C + i * ldc + 16 * j, j < nv - 1 ? (__mmask16)0xFFFF : last, c[i][j]);
 }
 
-#define GB_TILE_NV(mr)                                                        \
-  switch (nv) {                                                               \
-    case 1: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 1, last, acc); break; \
-    case 2: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 2, last, acc); break; \
-    case 3: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 3, last, acc); break; \
+#define GB_TILE_NV(mr)                                                         \
+  switch (nv) {                                                                \
+    case 1: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 1, last, acc); break;  \
+    case 2: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 2, last, acc); break;  \
+    case 3: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 3, last, acc); break;  \
     default: tile(ci, ldc, ai, ars, acs, bj, ldb, l, mr, 4, last, acc); break; \
   }
 
