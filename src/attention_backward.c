@@ -114,10 +114,11 @@ static rove_status check_grads(rove_bwd *w, const rove_attention_args *a,
   return ROVE_OK;
 }
 
-/* Angle gradients of one row with the plan's rotated dims (rove_add_pair_grads). */
+/* Angle gradients of one row with the plan's rotated dims (the pair_grads kernel,
+ * selective_kernels.h). */
 static void add_pair_grads(const rove_plan *p, const float *g, const float *y, double *out,
                            double sign) {
-  rove_add_pair_grads(p->half, rove_plan_rot_first(p),
+  p->kern->pair_grads(p->half, rove_plan_rot_first(p),
                       p->cfg.rope.pairing == ROVE_PAIRING_INTERLEAVED, g, y, out, sign);
 }
 

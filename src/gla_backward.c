@@ -174,10 +174,11 @@ static void load_chunk(const gb_call *c, gb_scratch *ws, int64_t b, int64_t h0, 
   zero_pad(c, ws->dout, dv, n, np);
 }
 
-/* Angle gradients of one row (rotary dims first; rove_add_pair_grads). */
+/* Angle gradients of one row (rotary dims first; the pair_grads kernel,
+ * selective_kernels.h). */
 static void add_pair_grads(const rove_gla_plan *p, const float *gy, const float *y, double *out,
                            double sign) {
-  rove_add_pair_grads(p->half, 0, p->cfg.pairing == ROVE_PAIRING_INTERLEAVED, gy, y, out, sign);
+  p->kern->pair_grads(p->half, 0, p->cfg.pairing == ROVE_PAIRING_INTERLEAVED, gy, y, out, sign);
 }
 
 /* Token rows i = n-1 .. 0 of the chunk at t0 after the dkv kernels: dg from the carries,
@@ -195,11 +196,7 @@ static void finish_chunk(const gb_call *c, gb_scratch *ws, int64_t b, int64_t h0
       const int64_t x = j * C + i, rj = r + j;
       float *dq = g->dq + rj * dk, *dgr = g->dg + rj * dk;
       const float *q = ws->q + x * dk, *k = ws->k + x * dk, *dkt = ws->dk + x * dk;
-      double *carry = ws->carry + (int64_t)j * dk;
-      for (int32_t e = 0; e < dk; e++) {
-        carry[e] += (double)q[e] * dq[e] - (double)k[e] * dkt[e];
-        dgr[e] = (float)carry[e];
-      }
+      p->kern->gla.bwd_dg(ws->carry + (int64_t)j * dk, dgr, q, dq, k, dkt, dk);
       if (g->d_angles) {
         double *da = g->d_angles + rj * w;
         memset(da, 0, (size_t)w * sizeof(double));

@@ -23,15 +23,6 @@ void rove_angle_table(const rove_kernels *k, float *cos_t, float *sin_t, const d
 /* Nonzero when every angles[i], i < n, is finite. */
 int rove_angles_finite(const double *angles, int64_t n);
 
-/* Angle gradients (selective_angles_backward.c): a pair (y_a, y_b) = R(t) (x_a, x_b) has
- * d y / d t = (-y_b, y_a), so with g = dLoss / d y, dLoss / d t = g_b y_a - g_a y_b. Adds
- * sign times that (sign -1 for an inverse rotation) for the `half` pairs of one row to
- * out[half]; the rotated dims start at `first`, paired (k, k + half) or, interleaved,
- * (2k, 2k + 1). A zero gradient component adds nothing (it may meet a NaN of a key no
- * query sees). */
-void rove_add_pair_grads(int32_t half, int32_t first, int interleaved, const float *g,
-                         const float *y, double *out, double sign);
-
 /* ---- the phase network (selective_phase.c drives, selective_phase_token.c computes) ----
  * One call runs in blocks of tokens: a token pass (parallel over tokens) writes each
  * token's z into its phi row (float, the value the conv sees) and its gate values into a

@@ -102,31 +102,3 @@ rove_status rove_selective_angles_backward(int32_t batch, int32_t seq_len, int32
   rove_free(tp);
   return ROVE_OK;
 }
-
-/* One pair's term g_b y_a - g_a y_b in double (float products are exact there), a zero
- * gradient component adding nothing even where y is NaN or Inf: y is replaced by 0 there
- * (a float select, which vectorises), and 0.0 is added first, so the value is the same
- * bit for bit as skipping the += / -= would give (0.0 + x and x - (+-0) leave every sum
- * of that form as it was). */
-static inline float zero_unless(float y, float g) {
-  uint32_t b;
-  memcpy(&b, &y, sizeof b);
-  b &= 0u - (uint32_t)(g != 0.0f); /* y's bits, or +0 where g is 0 */
-  memcpy(&y, &b, sizeof b);
-  return y;
-}
-
-static inline double pair_term(float ga, float gb, float ya, float yb) {
-  return (0.0 + (double)gb * zero_unless(ya, gb)) - (double)ga * zero_unless(yb, ga);
-}
-
-void rove_add_pair_grads(int32_t half, int32_t first, int interleaved, const float *g,
-                         const float *y, double *out, double sign) {
-  const float *gf = g + first, *yf = y + first;
-  if (interleaved)
-    for (int32_t k = 0; k < half; k++)
-      out[k] += sign * pair_term(gf[2 * k], gf[2 * k + 1], yf[2 * k], yf[2 * k + 1]);
-  else
-    for (int32_t k = 0; k < half; k++)
-      out[k] += sign * pair_term(gf[k], gf[k + half], yf[k], yf[k + half]);
-}

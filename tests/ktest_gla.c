@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* GLA kernel conformance: the chunk, steps and backward (bwd_dq, bwd_dkv) kernels of every SIMD table of the registry
+/* GLA kernel conformance: the chunk, steps and backward (bwd_dq, bwd_dkv, bwd_dg) kernels of every SIMD table of the registry
  * against the scalar ones over key/value dims below, at and above the vector widths, every
  * chunk length, several chunks in a row (the state carried), decays from none to very
  * strong, misaligned rows, and canaries around every buffer (inputs must stay unchanged
@@ -221,9 +221,54 @@ static void test_bwd(const rove_kernels *table) {
   printf("  %s bwd: max rel err %.3g\n", kt_isa(), kt_worst());
 }
 
+/* The backward's dg row (bwd_dg): carry and dg of 40 consecutive rows (the carry
+ * accumulated) for every length 1..200, misaligned, with canaries; the same double
+ * expression per element everywhere, so the bits must equal the scalar kernel's. */
+static void test_dg(const rove_kernels *table) {
+  rove_rng r;
+  rove_rng_seed(&r, 4242);
+  for (int32_t n = 1; n <= 200; n += n < 40 ? 1 : 13) {
+    const int rows = 40, mis = n % 16;
+    const int64_t nt = (int64_t)rows * n;
+    float *in = malloc(sizeof(float) * (size_t)(4 * nt));
+    assert_true(in != NULL);
+    rove_rng_fill(&r, in, 4 * nt, -2.0f, 2.0f);
+    float *dg[2];
+    double *carry[2];
+    rove_guarded bq, bdq, bk, bdk, bg[2], bc[2];
+    float *q = kt_alloc(&bq, nt, mis, 1), *dq = kt_alloc(&bdq, nt, (mis + 3) % 16, 1);
+    float *k = kt_alloc(&bk, nt, (mis + 5) % 16, 1), *dk = kt_alloc(&bdk, nt, (mis + 7) % 16, 1);
+    memcpy(q, in, sizeof(float) * (size_t)nt), memcpy(dq, in + nt, sizeof(float) * (size_t)nt);
+    memcpy(k, in + 2 * nt, sizeof(float) * (size_t)nt);
+    memcpy(dk, in + 3 * nt, sizeof(float) * (size_t)nt);
+    for (int t = 0; t < 2; t++) {
+      const rove_gla_kernels *kn = t ? &table->gla : &kt_ref()->gla;
+      dg[t] = kt_alloc(&bg[t], nt, (mis + 9 + t) % 16, 1);
+      carry[t] = (double *)kt_alloc(&bc[t], 2 * (int64_t)n, 2 * t, 1); /* 8-byte steps */
+      memset(carry[t], 0, sizeof(double) * (size_t)n);
+      for (int i = rows - 1; i >= 0; i--) /* from the end, as the driver */
+        kn->bwd_dg(carry[t], dg[t] + (int64_t)i * n, q + (int64_t)i * n, dq + (int64_t)i * n,
+                   k + (int64_t)i * n, dk + (int64_t)i * n, n);
+    }
+    kt_ctx("dg n=%d", n);
+    if (memcmp(dg[0], dg[1], sizeof(float) * (size_t)nt) ||
+        memcmp(carry[0], carry[1], sizeof(double) * (size_t)n))
+      kt_fail("dg or carry differs from the scalar kernel's bits");
+    kt_check(&bq, "q"), kt_check(&bdq, "dq"), kt_check(&bk, "k"), kt_check(&bdk, "dk");
+    for (int t = 0; t < 2; t++) kt_check(&bg[t], "dg"), kt_check(&bc[t], "carry");
+    if (memcmp(q, in, sizeof(float) * (size_t)nt) || memcmp(dk, in + 3 * nt, sizeof(float) * (size_t)nt))
+      kt_fail("an input was modified");
+    rove_guarded_free(&bq), rove_guarded_free(&bdq), rove_guarded_free(&bk);
+    rove_guarded_free(&bdk);
+    for (int t = 0; t < 2; t++) rove_guarded_free(&bg[t]), rove_guarded_free(&bc[t]);
+    free(in);
+  }
+  printf("  %s bwd_dg: bitwise equal to scalar\n", kt_isa());
+}
+
 int main(void) {
   static const kt_test per_isa[] = {
-      {"chunk", test_chunk}, {"steps", test_steps}, {"bwd", test_bwd}};
-  const kt_suite s = {"ktest_gla", "scalar", per_isa, 3, NULL, 0, 0};
+      {"chunk", test_chunk}, {"steps", test_steps}, {"bwd", test_bwd}, {"bwd_dg", test_dg}};
+  const kt_suite s = {"ktest_gla", "scalar", per_isa, 4, NULL, 0, 0};
   return kt_main(&s);
 }

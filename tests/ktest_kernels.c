@@ -108,8 +108,10 @@ static void test_tables(const rove_kernels *unused) {
                  {"from_f32", k->from_f32 != NULL},
                  {"angle_accum", k->angle_accum != NULL},
                  {"sincos", k->sincos != NULL},
+                 {"pair_grads", k->pair_grads != NULL},
                  {"gla.chunk", k->gla.chunk != NULL},
-                 {"gla.steps", k->gla.steps != NULL}};
+                 {"gla.steps", k->gla.steps != NULL},
+                 {"gla.bwd_dg", k->gla.bwd_dg != NULL}};
     for (size_t j = 0; j < sizeof slots / sizeof *slots; j++)
       if (!slots[j].set) kt_fail("slot %s is NULL", slots[j].name);
     /* kernels.h: pack_k, attn_tile and tile_kv change together (the packed-K layout) */

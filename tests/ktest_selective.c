@@ -203,9 +203,57 @@ static void test_table_dispatch(const rove_kernels *kn) {
   rove_angle_table(kn, c, s, a, 0); /* n = 0 touches nothing */
 }
 
+/* ---- angle gradients of a row (pair_grads) ---------------------------------------------- */
+
+/* One row of d = first + 2 half + 3 floats, out accumulated over three rows with both
+ * signs; the bits must equal the scalar kernel's. A pair's term is g_b y_a - g_a y_b, so
+ * pairs k % 4 == 1 get g_b = 0 and y_a = NaN, pairs k % 4 == 3 g_a = 0 and y_b = Inf: the
+ * zero gradient component must hide them. */
+static void pair_case(const rove_kernels *kn, int32_t half, int32_t first, int inter, int mis,
+                      rove_rng *rng) {
+  const int64_t d = first + 2 * (int64_t)half + 3;
+  kt_ctx("pair_grads half=%d first=%d interleaved=%d mis=%d", half, first, inter, mis);
+  rove_guarded gg, gy, go;
+  float *g = kt_alloc(&gg, d, mis, 1), *y = kt_alloc(&gy, d, mis + 3, 1);
+  double *out = alloc_d(&go, half, 2 * mis);
+  double *ref = malloc(sizeof(double) * (size_t)(half + 1));
+  assert_non_null(ref);
+  for (int32_t k = 0; k < half; k++) out[k] = ref[k] = (double)rove_rng_uniform(rng, -1.0f, 1.0f);
+  for (int row = 0; row < 3; row++) {
+    for (int64_t i = 0; i < d; i++) {
+      g[i] = rove_rng_uniform(rng, -2.0f, 2.0f);
+      y[i] = rove_rng_uniform(rng, -3.0f, 3.0f);
+    }
+    for (int32_t k = 0; k < half; k++) {
+      const int64_t a = inter ? first + 2 * k : first + k, b = inter ? a + 1 : a + half;
+      if (k % 4 == 1) g[b] = 0.0f, y[a] = NAN;
+      if (k % 4 == 3) g[a] = 0.0f, y[b] = INFINITY;
+    }
+    const double sign = row == 1 ? -1.0 : 1.0;
+    kt_ref()->pair_grads(half, first, inter, g, y, ref, sign);
+    kn->pair_grads(half, first, inter, g, y, out, sign);
+    if (memcmp(out, ref, sizeof(double) * (size_t)half)) kt_fail("row %d: differs from scalar", row);
+  }
+  for (int32_t k = 0; k < half; k++)
+    if (!isfinite(out[k])) kt_fail("a zero gradient let a NaN / Inf through at pair %d", k);
+  check_free(&gg, "g"), check_free(&gy, "y"), check_free(&go, "out");
+  free(ref);
+}
+
+static void test_pair_grads(const rove_kernels *kn) {
+  rove_rng rng;
+  rove_rng_seed(&rng, 7);
+  for (int inter = 0; inter < 2; inter++)
+    for (int32_t first = 0; first < 3; first += 2)
+      for (int32_t half = 1; half <= 70; half += half < 20 ? 1 : 9)
+        pair_case(kn, half, first, inter, half % 4, &rng);
+}
+
 int main(void) {
-  static const kt_test per_isa[] = {
-      {"accum", test_accum}, {"sincos", test_sincos}, {"table", test_table_dispatch}};
-  const kt_suite s = {"ktest_selective", "scalar and libm", per_isa, 3, NULL, 0, 1};
+  static const kt_test per_isa[] = {{"accum", test_accum},
+                                    {"sincos", test_sincos},
+                                    {"table", test_table_dispatch},
+                                    {"pair_grads", test_pair_grads}};
+  const kt_suite s = {"ktest_selective", "scalar and libm", per_isa, 4, NULL, 0, 1};
   return kt_main(&s);
 }

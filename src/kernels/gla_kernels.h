@@ -144,11 +144,31 @@ static inline int64_t rove_gla_bwd_work_floats(int64_t n, int64_t dk, int64_t dv
          rove_gla_round16(dv * n) + rove_gla_round16(dv * dk) + 256;
 }
 
+/* dg of one token row of one head, from the end of the sequence back (gla_backward.c):
+ * carry[e] += q[e] dq[e] - k[e] dk[e] in double, dg[e] = (float)carry[e], e < n. q is
+ * the scaled, rotated query row, dq its gradient, k / dk the same for the key. */
+typedef void (*rove_gla_dg_fn)(double *carry, float *dg, const float *q, const float *dq,
+                               const float *k, const float *dk, int32_t n);
+
+/* The loop of every ISA's rove_gla_dg_fn, compiled with its flags (the vectoriser widens
+ * it; each element is the same double expression, no contraction under -std=c11, so the
+ * bits do not depend on the ISA). */
+static inline void rove_gla_dg_body(double *restrict carry, float *restrict dg,
+                                    const float *restrict q, const float *restrict dq,
+                                    const float *restrict k, const float *restrict dk,
+                                    int32_t n) {
+  for (int32_t e = 0; e < n; e++) {
+    carry[e] += (double)q[e] * dq[e] - (double)k[e] * dk[e];
+    dg[e] = (float)carry[e];
+  }
+}
+
 /* The GLA sub-table of an ISA's kernel table (kernels.h, slot gla). */
 typedef struct rove_gla_kernels {
   rove_gla_chunk_fn chunk;
   rove_gla_steps_fn steps;
   rove_gla_bwd_fn bwd_dq, bwd_dkv; /* the two sweeps of the backward */
+  rove_gla_dg_fn bwd_dg;           /* the backward's dg row */
 } rove_gla_kernels;
 
 #endif

@@ -173,7 +173,8 @@ typedef void (*rove_exp_fn)(float *dst, const float *src, int64_t n);
  * Coupling: tile_q, tile_kv, pack_k and attn_tile change together. pack_k writes K in the
  * ISA's private packed layout of tile_kv keys per tile, attn_tile reads exactly that
  * layout, and the driver sizes the packed K/V, query tiles and scratch from tile_q and
- * tile_kv. rotate, attn_rows, exp, to_f32, from_f32, angle_accum, sincos, gla and attn_bwd are
+ * tile_kv. rotate, attn_rows, exp, to_f32, from_f32, angle_accum, sincos, pair_grads, gla and
+ * attn_bwd are
  * independent of them.
  * The finish of a query tile (O / l, inverse rotation, LSE) is one generic function over
  * the table's rotate slot (rove_finish_f32 below). */
@@ -193,6 +194,7 @@ typedef struct rove_kernels {
   /* Selective RoPE (selective_kernels.h) and gated linear attention (gla_kernels.h). */
   rove_angle_accum_fn angle_accum;
   rove_sincos_fn sincos;
+  rove_pair_grads_fn pair_grads; /* the backwards' d angles of a row */
   rove_gla_kernels gla;
   /* The backward tile of rove_attention_backward (attn_bwd_kernels.h). */
   rove_attn_bwd_fn attn_bwd;
@@ -225,6 +227,8 @@ void rove_finish_f32(const rove_kernels *k, float *out, int64_t out_stride, floa
   void rove_angle_accum_f32__##isa(double *c, double *out, const float *phi,                 \
                                    const double *temp, int64_t n);                           \
   void rove_sincos_f32__##isa(float *cos_t, float *sin_t, const double *angles, int64_t n);  \
+  void rove_pair_grads_f64__##isa(int32_t half, int32_t first, int interleaved, const float *g, \
+                                  const float *y, double *out, double sign);                 \
   void rove_gla_chunk_f32__##isa(const rove_gla_chunk *c);                                   \
   void rove_gla_steps_f32__##isa(float *s, float *o, const float *q, const float *k,         \
                                  const float *v, const float *g, int32_t n, int32_t dk,      \
@@ -232,6 +236,8 @@ void rove_finish_f32(const rove_kernels *k, float *out, int64_t out_stride, floa
   void rove_attn_bwd_f32__##isa(const rove_bwd_tile *t);                                    \
   void rove_gla_bwd_dq_f32__##isa(const rove_gla_bwd_chunk *c);                              \
   void rove_gla_bwd_dkv_f32__##isa(const rove_gla_bwd_chunk *c);                             \
+  void rove_gla_bwd_dg_f32__##isa(double *carry, float *dg, const float *q, const float *dq,  \
+                                  const float *k, const float *dk, int32_t n);                \
   extern const rove_kernels rove_kernels_##isa;
 
 #endif

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Selective RoPE kernels: angle accumulation and the angle -> cos/sin table.
+/* Selective RoPE kernels: angle accumulation, the angle -> cos/sin table, and the angle
+ * gradients of a row.
  *
  * (a) accum: one token row of n elements (the contiguous (head, pair) entries of one token):
  *       c[i] += (double)phi[i];   out[i] = temp[i] * c[i]
@@ -21,6 +22,7 @@
 #define ROVE_SELECTIVE_KERNELS_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "rove.h"
 
@@ -33,9 +35,49 @@ typedef void (*rove_angle_accum_fn)(double *c, double *out, const float *phi,
                                     const double *temp, int64_t n);
 typedef void (*rove_sincos_fn)(float *cos_t, float *sin_t, const double *angles, int64_t n);
 
+/* (c) pair_grads: the angle gradients of one row (a backward's d angles). A pair
+ *     (y_a, y_b) = R(t) (x_a, x_b) has d y / d t = (-y_b, y_a), so with g = dLoss / d y,
+ *     dLoss / d t = g_b y_a - g_a y_b. Adds sign times that (sign -1 for an inverse
+ *     rotation) for the `half` pairs of one row to out[half]; the rotated dims start at
+ *     `first`, paired (k, k + half) or, interleaved, (2k, 2k + 1). A zero gradient
+ *     component adds nothing (it may meet a NaN of a key no query sees). Every ISA's
+ *     kernel is rove_pair_grads_body compiled with its flags: the same double operations
+ *     per pair (no contraction under -std=c11), so the same bits. */
+typedef void (*rove_pair_grads_fn)(int32_t half, int32_t first, int interleaved, const float *g,
+                                   const float *y, double *out, double sign);
+
+/* y, or +0 where g is 0 (a float select on the bits, which vectorises). */
+static inline float rove_zero_unless(float y, float g) {
+  uint32_t b;
+  memcpy(&b, &y, sizeof b);
+  b &= 0u - (uint32_t)(g != 0.0f);
+  memcpy(&y, &b, sizeof b);
+  return y;
+}
+
+/* One pair's term g_b y_a - g_a y_b in double (float products are exact there); 0.0 is
+ * added first, so with y replaced by +0 where its g is 0 the value is the same bit for
+ * bit as skipping the += / -= would give (0.0 + x and x - (+-0) leave every sum of that
+ * form as it was). */
+static inline double rove_pair_term(float ga, float gb, float ya, float yb) {
+  return (0.0 + (double)gb * rove_zero_unless(ya, gb)) - (double)ga * rove_zero_unless(yb, ga);
+}
+
+static inline void rove_pair_grads_body(int32_t half, int32_t first, int interleaved,
+                                        const float *g, const float *y, double *restrict out,
+                                        double sign) {
+  const float *gf = g + first, *yf = y + first;
+  if (interleaved)
+    for (int32_t k = 0; k < half; k++)
+      out[k] += sign * rove_pair_term(gf[2 * k], gf[2 * k + 1], yf[2 * k], yf[2 * k + 1]);
+  else
+    for (int32_t k = 0; k < half; k++)
+      out[k] += sign * rove_pair_term(gf[k], gf[k + half], yf[k], yf[k + half]);
+}
+
 /* Scalar libm path for one element (the reference and the SIMD kernels' fallback). */
 void rove_sincos1_f32(double angle, float *cos_out, float *sin_out);
 
-/* Each ISA's kernels are slots angle_accum and sincos of its table (kernels.h). */
+/* Each ISA's kernels are slots angle_accum, sincos and pair_grads of its table (kernels.h). */
 
 #endif

@@ -100,3 +100,8 @@ void rove_sincos_f32__neon(float *cos_t, float *sin_t, const double *angles, int
     memcpy(sin_t + i, s, rem * sizeof(float));
   }
 }
+
+void rove_pair_grads_f64__neon(int32_t half, int32_t first, int interleaved, const float *g,
+                              const float *y, double *out, double sign) {
+  rove_pair_grads_body(half, first, interleaved, g, y, out, sign);
+}

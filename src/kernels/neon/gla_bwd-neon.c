@@ -13,3 +13,8 @@ void rove_gla_bwd_dq_f32__neon(const rove_gla_bwd_chunk *c) {
 void rove_gla_bwd_dkv_f32__neon(const rove_gla_bwd_chunk *c) {
   rove_gla_bwd_dkv_body(c, rove_exp_f32__neon);
 }
+
+void rove_gla_bwd_dg_f32__neon(double *carry, float *dg, const float *q, const float *dq,
+                              const float *k, const float *dk, int32_t n) {
+  rove_gla_dg_body(carry, dg, q, dq, k, dk, n);
+}

@@ -16,8 +16,10 @@ const rove_kernels rove_kernels_neon = {
     .from_f32 = rove_from_f32__neon,
     .angle_accum = rove_angle_accum_f32__neon,
     .sincos = rove_sincos_f32__neon,
+    .pair_grads = rove_pair_grads_f64__neon,
     .gla = {.chunk = rove_gla_chunk_f32__neon, .steps = rove_gla_steps_f32__neon,
             .bwd_dq = rove_gla_bwd_dq_f32__neon,
-            .bwd_dkv = rove_gla_bwd_dkv_f32__neon},
+            .bwd_dkv = rove_gla_bwd_dkv_f32__neon,
+            .bwd_dg = rove_gla_bwd_dg_f32__neon},
     .attn_bwd = rove_attn_bwd_f32__neon,
 };

@@ -23,3 +23,8 @@ void rove_sincos1_f32(double angle, float *cos_out, float *sin_out) {
 void rove_sincos_f32__scalar(float *cos_t, float *sin_t, const double *angles, int64_t n) {
   for (int64_t i = 0; i < n; i++) rove_sincos1_f32(angles[i], cos_t + i, sin_t + i);
 }
+
+void rove_pair_grads_f64__scalar(int32_t half, int32_t first, int interleaved, const float *g,
+                              const float *y, double *out, double sign) {
+  rove_pair_grads_body(half, first, interleaved, g, y, out, sign);
+}

@@ -15,8 +15,10 @@ const rove_kernels rove_kernels_scalar = {
     .from_f32 = rove_from_f32__scalar,
     .angle_accum = rove_angle_accum_f32__scalar,
     .sincos = rove_sincos_f32__scalar,
+    .pair_grads = rove_pair_grads_f64__scalar,
     .gla = {.chunk = rove_gla_chunk_f32__scalar, .steps = rove_gla_steps_f32__scalar,
             .bwd_dq = rove_gla_bwd_dq_f32__scalar,
-            .bwd_dkv = rove_gla_bwd_dkv_f32__scalar},
+            .bwd_dkv = rove_gla_bwd_dkv_f32__scalar,
+            .bwd_dg = rove_gla_bwd_dg_f32__scalar},
     .attn_bwd = rove_attn_bwd_f32__scalar,
 };
