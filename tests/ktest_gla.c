@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* GLA kernel conformance: the chunk, steps and backward (bwd_dq, bwd_dkv, bwd_dg) kernels of every SIMD table of the registry
- * against the scalar ones over key/value dims below, at and above the vector widths, every
- * chunk length, several chunks in a row (the state carried), decays from none to very
- * strong, misaligned rows, and canaries around every buffer (inputs must stay unchanged
- * too). ISA iteration and skips (exit 77 without a SIMD ISA): ktest_util.h. */
+/* GLA kernel conformance: the chunk, steps and backward (bwd_dq, bwd_dkv, bwd_dg) kernels
+ * of every SIMD table of the registry against the scalar ones over key/value dims below,
+ * at and above the vector widths, every chunk length, several chunks in a row (the state
+ * carried), decays from none to very strong, misaligned rows, and canaries around every
+ * buffer (inputs must stay unchanged too). ISA iteration and skips (exit 77 without a
+ * SIMD ISA): ktest_util.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,7 +257,8 @@ static void test_dg(const rove_kernels *table) {
       kt_fail("dg or carry differs from the scalar kernel's bits");
     kt_check(&bq, "q"), kt_check(&bdq, "dq"), kt_check(&bk, "k"), kt_check(&bdk, "dk");
     for (int t = 0; t < 2; t++) kt_check(&bg[t], "dg"), kt_check(&bc[t], "carry");
-    if (memcmp(q, in, sizeof(float) * (size_t)nt) || memcmp(dk, in + 3 * nt, sizeof(float) * (size_t)nt))
+    if (memcmp(q, in, sizeof(float) * (size_t)nt) ||
+        memcmp(dk, in + 3 * nt, sizeof(float) * (size_t)nt))
       kt_fail("an input was modified");
     rove_guarded_free(&bq), rove_guarded_free(&bdq), rove_guarded_free(&bk);
     rove_guarded_free(&bdk);

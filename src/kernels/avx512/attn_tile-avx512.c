@@ -353,6 +353,7 @@ void rove_attn_tile_f32__avx512(const rove_tile_args *t) {
   panel pn[2];
   float alpha[16];
   float *pbuf = t->scratch, *sb[2] = {pbuf + MR * TK, pbuf + 2 * MR * TK};
+  if (t->nq <= 0) return; /* (the first panel's scores are issued before the loop) */
   for (int v = 0; v < 4; v++) {
     valid[v] = lanes(t->nk - 16 * v);
     kp[v] = t->mask ? _mm512_maskz_loadu_epi32(valid[v], t->k_pos + 16 * v)
@@ -369,8 +370,8 @@ void rove_attn_tile_f32__avx512(const rove_tile_args *t) {
   for (int32_t i0 = 0; i0 < t->nq; i0 += MR, cur ^= 1) {
     const panel *p = &pn[cur];
     if (p->jend > 0) panel_softmax(t, p, sb[cur], pbuf, alpha);
-    const int32_t i1 = i0 + MR;
-    if (i1 < t->nq) panel_scores(t, i1, t->nq - i1 < MR ? t->nq - i1 : MR, kp, valid, sb[cur ^ 1], &pn[cur ^ 1]);
+    const int32_t i1 = i0 + MR, mr1 = t->nq - i1 < MR ? t->nq - i1 : MR;
+    if (i1 < t->nq) panel_scores(t, i1, mr1, kp, valid, sb[cur ^ 1], &pn[cur ^ 1]);
     if (p->jend > 0) pv(t, p->i0, p->jend, pbuf, alpha, p->mr, p->hidden ? p->vis : NULL);
   }
 }
