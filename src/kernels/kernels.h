@@ -173,9 +173,8 @@ typedef void (*rove_exp_fn)(float *dst, const float *src, int64_t n);
  * Coupling: tile_q, tile_kv, pack_k and attn_tile change together. pack_k writes K in the
  * ISA's private packed layout of tile_kv keys per tile, attn_tile reads exactly that
  * layout, and the driver sizes the packed K/V, query tiles and scratch from tile_q and
- * tile_kv. rotate, attn_rows, exp, to_f32, from_f32, angle_accum, sincos, pair_grads, gla and
- * attn_bwd are
- * independent of them.
+ * tile_kv. rotate, attn_rows, exp, to_f32, from_f32, angle_accum, sincos, pair_grads, gla
+ * and attn_bwd are independent of them.
  * The finish of a query tile (O / l, inverse rotation, LSE) is one generic function over
  * the table's rotate slot (rove_finish_f32 below). */
 typedef struct rove_kernels {

@@ -87,6 +87,6 @@ void rove_sincos_f32__avx512(float *cos_t, float *sin_t, const double *angles, i
 }
 
 void rove_pair_grads_f64__avx512(int32_t half, int32_t first, int interleaved, const float *g,
-                              const float *y, double *out, double sign) {
+                                 const float *y, double *out, double sign) {
   rove_pair_grads_body(half, first, interleaved, g, y, out, sign);
 }

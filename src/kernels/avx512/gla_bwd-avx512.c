@@ -92,6 +92,6 @@ void rove_gla_bwd_dkv_f32__avx512(const rove_gla_bwd_chunk *c) {
 }
 
 void rove_gla_bwd_dg_f32__avx512(double *carry, float *dg, const float *q, const float *dq,
-                              const float *k, const float *dk, int32_t n) {
+                                 const float *k, const float *dk, int32_t n) {
   rove_gla_dg_body(carry, dg, q, dq, k, dk, n);
 }
