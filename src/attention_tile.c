@@ -25,11 +25,12 @@ void rove_fwd_table_task(int64_t t, int tid, void *vctx) {
                      (is_k ? f->ksin : f->qsin) + r0 * w, ang, n * w);
   } else if (is_k) {
     const int32_t *pos = f->a->kv_pos ? f->a->kv_pos + r0 : NULL;
-    rove_rope_table(f->kcos + r0 * half, f->ksin + r0 * half, f->p->inv_freq, half, pos, r0, n);
+    rove_rope_table(f->kcos + r0 * half, f->ksin + r0 * half, f->p->inv_freq, half,
+                    f->p->rope_step, pos, r0, n);
   } else {
     const int32_t *pos = f->a->q_pos ? f->a->q_pos + r0 : NULL;
-    rove_rope_table(f->qcos + r0 * half, f->qsin + r0 * half, f->p->inv_freq, half, pos,
-                    f->kv_len - f->q_len + r0, n);
+    rove_rope_table(f->qcos + r0 * half, f->qsin + r0 * half, f->p->inv_freq, half,
+                    f->p->rope_step, pos, f->kv_len - f->q_len + r0, n);
   }
 }
 

@@ -59,7 +59,7 @@ int rove_cache_shift_begin(const rove_plan *p, int32_t type, int32_t delta, rove
   float *tab = rove_alloc(tab_bytes + row_bytes + sink_bytes);
   if (!tab) return 0;
   float *cs = tab, *sn = tab + ROVE_CACHE_CHUNK * half;
-  rove_rope_table(cs, sn, p->inv_freq, half, &delta, 0, 1);
+  rove_rope_table(cs, sn, p->inv_freq, half, p->rope_step, &delta, 0, 1);
   for (int64_t i = 1; i < ROVE_CACHE_CHUNK; i++) {
     memcpy(cs + i * half, cs, sizeof(float) * (size_t)half);
     memcpy(sn + i * half, sn, sizeof(float) * (size_t)half);

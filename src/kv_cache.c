@@ -119,7 +119,8 @@ static void append_task(int64_t t, int tid, void *vctx) {
   if (a->angles)
     rove_angle_table(p->kern, cs, sn, a->angles + (b * a->n + t0) * w, n * w);
   else
-    rove_rope_table(cs, sn, p->inv_freq, half, c->pos + b * c->cap + tok, 0, n);
+    rove_rope_table(cs, sn, p->inv_freq, half, p->rope_step, c->pos + b * c->cap + tok, 0,
+                    n);
   const uint32_t rot = p->cfg.rotate;
   const int64_t src = b * a->n + t0;
   for (int32_t h = 0; h < hkv; h++) {

@@ -256,7 +256,7 @@ static void append_task(int64_t t, int tid, void *vctx) {
   if (a->angles)
     rove_angle_table(p->kern, cs, sn, a->angles + i0 * w, n * w);
   else
-    rove_rope_table(cs, sn, p->inv_freq, half, a->newpos + i0, 0, n);
+    rove_rope_table(cs, sn, p->inv_freq, half, p->rope_step, a->newpos + i0, 0, n);
   const int64_t blk = a->q->table[lo >> c->shift], row = lo & (c->bs - 1);
   const uint32_t rot = p->cfg.rotate;
   const int on_k = (rot & ROVE_ROTATE_K) != 0, on_v = (rot & ROVE_ROTATE_V) != 0;

@@ -74,10 +74,13 @@ rove_status rove_plan_create(const rove_attention_config *c, rove_plan **out) {
     copy += p->half;
   }
   st = rove_rope_inv_freq(&p->cfg.rope, c->head_dim, p->inv_freq, &p->attn_factor);
+  if (st == ROVE_OK && !(p->rope_step = malloc(ROVE_ROPE_STEPS(p->half) * sizeof(double))))
+    st = ROVE_ERR_OUT_OF_MEMORY;
   if (st != ROVE_OK) {
     rove_plan_destroy(p);
     return st;
   }
+  rove_rope_steps(p->rope_step, p->inv_freq, p->half);
   if (p->cfg.scale == 0.0f) p->cfg.scale = (float)(1.0 / sqrt((double)c->head_dim));
   if (p->cfg.n_threads == 0) p->cfg.n_threads = rove_default_threads();
   p->cfg.isa = isa;
@@ -93,6 +96,7 @@ rove_status rove_plan_create(const rove_attention_config *c, rove_plan **out) {
 void rove_plan_destroy(rove_plan *p) {
   if (!p) return;
   free(p->inv_freq);
+  free(p->rope_step);
   free(p->freq_factors);
   rove_pool_destroy(p->pool);
   free(p);

@@ -20,6 +20,7 @@ struct rove_plan {
                                * [freq_factors][long_freq_factors] (those set), which
                                * cfg.rope.freq_factors / long_freq_factors point into */
   double *inv_freq;           /* [half] */
+  double *rope_step;          /* ROVE_ROPE_STEPS(half): rove_rope_steps of inv_freq */
   double attn_factor;         /* YaRN m: multiplies the rotated dims of q and k only */
   const rove_kernels *kern;   /* table of the chosen ISA */
   struct rove_pool *pool;     /* workspace blocks reused across calls (workspace.c) */

@@ -14,7 +14,7 @@
 
 #include "rope.h"
 
-#define ROPE_BLOCK 32
+#define ROPE_BLOCK ROVE_ROPE_BLOCK
 #define ROPE_MAX_HALF 512 /* ROVE_MAX_HEAD_DIM / 2 */
 
 static const double two_pi = 6.283185307179586476925286766559;
@@ -32,20 +32,28 @@ static void table_direct(float *cos_t, float *sin_t, const double *inv_freq, int
   }
 }
 
-/* Contiguous positions pos0 .. pos0+n-1 through the angle addition formulas. */
-static void table_blocked(float *cos_t, float *sin_t, const double *inv_freq, int32_t half,
-                          int64_t pos0, int64_t n) {
-  /* step[(2j) * half + k] = cos(j w_k), step[(2j+1) * half + k] = sin(j w_k) */
-  double *step = malloc(sizeof(double) * 2 * ROPE_BLOCK * (size_t)half);
-  if (!step) { /* cannot fail the caller for a speed-up: fall back to libm per entry */
-    table_direct(cos_t, sin_t, inv_freq, half, NULL, pos0, n);
-    return;
-  }
+void rove_rope_steps(double *step, const double *inv_freq, int32_t half) {
   for (int32_t j = 0; j < ROPE_BLOCK; j++)
     for (int32_t k = 0; k < half; k++) {
       step[(2 * j) * half + k] = cos(j * inv_freq[k]);
       step[(2 * j + 1) * half + k] = sin(j * inv_freq[k]);
     }
+}
+
+/* Contiguous positions pos0 .. pos0+n-1 through the angle addition formulas; step: the
+ * rove_rope_steps table (NULL: made here). */
+static void table_blocked(float *cos_t, float *sin_t, const double *inv_freq, int32_t half,
+                          const double *step, int64_t pos0, int64_t n) {
+  double *own = NULL;
+  if (!step) {
+    own = malloc(sizeof(double) * ROVE_ROPE_STEPS(half));
+    if (!own) { /* cannot fail the caller for a speed-up: fall back to libm per entry */
+      table_direct(cos_t, sin_t, inv_freq, half, NULL, pos0, n);
+      return;
+    }
+    rove_rope_steps(own, inv_freq, half);
+    step = own;
+  }
   double c0[ROPE_MAX_HALF], s0[ROPE_MAX_HALF];
   for (int64_t b = 0; b < n; b += ROPE_BLOCK) {
     for (int32_t k = 0; k < half; k++) {
@@ -63,13 +71,13 @@ static void table_blocked(float *cos_t, float *sin_t, const double *inv_freq, in
       }
     }
   }
-  free(step);
+  free(own);
 }
 
 void rove_rope_table(float *cos_t, float *sin_t, const double *inv_freq, int32_t half,
-                     const int32_t *pos, int64_t pos0, int64_t n) {
+                     const double *step, const int32_t *pos, int64_t pos0, int64_t n) {
   if (pos || n < 2 * ROPE_BLOCK || half > ROPE_MAX_HALF)
     table_direct(cos_t, sin_t, inv_freq, half, pos, pos0, n);
   else
-    table_blocked(cos_t, sin_t, inv_freq, half, pos0, n);
+    table_blocked(cos_t, sin_t, inv_freq, half, step, pos0, n);
 }

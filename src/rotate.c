@@ -30,7 +30,8 @@ static void rotate_task(int64_t t, int tid, void *vctx) {
   if (c->angles)
     rove_angle_table(c->p->kern, cs, sn, c->angles + t0 * w, n * w);
   else
-    rove_rope_table(cs, sn, c->p->inv_freq, half, c->pos ? c->pos + t0 : NULL, t0, n);
+    rove_rope_table(cs, sn, c->p->inv_freq, half, c->p->rope_step, c->pos ? c->pos + t0 : NULL,
+                    t0, n);
   const int32_t group = c->n_heads / c->angle_heads;
   for (int32_t h = 0; h < c->n_heads; h++) {
     const int64_t off = (int64_t)(h / group) * half;
