@@ -11,7 +11,8 @@
  *   ab_decode LIB_A LIB_B [heads kv_heads head_dim keys type threads rounds]
  *   (defaults 32 8 128 8192 f32 1 15; type f32 | bf16 | f16 | q8 for a cache of that type,
  *   plain: rove_attention_forward over the caller's fp32 K/V [keys][kv_heads][head_dim],
- *   rotated as they are read). AB_ROTATE=rope: a RoPE plan (default RoVE).
+ *   rotated as they are read). AB_ROTATE=rope: a RoPE plan, AB_ROTATE=none: no rotation
+ *   (default RoVE).
  *
  * Example: build/bench/ab_decode /tmp/old/librove.so build/librove.so 32 8 128 32768
  * Between steps it walks 64 MB of other memory, so a cache larger than the L3 is read from
@@ -61,7 +62,8 @@ int main(int argc, char **argv) {
   const char *ty = argc > 7 ? argv[7] : "f32";
   const int thr = argc > 8 ? atoi(argv[8]) : 1, rounds = argc > 9 ? atoi(argv[9]) : 15;
   const int plain = !strcmp(ty, "plain");
-  const int rope = getenv("AB_ROTATE") && !strcmp(getenv("AB_ROTATE"), "rope");
+  const char *rot = getenv("AB_ROTATE") ? getenv("AB_ROTATE") : "rove";
+  const int rope = !strcmp(rot, "rope"), none = !strcmp(rot, "none");
   const rove_dtype type = !strcmp(ty, "bf16") ? ROVE_DTYPE_BF16
                           : !strcmp(ty, "f16") ? ROVE_DTYPE_F16
                           : !strcmp(ty, "q8")  ? ROVE_DTYPE_Q8
@@ -96,6 +98,7 @@ int main(int argc, char **argv) {
     L[i].config_init(&c, H, Hk, d);
     c.n_threads = thr;
     if (rope) c.rotate = ROVE_ROTATE_ROPE;
+    if (none) c.rotate = 0;
     if (L[i].plan_create(&c, &L[i].plan) || L[i].cache_create(L[i].plan, 1, nk, type, &L[i].cache) ||
         L[i].append(L[i].cache, nk, k, 0, v, 0, NULL)) {
       fprintf(stderr, "ab_decode: set-up failed for %s\n", argv[1 + i]);

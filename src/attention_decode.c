@@ -11,7 +11,11 @@
  * ([b][token][kv head][d]) rotated by the kernel as it reads them (krot / vrot). Keys are
  * taken in runs of ROWS_RUN tiles; within a run each KV head's keys are walked front to
  * back (two streams at a time, contiguous for a cache), one call per stretch of tiles of
- * the same visibility class.
+ * the same visibility class. Where a token's rows of all KV heads lie closer together
+ * than consecutive tokens' (the caller's [token][kv head][d]), a run is one tile: the
+ * KV heads then consume each token's rows together instead of one 4 KB-strided stream
+ * per head (32:8 x 128, 8192 keys, one thread on a Sapphire Rapids core: 1.15-1.24x,
+ * BENCHMARKS.md session 15).
  * Tile path (more rows): per key tile, K is packed and V copied into scratch for the flash
  * tile kernel, which is then run against the query tile of every head of the group. */
 #include <string.h>
@@ -172,14 +176,16 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
   f->p->kern->attn_rows(t);
 }
 
-/* Key tiles [kt0, kt1) of batch b, in runs of ROWS_RUN tiles; within a run KV head by KV
- * head, one call per stretch of visible tiles of the same visibility class; each call
- * names the rows of the call after it (k_next, ...: a prefetch hint). */
+/* Key tiles [kt0, kt1) of batch b, in runs of ROWS_RUN tiles (1 for token-major rows);
+ * within a run KV head by KV head, one call per stretch of visible tiles of the same
+ * visibility class; each call names the rows of the call after it (k_next, ...: a
+ * prefetch hint). */
 static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *s, int64_t b,
                       int64_t kt0, int64_t kt1, int32_t qmin, int32_t qmax) {
   const int64_t tk = f->p->kern->tile_kv;
-  for (int64_t r0 = kt0; r0 < kt1; r0 += ROWS_RUN) {
-    const int64_t r1 = r0 + ROWS_RUN < kt1 ? r0 + ROWS_RUN : kt1;
+  const int64_t run = !f->blocks && f->kv_hstride < f->ks ? 1 : ROWS_RUN;
+  for (int64_t r0 = kt0; r0 < kt1; r0 += run) {
+    const int64_t r1 = r0 + run < kt1 ? r0 + run : kt1;
     int cls[ROWS_RUN];
     for (int64_t kt = r0; kt < r1; kt++) cls[kt - r0] = tile_class(f, b, kt, qmin, qmax);
     const int64_t hkv = f->p->cfg.n_kv_heads;
