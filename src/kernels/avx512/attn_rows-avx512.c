@@ -41,10 +41,16 @@
 #define PR 4 /* query rows per P V panel: 4 x 4 zmm accumulators */
 #define INLINE static inline __attribute__((always_inline))
 
-/* Software prefetch, issued once per 16 keys during the first row group's scores: the K
- * rows of these 16 keys and the next 16 and the V rows of these 16, into L2 (prefetcht2),
- * spread over the pass (a burst of a whole block's rows at its start measured slower;
- * so did requesting only rows ahead, 16 or 32 keys, at 32:8 x 128 GQA). Measured on Zen 4 (1 x 4096 x 12 x 64, 24 MB of K and V): without it the
+/* Software prefetch into L2 (prefetcht2), two ways (see block()): paced (the next block's
+ * rows, one line per line read; calls with a group of 4 rows or of at most one block) or
+ * in bursts, for the others (MHA decode): once per 16 keys during the first row group's
+ * scores, the K rows of these 16 keys and the next 16 and the V rows of these 16
+ * (a burst of a whole block's rows at its start measured slower). On a Sapphire Rapids
+ * core the bursts cost GQA decode (32:8 x 128) a sixth to a fifth of its time with the rows
+ * in L2: each prefetch holds one of the core's few line-fill buffers, and a burst of 192
+ * of them stalls the loads behind it; paced, the same lines take 0.75-0.9x the time
+ * (BENCHMARKS.md, session 15). Bursts measured on Zen 4 (1 x 4096 x 12 x 64, 24 MB of K
+ * and V): without them the
  * kernel reads at 35-40 % of a plain read of the same bytes, with it at 90-100 %, whether
  * the rows are a cache's (contiguous) or the caller's (3 KB apart) and whether they come
  * from L3 or DRAM. Re-requesting the current group's K rows matters (the hardware
@@ -249,8 +255,11 @@ static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32
 
 
 /* Step 1: the scores of every row against the keys of b into scratch rows [r][64] (key
- * groups of 16 no row sees are skipped: their lanes stay garbage, step 2 selects -inf). */
-static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64_t any) {
+ * groups of 16 no row sees are skipped: their lanes stay garbage, step 2 selects -inf).
+ * paced: after each scores call of the first row group, the next block's K rows at the
+ * same indices (b->kn) are prefetched; else the 16-key bursts (PF_K_ROWS / PF_V_ROWS). */
+static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64_t any,
+                         int paced) {
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const int64_t ke = ESZ(b->kt), ve = ESZ(b->vt);
   for (int32_t r0 = 0, RG; r0 < t->nq; r0 += RG) {
@@ -260,7 +269,9 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
     for (int32_t j = 0; j < b->nb; j += 16) {
       if (!(any >> j & 0xFFFFu)) continue;
       const char *kj = (const char *)b->k + j * b->ks * ke;
-      if (r0 == 0) {
+      /* the next block's K rows, as many as these scores read (first row group only) */
+      const char *kn = r0 == 0 && paced && b->kn ? (const char *)b->kn + j * b->ks * ke : NULL;
+      if (r0 == 0 && !paced) {
         if (b->pfk) prefetch_bytes(kj, PF_K_ROWS, b->ks * ke, d * ke);
         if (b->pfv) prefetch_bytes((const char *)b->v + j * b->vs * ve, PF_V_ROWS, b->vs * ve, d * ve);
         /* Q8 scales: their own contiguous rows (nblk floats per key) */
@@ -272,6 +283,7 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
         const int32_t n = n16 - jj < keys ? n16 - jj : keys;
         const __m512 s = f(t->q + (int64_t)r0 * d, d, kj + jj * b->ks * ke, b->ks,
                            b->ksc ? b->ksc + (int64_t)(j + jj) * nblk : NULL, nblk, n);
+        if (kn) prefetch_bytes(kn + jj * b->ks * ke, keys, b->ks * ke, d * ke);
         /* lanes [r keys, r keys + n) of s are row r0 + r's keys j + jj .. */
         for (int32_t r = 0; r < RG; r++)
           _mm512_mask_storeu_ps(t->scratch + (r0 + r) * BLK + j + jj - r * keys,
@@ -330,8 +342,12 @@ static float row_softmax(const rove_rows_args *t, int32_t r, int32_t nb, float *
  * sees are skipped. */
 INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
                     const float *vsc, int32_t nblk, int32_t nb, const float *p,
-                    const float *alpha, const __mmask16 mk[4], const uint64_t *vis, const int R,
-                    const int keep, const int T, const int masked) {
+                    const float *alpha, const __mmask16 mk[4], const uint64_t *vis,
+                    const char *pf, int64_t pfs, const int R, const int keep, const int T,
+                    const int masked) {
+  /* pf: where key j prefetches the next block's V lines, pf + j pfs (NULL: none); as many
+   * lines as this section reads of V[j] */
+  const int64_t pfb = (int64_t)((d - c0 < 64 ? d - c0 : 64) * ESZ(T));
   __m512 acc[PR][4];
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
@@ -344,6 +360,8 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
   if (keep)
     for (int r = 0; r < R; r++) any |= vis[r];
   for (int32_t j = 0; j < nb; j++) {
+    if (pf)
+      for (int64_t x = 0; x < pfb; x += 64) _mm_prefetch(pf + j * pfs + x, _MM_HINT_T2);
     if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
     const char *vr = (const char *)v + (int64_t)j * vs * ESZ(T);
     const float *sc = T == ROVE_DTYPE_Q8 ? vsc + (int64_t)j * nblk : NULL;
@@ -373,13 +391,14 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
 
 typedef void (*pv_fn)(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
                       const float *vsc, int32_t nblk, int32_t nb, const float *p,
-                      const float *alpha, const __mmask16 mk[4], const uint64_t *vis);
+                      const float *alpha, const __mmask16 mk[4], const uint64_t *vis,
+                      const char *pf, int64_t pfs);
 #define PV_FN(R, keep, masked, T, name)                                                      \
   static __attribute__((noinline)) void pv_##R##keep##masked##name(                          \
       float *o, int32_t d, int32_t c0, const void *v, int64_t vs, const float *vsc,          \
       int32_t nblk, int32_t nb, const float *p, const float *alpha, const __mmask16 mk[4],   \
-      const uint64_t *vis) {                                                                 \
-    pv_body(o, d, c0, v, vs, vsc, nblk, nb, p, alpha, mk, vis, R, keep, T, masked);          \
+      const uint64_t *vis, const char *pf, int64_t pfs) {                                    \
+    pv_body(o, d, c0, v, vs, vsc, nblk, nb, p, alpha, mk, vis, pf, pfs, R, keep, T, masked); \
   }
 #define PV_R(keep, masked, T, name)                                                          \
   PV_FN(1, keep, masked, T, name) PV_FN(2, keep, masked, T, name)                            \
@@ -393,25 +412,46 @@ PV_TYPE(ROVE_DTYPE_F16, _f16) PV_TYPE(ROVE_DTYPE_Q8, _q8)
 static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_bf16), PV_ROW(_f16),
                                                          PV_ROW(_q8)};
 
-/* One block, every row. */
+/* One block, every row. Prefetch (rows read in place), as on AVX2 (attn_rows-avx2.c):
+ *  - paced, for calls with a group of 4 rows (GQA decode) and calls of at most one block
+ *    (a paged cache's blocks): while a block is read, the next block's rows (b->kn, b->vn:
+ *    this call's, or after its last block the rows of the call that follows) are
+ *    prefetched, its K rows beside the first row group's scores, its V rows beside the
+ *    first panel's P V, as many lines as are read of this block's.
+ *  - 16-key bursts for the blocks of longer calls with fewer rows (MHA decode).
+ * Measured on a Sapphire Rapids core (bench/ab_decode, 32:8 x 128, one thread, against
+ * the bursts for every call): see BENCHMARKS.md, session 15. */
 static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   float alpha[ROVE_ROWS_MAX];
   uint64_t vis[ROVE_ROWS_MAX], any = 0;
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const uint64_t all = rove_rows_all(b->nb);
+  const int paced = t->nq >= 4 || t->nk <= BLK;
+  /* Q8 scales: their own contiguous rows (nblk floats per key) */
+  if (paced && b->kscn) prefetch_bytes(b->kscn, 1, 0, BLK * 4 * nblk);
+  if (paced && b->vscn) prefetch_bytes(b->vscn, 1, 0, BLK * 4 * nblk);
   for (int32_t r = 0; r < t->nq; r++) any |= vis[r] = rove_rows_visible(t, r, b);
-  block_scores(t, b, any);
+  block_scores(t, b, any, paced);
   for (int32_t r = 0; r < t->nq; r++)
     alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);
   for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
     const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
     int keep = 0; /* some key is hidden from some row of the panel */
     for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
+    const char *vn = r0 == 0 && paced ? b->vn : NULL;
+    /* contiguous V rows (a cache) of whole 64-element sections in a call longer than a
+     * block: section s prefetches the s-th of the d / 64 equal parts of the next block's
+     * V region of BLK rows, in address order (64 ESZ bytes per key); else (a short call,
+     * a paged block's rows) the lines of its own columns, row by row */
+    const int64_t ve = ESZ(b->vt), part = 64 * ve;
+    const int linear = b->vs == d && d % 64 == 0 && t->nk > BLK;
     for (int32_t c = 0; c < d; c += 64) {
       __mmask16 mk[4];
       for (int x = 0; x < 4; x++) mk[x] = lanes(d - c - 16 * x);
-      pv_tab[b->vt][keep][d - c < 64][R - 1](t->o + (int64_t)r0 * d, d, c, b->v, b->vs, b->vsc, nblk, b->nb,
-                                 t->scratch + r0 * BLK, alpha + r0, mk, vis + r0);
+      const char *pf = !vn ? NULL : linear ? vn + (int64_t)(c / 64) * BLK * part : vn + c * ve;
+      pv_tab[b->vt][keep][d - c < 64][R - 1](t->o + (int64_t)r0 * d, d, c, b->v, b->vs, b->vsc,
+                                             nblk, b->nb, t->scratch + r0 * BLK, alpha + r0,
+                                             mk, vis + r0, pf, linear ? part : b->vs * ve);
     }
   }
 }
@@ -429,6 +469,13 @@ void rove_attn_rows_f32__avx512(const rove_rows_args *t) {
     b.kt = t->k_type, b.ksc = t->k_scale ? t->k_scale + j0 * nblk : NULL, b.pfk = !rk;
     b.v = (const char *)t->v + j0 * t->vs * rove_dtype_size(t->v_type), b.vs = t->vs;
     b.vt = t->v_type, b.vsc = t->v_scale ? t->v_scale + j0 * nblk : NULL, b.pfv = !rv;
+    /* the rows of the next block, for the paced prefetch: this call's, or after its last
+     * block those of the call that follows (the caller's hint); none for rotated rows */
+    const int last = j0 + BLK >= t->nk;
+    b.kn = rk ? NULL : last ? t->k_next : (const char *)b.k + BLK * t->ks * rove_dtype_size(t->k_type);
+    b.vn = rv ? NULL : last ? t->v_next : (const char *)b.v + BLK * t->vs * rove_dtype_size(t->v_type);
+    b.kscn = rk || !b.ksc ? NULL : last ? t->k_scale_next : b.ksc + BLK * nblk;
+    b.vscn = rv || !b.vsc ? NULL : last ? t->v_scale_next : b.vsc + BLK * nblk;
     if (rk) {
       int64_t xs;
       const float *x = rove_rows_fp32(t, t->k, t->ks, t->k_scale, t->k_type, j0, b.nb, kscr,
