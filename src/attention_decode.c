@@ -228,7 +228,7 @@ static void rows_task(const rove_fwd *f, int64_t b, int64_t split, int64_t kt0, 
   rows_begin(f, b, &s);
   rove_rows_args t = {.nq = (int32_t)nr, .d = p->cfg.head_dim, .q_pos = s.qpos,
                       .causal = p->cfg.causal, .window = p->cfg.window,
-                      .softcap = p->cfg.softcap, .scratch = s.ks};
+                      .softcap = p->cfg.softcap, .scratch = s.ks, .paced = p->rows_paced};
   rows_runs(f, &t, &s, b, kt0, kt1, qmin, qmax);
   rows_store(f, b, split, &s);
 }

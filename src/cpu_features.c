@@ -19,6 +19,12 @@ static uint64_t xgetbv0(void) {
   return ((uint64_t)hi << 32) | lo;
 }
 
+static int detect_intel(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+  return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "GenuineIntel" */
+}
+
 static uint32_t detect_features(void) {
   unsigned a, b, c, d;
   uint32_t f = 0;
@@ -45,6 +51,7 @@ static uint32_t detect_features(void) {
 }
 #elif defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
+static int detect_intel(void) { return 0; }
 static uint32_t detect_features(void) {
   uint32_t f = ROVE_CPU_NEON;
   unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
@@ -54,8 +61,10 @@ static uint32_t detect_features(void) {
   return f;
 }
 #elif defined(__aarch64__)
+static int detect_intel(void) { return 0; }
 static uint32_t detect_features(void) { return ROVE_CPU_NEON; }
 #else
+static int detect_intel(void) { return 0; }
 static uint32_t detect_features(void) { return 0; }
 #endif
 
@@ -64,9 +73,11 @@ static uint32_t detect_features(void) { return 0; }
 static pthread_once_t detect_flag = PTHREAD_ONCE_INIT;
 static uint32_t features;
 static rove_isa isa_cap;
+static int intel;
 
 static void detect(void) {
   features = detect_features();
+  intel = detect_intel();
   isa_cap = rove_isa_cap_parse(getenv("ROVE_ISA"));
 }
 
@@ -78,4 +89,9 @@ uint32_t rove_cpu_features(void) {
 rove_isa rove_isa_cap(void) {
   pthread_once(&detect_flag, detect);
   return isa_cap;
+}
+
+int rove_cpu_is_intel(void) {
+  pthread_once(&detect_flag, detect);
+  return intel;
 }

@@ -35,5 +35,8 @@ rove_status rove_select_isa(rove_isa requested, rove_isa *chosen);
  * ISA name), and the parser it uses. */
 rove_isa rove_isa_cap(void);
 rove_isa rove_isa_cap_parse(const char *s);
+/* cpu_features.c: 1 on an Intel x86 CPU (cpuid vendor "GenuineIntel"), else 0. Only
+ * tuning choices read it (rove_rows_args.paced), never a result. */
+int rove_cpu_is_intel(void);
 
 #endif

@@ -85,6 +85,7 @@ rove_status rove_plan_create(const rove_attention_config *c, rove_plan **out) {
   if (p->cfg.n_threads == 0) p->cfg.n_threads = rove_default_threads();
   p->cfg.isa = isa;
   p->kern = rove_kernels_for(isa);
+  p->rows_paced = rove_cpu_is_intel();
   if (!p->kern) {
     rove_plan_destroy(p);
     return ROVE_ERR_INTERNAL;

@@ -23,6 +23,7 @@ struct rove_plan {
   double *rope_step;          /* ROVE_ROPE_STEPS(half): rove_rope_steps of inv_freq */
   double attn_factor;         /* YaRN m: multiplies the rotated dims of q and k only */
   const rove_kernels *kern;   /* table of the chosen ISA */
+  int32_t rows_paced;         /* rove_rows_args.paced for this CPU (Intel: 1) */
   struct rove_pool *pool;     /* workspace blocks reused across calls (workspace.c) */
 };
 

@@ -125,6 +125,10 @@ typedef struct rove_rows_args {
    * correctness. */
   const void *k_next, *v_next;
   const float *k_scale_next, *v_scale_next;
+  /* 1: prefetch at the pace of the reads in every call (the plan's choice for this CPU:
+   * Intel cores); 0: the ISA's default (bursts for MHA decode, which AMD cores prefer).
+   * Never changes a result. */
+  int32_t paced;
 } rove_rows_args;
 typedef void (*rove_attn_rows_fn)(const rove_rows_args *t);
 /* Rows of type `type` that a SIMD attn_rows kernel reads in place when they need no

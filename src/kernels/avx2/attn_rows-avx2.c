@@ -298,8 +298,11 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
    * call) instead of the paced prefetch. Measured on the Zen 3, 12 x 64 MHA: contiguous
    * caches 4-7 % faster (bench/ab_decode), the 32-sequence batch 71 -> 84 % of the read
    * (bench/paged_decode); but paged blocks of 16 (one short call each) 1.33-1.39x the
-   * contiguous time against 1.08-1.12x paced, so short calls stay paced. */
-  const int burst = r0 == 0 && t->nk > BLK;
+   * contiguous time against 1.08-1.12x paced, so short calls stay paced. On an Intel
+   * core (t->paced, Sapphire Rapids, ROVE_ISA=avx2) paced measured 1.08-1.3x faster for
+   * MHA too (BENCHMARKS.md, session 15): each prefetch holds a line-fill buffer, and a
+   * burst stalls the loads behind it. */
+  const int burst = !t->paced && r0 == 0 && t->nk > BLK;
   block_scores(t, b, any, r0, burst);
   for (int32_t r = 0; r < t->nq; r++)
     alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);

@@ -41,19 +41,24 @@
 #define PR 4 /* query rows per P V panel: 4 x 4 zmm accumulators */
 #define INLINE static inline __attribute__((always_inline))
 
-/* Software prefetch into L2 (prefetcht2), paced (see block()): while a block is read,
- * the next block's rows, one line per line read. Each prefetch holds one of the core's
- * few line-fill buffers until its line arrives. The kernel used to request rows in bursts
- * once per 16 keys instead (the K rows of these 16 keys and the next 16 and the V rows of
- * these 16: 192 prefetches at 32:8 x 128); on a Sapphire Rapids core such a burst stalls
- * the loads behind it, a sixth to a fifth of GQA decode's time even with the rows in L2,
- * and paced prefetch took GQA decode (32:8 x 128) 1.09-1.37x and MHA decode (12 x 64)
- * 1.0-1.3x faster (BENCHMARKS.md, session 15; Zen 4 and 5 not measured with it). Without
- * any software prefetch the kernel reads at 35-40 % of a plain read of the same bytes
- * (Zen 4, 1 x 4096 x 12 x 64): the hardware prefetchers do not follow the interleaved K
- * and V streams. Typed rows request only the lines their bytes occupy; Q8 rows also their
- * scales (a stream of its own: without it a q8 cache took 0.79 ms at 1 x 4096 x 12 x 64
- * on a Zen 5, with it 0.51-0.55). */
+/* Software prefetch into L2 (prefetcht2), two ways (see block()):
+ *  - paced: while a block is read, the next block's rows, one line per line read;
+ *  - bursts, once per 16 keys during the first row group's scores: the K rows of these
+ *    16 keys and the next 16 and the V rows of these 16 (a burst of a whole block's rows
+ *    at its start measured slower).
+ * Each prefetch holds one of the core's few line-fill buffers until its line arrives. On
+ * a Sapphire Rapids core a burst (192 prefetches at 32:8 x 128) stalls the loads behind
+ * it, a sixth to a fifth of GQA decode's time even with the rows in L2, and paced
+ * prefetch took GQA decode (32:8 x 128) 1.09-1.37x and MHA decode (12 x 64) 1.0-1.3x
+ * faster (BENCHMARKS.md, session 15). On AMD cores the bursts measured faster for MHA
+ * decode (AVX2 on a Zen 3, attn_rows-avx2.c); Zen 4 and 5 were not measured with paced
+ * prefetch. Without any software prefetch the kernel reads at 35-40 % of a plain read of
+ * the same bytes (Zen 4, 1 x 4096 x 12 x 64): the hardware prefetchers do not follow the
+ * interleaved K and V streams. Typed rows request only the lines their bytes occupy; Q8
+ * rows also their scales (a stream of its own: without it a q8 cache took 0.79 ms at
+ * 1 x 4096 x 12 x 64 on a Zen 5, with it 0.51-0.55). */
+#define PF_K_ROWS 32
+#define PF_V_ROWS 16
 
 /* Prefetch the row_bytes of rows [0, n) from p (stride in bytes); addresses formed as
  * integers may lie past the buffer (harmless). always_inline: a function of prefetches
@@ -250,11 +255,12 @@ static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32
 
 /* Step 1: the scores of every row against the keys of b into scratch rows [r][64] (key
  * groups of 16 no row sees are skipped: their lanes stay garbage, step 2 selects -inf).
- * After each scores call of the first row group, the next block's K rows at the same
- * indices (b->kn, the paced prefetch) are prefetched. */
-static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64_t any) {
+ * paced: after each scores call of the first row group, the next block's K rows at the
+ * same indices (b->kn) are prefetched; else the 16-key bursts (PF_K_ROWS / PF_V_ROWS). */
+static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64_t any,
+                         int paced) {
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
-  const int64_t ke = ESZ(b->kt);
+  const int64_t ke = ESZ(b->kt), ve = ESZ(b->vt);
   for (int32_t r0 = 0, RG; r0 < t->nq; r0 += RG) {
     RG = t->nq - r0 >= 4 ? 4 : t->nq - r0 >= 2 ? 2 : 1;
     const int32_t keys = 16 / RG;
@@ -263,7 +269,14 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
       if (!(any >> j & 0xFFFFu)) continue;
       const char *kj = (const char *)b->k + j * b->ks * ke;
       /* the next block's K rows, as many as these scores read (first row group only) */
-      const char *kn = r0 == 0 && b->kn ? (const char *)b->kn + j * b->ks * ke : NULL;
+      const char *kn = r0 == 0 && paced && b->kn ? (const char *)b->kn + j * b->ks * ke : NULL;
+      if (r0 == 0 && !paced) {
+        if (b->pfk) prefetch_bytes(kj, PF_K_ROWS, b->ks * ke, d * ke);
+        if (b->pfv) prefetch_bytes((const char *)b->v + j * b->vs * ve, PF_V_ROWS, b->vs * ve, d * ve);
+        /* Q8 scales: their own contiguous rows (nblk floats per key) */
+        if (b->pfk && b->ksc) prefetch_bytes(b->ksc + (int64_t)j * nblk, 1, 0, PF_K_ROWS * 4 * nblk);
+        if (b->pfv && b->vsc) prefetch_bytes(b->vsc + (int64_t)j * nblk, 1, 0, PF_V_ROWS * 4 * nblk);
+      }
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       for (int32_t jj = 0; jj < n16; jj += keys) {
         const int32_t n = n16 - jj < keys ? n16 - jj : keys;
@@ -398,28 +411,32 @@ PV_TYPE(ROVE_DTYPE_F16, _f16) PV_TYPE(ROVE_DTYPE_Q8, _q8)
 static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_bf16), PV_ROW(_f16),
                                                          PV_ROW(_q8)};
 
-/* One block, every row. Paced prefetch (rows read in place), as on AVX2's GQA path
- * (attn_rows-avx2.c): while a block is read, the next block's rows (b->kn, b->vn: this
- * call's, or after its last block the rows of the call that follows) are prefetched, its
- * K rows beside the first row group's scores, its V rows beside the first panel's P V, as
- * many lines as are read of this block's. */
+/* One block, every row. Prefetch (rows read in place), as on AVX2 (attn_rows-avx2.c):
+ *  - paced, for every call where the CPU prefers it (t->paced: Intel), else for calls
+ *    with a group of 4 rows (GQA decode) and calls of at most one block (a paged cache's
+ *    blocks): while a block is read, the next block's rows (b->kn, b->vn: this call's, or
+ *    after its last block the rows of the call that follows) are prefetched, its K rows
+ *    beside the first row group's scores, its V rows beside the first panel's P V, as
+ *    many lines as are read of this block's.
+ *  - 16-key bursts for the blocks of the other calls (MHA decode on AMD). */
 static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   float alpha[ROVE_ROWS_MAX];
   uint64_t vis[ROVE_ROWS_MAX], any = 0;
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const uint64_t all = rove_rows_all(b->nb);
+  const int paced = t->paced || t->nq >= 4 || t->nk <= BLK;
   /* Q8 scales: their own contiguous rows (nblk floats per key) */
-  if (b->kscn) prefetch_bytes(b->kscn, 1, 0, BLK * 4 * nblk);
-  if (b->vscn) prefetch_bytes(b->vscn, 1, 0, BLK * 4 * nblk);
+  if (paced && b->kscn) prefetch_bytes(b->kscn, 1, 0, BLK * 4 * nblk);
+  if (paced && b->vscn) prefetch_bytes(b->vscn, 1, 0, BLK * 4 * nblk);
   for (int32_t r = 0; r < t->nq; r++) any |= vis[r] = rove_rows_visible(t, r, b);
-  block_scores(t, b, any);
+  block_scores(t, b, any, paced);
   for (int32_t r = 0; r < t->nq; r++)
     alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);
   for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
     const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
     int keep = 0; /* some key is hidden from some row of the panel */
     for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
-    const char *vn = r0 == 0 ? b->vn : NULL;
+    const char *vn = r0 == 0 && paced ? b->vn : NULL;
     /* contiguous V rows (a cache) of whole 64-element sections in a call longer than a
      * block: section s prefetches the s-th of the d / 64 equal parts of the next block's
      * V region of BLK rows, in address order (64 ESZ bytes per key); else (a short call,
@@ -445,12 +462,11 @@ void rove_attn_rows_f32__avx512(const rove_rows_args *t) {
     rove_rows_blk b;
     b.nb = t->nk - j0 < BLK ? t->nk - j0 : BLK;
     b.kp = t->mask ? t->k_pos + j0 : NULL;
-    b.pfk = b.pfv = 0; /* AVX2's bursts; not used here */
     /* rows as stored (read in place, any type), or widened and rotated into scratch */
     b.k = (const char *)t->k + j0 * t->ks * rove_dtype_size(t->k_type), b.ks = t->ks;
-    b.kt = t->k_type, b.ksc = t->k_scale ? t->k_scale + j0 * nblk : NULL;
+    b.kt = t->k_type, b.ksc = t->k_scale ? t->k_scale + j0 * nblk : NULL, b.pfk = !rk;
     b.v = (const char *)t->v + j0 * t->vs * rove_dtype_size(t->v_type), b.vs = t->vs;
-    b.vt = t->v_type, b.vsc = t->v_scale ? t->v_scale + j0 * nblk : NULL;
+    b.vt = t->v_type, b.vsc = t->v_scale ? t->v_scale + j0 * nblk : NULL, b.pfv = !rv;
     /* the rows of the next block, for the paced prefetch: this call's, or after its last
      * block those of the call that follows (the caller's hint); none for rotated rows */
     const int last = j0 + BLK >= t->nk;
