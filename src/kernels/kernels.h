@@ -126,7 +126,7 @@ typedef struct rove_rows_args {
   const void *k_next, *v_next;
   const float *k_scale_next, *v_scale_next;
   /* 1: prefetch at the pace of the reads in every call (the plan's choice for this CPU:
-   * Intel cores); 0: the ISA's default (bursts for MHA decode, which AMD cores prefer).
+   * Intel cores); 0: the ISA's default (bursts for MHA decode, faster on a Zen 3).
    * Never changes a result. */
   int32_t paced;
 } rove_rows_args;

@@ -13,7 +13,7 @@
 
 /* One block of keys: nb <= 64 keys at k (stride ks elements, type kt, Q8 scales ksc),
  * values at v (vs, vt, vsc), positions kp (read only on masked calls); pfk / pfv: prefetch
- * the K / V rows ahead (avx2; rows read in place, not rows in scratch); kn / vn, kscn / vscn
+ * the K / V rows ahead (rows read in place, not rows in scratch); kn / vn, kscn / vscn
  * (paced prefetch): the K / V rows and Q8 scales of the block read next (NULL for
  * none). */
 typedef struct rove_rows_blk {
