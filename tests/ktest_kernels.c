@@ -601,6 +601,7 @@ static void test_finish(const rove_kernels *kn) {
 
 typedef struct {
   int32_t nq, nk, d, calls; /* calls: the keys go in this many consecutive calls (1..3) */
+  int32_t paced;            /* rove_rows_args.paced (prefetch only: never a result) */
   int64_t ks, vs;
   const float *q, *k, *v;
   tprob pos;                   /* positions, mask mode, softcap (make_positions) */
@@ -664,7 +665,8 @@ static void run_rows(const rove_kernels *kn, const rprob *P, int mis, int always
                       .q_pos = P->pos.qt.pos,
                       .causal = P->pos.causal,
                       .window = P->pos.window,
-                      .softcap = P->pos.softcap};
+                      .softcap = P->pos.softcap,
+                      .paced = P->paced};
   for (int c = 0; c < P->calls; c++) {
     const int64_t j0 = (int64_t)P->nk * c / P->calls, j1 = (int64_t)P->nk * (c + 1) / P->calls;
     const int cls = P->pos.masked ? rows_class(P, j0, j1) : 1;
@@ -697,7 +699,7 @@ static void rows_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq
   const int mode = (int)(idx % N_MODES);
   const int32_t B = bases[(idx / N_MODES) % (sizeof bases / sizeof *bases)];
   const uint64_t h = rove_rng_u64(g);
-  rprob P = {.nq = nq, .nk = nk, .d = d, .calls = 1 + (int)(h % 3)};
+  rprob P = {.nq = nq, .nk = nk, .d = d, .calls = 1 + (int)(h % 3), .paced = (int)(h >> 28 & 1)};
   P.pos.nq = nq, P.pos.kv = nk;
   int32_t *qp = malloc(sizeof(int32_t) * (size_t)nq), *kp = malloc(sizeof(int32_t) * (size_t)nk);
   make_positions(&P.pos, g, mode, B, qp, kp);
@@ -738,10 +740,10 @@ static void rows_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq
   }
   kt_ctx(
       "attn_rows d=%d nq=%d nk=%d mode=%s base=%d window=%d softcap=%g calls=%d%s ks=%lld "
-      "vs=%lld mis=%d rot=%d/%d r=%d first=%d %s wide=%d",
+      "vs=%lld mis=%d rot=%d/%d r=%d first=%d %s wide=%d paced=%d",
       d, nq, nk, mode_names[mode], B, P.pos.window, P.pos.softcap, P.calls,
       always_mask ? " mask-always" : "", (long long)P.ks, (long long)P.vs, mis, rot, rmode, r,
-      first, krot.pairing ? "interleaved" : "half", wide);
+      first, krot.pairing ? "interleaved" : "half", wide, P.paced);
   float *out_r = kt_alloc(&orf, (int64_t)nq * d, 0, 1),
         *out_i = kt_alloc(&oi, (int64_t)nq * d, 0, 1);
   float *lse_r = kt_alloc(&lrf, nq, 0, 1), *lse_i = kt_alloc(&li, nq, 0, 1);
