@@ -14,8 +14,8 @@
  * the same visibility class. Where a token's rows of all KV heads lie closer together
  * than consecutive tokens' (the caller's [token][kv head][d]), a run is one tile: the
  * KV heads then consume each token's rows together instead of one 4 KB-strided stream
- * per head (32:8 x 128, 8192 keys, one thread on a Sapphire Rapids core: 1.15-1.24x,
- * BENCHMARKS.md session 15).
+ * per head (32:8 x 128 / 8192 keys and 12 x 64 / 4096, one thread on a Sapphire Rapids
+ * core: 1.15-1.42x, BENCHMARKS.md session 15).
  * Tile path (more rows): per key tile, K is packed and V copied into scratch for the flash
  * tile kernel, which is then run against the query tile of every head of the group. */
 #include <string.h>

@@ -16,7 +16,7 @@ rove_status rove_rope_validate(const rove_rope_config *c, int32_t head_dim, int3
 
 /* rope_table.c: cos/sin [n][half] of angle fmod((double)pos_i * inv_freq[k], 2 pi),
  * pos_i = pos ? pos[i] : pos0 + i. step: the plan's rove_rope_steps table for these
- * frequencies (NULL: the call makes its own; the values are the same either way). */
+ * frequencies (read by the contiguous path). */
 void rove_rope_table(float *cos_t, float *sin_t, const double *inv_freq, int32_t half,
                      const double *step, const int32_t *pos, int64_t pos0, int64_t n);
 

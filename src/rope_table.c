@@ -10,7 +10,6 @@
  * give the same float values (the double error, ~1e-16, is far below float rounding)
  * from one sin/cos per block start and a per-call table of cos(jw), sin(jw). */
 #include <math.h>
-#include <stdlib.h>
 
 #include "rope.h"
 
@@ -41,19 +40,9 @@ void rove_rope_steps(double *step, const double *inv_freq, int32_t half) {
 }
 
 /* Contiguous positions pos0 .. pos0+n-1 through the angle addition formulas; step: the
- * rove_rope_steps table (NULL: made here). */
+ * plan's rove_rope_steps table. */
 static void table_blocked(float *cos_t, float *sin_t, const double *inv_freq, int32_t half,
                           const double *step, int64_t pos0, int64_t n) {
-  double *own = NULL;
-  if (!step) {
-    own = malloc(sizeof(double) * ROVE_ROPE_STEPS(half));
-    if (!own) { /* cannot fail the caller for a speed-up: fall back to libm per entry */
-      table_direct(cos_t, sin_t, inv_freq, half, NULL, pos0, n);
-      return;
-    }
-    rove_rope_steps(own, inv_freq, half);
-    step = own;
-  }
   double c0[ROPE_MAX_HALF], s0[ROPE_MAX_HALF];
   for (int64_t b = 0; b < n; b += ROPE_BLOCK) {
     for (int32_t k = 0; k < half; k++) {
@@ -71,7 +60,6 @@ static void table_blocked(float *cos_t, float *sin_t, const double *inv_freq, in
       }
     }
   }
-  free(own);
 }
 
 void rove_rope_table(float *cos_t, float *sin_t, const double *inv_freq, int32_t half,
