@@ -172,13 +172,18 @@ static inline void gb_mask_block(float *x, int64_t ld, int32_t col0, int upper) 
   }
 }
 
-/* cs and rs of the chunk. */
+/* cs of the chunk (every path needs it). */
 static inline void gb_prefix(const rove_gla_bwd_chunk *c, const gb_work *w) {
   const int32_t n = c->n, dk = c->dk;
   for (int32_t k = 0; k < dk; k++) w->cs[k] = c->g[k];
   for (int32_t t = 1; t < n; t++)
     for (int32_t k = 0; k < dk; k++)
       w->cs[(int64_t)t * dk + k] = w->cs[(int64_t)(t - 1) * dk + k] + c->g[(int64_t)t * dk + k];
+}
+
+/* rs of the chunk (the block paths and the dq sweep's state update off the fast path). */
+static inline void gb_suffix(const rove_gla_bwd_chunk *c, const gb_work *w) {
+  const int32_t n = c->n, dk = c->dk;
   for (int32_t k = 0; k < dk; k++) w->rs[(int64_t)(n - 1) * dk + k] = 0.0;
   for (int32_t t = n - 2; t >= 0; t--)
     for (int32_t k = 0; k < dk; k++)
@@ -334,13 +339,21 @@ static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
     done = gb_all_finite(c->dq, (int64_t)n * dk);
   }
   if (!done) {
+    gb_suffix(c, &w);
     gb_dq_blocks(c, &w, expv, 1);
     if (!gb_all_finite(c->dq, (int64_t)n * dk)) gb_dq_blocks(c, &w, expv, 0);
   }
-  /* S <- diag(e^{cs_{n-1}}) S + sum_s (k_s e^{rs_s}) v_s^T */
-  gb_exp(w.fac, w.rs, (int64_t)n * dk, expv);
-  gb_mul(w.kend, c->k, w.fac, (int64_t)n * dk);
+  /* S <- diag(e^{cs_{n-1}}) S + sum_s (k_s e^{rs_s}) v_s^T; after the fast form k_s e^{rs_s}
+   * = Kn_s e^{cs_{n-1}} (kd holds Kn = k e^{-b}, finite since dq is: the e^{P} e^{-P} form
+   * of GB_FAST_SUM, as gb_dkv_fast's Kr), else exp of the suffix sums */
   gb_exp(w.blk, w.cs + (int64_t)(n - 1) * dk, dk, expv);
+  if (done) {
+    for (int32_t t = 0; t < n; t++)
+      gb_mul(w.kend + (int64_t)t * dk, w.kd + (int64_t)t * dk, w.blk, dk);
+  } else {
+    gb_exp(w.fac, w.rs, (int64_t)n * dk, expv);
+    gb_mul(w.kend, c->k, w.fac, (int64_t)n * dk);
+  }
   gb_scale_rows(c->s, w.blk, dk, dv);
   gb_gemm_tn(c->s, dv, w.kend, dk, c->v, dv, dk, n, dv, 1);
 }
@@ -530,6 +543,7 @@ static inline void rove_gla_bwd_dkv_body(const rove_gla_bwd_chunk *c,
   gb_prefix(c, &w);
   /* the fastest form whose result is finite (gb_fallbacks) */
   if (gb_chunk_fast(c, &w) && gb_dkv_fast(c, &w, expv)) return;
+  gb_suffix(c, &w);
   const int64_t mk = (int64_t)c->n * c->dk, mv = (int64_t)c->n * c->dv;
   gb_dkv_blocks(c, &w, expv, 1);
   if (!(gb_all_finite(c->dkey, mk) && gb_all_finite(c->dval, mv))) gb_dkv_blocks(c, &w, expv, 0);
