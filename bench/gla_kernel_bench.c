@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* gla_kernel_bench: the GLA chunk kernels alone (gla_kernels.h: the forward's `chunk`, the
- * backward's `bwd_dq` and `bwd_dkv`) on one head's chunk that stays in L1/L2, against the
+ * backward's `bwd_state` and `bwd_grads`) on one head's chunk that stays in L1/L2, against the
  * single-core FMA peak measured in the same run: the kernels' own ceiling and their
  * bwd / fwd ratio, to set beside the end-to-end figures of ab_gla (issue 16's <= 3).
  *
@@ -10,9 +10,10 @@
  * ab_gla). Nominal multiply-adds per chunk, with B = 16-row blocks and the causal
  * products taken block-wise (pairs: sum over blocks b of 16 x 16 b = n (n + 16) / 2 = T):
  *   forward  q S (n dk dv) + state update (n dk dv) + scores (T dk) + scores . v (T dv)
- *   bwd_dq   S do (n dk dv) + state update (n dk dv) + do . v (T dv) + D . k (T dk)
- *   bwd_dkv  H v, k^T H, H update (3 n dk dv) + v . do, k . q (T dv + T dk)
- *            + D . q, A . do (T dk + T dv)
+ *   bwd_state  state update (n dk dv)
+ *   bwd_grads  S do (n dk dv) + do . v (T dv) + D . k (T dk)                    (dq)
+ *              + H v, k^T H, H update (3 n dk dv) + v . do, k . q (T dv + T dk)
+ *              + D . q, A . do (T dk + T dv)                                   (dk, dv)
  * GFLOP/s = 2 x those / time; medians of ROUNDS passes of REPS chunks (thread CPU time). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,13 +52,13 @@ typedef struct {
   const rove_gla_kernels *g;
   rove_gla_chunk fc;
   rove_gla_bwd_chunk bc;
-  float *s0, *s; /* the state each pass starts from, and the one the kernels move */
+  float *s0, *s, *h; /* the state each pass starts from, and the ones the kernels move */
   int64_t sn;
 } setup;
 
-/* Median seconds per chunk of kernel `which` (0 chunk, 1 bwd_dq, 2 bwd_dkv). The state is
- * reset before each chunk (a copy of dk x dv floats, included in the time of all three
- * alike: it is small against a chunk). */
+/* Median seconds per chunk of kernel `which` (0 chunk, 1 bwd_state, 2 bwd_grads). The
+ * states are reset before each chunk (a copy of dk x dv floats each, included in the time:
+ * small against a chunk). */
 static double time_kernel(setup *st, int which) {
   double t[ROUNDS];
   for (int r = 0; r < ROUNDS; r++) {
@@ -67,9 +68,9 @@ static double time_kernel(setup *st, int which) {
       if (which == 0)
         st->g->chunk(&st->fc);
       else if (which == 1)
-        st->g->bwd_dq(&st->bc);
+        st->g->bwd_state(&st->bc);
       else
-        st->g->bwd_dkv(&st->bc);
+        memcpy(st->h, st->s0, (size_t)st->sn * sizeof(float)), st->g->bwd_grads(&st->bc);
     }
     t[r] = (cpu_now() - t0) / REPS;
   }
@@ -93,7 +94,7 @@ int main(int argc, char **argv) {
   printf("# GLA chunk kernels alone: one head, chunk %d rows, key_dim = value_dim = d, "
          "decays in [-0.05, 0]; GFLOP/s from the nominal multiply-adds (see the source)\n",
          N);
-  printf("| ISA | d | FMA peak GFLOP/s | fwd us | fwd %% peak | dq us | dkv us | bwd %% peak | "
+  printf("| ISA | d | FMA peak GFLOP/s | fwd us | fwd %% peak | state us | grads us | bwd %% peak | "
          "bwd/fwd time | bwd/fwd flops |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int isa = ROVE_ISA_COUNT - 1; isa >= ROVE_ISA_SCALAR; isa--) {
     const rove_kernels *kn = rove_kernels_for((rove_isa)isa);
@@ -115,12 +116,13 @@ int main(int argc, char **argv) {
       st.g = &kn->gla;
       st.sn = (int64_t)d * d;
       st.s0 = fill((size_t)st.sn, &seed, -0.5f, 0.5f), st.s = fill((size_t)st.sn, &seed, 0, 1);
+      st.h = fill((size_t)st.sn, &seed, 0, 1);
       const int64_t wf = rove_gla_work_floats(N, d), wb = rove_gla_bwd_work_floats(N, d, d);
       float *wfw = fill((size_t)wf, &seed, 0, 1), *wbw = fill((size_t)wb, &seed, 0, 1);
       st.fc = (rove_gla_chunk){N, d, d, q, k, g, v, st.s, o, wfw};
-      st.bc = (rove_gla_bwd_chunk){N, d, d, q, k, g, v, dout, st.s, dq, dkey, dval, wbw};
+      st.bc = (rove_gla_bwd_chunk){N, d, d, q, k, g, v, dout, st.s, st.h, dq, dkey, dval, wbw};
       const double T = N * (N + 16) / 2.0, ss = (double)N * d * d;
-      const double mf = 2 * ss + 2 * T * d, mq = 2 * ss + 2 * T * d, mk = 3 * ss + 4 * T * d;
+      const double mf = 2 * ss + 2 * T * d, mq = ss, mk = 4 * ss + 6 * T * d;
       const double tf = time_kernel(&st, 0), tq = time_kernel(&st, 1), tk = time_kernel(&st, 2);
       const double gf = 2e-9 * mf / tf, gb = 2e-9 * (mq + mk) / (tq + tk);
       char pf[16] = "-", pb[16] = "-";
@@ -132,7 +134,7 @@ int main(int argc, char **argv) {
              rove_isa_name((rove_isa)isa), d, peak, 1e6 * tf, pf, 1e6 * tq, 1e6 * tk, pb,
              (tq + tk) / tf, (mq + mk) / mf);
       free(q), free(k), free(v), free(g), free(dout), free(o), free(dq), free(dkey), free(dval);
-      free(st.s0), free(st.s), free(wfw), free(wbw);
+      free(st.s0), free(st.s), free(st.h), free(wfw), free(wbw);
     }
   }
   return 0;

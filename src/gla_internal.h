@@ -16,7 +16,13 @@ struct rove_gla_plan {
   int32_t half;               /* rotary_dim / 2 */
   const rove_kernels *kern;   /* table of the chosen ISA: rotate and the gla sub-table */
   rove_pool *pool;            /* workspace blocks reused across calls */
+  int64_t bwd_keep_floats;    /* rove_gla_backward: chunk-start states kept per thread (floats;
+                                 ROVE_GLA_BWD_KEEP_FLOATS; tests lower it to run segments) */
 };
+
+/* 64 MiB per thread: the states of a whole 4096-token sequence of 12 heads x 64 x 64 (12 MiB)
+ * or 8 x 128 x 128 (32 MiB) at chunk 64; longer sequences run in segments (gla_backward.c). */
+#define ROVE_GLA_BWD_KEEP_FLOATS ((int64_t)1 << 24)
 
 /* Per-thread scratch of one call. A task runs a group of consecutive heads of one batch
  * row through the sequence, `rows` tokens at a time. In a step, for each run of `sub`

@@ -60,6 +60,7 @@ rove_status rove_gla_plan_create(const rove_gla_config *c, rove_gla_plan **out) 
   if (p->cfg.n_threads == 0) p->cfg.n_threads = rove_default_threads();
   p->cfg.isa = isa;
   p->kern = rove_kernels_for(isa);
+  p->bwd_keep_floats = ROVE_GLA_BWD_KEEP_FLOATS;
   p->pool = rove_pool_create();
   if (!p->pool) {
     rove_gla_plan_destroy(p);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gla_internal.h"
 #include "ktest_util.h"
 /* ktest_util.h first: cmocka needs its standard headers before it */
 
@@ -138,36 +139,50 @@ static void test_steps(const rove_kernels *table) {
   printf("  %s steps: max rel err %.3g\n", kt_isa(), kt_worst());
 }
 
-/* The backward sweeps (gla_kernels.h): `chunks` chunks of n rows through bwd_dq (state
- * carried forward) and, last chunk first, bwd_dkv (adjoint carried backward), in guarded
- * misaligned buffers (the work buffer 64-byte aligned, as the contract says); dq, dk, dv
- * of every row and both final states come back. Inputs must stay unchanged. */
+/* The backward sweeps (gla_kernels.h): `chunks` chunks of n rows through bwd_state (state
+ * carried forward, the state before each chunk kept) and, last chunk first, bwd_grads
+ * (from the kept state, adjoint carried backward), in guarded misaligned buffers (the work
+ * buffer 64-byte aligned, as the contract says); dq, dk, dv of every row and both final
+ * states come back. Inputs, and the kept states bwd_grads reads, must stay unchanged. */
 static void run_bwd(const rove_gla_kernels *kn, const gla_in *x, const float *dout, int chunks,
                     int n, int dk, int dv, float *res, int mis) {
   const int64_t rows = (int64_t)chunks * n, nk = rows * dk, nv = rows * dv, ns = (int64_t)dk * dv;
-  rove_guarded bq, bk, bg, bv, bd, bs, bh, bdq, bdk, bdv, bw;
+  rove_guarded bq, bk, bg, bv, bd, bs, bh, bdq, bdk, bdv, bw, bkp;
   float *q = kt_alloc(&bq, nk, mis, 1), *k = kt_alloc(&bk, nk, (mis + 1) % 16, 1);
   float *g = kt_alloc(&bg, nk, (mis + 2) % 16, 1), *v = kt_alloc(&bv, nv, (mis + 3) % 16, 1);
   float *d = kt_alloc(&bd, nv, (mis + 4) % 16, 1), *st = kt_alloc(&bs, ns, (mis + 5) % 16, 1);
   float *h = kt_alloc(&bh, ns, (mis + 6) % 16, 1), *dq = kt_alloc(&bdq, nk, (mis + 7) % 16, 1);
   float *dk_ = kt_alloc(&bdk, nk, (mis + 9) % 16, 1), *dv_ = kt_alloc(&bdv, nv, (mis + 11) % 16, 1);
   float *w = kt_alloc(&bw, rove_gla_bwd_work_floats(n, dk, dv), 0, 1);
+  float *kept = kt_alloc(&bkp, chunks * ns, (mis + 13) % 16, 1);
+  float *kept_copy = malloc(sizeof(float) * (size_t)(chunks * ns));
+  assert_true(kept_copy != NULL);
   memcpy(q, x->q, sizeof(float) * (size_t)nk), memcpy(k, x->k, sizeof(float) * (size_t)nk);
   memcpy(g, x->g, sizeof(float) * (size_t)nk), memcpy(v, x->v, sizeof(float) * (size_t)nv);
   memcpy(d, dout, sizeof(float) * (size_t)nv), memcpy(st, x->s, sizeof(float) * (size_t)ns);
   for (int64_t i = 0; i < ns; i++) h[i] = x->s[ns - 1 - i]; /* some adjoint after the end */
   for (int c = 0; c < chunks; c++) {
     const int64_t r0 = (int64_t)c * n;
-    const rove_gla_bwd_chunk ch = {n, dk, dv, q + r0 * dk, k + r0 * dk, g + r0 * dk, v + r0 * dv,
-                                   d + r0 * dv, st, dq + r0 * dk, NULL, NULL, w};
-    kn->bwd_dq(&ch);
+    memcpy(kept + c * ns, st, sizeof(float) * (size_t)ns);
+    const rove_gla_bwd_chunk ch = {n,           dk,   dv,   q + r0 * dk, k + r0 * dk,
+                                   g + r0 * dk, v + r0 * dv, NULL, st,   NULL,
+                                   NULL,        NULL, NULL, w};
+    kn->bwd_state(&ch);
   }
+  memcpy(kept_copy, kept, sizeof(float) * (size_t)(chunks * ns));
   for (int c = chunks - 1; c >= 0; c--) {
     const int64_t r0 = (int64_t)c * n;
-    const rove_gla_bwd_chunk ch = {n, dk, dv, q + r0 * dk, k + r0 * dk, g + r0 * dk, v + r0 * dv,
-                                   d + r0 * dv, h, NULL, dk_ + r0 * dk, dv_ + r0 * dv, w};
-    kn->bwd_dkv(&ch);
+    const rove_gla_bwd_chunk ch = {n,           dk,          dv,          q + r0 * dk,
+                                   k + r0 * dk, g + r0 * dk, v + r0 * dv, d + r0 * dv,
+                                   kept + c * ns, h,         dq + r0 * dk, dk_ + r0 * dk,
+                                   dv_ + r0 * dv, w};
+    kn->bwd_grads(&ch);
   }
+  if (memcmp(kept, kept_copy, sizeof(float) * (size_t)(chunks * ns)))
+    kt_fail("bwd_grads modified the state it reads");
+  kt_check(&bkp, "kept states");
+  rove_guarded_free(&bkp);
+  free(kept_copy);
   float *o = res;
   memcpy(o, dq, sizeof(float) * (size_t)nk), o += nk;
   memcpy(o, dk_, sizeof(float) * (size_t)nk), o += nk;
@@ -268,9 +283,71 @@ static void test_dg(const rove_kernels *table) {
   printf("  %s bwd_dg: bitwise equal to scalar\n", kt_isa());
 }
 
+
+/* rove_gla_backward in segments (gla_backward.c): with the plan's bwd_keep_floats lowered
+ * so that one, two or three chunk states fit, on 1 and 2 threads, every gradient equals
+ * (bits) the run that keeps all states. 2 x 300 tokens x 4 heads, chunk 64 (5 chunks, the
+ * last short), RoVE angles, initial state and d_final_state given. */
+static void test_bwd_segments(const rove_kernels *table) {
+  (void)table;
+  rove_isa isa;
+  assert_int_equal(rove_isa_parse(kt_isa(), &isa), ROVE_OK);
+  const int32_t B = 2, T = 300, H = 4, K = 32, V = 32, half = K / 2;
+  const int64_t nk = (int64_t)B * T * H * K, nv = (int64_t)B * T * H * V, ns = (int64_t)B * H * K * V;
+  const int64_t na = (int64_t)B * T * H * half;
+  rove_rng r;
+  rove_rng_seed(&r, 31337);
+  float *in = malloc(sizeof(float) * (size_t)(3 * nk + 3 * nv + 2 * ns));
+  double *ang = malloc(sizeof(double) * (size_t)na);
+  assert_true(in && ang);
+  float *q = in, *k = q + nk, *g = k + nk, *v = g + nk, *out = v + nv, *dout = out + nv;
+  float *s0 = dout + nv, *dfin = s0 + ns;
+  rove_rng_fill(&r, q, 2 * nk, -1.0f, 1.0f);
+  rove_rng_fill(&r, g, nk, -0.3f, 0.0f);
+  rove_rng_fill(&r, v, nv, -1.0f, 1.0f);
+  rove_rng_fill(&r, dout, nv, -1.0f, 1.0f);
+  rove_rng_fill(&r, s0, 2 * ns, -0.5f, 0.5f);
+  for (int64_t i = 0; i < na; i++) ang[i] = 0.37 * (double)(i % 97) - 11.0;
+  const int64_t per = 3 * nk + nv + ns; /* floats of one run's gradients */
+  float *want = malloc(sizeof(float) * (size_t)per), *got = malloc(sizeof(float) * (size_t)per);
+  double *wa = malloc(sizeof(double) * (size_t)na), *ga = malloc(sizeof(double) * (size_t)na);
+  assert_true(want && got && wa && ga);
+  for (int run = 0; run < 7; run++) {
+    rove_gla_config cfg;
+    rove_gla_config_init(&cfg, H, K, V);
+    cfg.rotate = ROVE_ROTATE_ROVE, cfg.isa = isa, cfg.n_threads = run == 0 ? 1 : 1 + run % 2;
+    rove_gla_plan *p = NULL;
+    assert_int_equal(rove_gla_plan_create(&cfg, &p), ROVE_OK);
+    /* run 0: every state kept; then 1, 2, 3 states of the group (2 threads: a group is 2
+     * heads, 1 thread: all 4) */
+    if (run > 0) p->bwd_keep_floats = (int64_t)((run + 1) / 2) * K * V * (cfg.n_threads == 1 ? 4 : 2);
+    rove_gla_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = B, a.seq_len = T, a.q = q, a.k = k, a.v = v, a.g = g, a.angles = ang;
+    a.initial_state = s0, a.out = out;
+    assert_int_equal(rove_gla_forward(p, &a), ROVE_OK);
+    float *res = run == 0 ? want : got;
+    double *da = run == 0 ? wa : ga;
+    rove_gla_grads gr;
+    memset(&gr, 0, sizeof gr);
+    gr.dout = dout, gr.d_final_state = dfin;
+    gr.dq = res, gr.dk = res + nk, gr.dg = res + 2 * nk, gr.dv = res + 3 * nk;
+    gr.d_initial_state = res + 3 * nk + nv, gr.d_angles = da;
+    assert_int_equal(rove_gla_backward(p, &a, &gr), ROVE_OK);
+    rove_gla_plan_destroy(p);
+    kt_ctx("bwd segments: run %d, %d thread(s)", run, cfg.n_threads);
+    if (run > 0 && (memcmp(want, got, sizeof(float) * (size_t)per) ||
+                    memcmp(wa, ga, sizeof(double) * (size_t)na)))
+      kt_fail("gradients differ from the run that keeps every state");
+  }
+  free(in), free(ang), free(want), free(got), free(wa), free(ga);
+  printf("  %s bwd segments: bitwise equal to keeping every state\n", kt_isa());
+}
+
 int main(void) {
   static const kt_test per_isa[] = {
-      {"chunk", test_chunk}, {"steps", test_steps}, {"bwd", test_bwd}, {"bwd_dg", test_dg}};
-  const kt_suite s = {"ktest_gla", "scalar", per_isa, 4, NULL, 0, 0};
+      {"chunk", test_chunk}, {"steps", test_steps}, {"bwd", test_bwd}, {"bwd_dg", test_dg},
+      {"bwd_segments", test_bwd_segments}};
+  const kt_suite s = {"ktest_gla", "scalar", per_isa, 5, NULL, 0, 0};
   return kt_main(&s);
 }

@@ -326,34 +326,33 @@ static inline void gb_dq_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
   }
 }
 
-static inline void rove_gla_bwd_dq_body(const rove_gla_bwd_chunk *c,
-                                        void (*expv)(float *, const float *, int64_t)) {
+/* dq of the chunk from S before it (c->s, unchanged): the fastest form whose result is
+ * finite (gb_fallbacks), each overwriting every dq row. Returns whether the whole-chunk
+ * fast form gave it: fac, kd and eg then hold e^{-b}, Kn = k e^{-b} and e^{b}, which
+ * gb_dkv_fast takes as they are. */
+static inline int gb_dq(const rove_gla_bwd_chunk *c, const gb_work *w,
+                        void (*expv)(float *, const float *, int64_t)) {
+  const int64_t m = (int64_t)c->n * c->dk;
+  if (gb_chunk_fast(c, w)) {
+    gb_dq_fast(c, w, expv);
+    if (gb_all_finite(c->dq, m)) return 1;
+  }
+  gb_dq_blocks(c, w, expv, 1);
+  if (!gb_all_finite(c->dq, m)) gb_dq_blocks(c, w, expv, 0);
+  return 0;
+}
+
+/* The state sweep's chunk: S <- diag(e^{cs_{n-1}}) S + sum_s (k_s e^{rs_s}) v_s^T (the
+ * forward's state update; only k, g, v are read). */
+static inline void rove_gla_bwd_state_body(const rove_gla_bwd_chunk *c,
+                                           void (*expv)(float *, const float *, int64_t)) {
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
   const gb_work w = gb_work_at(c->work, n, dk, dv);
   gb_prefix(c, &w);
-  /* the fastest form whose result is finite (gb_fallbacks); each overwrites every dq row
-   * and leaves S as it was */
-  int done = 0;
-  if (gb_chunk_fast(c, &w)) {
-    gb_dq_fast(c, &w, expv);
-    done = gb_all_finite(c->dq, (int64_t)n * dk);
-  }
-  if (!done) {
-    gb_suffix(c, &w);
-    gb_dq_blocks(c, &w, expv, 1);
-    if (!gb_all_finite(c->dq, (int64_t)n * dk)) gb_dq_blocks(c, &w, expv, 0);
-  }
-  /* S <- diag(e^{cs_{n-1}}) S + sum_s (k_s e^{rs_s}) v_s^T; after the fast form k_s e^{rs_s}
-   * = Kn_s e^{cs_{n-1}} (kd holds Kn = k e^{-b}, finite since dq is: the e^{P} e^{-P} form
-   * of GB_FAST_SUM, as gb_dkv_fast's Kr), else exp of the suffix sums */
+  gb_suffix(c, &w);
+  gb_exp(w.fac, w.rs, (int64_t)n * dk, expv);
+  gb_mul(w.kend, c->k, w.fac, (int64_t)n * dk);
   gb_exp(w.blk, w.cs + (int64_t)(n - 1) * dk, dk, expv);
-  if (done) {
-    for (int32_t t = 0; t < n; t++)
-      gb_mul(w.kend + (int64_t)t * dk, w.kd + (int64_t)t * dk, w.blk, dk);
-  } else {
-    gb_exp(w.fac, w.rs, (int64_t)n * dk, expv);
-    gb_mul(w.kend, c->k, w.fac, (int64_t)n * dk);
-  }
   gb_scale_rows(c->s, w.blk, dk, dv);
   gb_gemm_tn(c->s, dv, w.kend, dk, c->v, dv, dk, n, dv, 1);
 }
@@ -365,13 +364,13 @@ static inline void gb_dkv_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
   const gb_work w = *wp;
   gb_transpose(w.xT, n, c->dout, dv, n, dv); /* doT [dv][n] */
-  gb_transpose(w.sT, dk, c->s, dv, dk, dv);  /* HT [dv][dk] */
+  gb_transpose(w.sT, dk, c->h, dv, dk, dv);  /* HT [dv][dk] */
   /* the adjoint after the chunk: dk_s = e^{rs_s} (H v_s), dv_s = (k_s e^{rs_s})^T H */
   gb_exp(w.fac, w.rs, (int64_t)n * dk, expv);
   for (int64_t i = 0; i < (int64_t)n * dk; i++) w.kend[i] = c->k[i] * w.fac[i];
   gb_gemm(w.hv, dk, c->v, dv, w.sT, dk, n, dv, dk, 0);
   for (int64_t i = 0; i < (int64_t)n * dk; i++) c->dkey[i] = w.fac[i] * w.hv[i];
-  gb_gemm(c->dval, dv, w.kend, dk, c->s, dv, n, dk, dv, 0);
+  gb_gemm(c->dval, dv, w.kend, dk, c->h, dv, n, dk, dv, 0);
   for (int32_t s0 = n - GB_BLK; s0 >= 0; s0 -= GB_BLK) {
     const int32_t L0 = s0 + GB_BLK, L = n - L0;
     /* DT[s][t - s0] = v_s . do_t for t in [s0, n) (row stride n) */
@@ -479,8 +478,8 @@ static inline void gb_dkv_advance(const rove_gla_bwd_chunk *c, const gb_work *wp
   const gb_work w = *wp;
   gb_exp(w.fac, w.cs, (int64_t)n * dk, expv);
   gb_mul(w.kend, c->q, w.fac, (int64_t)n * dk);
-  gb_scale_rows(c->s, w.fac + (int64_t)(n - 1) * dk, dk, dv);
-  gb_gemm_tn(c->s, dv, w.kend, dk, c->dout, dv, dk, n, dv, 1);
+  gb_scale_rows(c->h, w.fac + (int64_t)(n - 1) * dk, dk, dv);
+  gb_gemm_tn(c->h, dv, w.kend, dk, c->dout, dv, dk, n, dv, 1);
 }
 
 /* The dkv sweep's chunk when it is fast (gb_chunk_fast): with Qp_t = q_t e^{b_t},
@@ -495,21 +494,23 @@ static inline void gb_dkv_advance(const rove_gla_bwd_chunk *c, const gb_work *wp
  * the inputs hold Inf / NaN; the caller then runs the block path, which overwrites every
  * output. */
 static inline int gb_dkv_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
-                              void (*expv)(float *, const float *, int64_t)) {
+                              void (*expv)(float *, const float *, int64_t), int have_exps) {
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
   const gb_work w = *wp;
   const int64_t nk = (int64_t)n * dk;
   float *en = w.fac, *kn = w.kd, *qp = w.kend, *qpT = w.hv, *AT = w.A, *kr = w.blk, *ers = w.eg;
-  gb_exp_neg(en, w.cs, nk, expv); /* e^{-b} */
-  gb_mul(kn, c->k, en, nk);
-  gb_exp(w.eg, w.cs, nk, expv); /* e^{b}, then e^{rs} in the same buffer */
+  if (!have_exps) { /* else left by gb_dq's fast form */
+    gb_exp_neg(en, w.cs, nk, expv); /* e^{-b} */
+    gb_mul(kn, c->k, en, nk);
+    gb_exp(w.eg, w.cs, nk, expv); /* e^{b}, then e^{rs} in the same buffer */
+  }
   gb_mul(qp, c->q, w.eg, nk);
   gb_exp(w.bet, w.cs + (int64_t)(n - 1) * dk, dk, expv); /* e^{b_{n-1}} */
   for (int32_t t = 0; t < n; t++) /* e^{rs_t} = e^{b_{n-1}} e^{-b_t}: in [e^-60, 1] */
     gb_mul(ers + (int64_t)t * dk, en + (int64_t)t * dk, w.bet, dk);
   gb_mul(kr, c->k, ers, nk);
   gb_transpose(w.xT, n, c->dout, dv, n, dv); /* doT [dv][n] */
-  gb_transpose(w.sT, dk, c->s, dv, dk, dv);  /* HT [dv][dk] */
+  gb_transpose(w.sT, dk, c->h, dv, dk, dv);  /* HT [dv][dk] */
   gb_transpose(qpT, n, qp, dk, n, dk);       /* QpT [dk][n] */
   int finite = 1;
   for (int32_t s0 = 0; s0 < n; s0 += GB_BLK) {
@@ -528,23 +529,26 @@ static inline int gb_dkv_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
       dks[i] = ROVE_GLA_MADD(en[o + i], w.acc[i], ers[o + i] * w.sd[i]);
     float *dvb = c->dval + (int64_t)s0 * dv;
     gb_gemm(dvb, dv, AT, n, c->dout + (int64_t)s0 * dv, dv, GB_BLK, L, dv, 0);
-    gb_gemm(dvb, dv, kr + o, dk, c->s, dv, GB_BLK, dk, dv, 1);
+    gb_gemm(dvb, dv, kr + o, dk, c->h, dv, GB_BLK, dk, dv, 1);
     finite &= gb_all_finite(dks, m) & gb_all_finite(dvb, (int64_t)GB_BLK * dv);
   }
   if (!finite) return 0;
-  gb_scale_rows(c->s, w.bet, dk, dv);
-  gb_gemm_tn(c->s, dv, qp, dk, c->dout, dv, dk, n, dv, 1);
+  gb_scale_rows(c->h, w.bet, dk, dv);
+  gb_gemm_tn(c->h, dv, qp, dk, c->dout, dv, dk, n, dv, 1);
   return 1;
 }
 
-static inline void rove_gla_bwd_dkv_body(const rove_gla_bwd_chunk *c,
-                                         void (*expv)(float *, const float *, int64_t)) {
+/* The gradient sweep's chunk: dq from S before the chunk (c->s, read only), then dk, dv
+ * from H after it (c->h), which moves to the chunk start. */
+static inline void rove_gla_bwd_grads_body(const rove_gla_bwd_chunk *c,
+                                           void (*expv)(float *, const float *, int64_t)) {
   const gb_work w = gb_work_at(c->work, c->n, c->dk, c->dv);
   gb_prefix(c, &w);
+  const int have_exps = gb_dq(c, &w, expv);
   /* the fastest form whose result is finite (gb_fallbacks) */
-  if (gb_chunk_fast(c, &w) && gb_dkv_fast(c, &w, expv)) return;
-  gb_suffix(c, &w);
+  if (gb_chunk_fast(c, &w) && gb_dkv_fast(c, &w, expv, have_exps)) return;
   const int64_t mk = (int64_t)c->n * c->dk, mv = (int64_t)c->n * c->dv;
+  gb_suffix(c, &w);
   gb_dkv_blocks(c, &w, expv, 1);
   if (!(gb_all_finite(c->dkey, mk) && gb_all_finite(c->dval, mv))) gb_dkv_blocks(c, &w, expv, 0);
   gb_dkv_advance(c, &w, expv);

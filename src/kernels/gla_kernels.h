@@ -103,12 +103,13 @@ typedef void (*rove_gla_steps_fn)(float *s, float *o, const float *q, const floa
 
 /* ---- backward (rove_gla_backward; the body is gla_bwd_body.h) ---------------------------
  * The driver runs two sweeps per (batch, head), both in the rotated frame (q scaled):
- *   forward, chunk by chunk from the initial state S:  dq_t = S_t do_t
- *   backward, chunk by chunk from H = d final_state:   dk_t = H_t v_t,  dv_t = H_t^T k_t
+ *   state sweep, chunk by chunk from the initial state: S_t, kept at each chunk start
+ *   gradient sweep, last chunk first, from H = d final_state: with S before the chunk,
+ *     dq_t = S_t do_t,  dk_t = H_t v_t,  dv_t = H_t^T k_t
  * with the adjoint state H_t = dLoss/dS_t = q_t do_t^T + diag(e^{g_{t+1}}) H_{t+1}.
  * Inside a chunk of n rows (b_t = g_0 + .. + g_t from the chunk start, B = b_{n-1}):
- *   dq_t = e^{b_t} (S do_t) + sum_{s<=t} (do_t . v_s) k_s e^{b_t - b_s}
- *   S   <- diag(e^B) S + sum_s (k_s e^{B - b_s}) v_s^T
+ *   S   <- diag(e^B) S + sum_s (k_s e^{B - b_s}) v_s^T                       (bwd_state)
+ *   dq_t = e^{b_t} (S do_t) + sum_{s<=t} (do_t . v_s) k_s e^{b_t - b_s}      (bwd_grads)
  *   dk_s = e^{B - b_s} (H v_s) + sum_{t>=s} (do_t . v_s) q_t e^{b_t - b_s}
  *   dv_s = (k_s e^{B - b_s})^T H + sum_{t>=s} (q_t . k_s e^{b_t - b_s}) do_t
  *   H   <- diag(e^B) H + sum_t (q_t e^{b_t}) do_t^T
@@ -123,13 +124,13 @@ typedef void (*rove_gla_steps_fn)(float *s, float *o, const float *q, const floa
  * here: the driver takes it from dq and dk (rove.h). */
 typedef struct rove_gla_bwd_chunk {
   int32_t n, dk, dv;      /* rows (multiple of 16, <= ROVE_GLA_MAX_CHUNK), key dim, value dim */
-  const float *q, *k, *g; /* [n][dk]: q already scaled (unread by the dq sweep) */
-  const float *v, *dout;  /* [n][dv] */
-  float *s;               /* [dk][dv]: dq sweep: S before the chunk -> after it;
-                             dkv sweep: H after the chunk -> before it */
-  float *dq;              /* [n][dk] out (dq sweep) */
-  float *dkey;            /* [n][dk] out (dkv sweep) */
-  float *dval;            /* [n][dv] out (dkv sweep) */
+  const float *q, *k, *g; /* [n][dk]: q already scaled (unread by bwd_state) */
+  const float *v, *dout;  /* [n][dv] (dout unread by bwd_state) */
+  float *s;               /* [dk][dv] S before the chunk: bwd_state moves it past the chunk,
+                             bwd_grads only reads it */
+  float *h;               /* [dk][dv] bwd_grads: H after the chunk -> before it */
+  float *dq, *dkey;       /* [n][dk] out (bwd_grads) */
+  float *dval;            /* [n][dv] out (bwd_grads) */
   float *work;            /* rove_gla_bwd_work_floats(n, dk, dv) floats, 64-byte aligned */
 } rove_gla_bwd_chunk;
 
@@ -167,7 +168,7 @@ static inline void rove_gla_dg_body(double *restrict carry, float *restrict dg,
 typedef struct rove_gla_kernels {
   rove_gla_chunk_fn chunk;
   rove_gla_steps_fn steps;
-  rove_gla_bwd_fn bwd_dq, bwd_dkv; /* the two sweeps of the backward */
+  rove_gla_bwd_fn bwd_state, bwd_grads; /* the chunk of each backward sweep */
   rove_gla_dg_fn bwd_dg;           /* the backward's dg row */
 } rove_gla_kernels;
 

@@ -237,8 +237,8 @@ void rove_finish_f32(const rove_kernels *k, float *out, int64_t out_stride, floa
                                  const float *v, const float *g, int32_t n, int32_t dk,      \
                                  int32_t dv, float *work);                                   \
   void rove_attn_bwd_f32__##isa(const rove_bwd_tile *t);                                    \
-  void rove_gla_bwd_dq_f32__##isa(const rove_gla_bwd_chunk *c);                              \
-  void rove_gla_bwd_dkv_f32__##isa(const rove_gla_bwd_chunk *c);                             \
+  void rove_gla_bwd_state_f32__##isa(const rove_gla_bwd_chunk *c);                           \
+  void rove_gla_bwd_grads_f32__##isa(const rove_gla_bwd_chunk *c);                           \
   void rove_gla_bwd_dg_f32__##isa(double *carry, float *dg, const float *q, const float *dq,  \
                                   const float *k, const float *dk, int32_t n);                \
   extern const rove_kernels rove_kernels_##isa;

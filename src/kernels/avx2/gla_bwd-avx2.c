@@ -94,12 +94,12 @@ static void gemm_avx2(float *C, int64_t ldc, const float *A, int64_t ars, int64_
 
 #include "../gla_bwd_body.h"
 
-void rove_gla_bwd_dq_f32__avx2(const rove_gla_bwd_chunk *c) {
-  rove_gla_bwd_dq_body(c, rove_exp_f32__avx2);
+void rove_gla_bwd_state_f32__avx2(const rove_gla_bwd_chunk *c) {
+  rove_gla_bwd_state_body(c, rove_exp_f32__avx2);
 }
 
-void rove_gla_bwd_dkv_f32__avx2(const rove_gla_bwd_chunk *c) {
-  rove_gla_bwd_dkv_body(c, rove_exp_f32__avx2);
+void rove_gla_bwd_grads_f32__avx2(const rove_gla_bwd_chunk *c) {
+  rove_gla_bwd_grads_body(c, rove_exp_f32__avx2);
 }
 
 void rove_gla_bwd_dg_f32__avx2(double *carry, float *dg, const float *q, const float *dq,

@@ -83,12 +83,12 @@ static void gemm_avx512(float *C, int64_t ldc, const float *A, int64_t ars, int6
 
 #include "../gla_bwd_body.h"
 
-void rove_gla_bwd_dq_f32__avx512(const rove_gla_bwd_chunk *c) {
-  rove_gla_bwd_dq_body(c, rove_exp_f32__avx512);
+void rove_gla_bwd_state_f32__avx512(const rove_gla_bwd_chunk *c) {
+  rove_gla_bwd_state_body(c, rove_exp_f32__avx512);
 }
 
-void rove_gla_bwd_dkv_f32__avx512(const rove_gla_bwd_chunk *c) {
-  rove_gla_bwd_dkv_body(c, rove_exp_f32__avx512);
+void rove_gla_bwd_grads_f32__avx512(const rove_gla_bwd_chunk *c) {
+  rove_gla_bwd_grads_body(c, rove_exp_f32__avx512);
 }
 
 void rove_gla_bwd_dg_f32__avx512(double *carry, float *dg, const float *q, const float *dq,

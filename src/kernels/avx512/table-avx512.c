@@ -19,8 +19,8 @@ const rove_kernels rove_kernels_avx512 = {
     .sincos = rove_sincos_f32__avx512,
     .pair_grads = rove_pair_grads_f64__avx512,
     .gla = {.chunk = rove_gla_chunk_f32__avx512, .steps = rove_gla_steps_f32__avx512,
-            .bwd_dq = rove_gla_bwd_dq_f32__avx512,
-            .bwd_dkv = rove_gla_bwd_dkv_f32__avx512,
+            .bwd_state = rove_gla_bwd_state_f32__avx512,
+            .bwd_grads = rove_gla_bwd_grads_f32__avx512,
             .bwd_dg = rove_gla_bwd_dg_f32__avx512},
     .attn_bwd = rove_attn_bwd_f32__avx512,
 };

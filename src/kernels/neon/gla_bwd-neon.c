@@ -6,12 +6,12 @@
 #define ROVE_GLA_MADD(a, b, c) fmaf(a, b, c)
 #include "../gla_bwd_body.h"
 
-void rove_gla_bwd_dq_f32__neon(const rove_gla_bwd_chunk *c) {
-  rove_gla_bwd_dq_body(c, rove_exp_f32__neon);
+void rove_gla_bwd_state_f32__neon(const rove_gla_bwd_chunk *c) {
+  rove_gla_bwd_state_body(c, rove_exp_f32__neon);
 }
 
-void rove_gla_bwd_dkv_f32__neon(const rove_gla_bwd_chunk *c) {
-  rove_gla_bwd_dkv_body(c, rove_exp_f32__neon);
+void rove_gla_bwd_grads_f32__neon(const rove_gla_bwd_chunk *c) {
+  rove_gla_bwd_grads_body(c, rove_exp_f32__neon);
 }
 
 void rove_gla_bwd_dg_f32__neon(double *carry, float *dg, const float *q, const float *dq,

@@ -18,8 +18,8 @@ const rove_kernels rove_kernels_neon = {
     .sincos = rove_sincos_f32__neon,
     .pair_grads = rove_pair_grads_f64__neon,
     .gla = {.chunk = rove_gla_chunk_f32__neon, .steps = rove_gla_steps_f32__neon,
-            .bwd_dq = rove_gla_bwd_dq_f32__neon,
-            .bwd_dkv = rove_gla_bwd_dkv_f32__neon,
+            .bwd_state = rove_gla_bwd_state_f32__neon,
+            .bwd_grads = rove_gla_bwd_grads_f32__neon,
             .bwd_dg = rove_gla_bwd_dg_f32__neon},
     .attn_bwd = rove_attn_bwd_f32__neon,
 };

@@ -17,8 +17,8 @@ const rove_kernels rove_kernels_scalar = {
     .sincos = rove_sincos_f32__scalar,
     .pair_grads = rove_pair_grads_f64__scalar,
     .gla = {.chunk = rove_gla_chunk_f32__scalar, .steps = rove_gla_steps_f32__scalar,
-            .bwd_dq = rove_gla_bwd_dq_f32__scalar,
-            .bwd_dkv = rove_gla_bwd_dkv_f32__scalar,
+            .bwd_state = rove_gla_bwd_state_f32__scalar,
+            .bwd_grads = rove_gla_bwd_grads_f32__scalar,
             .bwd_dg = rove_gla_bwd_dg_f32__scalar},
     .attn_bwd = rove_attn_bwd_f32__scalar,
 };
