@@ -125,7 +125,8 @@ static int64_t row_of(const gb_call *c, int64_t b, int64_t h, int64_t t) {
 /* The rotation of the G heads' rows of token i of the chunk (tables [C][G][half]), or
  * none: rows j = 0 .. G-1 of one rotate call are the heads. */
 static rove_rot rot_token(const gb_call *c, const gb_scratch *ws, int32_t i, int on) {
-  rove_rot r = {NULL, NULL, c->p->half, (int32_t)c->p->cfg.pairing, 0, 0};
+  /* rotary dims first; the rows are requested by prefetch_token or sit in the scratch */
+  rove_rot r = {NULL, NULL, c->p->half, (int32_t)c->p->cfg.pairing, 0, 0, 1};
   if (on)
     r.cos = ws->cos_t + (int64_t)i * c->group * c->p->half,
     r.sin = ws->sin_t + (int64_t)i * c->group * c->p->half;

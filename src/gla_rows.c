@@ -76,7 +76,8 @@ static void prefetch_token(const gla_call *c, int64_t r, int64_t G) {
  * the step's tables), or none. */
 static rove_rot rot_of(const gla_call *c, const gla_scratch *ws, int32_t i, int on) {
   const int64_t at = (int64_t)i * c->sub * c->p->half;
-  rove_rot r = {NULL, NULL, c->p->half, (int32_t)c->p->cfg.pairing, 0, 0}; /* rotary dims first */
+  /* rotary dims first; the rows are requested by the loads' own prefetch */
+  rove_rot r = {NULL, NULL, c->p->half, (int32_t)c->p->cfg.pairing, 0, 0, 1};
   if (on) r.cos = ws->cos_t + at, r.sin = ws->sin_t + at;
   return r;
 }

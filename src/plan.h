@@ -37,7 +37,7 @@ static inline int32_t rove_plan_rot_first(const rove_plan *p) {
  * rows are stride floats apart (0 = half). */
 static inline rove_rot rove_plan_rot(const rove_plan *p, const float *c, const float *s,
                                      int64_t stride) {
-  rove_rot r = {c, s, p->half, (int32_t)p->cfg.rope.pairing, stride, rove_plan_rot_first(p)};
+  rove_rot r = {c, s, p->half, (int32_t)p->cfg.rope.pairing, stride, rove_plan_rot_first(p), 0};
   return r;
 }
 

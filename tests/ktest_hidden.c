@@ -51,7 +51,7 @@ static void hid_tile_run(const rove_kernels *kn, const hid_case *c, const float 
   float *kr = malloc(sizeof(float) * (size_t)(c->nk * d));
   float *s = malloc(sizeof(float) * (size_t)(tq * tk));
   assert_true(kb && vb && kr && s);
-  const rove_rot none = {NULL, NULL, d / 2, ROVE_PAIRING_HALF, 0, 0};
+  const rove_rot none = {NULL, NULL, d / 2, ROVE_PAIRING_HALF, 0, 0, 0};
   memset(o, 0, sizeof(float) * (size_t)(tq * d));
   for (int32_t i = 0; i < tq; i++) m[i] = -INFINITY, l[i] = 0.0f;
   rove_tile_args t = {.q = q, .nq = c->nq, .d = d, .q_pos = qp, .o = o, .m = m, .l = l,

@@ -68,7 +68,7 @@ static void table_free(table *t) {
 /* rot of rows [row0, ...) of a table, rotated block from dim first (rove_rot.first: 0 for
  * ROVE_ROTARY_FIRST, d - r for ROVE_ROTARY_LAST); on == 0: no rotation. */
 static rove_rot rot_at(const table *t, int64_t row0, int on, int32_t pairing, int32_t first) {
-  rove_rot r = {NULL, NULL, t->half, pairing, 0, first};
+  rove_rot r = {NULL, NULL, t->half, pairing, 0, first, (int32_t)(t->half % 2)};
   if (on) r.cos = t->c + row0 * t->half, r.sin = t->s + row0 * t->half;
   return r;
 }
@@ -728,7 +728,7 @@ static void rows_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq
   const int wide = (int)((h >> 22) % 2), head = (int)((h >> 23) % 3);
   rwide_table wt = {0};
   const int32_t first = (h >> 27) % 2 ? d - r : 0; /* ROVE_ROTARY_LAST or FIRST */
-  rove_rot krot = {NULL, NULL, half, (int32_t)((h >> 25) % 2), 0, first}, vrot = krot;
+  rove_rot krot = {NULL, NULL, half, (int32_t)((h >> 25) % 2), 0, first, 0}, vrot = krot;
   if (rot) {
     rwide_make(&wt, P.pos.kt.pos, nk, half, wide ? 3 : 1);
     krot.cos = wt.c + head * wide * half, krot.sin = wt.s + head * wide * half;
@@ -813,8 +813,8 @@ static void stride_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t 
   }
   rove_rng_fill(g, src, n * ss, -2.0f, 2.0f);
   const int32_t first = (int32_t)(idx / 6 % 2) * (d - r); /* FIRST or LAST placement */
-  const rove_rot rw = {wc + head * half, wsn + head * half, half, pairing, w, first};
-  const rove_rot rd = {dc, dsn, half, pairing, 0, first};
+  const rove_rot rw = {wc + head * half, wsn + head * half, half, pairing, w, first, 0};
+  const rove_rot rd = {dc, dsn, half, pairing, 0, first, 0};
   for (int inv = 0; inv < 2; inv++) {
     kn->rotate(a, d, src, ss, n, d, &rw, 0.9f, 0.8f, inv);
     kn->rotate(b, d, src, ss, n, d, &rd, 0.9f, 0.8f, inv);

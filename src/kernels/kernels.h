@@ -54,6 +54,8 @@ typedef struct rove_rot {
   int32_t pairing;        /* rove_pairing */
   int64_t stride;         /* floats between rows' tables; 0 = half */
   int32_t first;          /* first rotated dim: 0 (FIRST) or d - r (LAST); unread when cos is NULL */
+  int32_t cached;         /* 1: the source rows are in cache or already requested by the caller
+                             (GLA's token runs, scratch rows): rotate prefetches nothing */
 } rove_rot;
 static inline int64_t rove_rot_stride(const rove_rot *r) { return r->stride ? r->stride : r->half; }
 

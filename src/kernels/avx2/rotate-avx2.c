@@ -19,7 +19,7 @@ void rove_rotate_f32__avx2(float *dst, int64_t dst_stride, const float *src,
                            int64_t src_stride, int64_t n, int32_t d, const rove_rot *rot,
                            float rot_mul, float pass_mul, int inverse) {
   for (int64_t i = 0; i < n; i++) {
-    if (n > 1) rove_avx2_prefetch_row(src, i + AHEAD, src_stride, d);
+    if (n > 1 && !rot->cached) rove_avx2_prefetch_row(src, i + AHEAD, src_stride, d);
     const float *c = rot->cos ? rot->cos + i * rove_rot_stride(rot) : NULL;
     const float *s = rot->cos ? rot->sin + i * rove_rot_stride(rot) : NULL;
     rove_avx2_rotate_row(dst + i * dst_stride, src + i * src_stride, d, rot, c, s, rot_mul,

@@ -21,7 +21,9 @@ static inline __mmask16 tail16(int32_t n) { /* lanes 0 .. n-1 (n <= 16) */
  * come from L3 or memory with little help from the hardware prefetchers. Each row is
  * requested ROVE_PREFETCH_ROWS rows ahead, also past the last row of the call: callers
  * walk K and V in consecutive chunks, so those are the next call's rows. A prefetch never
- * faults, so the address is formed as an integer and may lie past the buffer. */
+ * faults, so the address is formed as an integer and may lie past the buffer. Not when
+ * rot->cached: GLA reads whole token runs it requests itself, and writes back from
+ * scratch rows 16 KB apart, where 16 rows ahead is no row of the call at all. */
 #define ROVE_PREFETCH_ROWS 16
 static inline void prefetch_row(const float *x, int64_t rows_ahead, int64_t stride, int32_t d) {
   const uintptr_t p = (uintptr_t)x + (uintptr_t)rows_ahead * (uintptr_t)stride * sizeof(float);
@@ -114,12 +116,13 @@ static void rotate_row(float *y, const float *x, int32_t d, const rove_rot *rot,
 void rove_rotate_f32__avx512(float *dst, int64_t dst_stride, const float *src,
                              int64_t src_stride, int64_t n, int32_t d, const rove_rot *rot,
                              float rot_mul, float pass_mul, int inverse) {
-  for (int64_t i = 0; i < n && i < ROVE_PREFETCH_ROWS && src_stride != 0; i++)
+  const int pf = src_stride != 0 && !rot->cached;
+  for (int64_t i = 0; i < n && i < ROVE_PREFETCH_ROWS && pf; i++)
     prefetch_row(src, i, src_stride, d);
   for (int64_t i = 0; i < n; i++) {
     float *y = dst + i * dst_stride;
     const float *x = src + i * src_stride;
-    if (src_stride != 0) prefetch_row(x, ROVE_PREFETCH_ROWS, src_stride, d);
+    if (pf) prefetch_row(x, ROVE_PREFETCH_ROWS, src_stride, d);
     if (!rot->cos)
       scale_span(y, x, d, pass_mul);
     else
