@@ -11,8 +11,8 @@
  * products taken block-wise (pairs: sum over blocks b of 16 x 16 b = n (n + 16) / 2 = T):
  *   forward  q S (n dk dv) + state update (n dk dv) + scores (T dk) + scores . v (T dv)
  *   bwd_state  state update (n dk dv)
- *   bwd_grads  S do (n dk dv) + do . v (T dv) + D . k (T dk)                    (dq)
- *              + H v, k^T H, H update (3 n dk dv) + v . do, k . q (T dv + T dk)
+ *   bwd_grads  v . do (T dv, shared by dq and dk) + S do (n dk dv) + D . k (T dk)   (dq)
+ *              + H v, k^T H, H update (3 n dk dv) + k . q (T dk)
  *              + D . q, A . do (T dk + T dv)                                   (dk, dv)
  * GFLOP/s = 2 x those / time; medians of ROUNDS passes of REPS chunks (thread CPU time). */
 #include <stdio.h>
@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
       st.fc = (rove_gla_chunk){N, d, d, q, k, g, v, st.s, o, wfw};
       st.bc = (rove_gla_bwd_chunk){N, d, d, q, k, g, v, dout, st.s, st.h, dq, dkey, dval, wbw};
       const double T = N * (N + 16) / 2.0, ss = (double)N * d * d;
-      const double mf = 2 * ss + 2 * T * d, mq = ss, mk = 4 * ss + 6 * T * d;
+      const double mf = 2 * ss + 2 * T * d, mq = ss, mk = 4 * ss + 5 * T * d;
       const double tf = time_kernel(&st, 0), tq = time_kernel(&st, 1), tk = time_kernel(&st, 2);
       const double gf = 2e-9 * mf / tf, gb = 2e-9 * (mq + mk) / (tq + tk);
       char pf[16] = "-", pb[16] = "-";

@@ -18,7 +18,7 @@
  *
  * Work layout (64-byte parts): cs, rs, YZ [n][dk] doubles, tot [dk] doubles; fac, kd, eg, hv, kend, blk
  * [n][dk]; D [16][n], A [n][16]; acc, sd, Kw, KT, bet, Kb [16][dk]; xT [dv][n] (v or do
- * transposed), sT [dv][dk] (S or H transposed); Ad [16][16]. */
+ * transposed), sT [dv][dk] (S or H transposed); Ad [16][16]; DT [n][n]. */
 #ifndef ROVE_GLA_BWD_BODY_H
 #define ROVE_GLA_BWD_BODY_H
 
@@ -34,6 +34,7 @@ typedef struct {
   float *D, *A;
   float *acc, *sd, *Kw, *KT, *bet, *Kb;
   float *xT, *sT, *Ad;
+  float *DT; /* [n][n]: v_s . do_t of the fast forms (gb_dt) */
 } gb_work;
 
 static inline gb_work gb_work_at(float *w, int64_t n, int64_t dk, int64_t dv) {
@@ -60,7 +61,8 @@ static inline gb_work gb_work_at(float *w, int64_t n, int64_t dk, int64_t dv) {
   p.Kb = f, f += bk;
   p.xT = f, f += rove_gla_round16(dv * n);
   p.sT = f, f += rove_gla_round16(dv * dk);
-  p.Ad = f;
+  p.Ad = f, f += 256;
+  p.DT = f;
   return p;
 }
 
@@ -303,9 +305,25 @@ static inline void gb_dq_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
   }
 }
 
-/* The dq sweep's chunk when it is fast (gb_chunk_fast): with Kn_s = k_s e^{-b_s},
+/* The products v_s . do_t that dq and dk share (the fast forms): DT[s][t] for the 16-row
+ * key blocks s0 and t >= s0, zero below the diagonal inside a block (t < s); rows s, row
+ * stride n. Each is the dot product over the value dims in order, as the block path's
+ * do_t . v_s. */
+static inline void gb_dt(const rove_gla_bwd_chunk *c, const gb_work *w) {
+  const int32_t n = c->n, dv = c->dv;
+  gb_transpose(w->xT, n, c->dout, dv, n, dv); /* doT [dv][n] */
+  for (int32_t s0 = 0; s0 < n; s0 += GB_BLK) {
+    float *d = w->DT + (int64_t)s0 * n;
+    gb_gemm(d + s0, n, c->v + (int64_t)s0 * dv, dv, w->xT + s0, n, GB_BLK, dv, n - s0, 0);
+    gb_mask_block(d, n, s0, 0);
+  }
+}
+
+/* The dq sweep's chunk when it is fast (gb_chunk_fast), DT formed (gb_dt): with
+ * Kn_s = k_s e^{-b_s},
  *   dq_t = e^{b_t} (S do_t + sum_{s<=t} (do_t . v_s) Kn_s),
- * by 16-row query blocks, each over the keys up to its diagonal (D masked above it). */
+ * by 16-row query blocks, each over the keys up to its diagonal (DT's columns of the
+ * block over the rows up to it, as a transposed operand). */
 static inline void gb_dq_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
                               void (*expv)(float *, const float *, int64_t)) {
   const int32_t n = c->n, dk = c->dk, dv = c->dv;
@@ -314,13 +332,10 @@ static inline void gb_dq_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
   gb_exp_neg(w.fac, w.cs, nk, expv);        /* e^{-b} */
   gb_mul(w.kd, c->k, w.fac, nk);            /* Kn */
   gb_exp(w.eg, w.cs, nk, expv);             /* e^{b} */
-  gb_transpose(w.xT, n, c->v, dv, n, dv);   /* vT [dv][n] */
   gb_transpose(w.sT, dk, c->s, dv, dk, dv); /* ST [dv][dk] */
   for (int32_t t0 = 0; t0 < n; t0 += GB_BLK) {
     const float *dot = c->dout + (int64_t)t0 * dv;
-    gb_gemm(w.D, n, dot, dv, w.xT, n, GB_BLK, dv, t0 + GB_BLK, 0); /* D[i][s] = do . v */
-    gb_mask_block(w.D, n, t0, 1);
-    gb_gemm(w.acc, dk, w.D, n, w.kd, dk, GB_BLK, t0 + GB_BLK, dk, 0);
+    gb_gemm_tn(w.acc, dk, w.DT + t0, n, w.kd, dk, GB_BLK, t0 + GB_BLK, dk, 0);
     gb_gemm(w.acc, dk, dot, dv, w.sT, dk, GB_BLK, dv, dk, 1);
     gb_mul(c->dq + (int64_t)t0 * dk, w.acc, w.eg + (int64_t)t0 * dk, (int64_t)GB_BLK * dk);
   }
@@ -334,6 +349,7 @@ static inline int gb_dq(const rove_gla_bwd_chunk *c, const gb_work *w,
                         void (*expv)(float *, const float *, int64_t)) {
   const int64_t m = (int64_t)c->n * c->dk;
   if (gb_chunk_fast(c, w)) {
+    gb_dt(c, w);
     gb_dq_fast(c, w, expv);
     if (gb_all_finite(c->dq, m)) return 1;
   }
@@ -509,20 +525,18 @@ static inline int gb_dkv_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
   for (int32_t t = 0; t < n; t++) /* e^{rs_t} = e^{b_{n-1}} e^{-b_t}: in [e^-60, 1] */
     gb_mul(ers + (int64_t)t * dk, en + (int64_t)t * dk, w.bet, dk);
   gb_mul(kr, c->k, ers, nk);
-  gb_transpose(w.xT, n, c->dout, dv, n, dv); /* doT [dv][n] */
-  gb_transpose(w.sT, dk, c->h, dv, dk, dv);  /* HT [dv][dk] */
-  gb_transpose(qpT, n, qp, dk, n, dk);       /* QpT [dk][n] */
+  gb_transpose(w.sT, dk, c->h, dv, dk, dv); /* HT [dv][dk] */
+  gb_transpose(qpT, n, qp, dk, n, dk);      /* QpT [dk][n] */
   int finite = 1;
   for (int32_t s0 = 0; s0 < n; s0 += GB_BLK) {
     const int32_t L = n - s0;
     const int64_t o = (int64_t)s0 * dk, m = (int64_t)GB_BLK * dk;
     const float *vb = c->v + (int64_t)s0 * dv;
-    /* DT[s][t - s0] = v_s . do_t, AT[s][t - s0] = Kn_s . Qp_t for t in [s0, n) */
-    gb_gemm(w.D, n, vb, dv, w.xT + s0, n, GB_BLK, dv, L, 0);
+    /* DT[s][t] = v_s . do_t (gb_dt), AT[s][t - s0] = Kn_s . Qp_t for t in [s0, n) */
+    const float *dts = w.DT + (int64_t)s0 * n + s0;
     gb_gemm(AT, n, kn + o, dk, qpT + s0, n, GB_BLK, dk, L, 0);
-    gb_mask_block(w.D, n, 0, 0);
     gb_mask_block(AT, n, 0, 0);
-    gb_gemm(w.acc, dk, w.D, n, qp + o, dk, GB_BLK, L, dk, 0);
+    gb_gemm(w.acc, dk, dts, n, qp + o, dk, GB_BLK, L, dk, 0);
     gb_gemm(w.sd, dk, vb, dv, w.sT, dk, GB_BLK, dv, dk, 0);
     float *restrict dks = c->dkey + o;
     for (int64_t i = 0; i < m; i++)

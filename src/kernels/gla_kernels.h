@@ -142,7 +142,7 @@ typedef void (*rove_gla_bwd_fn)(const rove_gla_bwd_chunk *c);
 static inline int64_t rove_gla_bwd_work_floats(int64_t n, int64_t dk, int64_t dv) {
   const int64_t nk = rove_gla_round16(n * dk);
   return 6 * nk + rove_gla_round16(2 * dk) + 6 * nk + 2 * 16 * n + 6 * rove_gla_round16(16 * dk) +
-         rove_gla_round16(dv * n) + rove_gla_round16(dv * dk) + 256;
+         rove_gla_round16(dv * n) + rove_gla_round16(dv * dk) + 256 + n * n;
 }
 
 /* dg of one token row of one head, from the end of the sequence back (gla_backward.c):
