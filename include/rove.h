@@ -1186,15 +1186,18 @@ typedef struct rove_gla_grads {
  * initial_state); a->final_state is not read or written, and a->out (the forward's
  * output) is read only for d_angles with ROVE_ROTATE_O (then required).
  * Chunked like the forward (the plan's chunk), two sweeps per (batch row, group of heads):
- * one forward from the initial state for dq, one backward from d_final_state for dk and
- * dv (gla_kernels.h has the algebra). No exponent is positive, as in the forward: a decay
+ * one forward from the initial state that keeps the state before each chunk, one backward
+ * from d_final_state for dq, dk and dv (gla_kernels.h has the algebra). No exponent is positive, as in the forward: a decay
  * factor e^{b_t - b_s} is e^{b_t} e^{-b_s} where a chunk's (or a 16-token block's) decays
  * sum to >= -60 (both from their own sums, e^{-b} <= e^{60}), else a product of factors
  * <= 1; where the first form would pass float's range (inputs above ~3e12), the
  * second is used (a chunk's outputs are checked). Workspace per
  * thread O(heads per task * (chunk * (key_dim + value_dim) + key_dim * value_dim)): ~2 MiB
- * at most (one head's, if that is more), independent of seq_len, plus the sequence's
- * cos/sin tables (up to 16 MiB) when rotating.
+ * at most (one head's, if that is more), plus the kept chunk-start states, heads per task
+ * * key_dim * value_dim floats per chunk up to 64 MiB (12 MiB for 4096 tokens of 12 heads
+ * x 64 x 64; longer sequences run in segments that compute their states twice: same
+ * results, ~1.1x the time), plus the sequence's cos/sin tables (up to 16 MiB) when
+ * rotating.
  * dg uses the identity dLoss/d b_t = q~_t . dq~_t - k~_t . dk~_t (b the cumulative log
  * decay; elementwise per key channel, rotated frame) summed from the end, plus
  * sum_j S_T d_final_state over the last token: so dg's absolute error grows like
