@@ -1196,8 +1196,8 @@ typedef struct rove_gla_grads {
  * at most (one head's, if that is more), plus the kept chunk-start states, heads per task
  * * key_dim * value_dim floats per chunk up to 64 MiB (12 MiB for 4096 tokens of 12 heads
  * x 64 x 64; longer sequences run in segments that compute their states twice: same
- * results, ~1.1x the time), plus the sequence's cos/sin tables (up to 16 MiB) when
- * rotating.
+ * results, one more state pass, ~1/6 of the chunk kernels' time), plus the sequence's
+ * cos/sin tables (up to 16 MiB) when rotating.
  * dg uses the identity dLoss/d b_t = q~_t . dq~_t - k~_t . dk~_t (b the cumulative log
  * decay; elementwise per key channel, rotated frame) summed from the end, plus
  * sum_j S_T d_final_state over the last token: so dg's absolute error grows like
