@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Wall-clock time and medians for the plain-C benchmarks (ab_decode, paged_decode,
- * layer_loop). Needs _POSIX_C_SOURCE >= 199309L before the first include. */
+/* Wall-clock time, the calling thread's CPU time and medians for the plain-C benchmarks
+ * (ab_decode, paged_decode, layer_loop, tile_bench, gla_kernel_bench). Needs
+ * _POSIX_C_SOURCE >= 199309L before the first include. */
 #ifndef ROVE_BENCH_CLOCK_H
 #define ROVE_BENCH_CLOCK_H
 
@@ -11,6 +12,13 @@
 static inline double bench_now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Seconds of CPU time of the calling thread (other processes on the core do not count). */
+static inline double bench_cpu_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 

@@ -20,23 +20,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "fma_peak.h"
 #include "isa_registry.h"
 #include "kernels/gla_kernels.h"
 #include "kernels/kernels.h"
 
 enum { N = 64, ROUNDS = 15, REPS = 200 };
-
-static double cpu_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 static float *fill(size_t n, unsigned *seed, float lo, float hi) {
   float *x = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
@@ -62,7 +52,7 @@ typedef struct {
 static double time_kernel(setup *st, int which) {
   double t[ROUNDS];
   for (int r = 0; r < ROUNDS; r++) {
-    const double t0 = cpu_now();
+    const double t0 = bench_cpu_now();
     for (int i = 0; i < REPS; i++) {
       memcpy(st->s, st->s0, (size_t)st->sn * sizeof(float));
       if (which == 0)
@@ -72,10 +62,9 @@ static double time_kernel(setup *st, int which) {
       else
         memcpy(st->h, st->s0, (size_t)st->sn * sizeof(float)), st->g->bwd_grads(&st->bc);
     }
-    t[r] = (cpu_now() - t0) / REPS;
+    t[r] = (bench_cpu_now() - t0) / REPS;
   }
-  qsort(t, ROUNDS, sizeof t[0], cmp);
-  return t[ROUNDS / 2];
+  return bench_median(t, ROUNDS);
 }
 
 int main(int argc, char **argv) {

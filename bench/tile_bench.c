@@ -22,23 +22,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "fma_peak.h"
 #include "isa_registry.h"
 #include "kernels/attn_bwd_kernels.h"
 #include "kernels/kernels.h"
 
 enum { NT = 8, ROUNDS = 15 };
-
-static double cpu_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 static float *fill(size_t n, unsigned *seed) {
   float *x = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
@@ -78,7 +68,7 @@ static double time_tiles(const rove_kernels *kn, int32_t d, int diagonal, double
   for (int r = -2; r < ROUNDS; r++) { /* two warm-up passes */
     for (int32_t i = 0; i < tq; i++) m[i] = -INFINITY, l[i] = 0.0f;
     memset(o, 0, sizeof(float) * (size_t)tq * d);
-    const double t0 = cpu_now();
+    const double t0 = bench_cpu_now();
     for (int rep = 0; rep < 16; rep++)
       for (int k = 0; k < nt; k++) {
         a.k = kp + (size_t)k * tk * d;
@@ -86,11 +76,11 @@ static double time_tiles(const rove_kernels *kn, int32_t d, int diagonal, double
         a.k_pos = kpos + (size_t)k * tk;
         kn->attn_tile(&a);
       }
-    if (r >= 0) t[r] = (cpu_now() - t0) / 16;
+    if (r >= 0) t[r] = (bench_cpu_now() - t0) / 16;
   }
-  qsort(t, ROUNDS, sizeof *t, cmp);
+  const double med = bench_median(t, ROUNDS);
   free(q), free(kraw), free(kp), free(v), free(o), free(m), free(l), free(scr), free(qp), free(kpos);
-  return t[ROUNDS / 2];
+  return med;
 }
 
 /* Seconds per call (median) of the backward tile (attn_bwd) on one full block, 64 query
@@ -112,14 +102,14 @@ static double time_bwd_tile(const rove_kernels *kn, int32_t d, double *flops) {
                            .scratch = scr};
   double t[ROUNDS];
   for (int r = -2; r < ROUNDS; r++) {
-    const double t0 = cpu_now();
+    const double t0 = bench_cpu_now();
     for (int rep = 0; rep < 16; rep++) kn->attn_bwd(&a);
-    if (r >= 0) t[r] = (cpu_now() - t0) / 16;
+    if (r >= 0) t[r] = (bench_cpu_now() - t0) / 16;
   }
-  qsort(t, ROUNDS, sizeof *t, cmp);
+  const double med = bench_median(t, ROUNDS);
   free(q), free(dout), free(k), free(kT), free(vT), free(lse), free(D), free(dq), free(dk);
   free(dv), free(scr);
-  return t[ROUNDS / 2];
+  return med;
 }
 
 int main(int argc, char **argv) {
