@@ -310,10 +310,8 @@ static void group_task(int64_t i, int tid, void *vctx) {
     memcpy(ws.s, a->initial_state + s0, (size_t)sn * sizeof(float));
   else
     memset(ws.s, 0, (size_t)sn * sizeof(float));
-  if (nseg == 1)
-    state_sweep(c, &ws, b, h0, 0, c->chunks, ws.kept, 1, c->rot_any);
-  else
-    state_sweep(c, &ws, b, h0, 0, c->chunks, ws.seg_first, M, c->rot_any);
+  state_sweep(c, &ws, b, h0, 0, c->chunks, nseg == 1 ? ws.kept : ws.seg_first,
+              nseg == 1 ? 1 : M, c->rot_any);
   /* the final state's own term of dg, then H = d_final_state */
   for (int64_t e = 0; e < (int64_t)G * dk; e++) {
     double t = 0.0;

@@ -9,8 +9,8 @@
  * Ranges of g (per key channel, in double, each a sum of g of one sign):
  *   cs[t] = g_0 + .. + g_t            (chunk start to t)
  *   rs[s] = g_{s+1} + .. + g_{n-1}    (after s to the chunk end)
- *   Y[s]  = g_{s+1} + .. + g_{t0-1}   (dq sweep: key s to the start t0 of the query block)
- *   Z[t]  = g_{L0} + .. + g_t         (dkv sweep: start L0 of the block after the key
+ *   Y[s]  = g_{s+1} + .. + g_{t0-1}   (dq: key s to the start t0 of the query block)
+ *   Z[t]  = g_{L0} + .. + g_t         (dk, dv: start L0 of the block after the key
  *                                      block to query t)
  * Y and Z are carried from block to block by adding a block total (same sign, no
  * cancellation). For s in block J < block I of t: e^{b_t - b_s} = e^{Y_s} e^{sum_{t0..t}}
@@ -183,7 +183,7 @@ static inline void gb_prefix(const rove_gla_bwd_chunk *c, const gb_work *w) {
       w->cs[(int64_t)t * dk + k] = w->cs[(int64_t)(t - 1) * dk + k] + c->g[(int64_t)t * dk + k];
 }
 
-/* rs of the chunk (the block paths and the dq sweep's state update off the fast path). */
+/* rs of the chunk (the state update and the dk, dv block paths). */
 static inline void gb_suffix(const rove_gla_bwd_chunk *c, const gb_work *w) {
   const int32_t n = c->n, dk = c->dk;
   for (int32_t k = 0; k < dk; k++) w->rs[(int64_t)(n - 1) * dk + k] = 0.0;
@@ -232,7 +232,7 @@ static inline int gb_block_sums(const rove_gla_bwd_chunk *c, const gb_work *w, i
   return fast;
 }
 
-/* The dq sweep's chunk in 16-row blocks (any decays; cs and rs formed); a block's pairs
+/* dq of the chunk in 16-row blocks (any decays; cs formed); a block's pairs
  * take the e^{P_t} e^{-P_s} form only with allow_fast. */
 static inline void gb_dq_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
                                 void (*expv)(float *, const float *, int64_t), int allow_fast) {
@@ -319,7 +319,7 @@ static inline void gb_dt(const rove_gla_bwd_chunk *c, const gb_work *w) {
   }
 }
 
-/* The dq sweep's chunk when it is fast (gb_chunk_fast), DT formed (gb_dt): with
+/* dq of the chunk when it is fast (gb_chunk_fast), DT formed (gb_dt): with
  * Kn_s = k_s e^{-b_s},
  *   dq_t = e^{b_t} (S do_t + sum_{s<=t} (do_t . v_s) Kn_s),
  * by 16-row query blocks, each over the keys up to its diagonal (DT's columns of the
@@ -342,14 +342,13 @@ static inline void gb_dq_fast(const rove_gla_bwd_chunk *c, const gb_work *wp,
 }
 
 /* dq of the chunk from S before it (c->s, unchanged): the fastest form whose result is
- * finite (gb_fallbacks), each overwriting every dq row. Returns whether the whole-chunk
- * fast form gave it: fac, kd and eg then hold e^{-b}, Kn = k e^{-b} and e^{b}, which
- * gb_dkv_fast takes as they are. */
+ * finite (gb_fallbacks), each overwriting every dq row; fast: gb_chunk_fast, DT formed.
+ * Returns whether the whole-chunk fast form gave it: fac, kd and eg then hold e^{-b},
+ * Kn = k e^{-b} and e^{b}, which gb_dkv_fast takes as they are. */
 static inline int gb_dq(const rove_gla_bwd_chunk *c, const gb_work *w,
-                        void (*expv)(float *, const float *, int64_t)) {
+                        void (*expv)(float *, const float *, int64_t), int fast) {
   const int64_t m = (int64_t)c->n * c->dk;
-  if (gb_chunk_fast(c, w)) {
-    gb_dt(c, w);
+  if (fast) {
     gb_dq_fast(c, w, expv);
     if (gb_all_finite(c->dq, m)) return 1;
   }
@@ -373,7 +372,7 @@ static inline void rove_gla_bwd_state_body(const rove_gla_bwd_chunk *c,
   gb_gemm_tn(c->s, dv, w.kend, dk, c->v, dv, dk, n, dv, 1);
 }
 
-/* The dkv sweep's chunk in 16-row blocks (any decays; cs and rs formed), H not moved yet
+/* dk, dv of the chunk in 16-row blocks (any decays; cs and rs formed), H not moved yet
  * (gb_dkv_advance); a block's pairs take the e^{P_t} e^{-P_s} form only with allow_fast. */
 static inline void gb_dkv_blocks(const rove_gla_bwd_chunk *c, const gb_work *wp,
                                  void (*expv)(float *, const float *, int64_t), int allow_fast) {
@@ -498,7 +497,8 @@ static inline void gb_dkv_advance(const rove_gla_bwd_chunk *c, const gb_work *wp
   gb_gemm_tn(c->h, dv, w.kend, dk, c->dout, dv, dk, n, dv, 1);
 }
 
-/* The dkv sweep's chunk when it is fast (gb_chunk_fast): with Qp_t = q_t e^{b_t},
+/* dk, dv of the chunk when it is fast (gb_chunk_fast), DT formed (gb_dt): with
+ * Qp_t = q_t e^{b_t},
  * Kn_s = k_s e^{-b_s}, Kr_s = k_s e^{rs_s} (e^{rs_s} = e^{b_{n-1}} e^{-b_s}, rs_s = b_{n-1} -
  * b_s) and H the adjoint after the chunk,
  *   dk_s = e^{-b_s} sum_{t>=s} (v_s . do_t) Qp_t + e^{rs_s} (H v_s)
@@ -558,9 +558,11 @@ static inline void rove_gla_bwd_grads_body(const rove_gla_bwd_chunk *c,
                                            void (*expv)(float *, const float *, int64_t)) {
   const gb_work w = gb_work_at(c->work, c->n, c->dk, c->dv);
   gb_prefix(c, &w);
-  const int have_exps = gb_dq(c, &w, expv);
+  const int fast = gb_chunk_fast(c, &w);
+  if (fast) gb_dt(c, &w); /* v . do, for both fast forms */
+  const int have_exps = gb_dq(c, &w, expv, fast);
   /* the fastest form whose result is finite (gb_fallbacks) */
-  if (gb_chunk_fast(c, &w) && gb_dkv_fast(c, &w, expv, have_exps)) return;
+  if (fast && gb_dkv_fast(c, &w, expv, have_exps)) return;
   const int64_t mk = (int64_t)c->n * c->dk, mv = (int64_t)c->n * c->dv;
   gb_suffix(c, &w);
   gb_dkv_blocks(c, &w, expv, 1);
