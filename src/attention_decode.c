@@ -96,7 +96,7 @@ static void rows_group(rove_rows_args *t, const rows_scratch *s, int64_t kvh) {
 /* Keys [j0, j1) of KV head kvh of batch b through the row kernel, read in place: the
  * cache's rows as stored, the caller's rotated (and K times m) as the kernel reads them. */
 static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t kvh, int64_t j0,
-                       int64_t j1, int cls);
+                       int64_t j1, int cls, int paged);
 
 /* Name the rows from token j of KV head h of batch b as those of the call after this one
  * (rove_rows_args.k_next ..., a prefetch hint); hint_none: no such call. */
@@ -112,26 +112,32 @@ static void hint_none(rove_rows_args *t) {
   t->k_scale_next = t->v_scale_next = NULL;
 }
 
-/* ... split where the keys are not contiguous (a paged cache's block boundaries: a block
- * size that is a multiple of the row kernel's 64-key block keeps its blocks, and so the
- * contiguous cache's results bit for bit). */
+/* ... over a paged cache's blocks: one call over all of them (rove_rows_args.blocks) for
+ * a kernel that reads them in place and prefetches their rows itself (blocks of at least
+ * 16 tokens: the same arithmetic as the contiguous cache, bit for bit); else split at the
+ * block boundaries (a block size that is a multiple of the row kernel's 64-key block keeps
+ * its blocks, and so the contiguous cache's results bit for bit). One call per block cost
+ * 1.10-1.13x the contiguous cache's time at blocks of 16 (12 x 64, 32 sequences,
+ * bench/paged_decode, Sapphire Rapids): each call's fixed work (the softmax and the O
+ * rescale of a 64-key block) was spent on 16 keys. */
 static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t kvh, int64_t j0,
                       int64_t j1, int cls) {
-  if (!f->blocks) {
-    rows_piece(f, t, b, kvh, j0, j1, cls);
-    return;
-  }
-  /* Paged: each block is a call of its own, which names the next block of the sequence
-   * as its k_next / v_next (the last one keeps the hint rows_runs gave); for a kernel that
-   * takes no such hint, the rows of the block PAGED_AHEAD blocks on are prefetched here
-   * (the kernel's own prefetch runs ahead in memory, which past a block's end is another
-   * block). */
-  const rove_rows_args hint = *t;
-  const int64_t bs = (int64_t)1 << f->block_shift, d = f->p->cfg.head_dim;
-  const int64_t row_bytes = d * rove_dtype_size(f->k_type);
+  const int64_t bs = f->blocks ? (int64_t)1 << f->block_shift : 0, d = f->p->cfg.head_dim;
   /* the kernel reads a cache's rows in place (they are stored rotated) */
   const int own = f->p->kern->rows_next && ROVE_ROWS_IN_PLACE(f->k_type, d) &&
                   ROVE_ROWS_IN_PLACE(f->v_type, d);
+  if (!f->blocks || (own && f->kv_rotated && bs >= (1 << ROVE_ROWS_RUN_SHIFT) && j0 % 16 == 0 &&
+                     f->vs == f->ks && f->block_stride % f->ks == 0)) {
+    rows_piece(f, t, b, kvh, j0, j1, cls, f->blocks != NULL);
+    return;
+  }
+  /* Paged, split: each block is a call of its own, which names the next block of the
+   * sequence as its k_next / v_next (the last one keeps the hint rows_runs gave); for a
+   * kernel that takes no such hint, the rows of the block PAGED_AHEAD blocks on are
+   * prefetched here (the kernel's own prefetch runs ahead in memory, which past a
+   * block's end is another block). */
+  const rove_rows_args hint = *t;
+  const int64_t row_bytes = d * rove_dtype_size(f->k_type);
   for (int64_t j = j0, n; j < j1; j += n) {
     n = rove_fwd_run_len(f, j, j1 - j);
     if (j + n < j1)
@@ -149,16 +155,23 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
         __builtin_prefetch(pv + x, 0, 3);
       }
     }
-    rows_piece(f, t, b, kvh, j, j + n, cls);
+    rows_piece(f, t, b, kvh, j, j + n, cls, 0);
   }
 }
 
+/* paged: the keys through rove_rows_args.blocks (row 0 of block 0 of KV head kvh as k / v,
+ * the block's rows counted in rows of ks elements); else rows [j0, j1) contiguous. */
 static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t kvh, int64_t j0,
-                       int64_t j1, int cls) {
+                       int64_t j1, int cls, int paged) {
   const uint32_t rot = f->p->cfg.rotate;
   const rove_rot rk = rove_fwd_krot(f, b, kvh, j0, rot & ROVE_ROTATE_K);
   const rove_rot rv = rove_fwd_krot(f, b, kvh, j0, rot & ROVE_ROTATE_V);
-  const int64_t ke = rove_fwd_kelem(f, b, kvh, j0), ve = rove_fwd_velem(f, b, kvh, j0);
+  const int64_t ke = paged ? kvh * f->kv_hstride : rove_fwd_kelem(f, b, kvh, j0);
+  const int64_t ve = paged ? kvh * f->kv_hstride : rove_fwd_velem(f, b, kvh, j0);
+  t->blocks = paged ? f->blocks : NULL;
+  t->block_shift = paged ? f->block_shift : 0;
+  t->j_base = paged ? (int32_t)j0 : 0;
+  t->block_rows = paged ? f->block_stride / f->ks : 0;
   t->k = rove_fwd_raw(f->k, f->k_type, ke);
   t->v = rove_fwd_raw(f->v, f->v_type, ve);
   t->k_type = f->k_type;

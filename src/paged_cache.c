@@ -60,8 +60,8 @@ rove_status rove_paged_cache_create(const rove_plan *p, rove_dtype type, int32_t
                           .n_blocks = n_blocks, .max_seqs = max_seqs,
                           .block_elems = (int64_t)p->cfg.n_kv_heads * block_size * d,
                           .block_scales = scales / n_blocks, .n_free = n_blocks};
-  c->k = rove_alloc((size_t)bytes);
-  c->v = rove_alloc((size_t)bytes);
+  c->k = rove_alloc_large((size_t)bytes);
+  c->v = rove_alloc_large((size_t)bytes);
   c->pos = rove_alloc(sizeof(int32_t) * (size_t)n_blocks * (size_t)block_size);
   c->ref = calloc((size_t)n_blocks, sizeof(int32_t));
   c->free_stack = malloc(sizeof(int32_t) * (size_t)n_blocks);

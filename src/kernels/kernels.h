@@ -92,7 +92,7 @@ typedef void (*rove_attn_tile_fn)(const rove_tile_args *t);
  * cache's rows (already m R_p k and R_p v) or the caller's, rotated as they are read.
  *   q      [nq][d] query rows, rotated and scaled (m * scale folded in), contiguous
  *   k, v   key j at k + j * ks, value j at v + j * vs (no alignment; only the d floats
- *          of each of the nk rows are read)
+ *          of each of the nk rows are read); with blocks, row R(j) of a paged pool
  *   krot, vrot  NULL, or the rotation of the rows (typed rows are widened first): key j is then used as
  *          k_mul R_j k_j on the rotated dims (k_j on the others) and value j as R_j v_j,
  *          R_j from row j of the table (as rove_rotate_fn with inverse 0; cos NULL: that
@@ -110,6 +110,16 @@ typedef struct rove_rows_args {
    * ceil(d / ROVE_Q8_BLOCK) per row, rows contiguous; Q8 only comes from a cache) */
   const void *k, *v;
   int64_t ks, vs;       /* elements between consecutive keys / values (>= d) */
+  /* Paged rows (NULL: key j is row j, as above). Key j of the call is row
+   *   R(j) = blocks[J >> block_shift] * block_rows + (J & (2^block_shift - 1)),  J = j_base + j
+   * of k and v: K at element R(j) ks of k, V at R(j) vs of v, Q8 scales at
+   * R(j) rove_q8_blocks(d) of k_scale / v_scale (a paged pool: blocks of 2^block_shift
+   * consecutive tokens, block_rows rows apart). block_shift >= ROVE_ROWS_RUN_SHIFT and
+   * j_base % 16 == 0, so every 16 keys of the call from a multiple of 16 lie in one block
+   * (rove_rows_row, rove_rows_run). */
+  const int32_t *blocks;
+  int32_t block_shift, j_base;
+  int64_t block_rows;
   int32_t k_type, v_type;
   const float *k_scale, *v_scale;
   int32_t nq, nk, d;
@@ -151,20 +161,44 @@ typedef void (*rove_to_f32_fn)(float *dst, int64_t dst_stride, const void *src, 
 typedef int (*rove_from_f32_fn)(void *dst, int64_t stride, float *scale, const float *src,
                                 int64_t src_stride, int64_t n, int32_t d, int32_t type);
 
+/* The smallest paged block of a rows call (rove_rows_args.blocks): 16 keys. */
+#define ROVE_ROWS_RUN_SHIFT 4
+
+/* Row R(j) of key j of a rows call (rove_rows_args.blocks; j itself without blocks). */
+static inline int64_t rove_rows_row(const rove_rows_args *t, int64_t j) {
+  if (!t->blocks) return j;
+  const int64_t J = t->j_base + j, mask = ((int64_t)1 << t->block_shift) - 1;
+  return (int64_t)t->blocks[J >> t->block_shift] * t->block_rows + (J & mask);
+}
+/* How many of the n keys from key j are consecutive rows: to the end of j's block (all n
+ * without blocks). */
+static inline int32_t rove_rows_run(const rove_rows_args *t, int32_t j, int32_t n) {
+  if (!t->blocks) return n;
+  const int64_t size = (int64_t)1 << t->block_shift;
+  const int64_t left = size - (((int64_t)t->j_base + j) & (size - 1));
+  return n < left ? n : (int32_t)left;
+}
+
 /* For the attn_rows kernels: keys (or values) j0 .. j0 + nb - 1 of a rows call, of type
- * `type`, as fp32 rows *stride floats apart: the stored rows themselves for fp32, else
- * widened by the ISA's cvt into scr [nb][d] (stride d; a rotation then runs in place). */
+ * `type`, as fp32 rows *stride floats apart: the stored rows themselves for fp32 rows that
+ * are consecutive, else widened (or gathered from their blocks) by the ISA's cvt into
+ * scr [nb][d] (stride d; a rotation then runs in place). */
 static inline const float *rove_rows_fp32(const rove_rows_args *t, const void *x, int64_t xs,
                                           const float *scale, int32_t type, int32_t j0,
                                           int32_t nb, float *scr, rove_to_f32_fn cvt,
                                           int64_t *stride) {
-  if (type == ROVE_DTYPE_F32) {
+  if (type == ROVE_DTYPE_F32 && rove_rows_run(t, j0, nb) == nb) {
     *stride = xs;
-    return (const float *)x + (int64_t)j0 * xs;
+    return (const float *)x + rove_rows_row(t, j0) * xs;
   }
-  cvt(scr, t->d, (const char *)x + (int64_t)j0 * xs * rove_dtype_size(type), xs,
-      scale ? scale + (int64_t)j0 * rove_q8_blocks(t->d) : NULL, nb, t->d, type);
-  *stride = t->d;
+  const int32_t d = t->d;
+  for (int32_t i = 0, n; i < nb; i += n) {
+    n = rove_rows_run(t, j0 + i, nb - i);
+    const int64_t r = rove_rows_row(t, j0 + i);
+    cvt(scr + (int64_t)i * d, d, (const char *)x + r * xs * rove_dtype_size(type), xs,
+        scale ? scale + r * rove_q8_blocks(d) : NULL, n, d, type);
+  }
+  *stride = d;
   return scr;
 }
 

@@ -11,20 +11,72 @@
 /* The element size of rove_dtype T in bytes (a constant where T is). */
 #define ROVE_ESZ(T) ((T) == ROVE_DTYPE_Q8 ? 1 : (T) == ROVE_DTYPE_F32 ? 4 : 2)
 
-/* One block of keys: nb <= 64 keys at k (stride ks elements, type kt, Q8 scales ksc),
- * values at v (vs, vt, vsc), positions kp (read only on masked calls); pfk / pfv: prefetch
- * the K / V rows ahead (rows read in place, not rows in scratch); kn / vn, kscn / vscn
- * (paced prefetch): the K / V rows and Q8 scales of the block read next (NULL for
- * none). */
+/* One block of keys: nb <= 64 keys in nr runs of `run` consecutive rows (run = BLK for
+ * rows that are all consecutive; a paged call's block size, 16 or 32, else): keys
+ * [i run, i run + run) of the block at k[i] (stride ks elements, type kt, Q8 scales
+ * ksc[i]), their values at v[i] (vs, vt, vsc[i]); positions kp (read only on masked calls);
+ * pfk / pfv: prefetch the K / V rows ahead (rows read in place, not rows in scratch);
+ * kn[i] / vn[i], kscn[i] / vscn[i] (paced prefetch): the K / V rows and Q8 scales of the
+ * same keys of the block read next (NULL for none). */
+#define ROVE_ROWS_RUNS (ROVE_ROWS_BLOCK >> ROVE_ROWS_RUN_SHIFT)
 typedef struct rove_rows_blk {
-  const void *k, *v, *kn, *vn;
-  const float *kscn, *vscn;
+  const void *k[ROVE_ROWS_RUNS], *v[ROVE_ROWS_RUNS], *kn[ROVE_ROWS_RUNS], *vn[ROVE_ROWS_RUNS];
+  const float *ksc[ROVE_ROWS_RUNS], *vsc[ROVE_ROWS_RUNS];
+  const float *kscn[ROVE_ROWS_RUNS], *vscn[ROVE_ROWS_RUNS];
   int64_t ks, vs;
   int32_t kt, vt;
-  const float *ksc, *vsc;
+  int32_t run, run_shift, nr; /* run = 2^run_shift */
   const int32_t *kp;
   int32_t nb, pfk, pfv;
 } rove_rows_blk;
+
+/* Keys j0 .. j0 + b->nb - 1 of call t as b's runs, read in place (types, strides and
+ * scales as t's), and the rows of the block read next: this call's keys from
+ * j0 + ROVE_ROWS_BLOCK, or after its last block the rows of the call that follows
+ * (t->k_next ...: its first run; the others guessed consecutive without blocks). kin /
+ * vin = 0: no next rows for K / V (rows that the kernel will widen into scratch). */
+static inline void rove_rows_blk_place(const rove_rows_args *t, rove_rows_blk *b, int32_t j0,
+                                       int kin, int vin) {
+  const int32_t blk = ROVE_ROWS_BLOCK, nblk = rove_q8_blocks(t->d);
+  const int64_t ke = rove_dtype_size(t->k_type), ve = rove_dtype_size(t->v_type);
+  /* runs: the block size, at most BLK, and at most the alignment of j_base (the call's
+   * blocks from j0 = a multiple of BLK start where the pool's blocks do, up to j_base) */
+  int64_t size = t->blocks ? (int64_t)1 << t->block_shift : blk;
+  if (t->blocks && t->j_base && (t->j_base & -t->j_base) < size) size = t->j_base & -t->j_base;
+  b->run = size < blk ? (int32_t)size : blk;
+  b->run_shift = __builtin_ctz((unsigned)b->run);
+  b->nr = (b->nb + b->run - 1) / b->run;
+  b->ks = t->ks, b->vs = t->vs, b->kt = t->k_type, b->vt = t->v_type;
+  const int last = j0 + blk >= t->nk;
+  const int32_t next = last ? 0 : t->nk - j0 - blk; /* keys of the next block */
+  for (int32_t i = 0; i < ROVE_ROWS_RUNS; i++) {
+    b->k[i] = b->v[i] = b->kn[i] = b->vn[i] = NULL;
+    b->ksc[i] = b->vsc[i] = b->kscn[i] = b->vscn[i] = NULL;
+    const int32_t j = i * b->run;
+    if (i < b->nr) {
+      const int64_t r = rove_rows_row(t, j0 + j);
+      b->k[i] = (const char *)t->k + r * t->ks * ke;
+      b->v[i] = (const char *)t->v + r * t->vs * ve;
+      b->ksc[i] = t->k_scale ? t->k_scale + r * nblk : NULL;
+      b->vsc[i] = t->v_scale ? t->v_scale + r * nblk : NULL;
+    }
+    if (!last && j < next && j < blk) {
+      const int64_t r = rove_rows_row(t, j0 + blk + j);
+      b->kn[i] = (const char *)t->k + r * t->ks * ke;
+      b->vn[i] = (const char *)t->v + r * t->vs * ve;
+      b->kscn[i] = t->k_scale ? t->k_scale + r * nblk : NULL;
+      b->vscn[i] = t->v_scale ? t->v_scale + r * nblk : NULL;
+    } else if (last && (i == 0 || !t->blocks) && j < blk) {
+      const int64_t o = (int64_t)j; /* rows past the hint's first, as if consecutive */
+      b->kn[i] = t->k_next ? (const char *)t->k_next + o * t->ks * ke : NULL;
+      b->vn[i] = t->v_next ? (const char *)t->v_next + o * t->vs * ve : NULL;
+      b->kscn[i] = t->k_scale_next ? t->k_scale_next + o * nblk : NULL;
+      b->vscn[i] = t->v_scale_next ? t->v_scale_next + o * nblk : NULL;
+    }
+    if (!kin) b->kn[i] = NULL, b->kscn[i] = NULL;
+    if (!vin) b->vn[i] = NULL, b->vscn[i] = NULL;
+  }
+}
 
 /* Bits 0 .. nb-1 set. */
 static inline uint64_t rove_rows_all(int32_t nb) { return nb == 64 ? ~0ull : (1ull << nb) - 1ull; }

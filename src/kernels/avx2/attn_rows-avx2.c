@@ -133,22 +133,25 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
     const scores_fn f = scores_tab[b->kt][RG == 4 ? 2 : RG - 1];
     for (int32_t j = 0; j < b->nb; j += 16) {
       if (!(any >> j & 0xFFFFu)) continue;
-      const char *kj = (const char *)b->k + j * b->ks * ke;
+      const int32_t i = j / b->run, ji = j % b->run; /* run i, its key ji */
+      const char *kj = (const char *)b->k[i] + ji * b->ks * ke;
+      const float *kscj = b->ksc[i] ? b->ksc[i] + (int64_t)ji * nblk : NULL;
       /* the next block's K rows, as many as these scores read (first row group only) */
-      const char *kn = r0 == 0 && b->kn && !burst ? (const char *)b->kn + j * b->ks * ke : NULL;
-      if (r0 == 0 && burst) { /* see block(); rows past the block only through kn / vn */
+      const char *kn = r0 == 0 && b->kn[i] && !burst ? (const char *)b->kn[i] + ji * b->ks * ke : NULL;
+      if (r0 == 0 && burst) { /* see block(); consecutive rows (run = BLK), rows past the
+                               * block only through kn / vn */
         const int32_t nk = b->nb - j < PF_K_ROWS ? b->nb - j : PF_K_ROWS;
         const int32_t nv = b->nb - j < PF_V_ROWS ? b->nb - j : PF_V_ROWS;
         if (b->pfk) prefetch_bytes(kj, nk, b->ks * ke, d * ke);
-        if (b->pfv) prefetch_bytes((const char *)b->v + j * b->vs * ve, nv, b->vs * ve, d * ve);
-        if (j + 16 >= b->nb && b->kn) prefetch_bytes(b->kn, PF_V_ROWS, b->ks * ke, d * ke);
-        if (j + 16 >= b->nb && b->vn) prefetch_bytes(b->vn, PF_V_ROWS, b->vs * ve, d * ve);
+        if (b->pfv) prefetch_bytes((const char *)b->v[i] + ji * b->vs * ve, nv, b->vs * ve, d * ve);
+        if (j + 16 >= b->nb && b->kn[0]) prefetch_bytes(b->kn[0], PF_V_ROWS, b->ks * ke, d * ke);
+        if (j + 16 >= b->nb && b->vn[0]) prefetch_bytes(b->vn[0], PF_V_ROWS, b->vs * ve, d * ve);
       }
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       for (int32_t jj = 0; jj < n16; jj += keys) {
         const int32_t n = n16 - jj < keys ? n16 - jj : keys;
         const __m256 s = f(t->q + (int64_t)r0 * d, d, kj + jj * b->ks * ke, b->ks,
-                           b->ksc ? b->ksc + (int64_t)(j + jj) * nblk : NULL, nblk, n);
+                           kscj ? kscj + (int64_t)jj * nblk : NULL, nblk, n);
         if (kn) prefetch_bytes(kn + jj * b->ks * ke, keys, b->ks * ke, d * ke);
         for (int32_t r = 0; r < RG; r++) store_row(t->scratch + (r0 + r) * BLK + j + jj, s, r, keys);
       }
@@ -277,6 +280,7 @@ static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_b
  * no hidden pair). Paced prefetch: the next block's rows (b->kn, b->vn), its K rows beside
  * the first row group's scores, its V rows beside the first panel's P V. */
 static void block(const rove_rows_args *t, const rove_rows_blk *b) {
+  static const float ones[PR] = {1.0f, 1.0f, 1.0f, 1.0f};
   float alpha[ROVE_ROWS_MAX];
   uint64_t vis[ROVE_ROWS_MAX], any = 0;
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
@@ -284,14 +288,20 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   const uint64_t all = rove_rows_all(b->nb);
   const int g4 = t->nq >= 4 && g4_fits(d, b->kt, b->vt);
   /* Q8 scales: their own contiguous rows (nblk floats per key) */
-  if (b->kscn) prefetch_bytes(b->kscn, 1, 0, BLK * 4 * nblk);
-  if (b->vscn) prefetch_bytes(b->vscn, 1, 0, BLK * 4 * nblk);
+  for (int32_t i = 0; i < b->nr; i++) {
+    if (b->kscn[i]) prefetch_bytes(b->kscn[i], 1, 0, b->run * 4 * nblk);
+    if (b->vscn[i]) prefetch_bytes(b->vscn[i], 1, 0, b->run * 4 * nblk);
+  }
   for (int32_t r = 0; r < t->nq; r++) any |= vis[r] = rove_rows_visible(t, r, b);
   int32_t r0 = 0;
   if (g4 && any == all)
     for (; t->nq - r0 >= 4; r0 += 4)
-      rove_rows_g4__avx2[b->kt][b->vt].scores(t->q + (int64_t)r0 * d, d, b->k, b->ks * ke, b->ksc, nblk,
-                                  b->nb, t->scratch + r0 * BLK, r0 == 0 ? b->kn : NULL);
+      for (int32_t i = 0; i < b->nr; i++) { /* run by run */
+        const int32_t j = i * b->run, n = b->nb - j < b->run ? b->nb - j : b->run;
+        rove_rows_g4__avx2[b->kt][b->vt].scores(t->q + (int64_t)r0 * d, d, b->k[i], b->ks * ke,
+                                                b->ksc[i], nblk, n, t->scratch + r0 * BLK + j,
+                                                r0 == 0 ? b->kn[i] : NULL);
+      }
   /* Blocks that no 4-row group takes (MHA decode, short groups, masked blocks) of calls
    * longer than a block: bursts once per 16 keys (the K rows of these and the next 16
    * keys, the V rows of these 16, at the last 16 the first 16 rows of the next block or
@@ -302,7 +312,7 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
    * core (t->paced, Sapphire Rapids, ROVE_ISA=avx2) paced measured 1.08-1.3x faster for
    * MHA too (BENCHMARKS.md, session 15): each prefetch holds a line-fill buffer, and a
    * burst stalls the loads behind it. */
-  const int burst = !t->paced && r0 == 0 && t->nk > BLK;
+  const int burst = !t->paced && r0 == 0 && t->nk > BLK && b->run == BLK;
   block_scores(t, b, any, r0, burst);
   for (int32_t r = 0; r < t->nq; r++)
     alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);
@@ -311,19 +321,30 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
     const int32_t w = R <= 2 ? 32 : 16; /* floats per section */
     int keep = 0; /* some key is hidden from some row of the panel */
     for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
-    const char *vn = r0 == 0 && !burst ? b->vn : NULL;
+    /* run by run: O = alpha O + the first run's P V, then O = 1 O + each next run's (o * 1
+     * is exact: the same bits as one pass over the block) */
     if (g4 && R == 4 && !keep) {
-      rove_rows_g4__avx2[b->kt][b->vt].pv(t->o + (int64_t)r0 * d, d, b->v, b->vs * ve, b->vsc, nblk, b->nb,
-                              t->scratch + r0 * BLK, alpha + r0, vn);
+      for (int32_t i = 0; i < b->nr; i++) {
+        const int32_t j = i * b->run, n = b->nb - j < b->run ? b->nb - j : b->run;
+        rove_rows_g4__avx2[b->kt][b->vt].pv(t->o + (int64_t)r0 * d, d, b->v[i], b->vs * ve,
+                                            b->vsc[i], nblk, n, t->scratch + r0 * BLK + j,
+                                            i ? ones : alpha + r0, r0 == 0 && !burst ? b->vn[i] : NULL);
+      }
       continue;
     }
     for (int32_t c = 0; c < d; c += w) {
       __m256i mk[4];
       for (int x = 0; x < 4; x++) mk[x] = rove_avx2_lanes(d - c - 8 * x);
-      const char *pf = vn && c * ve % 64 == 0 ? (const char *)vn + c * ve : NULL;
-      pv_tab[b->vt][keep][d - c < w][R - 1](t->o + (int64_t)r0 * d, d, c, b->v, b->vs, b->vsc,
-                                            nblk, b->nb, t->scratch + r0 * BLK, alpha + r0, mk,
-                                            vis + r0, pf);
+      for (int32_t i = 0; i < b->nr; i++) {
+        const int32_t j = i * b->run, n = b->nb - j < b->run ? b->nb - j : b->run;
+        const char *vn = r0 == 0 && !burst ? b->vn[i] : NULL;
+        const char *pf = vn && c * ve % 64 == 0 ? (const char *)vn + c * ve : NULL;
+        uint64_t visi[PR];
+        for (int r = 0; r < R; r++) visi[r] = vis[r0 + r] >> j;
+        pv_tab[b->vt][keep][d - c < w][R - 1](t->o + (int64_t)r0 * d, d, c, b->v[i], b->vs,
+                                              b->vsc[i], nblk, n, t->scratch + r0 * BLK + j,
+                                              i ? ones : alpha + r0, mk, visi, pf);
+      }
     }
   }
 }
@@ -338,8 +359,14 @@ static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32
   rove_rotate_f32__avx2(dst, d, x, xs, n, d, &r, mul, 1.0f, 0);
 }
 
+/* Point runs 0 .. nr-1 of b at fp32 rows x (stride xs, consecutive): run i at x + i run xs. */
+static void runs_at(const rove_rows_blk *b, const void **r, const float **sc, const float *x,
+                    int64_t xs) {
+  for (int32_t i = 0; i < b->nr; i++) r[i] = x + (int64_t)i * b->run * xs, sc[i] = NULL;
+}
+
 void rove_attn_rows_f32__avx2(const rove_rows_args *t) {
-  const int32_t d = t->d, nblk = rove_q8_blocks(d);
+  const int32_t d = t->d;
   const int rk = t->krot && t->krot->cos, rv = t->vrot && t->vrot->cos;
   /* rows read in place: fp32, or typed when d % 8 == 0 (whole vectors), not to be rotated */
   const int kin = !rk && ROVE_ROWS_IN_PLACE(t->k_type, d);
@@ -349,32 +376,26 @@ void rove_attn_rows_f32__avx2(const rove_rows_args *t) {
     rove_rows_blk b;
     b.nb = t->nk - j0 < BLK ? t->nk - j0 : BLK;
     b.kp = t->mask ? t->k_pos + j0 : NULL;
-    b.k = (const char *)t->k + j0 * t->ks * rove_dtype_size(t->k_type), b.ks = t->ks;
-    b.kt = t->k_type, b.ksc = t->k_scale ? t->k_scale + j0 * nblk : NULL, b.pfk = kin;
-    b.v = (const char *)t->v + j0 * t->vs * rove_dtype_size(t->v_type), b.vs = t->vs;
-    b.vt = t->v_type, b.vsc = t->v_scale ? t->v_scale + j0 * nblk : NULL, b.pfv = vin;
-    /* the rows of the next block, prefetched while this one is read: this call's, or
-     * after its last block those of the call that follows (the caller's hint) */
-    const int last = j0 + BLK >= t->nk;
-    b.kn = !kin ? NULL : last ? t->k_next : (const char *)b.k + BLK * t->ks * rove_dtype_size(t->k_type);
-    b.vn = !vin ? NULL : last ? t->v_next : (const char *)b.v + BLK * t->vs * rove_dtype_size(t->v_type);
-    b.kscn = !kin || !b.ksc ? NULL : last ? t->k_scale_next : b.ksc + BLK * nblk;
-    b.vscn = !vin || !b.vsc ? NULL : last ? t->v_scale_next : b.vsc + BLK * nblk;
-    if (!kin) { /* widened (and rotated) into scratch */
+    b.pfk = kin, b.pfv = vin;
+    /* rows read in place (runs of a paged call's blocks), and the rows of the next block,
+     * prefetched while this one is read: this call's, or after its last block those of
+     * the call that follows (the caller's hint) */
+    rove_rows_blk_place(t, &b, j0, kin, vin);
+    if (!kin) { /* widened (or gathered, and rotated) into scratch */
       int64_t xs;
-      b.k = rove_rows_fp32(t, t->k, t->ks, t->k_scale, t->k_type, j0, b.nb, kscr,
-                           rove_to_f32__avx2, &xs);
-      b.ks = xs;
-      if (rk) rotate_rows(kscr, b.k, xs, b.nb, d, t->krot, j0, t->k_mul), b.k = kscr, b.ks = d;
-      b.kt = ROVE_DTYPE_F32, b.ksc = NULL;
+      const float *x = rove_rows_fp32(t, t->k, t->ks, t->k_scale, t->k_type, j0, b.nb, kscr,
+                                      rove_to_f32__avx2, &xs);
+      if (rk) rotate_rows(kscr, x, xs, b.nb, d, t->krot, j0, t->k_mul), x = kscr, xs = d;
+      b.ks = xs, b.kt = ROVE_DTYPE_F32;
+      runs_at(&b, b.k, b.ksc, x, xs);
     }
     if (!vin) {
       int64_t xs;
-      b.v = rove_rows_fp32(t, t->v, t->vs, t->v_scale, t->v_type, j0, b.nb, vscr,
-                           rove_to_f32__avx2, &xs);
-      b.vs = xs;
-      if (rv) rotate_rows(vscr, b.v, xs, b.nb, d, t->vrot, j0, 1.0f), b.v = vscr, b.vs = d;
-      b.vt = ROVE_DTYPE_F32, b.vsc = NULL;
+      const float *x = rove_rows_fp32(t, t->v, t->vs, t->v_scale, t->v_type, j0, b.nb, vscr,
+                                      rove_to_f32__avx2, &xs);
+      if (rv) rotate_rows(vscr, x, xs, b.nb, d, t->vrot, j0, 1.0f), x = vscr, xs = d;
+      b.vs = xs, b.vt = ROVE_DTYPE_F32;
+      runs_at(&b, b.v, b.vsc, x, xs);
     }
     block(t, &b);
   }

@@ -267,21 +267,23 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
     const scores_fn f = scores_tab[b->kt][RG == 4 ? 2 : RG - 1];
     for (int32_t j = 0; j < b->nb; j += 16) {
       if (!(any >> j & 0xFFFFu)) continue;
-      const char *kj = (const char *)b->k + j * b->ks * ke;
+      const int32_t i = j >> b->run_shift, ji = j & (b->run - 1); /* run i, its key ji */
+      const char *kj = (const char *)b->k[i] + ji * b->ks * ke;
+      const float *kscj = b->ksc[i] ? b->ksc[i] + (int64_t)ji * nblk : NULL;
       /* the next block's K rows, as many as these scores read (first row group only) */
-      const char *kn = r0 == 0 && paced && b->kn ? (const char *)b->kn + j * b->ks * ke : NULL;
-      if (r0 == 0 && !paced) {
+      const char *kn = r0 == 0 && paced && b->kn[i] ? (const char *)b->kn[i] + ji * b->ks * ke : NULL;
+      if (r0 == 0 && !paced) { /* consecutive rows (run = BLK) */
         if (b->pfk) prefetch_bytes(kj, PF_K_ROWS, b->ks * ke, d * ke);
-        if (b->pfv) prefetch_bytes((const char *)b->v + j * b->vs * ve, PF_V_ROWS, b->vs * ve, d * ve);
+        if (b->pfv) prefetch_bytes((const char *)b->v[i] + ji * b->vs * ve, PF_V_ROWS, b->vs * ve, d * ve);
         /* Q8 scales: their own contiguous rows (nblk floats per key) */
-        if (b->pfk && b->ksc) prefetch_bytes(b->ksc + (int64_t)j * nblk, 1, 0, PF_K_ROWS * 4 * nblk);
-        if (b->pfv && b->vsc) prefetch_bytes(b->vsc + (int64_t)j * nblk, 1, 0, PF_V_ROWS * 4 * nblk);
+        if (b->pfk && kscj) prefetch_bytes(kscj, 1, 0, PF_K_ROWS * 4 * nblk);
+        if (b->pfv && b->vsc[i]) prefetch_bytes(b->vsc[i] + (int64_t)ji * nblk, 1, 0, PF_V_ROWS * 4 * nblk);
       }
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       for (int32_t jj = 0; jj < n16; jj += keys) {
         const int32_t n = n16 - jj < keys ? n16 - jj : keys;
         const __m512 s = f(t->q + (int64_t)r0 * d, d, kj + jj * b->ks * ke, b->ks,
-                           b->ksc ? b->ksc + (int64_t)(j + jj) * nblk : NULL, nblk, n);
+                           kscj ? kscj + (int64_t)jj * nblk : NULL, nblk, n);
         if (kn) prefetch_bytes(kn + jj * b->ks * ke, keys, b->ks * ke, d * ke);
         /* lanes [r keys, r keys + n) of s are row r0 + r's keys j + jj .. */
         for (int32_t r = 0; r < RG; r++)
@@ -335,17 +337,18 @@ static float row_softmax(const rove_rows_args *t, int32_t r, int32_t nb, float *
 }
 
 /* Step 3 for R rows (p: their scratch rows) and the section of 64 floats from element c0
- * of o and of the value rows v (type T, stride vs elements, Q8 scales vsc, nblk per row;
- * vector x has the lanes of mk[x], none past d): O = alpha O + sum_{j < nb} p_j V[j].
- * keep: only the visible pairs (bit j of vis[r]) are added (masked FMAs); keys no row
- * sees are skipped. */
-INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
-                    const float *vsc, int32_t nblk, int32_t nb, const float *p,
-                    const float *alpha, const __mmask16 mk[4], const uint64_t *vis,
-                    const char *pf, int64_t pfs, const int R, const int keep, const int T,
-                    const int masked) {
-  /* pf: where key j prefetches the next block's V lines, pf + j pfs (NULL: none); as many
-   * lines as this section reads of V[j] */
+ * of o and of the value rows (type T, stride vs elements, nblk Q8 scales per row; vector
+ * x has the lanes of mk[x], none past d): O = alpha O + sum_{j < nb} p_j V[j], the keys in
+ * runs of 2^rs: key i 2^rs + u at row u of v[i] (Q8 scales vsc[i] + u nblk). keep: only
+ * the visible pairs (bit j of vis[r]) are added (masked FMAs); keys no row sees are
+ * skipped. */
+INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *const *v, int64_t vs,
+                    const float *const *vsc, int32_t nblk, int32_t nb, int32_t rs,
+                    const float *p, const float *alpha, const __mmask16 mk[4],
+                    const uint64_t *vis, const char *const *pf, int64_t pfs, const int R,
+                    const int keep, const int T, const int masked) {
+  /* pf[i]: where key u of run i prefetches the next block's V lines, pf[i] + u pfs (NULL:
+   * none); as many lines as this section reads of V[j] */
   const int64_t pfb = (int64_t)((d - c0 < 64 ? d - c0 : 64) * ESZ(T));
   __m512 acc[PR][4];
 #pragma GCC unroll 4
@@ -358,12 +361,14 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
   uint64_t any = 0;
   if (keep)
     for (int r = 0; r < R; r++) any |= vis[r];
-  for (int32_t j = 0; j < nb; j++) {
-    if (pf)
-      for (int64_t x = 0; x < pfb; x += 64) _mm_prefetch(pf + j * pfs + x, _MM_HINT_T2);
+  for (int32_t i = 0, j = 0; j < nb; i++) {
+    const int32_t j1 = j + (1 << rs) < nb ? j + (1 << rs) : nb;
+    const char *vr = (const char *)v[i], *pfr = pf[i];
+    const float *sc = T == ROVE_DTYPE_Q8 ? vsc[i] : NULL;
+    for (; j < j1; j++, vr += vs * ESZ(T), pfr += pfs, sc += T == ROVE_DTYPE_Q8 ? nblk : 0) {
+    if (pf[i])
+      for (int64_t x = 0; x < pfb; x += 64) _mm_prefetch(pfr + x, _MM_HINT_T2);
     if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
-    const char *vr = (const char *)v + (int64_t)j * vs * ESZ(T);
-    const float *sc = T == ROVE_DTYPE_Q8 ? vsc + (int64_t)j * nblk : NULL;
     __m512 vv[4];
 #pragma GCC unroll 4
     for (int x = 0; x < 4; x++)
@@ -377,6 +382,7 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
         acc[r][x] = keep ? _mm512_mask3_fmadd_ps(pb, vv[x], acc[r][x], k)
                          : _mm512_fmadd_ps(pb, vv[x], acc[r][x]);
     }
+    }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
@@ -388,16 +394,18 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
         _mm512_storeu_ps(o + (int64_t)r * d + c0 + 16 * x, acc[r][x]);
 }
 
-typedef void (*pv_fn)(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
-                      const float *vsc, int32_t nblk, int32_t nb, const float *p,
-                      const float *alpha, const __mmask16 mk[4], const uint64_t *vis,
-                      const char *pf, int64_t pfs);
+typedef void (*pv_fn)(float *o, int32_t d, int32_t c0, const void *const *v, int64_t vs,
+                      const float *const *vsc, int32_t nblk, int32_t nb, int32_t rs,
+                      const float *p, const float *alpha, const __mmask16 mk[4],
+                      const uint64_t *vis, const char *const *pf, int64_t pfs);
 #define PV_FN(R, keep, masked, T, name)                                                      \
   static __attribute__((noinline)) void pv_##R##keep##masked##name(                          \
-      float *o, int32_t d, int32_t c0, const void *v, int64_t vs, const float *vsc,          \
-      int32_t nblk, int32_t nb, const float *p, const float *alpha, const __mmask16 mk[4],   \
-      const uint64_t *vis, const char *pf, int64_t pfs) {                                    \
-    pv_body(o, d, c0, v, vs, vsc, nblk, nb, p, alpha, mk, vis, pf, pfs, R, keep, T, masked); \
+      float *o, int32_t d, int32_t c0, const void *const *v, int64_t vs,                    \
+      const float *const *vsc, int32_t nblk, int32_t nb, int32_t rs, const float *p,         \
+      const float *alpha, const __mmask16 mk[4], const uint64_t *vis, const char *const *pf, \
+      int64_t pfs) {                                                                         \
+    pv_body(o, d, c0, v, vs, vsc, nblk, nb, rs, p, alpha, mk, vis, pf, pfs, R, keep, T,      \
+            masked);                                                                         \
   }
 #define PV_R(keep, masked, T, name)                                                          \
   PV_FN(1, keep, masked, T, name) PV_FN(2, keep, masked, T, name)                            \
@@ -424,10 +432,12 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   uint64_t vis[ROVE_ROWS_MAX], any = 0;
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const uint64_t all = rove_rows_all(b->nb);
-  const int paced = t->paced || t->nq >= 4 || t->nk <= BLK;
+  const int paced = t->paced || t->nq >= 4 || t->nk <= BLK || t->blocks;
   /* Q8 scales: their own contiguous rows (nblk floats per key) */
-  if (paced && b->kscn) prefetch_bytes(b->kscn, 1, 0, BLK * 4 * nblk);
-  if (paced && b->vscn) prefetch_bytes(b->vscn, 1, 0, BLK * 4 * nblk);
+  for (int32_t i = 0; paced && i < b->nr; i++) {
+    if (b->kscn[i]) prefetch_bytes(b->kscn[i], 1, 0, b->run * 4 * nblk);
+    if (b->vscn[i]) prefetch_bytes(b->vscn[i], 1, 0, b->run * 4 * nblk);
+  }
   for (int32_t r = 0; r < t->nq; r++) any |= vis[r] = rove_rows_visible(t, r, b);
   block_scores(t, b, any, paced);
   for (int32_t r = 0; r < t->nq; r++)
@@ -436,57 +446,62 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
     const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
     int keep = 0; /* some key is hidden from some row of the panel */
     for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
-    const char *vn = r0 == 0 && paced ? b->vn : NULL;
     /* contiguous V rows (a cache) of whole 64-element sections in a call longer than a
      * block: section s prefetches the s-th of the d / 64 equal parts of the next block's
      * V region of BLK rows, in address order (64 ESZ bytes per key); else (a short call,
-     * a paged block's rows) the lines of its own columns, row by row */
+     * a paged cache's runs) the lines of its own columns, row by row */
     const int64_t ve = ESZ(b->vt), part = 64 * ve;
-    const int linear = b->vs == d && d % 64 == 0 && t->nk > BLK;
+    const int linear = b->vs == d && d % 64 == 0 && t->nk > BLK && b->run == BLK;
     for (int32_t c = 0; c < d; c += 64) {
       __mmask16 mk[4];
       for (int x = 0; x < 4; x++) mk[x] = lanes(d - c - 16 * x);
-      const char *pf = !vn ? NULL : linear ? vn + (int64_t)(c / 64) * BLK * part : vn + c * ve;
+      const char *pf[ROVE_ROWS_RUNS];
+      for (int32_t i = 0; i < b->nr; i++) {
+        const char *vn = r0 == 0 && paced ? b->vn[i] : NULL;
+        pf[i] = !vn ? NULL : linear ? vn + (int64_t)(c / 64) * BLK * part : vn + c * ve;
+      }
       pv_tab[b->vt][keep][d - c < 64][R - 1](t->o + (int64_t)r0 * d, d, c, b->v, b->vs, b->vsc,
-                                             nblk, b->nb, t->scratch + r0 * BLK, alpha + r0,
-                                             mk, vis + r0, pf, linear ? part : b->vs * ve);
+                                             nblk, b->nb, b->run_shift, t->scratch + r0 * BLK,
+                                             alpha + r0, mk, vis + r0, pf,
+                                             linear ? part : b->vs * ve);
     }
   }
 }
 
+/* Point runs 0 .. nr-1 of b at n rows [n][d] of fp32 scratch, run i at x + i run d. */
+static void runs_in_scratch(const rove_rows_blk *b, const void **x, const float **sc,
+                            const float *scr, int32_t d) {
+  for (int32_t i = 0; i < b->nr; i++) x[i] = scr + (int64_t)i * b->run * d, sc[i] = NULL;
+}
+
 void rove_attn_rows_f32__avx512(const rove_rows_args *t) {
-  const int32_t d = t->d, nblk = rove_q8_blocks(d);
+  const int32_t d = t->d;
   const int rk = t->krot && t->krot->cos, rv = t->vrot && t->vrot->cos;
   float *kscr = t->scratch + ROVE_ROWS_MAX * BLK, *vscr = kscr + BLK * d;
   for (int32_t j0 = 0; j0 < t->nk; j0 += BLK) {
     rove_rows_blk b;
     b.nb = t->nk - j0 < BLK ? t->nk - j0 : BLK;
     b.kp = t->mask ? t->k_pos + j0 : NULL;
-    /* rows as stored (read in place, any type), or widened and rotated into scratch */
-    b.k = (const char *)t->k + j0 * t->ks * rove_dtype_size(t->k_type), b.ks = t->ks;
-    b.kt = t->k_type, b.ksc = t->k_scale ? t->k_scale + j0 * nblk : NULL, b.pfk = !rk;
-    b.v = (const char *)t->v + j0 * t->vs * rove_dtype_size(t->v_type), b.vs = t->vs;
-    b.vt = t->v_type, b.vsc = t->v_scale ? t->v_scale + j0 * nblk : NULL, b.pfv = !rv;
-    /* the rows of the next block, for the paced prefetch: this call's, or after its last
-     * block those of the call that follows (the caller's hint); none for rotated rows */
-    const int last = j0 + BLK >= t->nk;
-    b.kn = rk ? NULL : last ? t->k_next : (const char *)b.k + BLK * t->ks * rove_dtype_size(t->k_type);
-    b.vn = rv ? NULL : last ? t->v_next : (const char *)b.v + BLK * t->vs * rove_dtype_size(t->v_type);
-    b.kscn = rk || !b.ksc ? NULL : last ? t->k_scale_next : b.ksc + BLK * nblk;
-    b.vscn = rv || !b.vsc ? NULL : last ? t->v_scale_next : b.vsc + BLK * nblk;
+    b.pfk = !rk, b.pfv = !rv;
+    /* rows as stored (read in place, any type; runs of a paged call's blocks) and the next
+     * block's rows for the paced prefetch (none for rotated rows); rotated rows are
+     * widened and rotated into scratch */
+    rove_rows_blk_place(t, &b, j0, !rk, !rv);
     if (rk) {
       int64_t xs;
       const float *x = rove_rows_fp32(t, t->k, t->ks, t->k_scale, t->k_type, j0, b.nb, kscr,
                                       rove_to_f32__avx512, &xs);
       rotate_rows(kscr, x, xs, b.nb, d, t->krot, j0, t->k_mul);
-      b.k = kscr, b.ks = d, b.kt = ROVE_DTYPE_F32, b.ksc = NULL;
+      b.ks = d, b.kt = ROVE_DTYPE_F32;
+      runs_in_scratch(&b, b.k, b.ksc, kscr, d);
     }
     if (rv) {
       int64_t xs;
       const float *x = rove_rows_fp32(t, t->v, t->vs, t->v_scale, t->v_type, j0, b.nb, vscr,
                                       rove_to_f32__avx512, &xs);
       rotate_rows(vscr, x, xs, b.nb, d, t->vrot, j0, 1.0f);
-      b.v = vscr, b.vs = d, b.vt = ROVE_DTYPE_F32, b.vsc = NULL;
+      b.vs = d, b.vt = ROVE_DTYPE_F32;
+      runs_in_scratch(&b, b.v, b.vsc, vscr, d);
     }
     block(t, &b);
   }

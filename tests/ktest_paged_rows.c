@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/* Kernel test: attn_rows over a paged pool (rove_rows_args.blocks) against the same kernel
+ * over the same rows laid out contiguously, on every ISA of the registry, scalar included.
+ *
+ * The same keys and values, typed (fp32, bf16, f16, q8 with its scales), are stored twice:
+ * as consecutive rows, and as the rows of a pool of blocks of 16 .. 128 tokens in a
+ * shuffled block order, every block holding a second head's rows (all bits set: NaN, or
+ * -1 with NaN scales) between ours, so a row read from the wrong place shows. The call
+ * starts at a token j_base (a multiple of 16) of the pool's sequence and the keys go in 1-3
+ * calls split at multiples of 16. The kernel must give the contiguous call's o, m, l bit for
+ * bit: a paged call only changes where the rows are read, never the arithmetic. Masked
+ * (causal), plain and softcapped calls; head dims 8 .. 128; 1 .. 16 query rows. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ktest_util.h"
+
+static int64_t n_cases;
+
+typedef struct {
+  int32_t type, d, nq, nk, bs, j_base, calls, mask;
+  float softcap;
+} pcase;
+
+/* rows_args common to both layouts */
+static rove_rows_args base_args(const pcase *c, const float *q, const int32_t *qp, float *o,
+                                float *m, float *l, float *s, int paced) {
+  rove_rows_args t = {.q = q, .ks = c->d, .vs = c->d, .k_type = c->type, .v_type = c->type,
+                      .nq = c->nq, .d = c->d, .q_pos = qp, .mask = c->mask, .causal = c->mask,
+                      .softcap = c->softcap, .k_mul = 1.0f, .o = o, .m = m, .l = l,
+                      .scratch = s, .paced = paced};
+  return t;
+}
+
+static void reset(const pcase *c, float *o, float *m, float *l) {
+  memset(o, 0, sizeof(float) * (size_t)c->nq * (size_t)c->d);
+  for (int32_t i = 0; i < c->nq; i++) m[i] = -INFINITY, l[i] = 0.0f;
+}
+
+static void paged_case(const rove_kernels *kn, rove_rng *g, const pcase *c) {
+  const int32_t d = c->d, nq = c->nq, nb = rove_q8_blocks(d), bs = c->bs;
+  const int32_t J = c->j_base + c->nk; /* tokens of the pool's sequence */
+  const int64_t es = rove_dtype_size(c->type), row = (int64_t)d * es;
+  const uint64_t h = rove_rng_u64(g);
+  kt_ctx("attn_rows paged type=%d d=%d nq=%d nk=%d block=%d j_base=%d calls=%d mask=%d "
+         "softcap=%g",
+         c->type, d, nq, c->nk, bs, c->j_base, c->calls, c->mask, c->softcap);
+  /* contiguous typed rows [J][d] and their scales */
+  const float amp = sqrtf(50.0f / sqrtf((float)d));
+  float *q = malloc(sizeof(float) * (size_t)nq * d), *kf = malloc(sizeof(float) * (size_t)J * d);
+  float *vf = malloc(sizeof(float) * (size_t)J * d);
+  char *kc = malloc((size_t)(J * row)), *vc = malloc((size_t)(J * row));
+  float *kcs = malloc(sizeof(float) * (size_t)J * nb), *vcs = malloc(sizeof(float) * (size_t)J * nb);
+  assert_true(q && kf && vf && kc && vc && kcs && vcs);
+  rove_rng_fill(g, q, (int64_t)nq * d, -amp, amp);
+  rove_rng_fill(g, kf, (int64_t)J * d, -amp, amp);
+  rove_rng_fill(g, vf, (int64_t)J * d, -3.0f, 3.0f);
+  if (kt_ref()->from_f32(kc, d, kcs, kf, d, J, d, c->type) |
+      kt_ref()->from_f32(vc, d, vcs, vf, d, J, d, c->type))
+    kt_fail("from_f32 flagged finite rows");
+  /* the pool: nbp blocks of two heads (ours second), [block][head][bs][d]; the sequence's
+   * blocks at shuffled distinct indices */
+  const int32_t nseq = (J + bs - 1) / bs, nbp = 2 * nseq + 3;
+  const int64_t pool_rows = (int64_t)nbp * 2 * bs;
+  char *kp_ = malloc((size_t)(pool_rows * row)), *vp_ = malloc((size_t)(pool_rows * row));
+  float *kps = malloc(sizeof(float) * (size_t)(pool_rows * nb));
+  float *vps = malloc(sizeof(float) * (size_t)(pool_rows * nb));
+  int32_t *perm = malloc(sizeof(int32_t) * (size_t)nbp), *table = malloc(sizeof(int32_t) * (size_t)nseq);
+  assert_true(kp_ && vp_ && kps && vps && perm && table);
+  memset(kp_, 0xFF, (size_t)(pool_rows * row)), memset(vp_, 0xFF, (size_t)(pool_rows * row));
+  memset(kps, 0xFF, sizeof(float) * (size_t)(pool_rows * nb));
+  memset(vps, 0xFF, sizeof(float) * (size_t)(pool_rows * nb));
+  for (int32_t i = 0; i < nbp; i++) perm[i] = i;
+  for (int32_t i = nbp - 1; i > 0; i--) {
+    const int32_t j = (int32_t)(rove_rng_u64(g) % (uint64_t)(i + 1)), x = perm[i];
+    perm[i] = perm[j], perm[j] = x;
+  }
+  memcpy(table, perm, sizeof(int32_t) * (size_t)nseq);
+  const int64_t block_rows = 2 * (int64_t)bs, head = bs; /* our head's rows: from row bs */
+  for (int32_t j = 0; j < J; j++) {
+    const int64_t r = head + (int64_t)table[j / bs] * block_rows + j % bs;
+    memcpy(kp_ + r * row, kc + (int64_t)j * row, (size_t)row);
+    memcpy(vp_ + r * row, vc + (int64_t)j * row, (size_t)row);
+    memcpy(kps + r * nb, kcs + (int64_t)j * nb, sizeof(float) * (size_t)nb);
+    memcpy(vps + r * nb, vcs + (int64_t)j * nb, sizeof(float) * (size_t)nb);
+  }
+  /* positions: token j at j; query rows near the end (some see fewer keys when masked) */
+  int32_t qp[ROVE_ROWS_MAX], *kpos = malloc(sizeof(int32_t) * (size_t)J);
+  assert_non_null(kpos);
+  for (int32_t j = 0; j < J; j++) kpos[j] = j;
+  for (int32_t i = 0; i < nq; i++) qp[i] = J - 1 - (int32_t)((h >> 8) % 5) * i;
+  const int q8 = c->type == ROVE_DTYPE_Q8;
+  rove_guarded og[2], mg[2], lg[2], sg;
+  float *o[2], *m[2], *l[2];
+  for (int x = 0; x < 2; x++) {
+    o[x] = kt_alloc(&og[x], (int64_t)nq * d, (int)(h >> 12) % 16, 1);
+    m[x] = kt_alloc(&mg[x], nq, 1, 1), l[x] = kt_alloc(&lg[x], nq, 2, 1);
+  }
+  float *s = kt_alloc(&sg, ROVE_ROWS_SCRATCH(d), 0, 1);
+  for (int x = 0; x < 2; x++) { /* 0: contiguous, 1: paged */
+    reset(c, o[x], m[x], l[x]);
+    rove_fill_bits(s, sg.n, 0x7FC00007u);
+    rove_rows_args t = base_args(c, q, qp, o[x], m[x], l[x], s, (int)(h >> 20) % 2);
+    for (int k = 0; k < c->calls; k++) { /* splits at multiples of 16 */
+      const int32_t a = c->nk * k / c->calls / 16 * 16;
+      const int32_t b = k + 1 == c->calls ? c->nk : c->nk * (k + 1) / c->calls / 16 * 16;
+      if (b <= a) continue;
+      const int32_t j0 = c->j_base + a;
+      t.nk = b - a, t.k_pos = kpos + j0;
+      if (x == 0) {
+        t.k = kc + (int64_t)j0 * row, t.v = vc + (int64_t)j0 * row;
+        t.k_scale = q8 ? kcs + (int64_t)j0 * nb : NULL, t.v_scale = q8 ? vcs + (int64_t)j0 * nb : NULL;
+      } else {
+        t.k = kp_ + head * row, t.v = vp_ + head * row;
+        t.k_scale = q8 ? kps + head * nb : NULL, t.v_scale = q8 ? vps + head * nb : NULL;
+        t.blocks = table, t.block_shift = __builtin_ctz((unsigned)bs), t.j_base = j0;
+        t.block_rows = block_rows;
+      }
+      /* a prefetch hint (never read as data): the pool's first rows, or none */
+      t.k_next = (h >> 21) % 2 ? kp_ : NULL, t.v_next = t.k_next ? vp_ : NULL;
+      kn->attn_rows(&t);
+    }
+  }
+  if (memcmp(o[0], o[1], sizeof(float) * (size_t)nq * d) || memcmp(m[0], m[1], sizeof(float) * (size_t)nq) ||
+      memcmp(l[0], l[1], sizeof(float) * (size_t)nq)) {
+    kt_cmp(o[1], d, o[0], d, nq, d, 0.0, "paged o vs contiguous");
+    kt_fail("paged o / m / l differ from the contiguous call's bits");
+  }
+  for (int x = 0; x < 2; x++) {
+    kt_check(&og[x], "o"), kt_check(&mg[x], "m"), kt_check(&lg[x], "l");
+    rove_guarded_free(&og[x]), rove_guarded_free(&mg[x]), rove_guarded_free(&lg[x]);
+  }
+  kt_check(&sg, "scratch");
+  rove_guarded_free(&sg);
+  free(q), free(kf), free(vf), free(kc), free(vc), free(kcs), free(vcs), free(kp_), free(vp_);
+  free(kps), free(vps), free(perm), free(table), free(kpos);
+  n_cases++;
+}
+
+static void test_paged_rows(const rove_kernels *kn) {
+  n_cases = 0;
+  rove_rng g;
+  rove_rng_seed(&g, 1717);
+  static const int32_t types[] = {ROVE_DTYPE_F32, ROVE_DTYPE_BF16, ROVE_DTYPE_F16, ROVE_DTYPE_Q8};
+  static const int32_t ds[] = {8, 64, 100, 128}, nqs[] = {1, 3, 4, 5, ROVE_ROWS_MAX};
+  static const int32_t nks[] = {1, 15, 16, 17, 64, 100, 200}, bss[] = {16, 32, 64, 128};
+  static const int32_t bases[] = {0, 16, 48, 112};
+  int64_t idx = 0;
+  for (int t = 0; t < 4; t++)
+    for (size_t a = 0; a < sizeof ds / sizeof *ds; a++)
+      for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++)
+        for (size_t k = 0; k < sizeof nks / sizeof *nks; k++, idx++) {
+          const pcase c = {.type = types[t], .d = ds[a], .nq = nqs[b], .nk = nks[k],
+                           .bs = bss[idx % 4], .j_base = bases[idx / 4 % 4],
+                           .calls = 1 + (int32_t)(idx / 16 % 3), .mask = idx % 3 == 1,
+                           .softcap = idx % 3 == 2 ? 20.0f : 0.0f};
+          paged_case(kn, &g, &c);
+        }
+  printf("  %s attn_rows paged: %lld problems, %d failures (bitwise against contiguous rows)\n",
+         kt_isa(), (long long)n_cases, kt_failures());
+}
+
+int main(void) {
+  static const kt_test per_isa[] = {{"attn_rows_paged", test_paged_rows}};
+  const kt_suite s = {"ktest_paged_rows", "contiguous rows", per_isa, 1, NULL, 0, 1};
+  return kt_main(&s);
+}
