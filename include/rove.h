@@ -543,7 +543,11 @@ ROVE_API rove_status rove_dtype_parse(const char *name, rove_dtype *t);
 /**@{*/
 typedef struct rove_kv_cache rove_kv_cache;
 
-/** Allocate an empty cache for @p batch sequences of up to @p capacity tokens each.
+/** Allocate an empty cache for @p batch sequences of up to @p capacity tokens each. K and
+ * V buffers of 2 MB or more start on a 2 MB boundary and ask the kernel for transparent
+ * huge pages (madvise MADV_HUGEPAGE; the system's THP setting decides, "never" ignores
+ * it): decode walks them once per step, and on 4 KB pages every page costs a TLB walk.
+ * Pages are backed only as tokens are written, either way.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, batch or capacity <= 0);
  *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. *out untouched on failure. */
 ROVE_API rove_status rove_kv_cache_create(const rove_plan *p, int32_t batch, int32_t capacity,
@@ -729,8 +733,10 @@ typedef struct rove_paged_args {
 /**
  * Attention of every sequence's query rows over its own keys, read in place from the
  * pool's blocks: equal to rove_kv_cache_attention over a contiguous cache holding the
- * same tokens (bitwise when block_size is a multiple of 64, the row kernel's key block;
- * otherwise to float rounding). Rows go through the decode row kernel when a GQA group's
+ * same tokens (bitwise when block_size is a multiple of 64, the row kernel's key block,
+ * and on AVX2 / AVX-512 also for blocks of 16 and 32 tokens whose rows the row kernel
+ * reads in place: fp32, or bf16 / f16 / q8 with head_dim % 8 == 0; otherwise to float
+ * rounding). Rows go through the decode row kernel when a GQA group's
  * rows fit one call (n_heads / n_kv_heads x rows <= 16), long sequences are split over
  * key ranges merged exactly by their LSE, and all sequences' tasks run in one parallel
  * loop (short sequences grouped, as rove_attention_varlen): results are bitwise
@@ -754,8 +760,9 @@ typedef struct rove_paged_cache rove_paged_cache;
 
 /** A pool of @p n_blocks blocks of @p block_size tokens (a power of two, 1 .. 65536) of
  *  storage type @p type (as rove_kv_cache_create_typed), for up to @p max_seqs live
- *  sequences. @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT; ROVE_ERR_SIZE_OVERFLOW;
- *  ROVE_ERR_OUT_OF_MEMORY. */
+ *  sequences. The K and V pools are allocated as rove_kv_cache_create's (2 MB-aligned,
+ *  transparent huge pages requested). @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT;
+ *  ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. */
 ROVE_API rove_status rove_paged_cache_create(const rove_plan *p, rove_dtype type,
                                              int32_t block_size, int32_t n_blocks,
                                              int32_t max_seqs, rove_paged_cache **out);
