@@ -447,18 +447,20 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
     int keep = 0; /* some key is hidden from some row of the panel */
     for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
     /* contiguous V rows (a cache) of whole 64-element sections in a call longer than a
-     * block: section s prefetches the s-th of the d / 64 equal parts of the next block's
-     * V region of BLK rows, in address order (64 ESZ bytes per key); else (a short call,
-     * a paged cache's runs) the lines of its own columns, row by row */
+     * block or over a paged pool: section s prefetches the s-th of the d / 64 equal parts
+     * of the next block's V region of each run (BLK rows, or a paged run's), in address
+     * order (64 ESZ bytes per key; paged blocks of 16, 32:8 x 128: 1.04-1.06x the
+     * contiguous cache against 1.07-1.13x row by row); else (a short call) the lines of
+     * its own columns, row by row */
     const int64_t ve = ESZ(b->vt), part = 64 * ve;
-    const int linear = b->vs == d && d % 64 == 0 && t->nk > BLK && b->run == BLK;
+    const int linear = b->vs == d && d % 64 == 0 && (t->nk > BLK || t->blocks);
     for (int32_t c = 0; c < d; c += 64) {
       __mmask16 mk[4];
       for (int x = 0; x < 4; x++) mk[x] = lanes(d - c - 16 * x);
       const char *pf[ROVE_ROWS_RUNS];
       for (int32_t i = 0; i < b->nr; i++) {
         const char *vn = r0 == 0 && paced ? b->vn[i] : NULL;
-        pf[i] = !vn ? NULL : linear ? vn + (int64_t)(c / 64) * BLK * part : vn + c * ve;
+        pf[i] = !vn ? NULL : linear ? vn + (int64_t)(c / 64) * b->run * part : vn + c * ve;
       }
       pv_tab[b->vt][keep][d - c < 64][R - 1](t->o + (int64_t)r0 * d, d, c, b->v, b->vs, b->vsc,
                                              nblk, b->nb, b->run_shift, t->scratch + r0 * BLK,
