@@ -133,7 +133,7 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
     const scores_fn f = scores_tab[b->kt][RG == 4 ? 2 : RG - 1];
     for (int32_t j = 0; j < b->nb; j += 16) {
       if (!(any >> j & 0xFFFFu)) continue;
-      const int32_t i = j / b->run, ji = j % b->run; /* run i, its key ji */
+      const int32_t i = j >> b->run_shift, ji = j & (b->run - 1); /* run i, its key ji */
       const char *kj = (const char *)b->k[i] + ji * b->ks * ke;
       const float *kscj = b->ksc[i] ? b->ksc[i] + (int64_t)ji * nblk : NULL;
       /* the next block's K rows, as many as these scores read (first row group only) */
@@ -206,14 +206,17 @@ static float row_softmax(const rove_rows_args *t, int32_t r, int32_t nb, float *
 }
 
 /* Step 3 for R rows (p: their scratch rows) and the section of NX = 4 (R <= 2) or 2 vectors
- * from element c0 of o and of the value rows v (type T, stride vs elements, Q8 scales vsc,
- * nblk per row; masked: the last section, vector x reads the lanes of mk[x]):
- * O = alpha O + sum_{j < nb} p_j V[j]. keep: the pairs are masked by vis (bit j of vis[r]:
- * key j visible to row r); keys no row sees are skipped. */
-INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
-                    const float *vsc, int32_t nblk, int32_t nb, const float *p,
-                    const float *alpha, const __m256i mk[4], const uint64_t *vis,
-                    const char *pf, const int R, const int keep, const int T, const int masked) {
+ * from element c0 of o and of the value rows (type T, stride vs elements, nblk Q8 scales
+ * per row; masked: the last section, vector x reads the lanes of mk[x]):
+ * O = alpha O + sum_{j < nb} p_j V[j], the keys in runs of 2^rs: key i 2^rs + u at row u
+ * of v[i] (Q8 scales vsc[i] + u nblk; pf[i]: the row whose lines it prefetches, NULL for
+ * none). keep: the pairs are masked by vis (bit j of vis[r]: key j visible to row r); keys
+ * no row sees are skipped. */
+INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *const *v, int64_t vs,
+                    const float *const *vsc, int32_t nblk, int32_t nb, int32_t rs,
+                    const float *p, const float *alpha, const __m256i mk[4],
+                    const uint64_t *vis, const char *const *pf, const int R, const int keep,
+                    const int T, const int masked) {
   const int NX = R <= 2 ? 4 : 2;
   /* cache lines of a row that this section starts (pf != NULL only where c0 starts one) */
   const int LINES = (NX * 8 * ESZ(T) + 63) / 64;
@@ -227,12 +230,14 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
   uint64_t any = 0;
   if (keep)
     for (int r = 0; r < R; r++) any |= vis[r];
-  for (int32_t j = 0; j < nb; j++) {
+  for (int32_t i = 0, j = 0; j < nb; i++) {
+    const int32_t j1 = j + (1 << rs) < nb ? j + (1 << rs) : nb;
+    const char *vr = (const char *)v[i], *pr = pf[i];
+    const float *sc = T == ROVE_DTYPE_Q8 ? vsc[i] : NULL;
+    for (; j < j1; j++, vr += vs * ESZ(T), pr += vs * ESZ(T), sc += T == ROVE_DTYPE_Q8 ? nblk : 0) {
     if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
-    const char *vr = (const char *)v + (int64_t)j * vs * ESZ(T);
-    if (pf)
-      for (int x = 0; x < LINES; x++) _mm_prefetch(pf + (int64_t)j * vs * ESZ(T) + 64 * x, _MM_HINT_T2);
-    const float *sc = T == ROVE_DTYPE_Q8 ? vsc + (int64_t)j * nblk : NULL;
+    if (pf[i])
+      for (int x = 0; x < LINES; x++) _mm_prefetch(pr + 64 * x, _MM_HINT_T2);
     __m256 vv[4];
 #pragma GCC unroll 4
     for (int x = 0; x < NX; x++) vv[x] = load8m(vr, c0 + 8 * x, d, mk[x], T, sc, masked);
@@ -245,6 +250,7 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
       for (int x = 0; x < NX; x++)
         acc[r][x] = _mm256_fmadd_ps(pb, keep ? _mm256_and_ps(vv[x], kb) : vv[x], acc[r][x]);
     }
+    }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
@@ -253,16 +259,16 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
       rove_avx2_store(o + (int64_t)r * d + c0 + 8 * x, acc[r][x], masked, mk[x]);
 }
 
-typedef void (*pv_fn)(float *o, int32_t d, int32_t c0, const void *v, int64_t vs,
-                      const float *vsc, int32_t nblk, int32_t nb, const float *p,
-                      const float *alpha, const __m256i mk[4], const uint64_t *vis,
-                      const char *pf);
+typedef void (*pv_fn)(float *o, int32_t d, int32_t c0, const void *const *v, int64_t vs,
+                      const float *const *vsc, int32_t nblk, int32_t nb, int32_t rs,
+                      const float *p, const float *alpha, const __m256i mk[4],
+                      const uint64_t *vis, const char *const *pf);
 #define PV_FN(R, keep, masked, T, name)                                                      \
   static __attribute__((noinline)) void pv_##R##keep##masked##name(                          \
-      float *o, int32_t d, int32_t c0, const void *v, int64_t vs, const float *vsc,          \
-      int32_t nblk, int32_t nb, const float *p, const float *alpha, const __m256i mk[4],     \
-      const uint64_t *vis, const char *pf) {                                                 \
-    pv_body(o, d, c0, v, vs, vsc, nblk, nb, p, alpha, mk, vis, pf, R, keep, T, masked);      \
+      float *o, int32_t d, int32_t c0, const void *const *v, int64_t vs,                    \
+      const float *const *vsc, int32_t nblk, int32_t nb, int32_t rs, const float *p,         \
+      const float *alpha, const __m256i mk[4], const uint64_t *vis, const char *const *pf) { \
+    pv_body(o, d, c0, v, vs, vsc, nblk, nb, rs, p, alpha, mk, vis, pf, R, keep, T, masked);  \
   }
 #define PV_R(keep, masked, T, name)                                                          \
   PV_FN(1, keep, masked, T, name) PV_FN(2, keep, masked, T, name)                            \
@@ -321,8 +327,8 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
     const int32_t w = R <= 2 ? 32 : 16; /* floats per section */
     int keep = 0; /* some key is hidden from some row of the panel */
     for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
-    /* run by run: O = alpha O + the first run's P V, then O = 1 O + each next run's (o * 1
-     * is exact: the same bits as one pass over the block) */
+    /* the g4 path run by run: O = alpha O + the first run's P V, then O = 1 O + each next
+     * run's (o * 1 is exact: the same bits as one pass over the block) */
     if (g4 && R == 4 && !keep) {
       for (int32_t i = 0; i < b->nr; i++) {
         const int32_t j = i * b->run, n = b->nb - j < b->run ? b->nb - j : b->run;
@@ -335,16 +341,14 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
     for (int32_t c = 0; c < d; c += w) {
       __m256i mk[4];
       for (int x = 0; x < 4; x++) mk[x] = rove_avx2_lanes(d - c - 8 * x);
+      const char *pf[ROVE_ROWS_RUNS];
       for (int32_t i = 0; i < b->nr; i++) {
-        const int32_t j = i * b->run, n = b->nb - j < b->run ? b->nb - j : b->run;
         const char *vn = r0 == 0 && !burst ? b->vn[i] : NULL;
-        const char *pf = vn && c * ve % 64 == 0 ? (const char *)vn + c * ve : NULL;
-        uint64_t visi[PR];
-        for (int r = 0; r < R; r++) visi[r] = vis[r0 + r] >> j;
-        pv_tab[b->vt][keep][d - c < w][R - 1](t->o + (int64_t)r0 * d, d, c, b->v[i], b->vs,
-                                              b->vsc[i], nblk, n, t->scratch + r0 * BLK + j,
-                                              i ? ones : alpha + r0, mk, visi, pf);
+        pf[i] = vn && c * ve % 64 == 0 ? (const char *)vn + c * ve : NULL;
       }
+      pv_tab[b->vt][keep][d - c < w][R - 1](t->o + (int64_t)r0 * d, d, c, b->v, b->vs, b->vsc,
+                                            nblk, b->nb, b->run_shift, t->scratch + r0 * BLK,
+                                            alpha + r0, mk, vis + r0, pf);
     }
   }
 }
