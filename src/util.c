@@ -18,19 +18,20 @@ void *rove_alloc(size_t bytes) {
   return aligned_alloc(64, rounded);
 }
 
-/* Buffers of at least HUGE bytes (KV caches, paged pools) start on a 2 MB boundary and ask
- * for transparent huge pages (madvise; a system whose THP setting is "never" ignores it,
- * "always" gives them anyway). Decode walks such a buffer once per step; on 4 KB pages a
- * paged pool's 4 KB blocks each cost a page walk, and a 64-byte-aligned pool put each
- * block on two pages: 12 x 64 decode over blocks of 16 tokens measured 1.07-1.10x the
- * contiguous cache's time, 0.997x with huge pages (bench/paged_decode, Sapphire Rapids,
- * BENCHMARKS.md session 17). Untouched pages stay unbacked either way. */
-#define HUGE ((size_t)2 << 20)
+/* Buffers of at least LARGE_PAGE bytes (a paged pool's K and V) start on a 2 MB boundary
+ * and ask for transparent huge pages (madvise; a system whose THP setting is "never"
+ * ignores it, "always" gives them anyway). Decode walks the pool's scattered blocks once
+ * per step; on 4 KB pages each 4 KB block (16 tokens x 64 floats) costs a page walk, and
+ * a 64-byte-aligned pool put each block on two pages: 12 x 64 decode over blocks of 16
+ * tokens measured 1.07-1.10x the contiguous cache's time, 0.997x with huge pages for the
+ * pool (bench/paged_decode, Sapphire Rapids, BENCHMARKS.md session 17). A huge page is
+ * backed whole at its first write, so resident memory grows in 2 MB steps. */
+#define LARGE_PAGE ((size_t)2 << 20)
 void *rove_alloc_large(size_t bytes) {
-  if (bytes < HUGE) return rove_alloc(bytes);
-  if (bytes > (size_t)INT64_MAX - HUGE) return NULL;
-  const size_t rounded = (bytes + HUGE - 1) & ~(HUGE - 1);
-  void *p = aligned_alloc(HUGE, rounded);
+  if (bytes < LARGE_PAGE) return rove_alloc(bytes);
+  if (bytes > (size_t)INT64_MAX - LARGE_PAGE) return NULL;
+  const size_t rounded = (bytes + LARGE_PAGE - 1) & ~(LARGE_PAGE - 1);
+  void *p = aligned_alloc(LARGE_PAGE, rounded);
 #ifdef MADV_HUGEPAGE
   if (p) (void)madvise(p, rounded, MADV_HUGEPAGE); /* a hint: failure changes nothing */
 #endif
