@@ -49,8 +49,8 @@ rove_status rove_kv_cache_create_typed(const rove_plan *p, int32_t batch, int32_
   *c = (rove_kv_cache){.p = p, .batch = batch, .cap = capacity, .type = type,
                        .hstride = (int64_t)capacity * d, .bstride = rows / batch * width};
   const size_t bytes = (size_t)elems * (size_t)rove_dtype_size(type);
-  c->k = rove_alloc(bytes);
-  c->v = rove_alloc(bytes);
+  c->k = rove_alloc_large(bytes);
+  c->v = rove_alloc_large(bytes);
   c->pos = rove_alloc((size_t)rows * sizeof(int32_t));
   int ok = c->k && c->v && c->pos;
   if (ok && type == ROVE_DTYPE_Q8) {

@@ -18,14 +18,14 @@ void *rove_alloc(size_t bytes) {
   return aligned_alloc(64, rounded);
 }
 
-/* Buffers of at least LARGE_PAGE bytes (a paged pool's K and V) start on a 2 MB boundary
- * and ask for transparent huge pages (madvise; a system whose THP setting is "never"
- * ignores it, "always" gives them anyway). Decode walks the pool's scattered blocks once
- * per step; on 4 KB pages each 4 KB block (16 tokens x 64 floats) costs a page walk, and
- * a 64-byte-aligned pool put each block on two pages: 12 x 64 decode over blocks of 16
- * tokens measured 1.07-1.10x the contiguous cache's time, 0.997x with huge pages for the
- * pool (bench/paged_decode, Sapphire Rapids, BENCHMARKS.md session 17). A huge page is
- * backed whole at its first write, so resident memory grows in 2 MB steps. */
+/* Buffers of at least LARGE_PAGE bytes (K and V of a KV cache or a paged pool) start on a
+ * 2 MB boundary and ask for transparent huge pages (madvise; a system whose THP setting
+ * is "never" ignores it, "always" gives them anyway). Decode walks them once per step, a
+ * TLB walk per 4 KB page otherwise (Sapphire Rapids, BENCHMARKS.md session 17): a paged
+ * pool's 4 KB blocks of 16 tokens (a 64-byte-aligned pool put each on two pages) took
+ * 12 x 64 decode to 1.07-1.10x the contiguous cache's time, 0.997x with huge pages; the
+ * contiguous cache itself decodes 1.03-1.18x faster with them. A huge page is backed
+ * whole at its first write, so resident memory grows in 2 MB steps. */
 #define LARGE_PAGE ((size_t)2 << 20)
 void *rove_alloc_large(size_t bytes) {
   if (bytes < LARGE_PAGE) return rove_alloc(bytes);

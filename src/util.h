@@ -12,8 +12,8 @@
 int rove_mul_i64(int64_t a, int64_t b, int64_t *out);
 int rove_add_i64(int64_t a, int64_t b, int64_t *out);
 void *rove_alloc(size_t bytes); /* 64-byte aligned, NULL on failure or 0 bytes */
-/* rove_alloc for a paged pool, read at scattered blocks: from 2 MB on, 2 MB-aligned with
- * transparent huge pages requested (util.c). Freed by rove_free. */
+/* rove_alloc for the K and V of KV caches and paged pools: from 2 MB on, 2 MB-aligned
+ * with transparent huge pages requested (util.c). Freed by rove_free. */
 void *rove_alloc_large(size_t bytes);
 void rove_free(void *p);
 /* [lo, hi) byte ranges of two buffers overlap? (never when either is NULL) */

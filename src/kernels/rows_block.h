@@ -78,6 +78,19 @@ static inline void rove_rows_blk_place(const rove_rows_args *t, rove_rows_blk *b
   }
 }
 
+/* Point b's runs (K: r = b->k, sc = b->ksc; V likewise) at consecutive fp32 rows x,
+ * stride xs (rows the kernel widened or rotated into scratch): run i at x + i run xs. */
+static inline void rove_rows_blk_at(const rove_rows_blk *b, const void **r, const float **sc,
+                                    const float *x, int64_t xs) {
+  for (int32_t i = 0; i < b->nr; i++) r[i] = x + (int64_t)i * b->run * xs, sc[i] = NULL;
+}
+
+/* Keys in run i of b (the last run may be short). */
+static inline int32_t rove_rows_blk_len(const rove_rows_blk *b, int32_t i) {
+  const int32_t j = i * b->run;
+  return b->nb - j < b->run ? b->nb - j : b->run;
+}
+
 /* Bits 0 .. nb-1 set. */
 static inline uint64_t rove_rows_all(int32_t nb) { return nb == 64 ? ~0ull : (1ull << nb) - 1ull; }
 

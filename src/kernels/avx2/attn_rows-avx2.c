@@ -230,26 +230,28 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *const *v, int64
   uint64_t any = 0;
   if (keep)
     for (int r = 0; r < R; r++) any |= vis[r];
-  for (int32_t i = 0, j = 0; j < nb; i++) {
-    const int32_t j1 = j + (1 << rs) < nb ? j + (1 << rs) : nb;
-    const char *vr = (const char *)v[i], *pr = pf[i];
-    const float *sc = T == ROVE_DTYPE_Q8 ? vsc[i] : NULL;
-    for (; j < j1; j++, vr += vs * ESZ(T), pr += vs * ESZ(T), sc += T == ROVE_DTYPE_Q8 ? nblk : 0) {
-    if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
-    if (pf[i])
-      for (int x = 0; x < LINES; x++) _mm_prefetch(pr + 64 * x, _MM_HINT_T2);
-    __m256 vv[4];
+  for (int32_t i = 0, j0 = 0; j0 < nb; i++, j0 += 1 << rs) { /* run i: keys j0 .. */
+    const int32_t n = nb - j0 < 1 << rs ? nb - j0 : 1 << rs;
+    for (int32_t u = 0; u < n; u++) {
+      const int32_t j = j0 + u;
+      if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
+      const int64_t row = (int64_t)u * vs * ESZ(T);
+      if (pf[i])
+        for (int x = 0; x < LINES; x++) _mm_prefetch(pf[i] + row + 64 * x, _MM_HINT_T2);
+      const char *vr = (const char *)v[i] + row;
+      const float *sc = T == ROVE_DTYPE_Q8 ? vsc[i] + (int64_t)u * nblk : NULL;
+      __m256 vv[4];
 #pragma GCC unroll 4
-    for (int x = 0; x < NX; x++) vv[x] = load8m(vr, c0 + 8 * x, d, mk[x], T, sc, masked);
+      for (int x = 0; x < NX; x++) vv[x] = load8m(vr, c0 + 8 * x, d, mk[x], T, sc, masked);
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-      const __m256 pb = _mm256_broadcast_ss(p + r * BLK + j);
-      const __m256 kb = keep ? _mm256_castsi256_ps(_mm256_set1_epi32(-(int32_t)(vis[r] >> j & 1)))
-                             : pb;
+      for (int r = 0; r < R; r++) {
+        const __m256 pb = _mm256_broadcast_ss(p + r * BLK + j);
+        const __m256 kb = keep ? _mm256_castsi256_ps(_mm256_set1_epi32(-(int32_t)(vis[r] >> j & 1)))
+                               : pb;
 #pragma GCC unroll 4
-      for (int x = 0; x < NX; x++)
-        acc[r][x] = _mm256_fmadd_ps(pb, keep ? _mm256_and_ps(vv[x], kb) : vv[x], acc[r][x]);
-    }
+        for (int x = 0; x < NX; x++)
+          acc[r][x] = _mm256_fmadd_ps(pb, keep ? _mm256_and_ps(vv[x], kb) : vv[x], acc[r][x]);
+      }
     }
   }
 #pragma GCC unroll 4
@@ -303,7 +305,7 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   if (g4 && any == all)
     for (; t->nq - r0 >= 4; r0 += 4)
       for (int32_t i = 0; i < b->nr; i++) { /* run by run */
-        const int32_t j = i * b->run, n = b->nb - j < b->run ? b->nb - j : b->run;
+        const int32_t j = i * b->run, n = rove_rows_blk_len(b, i);
         rove_rows_g4__avx2[b->kt][b->vt].scores(t->q + (int64_t)r0 * d, d, b->k[i], b->ks * ke,
                                                 b->ksc[i], nblk, n, t->scratch + r0 * BLK + j,
                                                 r0 == 0 ? b->kn[i] : NULL);
@@ -331,7 +333,7 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
      * run's (o * 1 is exact: the same bits as one pass over the block) */
     if (g4 && R == 4 && !keep) {
       for (int32_t i = 0; i < b->nr; i++) {
-        const int32_t j = i * b->run, n = b->nb - j < b->run ? b->nb - j : b->run;
+        const int32_t j = i * b->run, n = rove_rows_blk_len(b, i);
         rove_rows_g4__avx2[b->kt][b->vt].pv(t->o + (int64_t)r0 * d, d, b->v[i], b->vs * ve,
                                             b->vsc[i], nblk, n, t->scratch + r0 * BLK + j,
                                             i ? ones : alpha + r0, r0 == 0 && !burst ? b->vn[i] : NULL);
@@ -363,12 +365,6 @@ static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32
   rove_rotate_f32__avx2(dst, d, x, xs, n, d, &r, mul, 1.0f, 0);
 }
 
-/* Point runs 0 .. nr-1 of b at fp32 rows x (stride xs, consecutive): run i at x + i run xs. */
-static void runs_at(const rove_rows_blk *b, const void **r, const float **sc, const float *x,
-                    int64_t xs) {
-  for (int32_t i = 0; i < b->nr; i++) r[i] = x + (int64_t)i * b->run * xs, sc[i] = NULL;
-}
-
 void rove_attn_rows_f32__avx2(const rove_rows_args *t) {
   const int32_t d = t->d;
   const int rk = t->krot && t->krot->cos, rv = t->vrot && t->vrot->cos;
@@ -391,7 +387,7 @@ void rove_attn_rows_f32__avx2(const rove_rows_args *t) {
                                       rove_to_f32__avx2, &xs);
       if (rk) rotate_rows(kscr, x, xs, b.nb, d, t->krot, j0, t->k_mul), x = kscr, xs = d;
       b.ks = xs, b.kt = ROVE_DTYPE_F32;
-      runs_at(&b, b.k, b.ksc, x, xs);
+      rove_rows_blk_at(&b, b.k, b.ksc, x, xs);
     }
     if (!vin) {
       int64_t xs;
@@ -399,7 +395,7 @@ void rove_attn_rows_f32__avx2(const rove_rows_args *t) {
                                       rove_to_f32__avx2, &xs);
       if (rv) rotate_rows(vscr, x, xs, b.nb, d, t->vrot, j0, 1.0f), x = vscr, xs = d;
       b.vs = xs, b.vt = ROVE_DTYPE_F32;
-      runs_at(&b, b.v, b.vsc, x, xs);
+      rove_rows_blk_at(&b, b.v, b.vsc, x, xs);
     }
     block(t, &b);
   }

@@ -361,27 +361,28 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *const *v, int64
   uint64_t any = 0;
   if (keep)
     for (int r = 0; r < R; r++) any |= vis[r];
-  for (int32_t i = 0, j = 0; j < nb; i++) {
-    const int32_t j1 = j + (1 << rs) < nb ? j + (1 << rs) : nb;
-    const char *vr = (const char *)v[i], *pfr = pf[i];
-    const float *sc = T == ROVE_DTYPE_Q8 ? vsc[i] : NULL;
-    for (; j < j1; j++, vr += vs * ESZ(T), pfr += pfs, sc += T == ROVE_DTYPE_Q8 ? nblk : 0) {
-    if (pf[i])
-      for (int64_t x = 0; x < pfb; x += 64) _mm_prefetch(pfr + x, _MM_HINT_T2);
-    if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
-    __m512 vv[4];
-#pragma GCC unroll 4
-    for (int x = 0; x < 4; x++)
-      vv[x] = load16(vr, c0 + 16 * x, mk[x], T, q8_scale(sc, c0 + 16 * x, d, T), masked);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-      const __m512 pb = _mm512_set1_ps(p[r * BLK + j]);
-      const __mmask16 k = keep ? (__mmask16)(0u - (unsigned)(vis[r] >> j & 1)) : 0xFFFF;
+  for (int32_t i = 0, j0 = 0; j0 < nb; i++, j0 += 1 << rs) { /* run i: keys j0 .. */
+    const int32_t n = nb - j0 < 1 << rs ? nb - j0 : 1 << rs;
+    for (int32_t u = 0; u < n; u++) {
+      const int32_t j = j0 + u;
+      if (pf[i])
+        for (int64_t x = 0; x < pfb; x += 64) _mm_prefetch(pf[i] + u * pfs + x, _MM_HINT_T2);
+      const char *vr = (const char *)v[i] + (int64_t)u * vs * ESZ(T);
+      const float *sc = T == ROVE_DTYPE_Q8 ? vsc[i] + (int64_t)u * nblk : NULL;
+      if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
+      __m512 vv[4];
 #pragma GCC unroll 4
       for (int x = 0; x < 4; x++)
-        acc[r][x] = keep ? _mm512_mask3_fmadd_ps(pb, vv[x], acc[r][x], k)
-                         : _mm512_fmadd_ps(pb, vv[x], acc[r][x]);
-    }
+        vv[x] = load16(vr, c0 + 16 * x, mk[x], T, q8_scale(sc, c0 + 16 * x, d, T), masked);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        const __m512 pb = _mm512_set1_ps(p[r * BLK + j]);
+        const __mmask16 k = keep ? (__mmask16)(0u - (unsigned)(vis[r] >> j & 1)) : 0xFFFF;
+#pragma GCC unroll 4
+        for (int x = 0; x < 4; x++)
+          acc[r][x] = keep ? _mm512_mask3_fmadd_ps(pb, vv[x], acc[r][x], k)
+                           : _mm512_fmadd_ps(pb, vv[x], acc[r][x]);
+      }
     }
   }
 #pragma GCC unroll 4
@@ -470,12 +471,6 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   }
 }
 
-/* Point runs 0 .. nr-1 of b at n rows [n][d] of fp32 scratch, run i at x + i run d. */
-static void runs_in_scratch(const rove_rows_blk *b, const void **x, const float **sc,
-                            const float *scr, int32_t d) {
-  for (int32_t i = 0; i < b->nr; i++) x[i] = scr + (int64_t)i * b->run * d, sc[i] = NULL;
-}
-
 void rove_attn_rows_f32__avx512(const rove_rows_args *t) {
   const int32_t d = t->d;
   const int rk = t->krot && t->krot->cos, rv = t->vrot && t->vrot->cos;
@@ -495,7 +490,7 @@ void rove_attn_rows_f32__avx512(const rove_rows_args *t) {
                                       rove_to_f32__avx512, &xs);
       rotate_rows(kscr, x, xs, b.nb, d, t->krot, j0, t->k_mul);
       b.ks = d, b.kt = ROVE_DTYPE_F32;
-      runs_in_scratch(&b, b.k, b.ksc, kscr, d);
+      rove_rows_blk_at(&b, b.k, b.ksc, kscr, d);
     }
     if (rv) {
       int64_t xs;
@@ -503,7 +498,7 @@ void rove_attn_rows_f32__avx512(const rove_rows_args *t) {
                                       rove_to_f32__avx512, &xs);
       rotate_rows(vscr, x, xs, b.nb, d, t->vrot, j0, 1.0f);
       b.vs = d, b.vt = ROVE_DTYPE_F32;
-      runs_in_scratch(&b, b.v, b.vsc, vscr, d);
+      rove_rows_blk_at(&b, b.v, b.vsc, vscr, d);
     }
     block(t, &b);
   }
