@@ -19,7 +19,12 @@
  *   packed K   ceil(kv_len/tile_kv) tiles of tile_kv*d floats each; the layout inside a
  *              tile is private to the ISA (scalar: [tile_kv][d] rows). Rows past kv_len
  *              are zero. Tile t starts at t*tile_kv*d.
- *   O acc      [tile_q][d], row max m[tile_q], row sum l[tile_q]
+ *   O acc      [tile_q][d], row max m[tile_q], row sum l[tile_q]: o = sum_j p_j v_j and
+ *              l = sum_j p_j with p_j = exp(s_j - m), so o / l is the output and m + ln l
+ *              the LSE for any m. m is the maximum of the row's visible scores so far, or
+ *              (the lazy maximum of the x86 tiles) a value at most ROVE_SOFTMAX_SLACK
+ *              below it: a tile whose visible scores stay within m + SLACK keeps m (no
+ *              rescale of o and l, p <= e^SLACK); one that goes past takes m = its max.
  *   cos / sin  [n][r/2] per token row, float (angles formed in double, see rope_table.c)
  *
  * Alignment: buffers the driver owns (packed Q/K/V, o/m/l, scratch) start on 64-byte
@@ -69,6 +74,11 @@ typedef void (*rove_rotate_fn)(float *dst, int64_t dst_stride, const float *src,
  * zero-filling rows n .. round_up(n, tile_kv)-1. */
 typedef void (*rove_pack_k_fn)(float *dst, const float *src, int64_t src_stride, int64_t n,
                                int32_t d, const rove_rot *rot, float rot_mul);
+
+/* The lazy maximum (O acc above): e^4 ~ 55 is the most a p may grow to, which costs that
+ * factor of headroom below FLT_MAX in o and l, and leaves the row maximum, its reductions
+ * and the rescale off the softmax's serial chain on nearly every tile after the first. */
+#define ROVE_SOFTMAX_SLACK 4.0f
 
 /* One flash tile: nq packed query rows against nk keys starting at a packed K tile. */
 typedef struct rove_tile_args {

@@ -144,7 +144,8 @@ static int init_block(rove_blk *b, const rove_tile_args *t, int32_t i, int R,
   return 1;
 }
 
-/* Online softmax update of the block's R rows over the keys [g0, g1) * 16.
+/* Online softmax update of the block's R rows over the keys [g0, g1) * 16 (m' = m while
+ * no score passes m + ROVE_SOFTMAX_SLACK: the lazy maximum).
  * p_j = 2^((s_j - m') log2e): the subtraction first, then the change of base. (One FMA,
  * s_j log2e - m' log2e with m' log2e rounded, would be an instruction cheaper, but its
  * error is |m'| 2^-24 in the exponent: past |m'| ~ 1e9 it overflows 2^t, and at 3e12 it
@@ -157,7 +158,16 @@ ROVE_INLINE void softmax_block(rove_blk *b, const int R) {
   const float L2E = 1.44269504088896341f;
   const int32_t j0 = b->g0 * KG, j1 = b->g1 * KG;
   float negm[RB], diff[8] = {0};
-  for (int r = 0; r < R; r++) {
+  /* The lazy maximum (kernels.h, O acc): when no row's scores exceed its m + SLACK (one
+   * compare of its lane-wise maxima), every row keeps m (alpha 1, no reductions, no
+   * alpha exp). A row with m = -inf then has no visible score that is not -inf or NaN:
+   * its offset is -inf, as below. */
+  int over = 0;
+  for (int r = 0; r < R; r++)
+    over |= _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(b->rmax + 8 * r),
+                                             _mm256_set1_ps(b->m[r] + ROVE_SOFTMAX_SLACK), _CMP_GT_OQ));
+  for (int r = 0; r < R && !over; r++) negm[r] = b->m[r] == -INFINITY ? -INFINITY : -b->m[r];
+  for (int r = 0; r < R && over; r++) {
     const float amax = rove_hmax256(_mm256_loadu_ps(b->rmax + 8 * r)), mold = b->m[r];
     const float mnew = mold > amax ? mold : amax;
     if (amax == -INFINITY) { /* no visible key in this tile: O, m, l stay as they are */
@@ -168,7 +178,7 @@ ROVE_INLINE void softmax_block(rove_blk *b, const int R) {
     diff[r] = (mold - mnew) * L2E; /* -inf on the first tile: alpha 0 */
     b->m[r] = mnew;
   }
-  _mm256_storeu_ps(b->alpha, rove_exp2_256(_mm256_loadu_ps(diff)));
+  _mm256_storeu_ps(b->alpha, over ? rove_exp2_256(_mm256_loadu_ps(diff)) : _mm256_set1_ps(1.0f));
   const __m256 l2e = _mm256_set1_ps(L2E);
   __m256 sum[RB];
 #pragma GCC unroll 6

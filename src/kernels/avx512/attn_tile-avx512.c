@@ -8,7 +8,8 @@
  *   2. softcap, mask (keys past nk and, on tiles the driver marks, invisible pairs) to -inf;
  *      key vectors no row of the panel can see are neither computed nor accumulated;
  *   3. online softmax per row: m' = max(m, max_j s), alpha = exp(m - m'),
- *      p = exp(s - m'), l = alpha l + sum p; p goes to scratch [MR][TK];
+ *      p = exp(s - m'), l = alpha l + sum p; p goes to scratch [MR][TK]; with the lazy
+ *      maximum (kernels.h): m' = m, alpha = 1 while every max_j s <= m + SLACK;
  *   4. O[r][c..c+63] = alpha O + sum_j p[r][j] V[j][c..c+63]: 6 x 4 zmm accumulators,
  *      per key 4 V loads + 6 broadcasts; d is walked in blocks of 64 floats, the last
  *      block may be 1..4 vectors with a masked last vector (any d).
@@ -143,6 +144,41 @@ INLINE void score_softmax(const rove_tile_args *t, int32_t i0, const __mmask16 m
     for (int r = 0; r < mr; r++)
       for (int v = 0; v < nv; v++)
         _mm512_storeu_ps(ROVE_S(r, v), rove_softcap512(_mm512_loadu_ps(ROVE_S(r, v)), t->softcap));
+  /* The lazy maximum (kernels.h, O acc): when no visible score of the panel exceeds its
+   * row's m + ROVE_SOFTMAX_SLACK, every row keeps its m: alpha = 1 and p = exp(s - m) <=
+   * e^SLACK. That is nearly every tile after a row's first, and it takes the serial chain
+   * of the general path below (row maxima -> two reductions -> alpha exp -> store and
+   * reload of m') from between the scores and the exps. One compare per score vector
+   * decides it (a NaN score compares false: its p is NaN either way, and so is l). A row
+   * that has seen nothing (m = -inf) takes the general path as soon as it sees a key. */
+  __mmask16 over = 0;
+  for (int r = 0; r < mr; r++) {
+    const __m512 mr_ = _mm512_set1_ps(t->m[i0 + r] + ROVE_SOFTMAX_SLACK);
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++)
+      over |= _mm512_mask_cmp_ps_mask(msk[r][v], _mm512_loadu_ps(ROVE_S(r, v)), mr_, _CMP_GT_OQ);
+  }
+  if (!over) {
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) {
+      red[r] = _mm512_setzero_ps();
+      if (r >= mr) continue;
+      const float m = t->m[i0 + r];
+      const __m512 b = _mm512_set1_ps(m == -INFINITY ? 0.0f : m); /* offset 0: see below */
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; v++) {
+        const __m512 p = rove_exp512_nonpos_maskz(msk[r][v], _mm512_sub_ps(_mm512_loadu_ps(ROVE_S(r, v)), b));
+        _mm512_storeu_ps(pbuf + r * TK + 16 * v, p);
+        red[r] = _mm512_add_ps(red[r], p);
+      }
+    }
+    _mm512_storeu_ps(alpha, _mm512_set1_ps(1.0f));
+    const __m512 lsum = _mm512_add_ps(_mm512_maskz_loadu_ps(rows, t->l + i0), reduce8(red, 0));
+    _mm512_mask_storeu_ps(t->l + i0, rows, lsum);
+    const __mmask16 poisoned = rows & _mm512_cmp_ps_mask(lsum, lsum, _CMP_UNORD_Q);
+    _mm512_mask_storeu_ps(t->m + i0, poisoned, _mm512_set1_ps(INFINITY));
+    return;
+  }
 #pragma GCC unroll 8
   for (int r = 0; r < 8; r++) { /* row maxima over the visible keys (-inf if none) */
     red[r] = ninf;
@@ -279,7 +315,7 @@ typedef struct panel {
 } panel;
 
 /* The masks of a panel from msk (rows < mr): nv, jend, vis and hidden. */
-static void panel_masks(const rove_tile_args *t, const __mmask16 valid[4], int mr, panel *pn) {
+static void panel_masks(const __mmask16 valid[4], int mr, panel *pn) {
   unsigned any = 0; /* bit v: some row of the panel sees a key of vector v */
   for (int r = 0; r < mr; r++)
     for (int v = 0; v < 4; v++) any |= pn->msk[r][v] ? 1u << v : 0u;
@@ -287,14 +323,16 @@ static void panel_masks(const rove_tile_args *t, const __mmask16 valid[4], int m
   if (!any) return;
   const int nv = pn->nv = 32 - __builtin_clz(any);
   pn->hidden = 0;
+  uint64_t seen = 0; /* bit j: some row of the panel sees key j (only keys < nk are valid) */
   for (int r = 0; r < mr; r++) {
     pn->vis[r] = 0;
     for (int v = 0; v < nv; v++) {
       pn->vis[r] |= (uint64_t)pn->msk[r][v] << (16 * v);
       pn->hidden |= pn->msk[r][v] != valid[v];
     }
+    seen |= pn->vis[r];
   }
-  pn->jend = t->nk < 16 * nv ? t->nk : 16 * nv;
+  pn->jend = 64 - __builtin_clzll(seen); /* P V stops after the last key a row sees */
 }
 
 /* Stage 1 (step 1) for the panel of mr rows at query row i0: its masks and scores -> sb.
@@ -308,7 +346,7 @@ static void panel_scores(const rove_tile_args *t, int32_t i0, int mr, const __m5
     for (int r = 0; r < mr; r++)
       for (int v = 0; v < 4; v++)
         pn->msk[r][v] = valid[v] & visible16(kp[v], t->q_pos[i0 + r], t->causal, t->window);
-    panel_masks(t, valid, mr, pn);
+    panel_masks(valid, mr, pn);
   }
   if (pn->jend > 0) scores_tab[mr - 1][pn->nv - 1](sb, t->q + (int64_t)i0 * t->d, t->d, t->k);
 }
@@ -334,6 +372,27 @@ static void panel_softmax(const rove_tile_args *t, const panel *pn, float *sb, f
     case 5: panel_softmax_mr(t, pn, sb, pbuf, alpha, 5); break;
     default: panel_softmax_mr(t, pn, sb, pbuf, alpha, 6); break;
   }
+}
+
+/* Whether the tile's V rows [0, nk) hold only finite values (no exponent of all ones).
+ * Then a hidden pair may go through the plain P V: its p is exactly +0 (maskz exp), and
+ * +0 * V[j] = +-0 adds nothing, so the per-(row, key) masked FMA, which costs ~5 scalar
+ * and mask µops per row and key on the diagonal, is only needed where a hidden key's V
+ * row could turn 0 into NaN. One pass over the rows, 2 µops per 16 floats (~1 % of a
+ * masked tile at d = 64), once per masked tile that has a hidden pair. */
+static int v_finite(const rove_tile_args *t) {
+  const __m512i expo = _mm512_set1_epi32(0x7F800000);
+  __m512i top = _mm512_setzero_si512(); /* lane-wise max of the exponent fields */
+  const int32_t d = t->d;
+  for (int32_t j = 0; j < t->nk; j++) {
+    const float *v = t->v + (int64_t)j * d;
+    int32_t c = 0;
+    for (; c + 16 <= d; c += 16)
+      top = _mm512_max_epu32(top, _mm512_and_si512(_mm512_loadu_si512(v + c), expo));
+    if (c < d)
+      top = _mm512_max_epu32(top, _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes(d - c), v + c), expo));
+  }
+  return _mm512_cmpeq_epi32_mask(top, expo) == 0;
 }
 
 _Static_assert(ROVE_AVX512_TQ * TK >= 3 * MR * TK, "scratch holds pbuf and two score buffers");
@@ -363,15 +422,16 @@ void rove_attn_tile_f32__avx512(const rove_tile_args *t) {
     for (int b = 0; b < 2; b++) {
       for (int r = 0; r < MR; r++)
         for (int v = 0; v < 4; v++) pn[b].msk[r][v] = valid[v];
-      panel_masks(t, valid, MR, &pn[b]);
+      panel_masks(valid, MR, &pn[b]);
     }
-  int cur = 0;
+  int cur = 0, vfin = -1; /* vfin: v_finite(t), computed at the first panel that needs it */
   panel_scores(t, 0, t->nq < MR ? t->nq : MR, kp, valid, sb[0], &pn[0]);
   for (int32_t i0 = 0; i0 < t->nq; i0 += MR, cur ^= 1) {
     const panel *p = &pn[cur];
     if (p->jend > 0) panel_softmax(t, p, sb[cur], pbuf, alpha);
     const int32_t i1 = i0 + MR, mr1 = t->nq - i1 < MR ? t->nq - i1 : MR;
     if (i1 < t->nq) panel_scores(t, i1, mr1, kp, valid, sb[cur ^ 1], &pn[cur ^ 1]);
-    if (p->jend > 0) pv(t, p->i0, p->jend, pbuf, alpha, p->mr, p->hidden ? p->vis : NULL);
+    if (p->jend > 0 && p->hidden && vfin < 0) vfin = v_finite(t);
+    if (p->jend > 0) pv(t, p->i0, p->jend, pbuf, alpha, p->mr, p->hidden && !vfin ? p->vis : NULL);
   }
 }
