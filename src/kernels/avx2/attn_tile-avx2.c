@@ -150,7 +150,7 @@ static int init_block(rove_blk *b, const rove_tile_args *t, int32_t i, int R,
  * s_j log2e - m' log2e with m' log2e rounded, would be an instruction cheaper, but its
  * error is |m'| 2^-24 in the exponent: past |m'| ~ 1e9 it overflows 2^t, and at 3e12 it
  * took every p of a row to 0, a fully masked answer for visible keys.) s_j - m' is exact
- * whenever s_j is within a factor of two of m' (Sterbenz), so the largest p is exactly 1.
+ * whenever s_j is within a factor of two of m' (Sterbenz), so a score equal to m' has p exactly 1.
  * The exp pass runs key vector by key vector over the R rows: R independent chains.
  * The exp maps NaN to 0, so a NaN t (a visible NaN score, or +inf - inf) is or-ed back in
  * as NaN bits (t is never NaN for finite scores: no bit changes then). */
