@@ -924,13 +924,106 @@ static void test_exp(const rove_kernels *kn) {
 
 /* ---- main ------------------------------------------------------------------------------ */
 
+/* ---- the lazy maximum's edge rows (kernels.h, ROVE_SOFTMAX_SLACK) -------------------- */
+
+/* Three key tiles through attn_tile, against the scalar kernel (which keeps the exact
+ * maximum), d = 64, causal, tile_q rows (or tile_q - 1):
+ *   tile 1 (keys at positions 10..73): seen by every row but row 0 (position 5), so row 0
+ *     enters tile 2 with m = -inf and the others with a finite m;
+ *   tile 2 (keys at 0..63): row 0 sees keys 0..5 only, and their scores are -inf (K holds
+ *     -inf in dim 0; row 0's q is e0, the others' q[0] > 0), so it stays empty (l = 0,
+ *     m = -inf) while the other rows' scores stay near their maxima (the fast path), or
+ *     with `nan_key` key 3's K is NaN: every row that sees it is poisoned;
+ *   tile 3 (keys at 80..143): every row but row 0 sees it, with scores ~20 above their
+ *     maxima: the general path after the fast one.
+ * The rows' output o / l and LSE m + ln l must match scalar (to 2e-5), an empty row must
+ * stay empty (l = 0, m = -inf) and a poisoned one NaN, on both kernels alike. nq is at
+ * most the scalar tile's rows (several of the ISA's row panels). */
+static void lazy_run(const rove_kernels *kn, int32_t nq, int nan_key, float *o, float *m,
+                     float *l) {
+  enum { D = 64 };
+  const int32_t tq = kn->tile_q, tk = kn->tile_kv;
+  rove_rng g;
+  rove_rng_seed(&g, 77);
+  assert_true(nq <= tq);
+  float *q = calloc((size_t)tq * D, sizeof(float)), *k = malloc(sizeof(float) * (size_t)tk * D);
+  float *kb = malloc(sizeof(float) * (size_t)tk * D), *v = malloc(sizeof(float) * (size_t)tk * D);
+  float *s = malloc(sizeof(float) * (size_t)tq * tk);
+  int32_t qp[512], kp[512];
+  assert_true(q && k && kb && v && s && tq <= 512 && tk <= 512);
+  rove_rng_fill(&g, q, (int64_t)nq * D, -0.3f, 0.3f);
+  for (int32_t i = 0; i < nq; i++) {
+    qp[i] = i == 0 ? 5 : 200 + i;
+    q[i * D] = 0.25f; /* > 0: a -inf in K's dim 0 gives a -inf score, not NaN */
+  }
+  for (int32_t x = 1; x < D; x++) q[x] = 0.0f; /* row 0: e0 */
+  q[0] = 1.0f;
+  memset(o, 0, sizeof(float) * (size_t)tq * D);
+  for (int32_t i = 0; i < tq; i++) m[i] = -INFINITY, l[i] = 0.0f;
+  const rove_rot none = {NULL, NULL, D / 2, ROVE_PAIRING_HALF, 0, 0, 0};
+  rove_tile_args t = {.q = q, .nq = nq, .d = D, .q_pos = qp, .k_pos = kp, .o = o, .m = m,
+                      .l = l, .scratch = s, .causal = 1, .mask = 1, .k = kb, .v = v, .nk = tk};
+  for (int tile = 0; tile < 3; tile++) {
+    rove_rng_fill(&g, k, (int64_t)tk * D, -1.0f, 1.0f);
+    rove_rng_fill(&g, v, (int64_t)tk * D, -1.0f, 1.0f);
+    for (int32_t j = 0; j < tk; j++) {
+      kp[j] = tile == 0 ? 10 + j : tile == 1 ? j : 80 + j;
+      if (tile == 1 && j <= 5) k[j * D] = nan_key && j == 3 ? NAN : -INFINITY;
+      if (tile == 2) k[j * D] = 80.0f; /* q[0] 0.25: +20 on every score */
+    }
+    kn->pack_k(kb, k, D, tk, D, &none, 1.0f);
+    kn->attn_tile(&t);
+  }
+  free(q), free(k), free(kb), free(v), free(s);
+}
+
+static void test_lazy_max(const rove_kernels *kn) {
+  enum { D = 64 };
+  const int32_t tq = kn->tile_q > kt_ref()->tile_q ? kn->tile_q : kt_ref()->tile_q;
+  const int32_t rq = kt_ref()->tile_q < kn->tile_q ? kt_ref()->tile_q : kn->tile_q;
+  float *o = malloc(sizeof(float) * (size_t)tq * D), *oref = malloc(sizeof(float) * (size_t)tq * D);
+  float m[512], l[512], mref[512], lref[512];
+  assert_true(o && oref && tq <= 512);
+  for (int nan_key = 0; nan_key < 2; nan_key++)
+    for (int32_t nq = rq - 1; nq <= rq; nq++) {
+      kt_ctx("nq=%d nan_key=%d", nq, nan_key);
+      lazy_run(kn, nq, nan_key, o, m, l);
+      lazy_run(kt_ref(), nq, nan_key, oref, mref, lref);
+      for (int32_t i = 0; i < nq; i++) {
+        const int poisoned = nan_key; /* every row sees key 3 of tile 2 */
+        if (poisoned) {
+          if (l[i] == l[i] || lref[i] == lref[i] || m[i] != INFINITY || mref[i] != INFINITY ||
+              o[i * D] == o[i * D])
+            kt_fail("row %d: l %g (scalar %g), m %g (scalar %g), o[0] %g, want NaN, +inf, NaN",
+                    i, l[i], lref[i], m[i], mref[i], o[i * D]);
+          continue;
+        }
+        if (i == 0) {
+          if (l[0] != 0.0f || lref[0] != 0.0f || m[0] != -INFINITY || mref[0] != -INFINITY)
+            kt_fail("row 0 (sees only -inf scores): l %g (scalar %g), m %g (scalar %g), want "
+                    "0 and -inf", l[0], lref[0], m[0], mref[0]);
+          for (int32_t x = 0; x < D; x++)
+            if (o[x] != 0.0f) kt_fail("row 0: o[%d] = %g, want 0", x, o[x]);
+          continue;
+        }
+        for (int32_t x = 0; x < D; x++) o[i * D + x] /= l[i], oref[i * D + x] /= lref[i];
+        const float lse = m[i] + logf(l[i]), lse_ref = mref[i] + logf(lref[i]);
+        if (!(fabsf(lse - lse_ref) <= 2e-5f * fmaxf(1.0f, fabsf(lse_ref))))
+          kt_fail("row %d: lse %.9g, scalar %.9g", i, lse, lse_ref);
+      }
+      if (!nan_key) kt_cmp(o + D, D, oref + D, D, nq - 1, D, 2e-5, "out rows 1..");
+    }
+  free(o), free(oref);
+}
+
 int main(void) {
   static const kt_test once[] = {{"tables", test_tables}};
   static const kt_test per_isa[] = {{"table", test_table},          {"rotate", test_rotate},
                                     {"finish", test_finish},        {"attention", test_attention},
                                     {"attn_rows", test_rows},       {"exp", test_exp},
                                     {"rot_stride", test_rot_stride},
-                                    {"rotate_place", test_rotate_place}};
+                                    {"rotate_place", test_rotate_place},
+                                    {"lazy_max", test_lazy_max}};
   const kt_suite s = {
       "ktest_kernels", "scalar", per_isa, (int)(sizeof per_isa / sizeof *per_isa), once, 1, 0};
   return kt_main(&s);

@@ -23,8 +23,10 @@
  *              l = sum_j p_j with p_j = exp(s_j - m), so o / l is the output and m + ln l
  *              the LSE for any m. m is the maximum of the row's visible scores so far, or
  *              (the lazy maximum of the x86 tiles) a value at most ROVE_SOFTMAX_SLACK
- *              below it: a tile whose visible scores stay within m + SLACK keeps m (no
- *              rescale of o and l, p <= e^SLACK); one that goes past takes m = its max.
+ *              below it: a row whose visible scores in a tile stay within m + SLACK
+ *              keeps m (no rescale of o and l, p <= e^SLACK); one that goes past takes
+ *              m = its maximum. Decided row by row: a row's result depends only on the
+ *              keys it sees.
  *   cos / sin  [n][r/2] per token row, float (angles formed in double, see rope_table.c)
  *
  * Alignment: buffers the driver owns (packed Q/K/V, o/m/l, scratch) start on 64-byte
@@ -76,8 +78,10 @@ typedef void (*rove_pack_k_fn)(float *dst, const float *src, int64_t src_stride,
                                int32_t d, const rove_rot *rot, float rot_mul);
 
 /* The lazy maximum (O acc above): e^4 ~ 55 is the most a p may grow to, which costs that
- * factor of headroom below FLT_MAX in o and l, and leaves the row maximum, its reductions
- * and the rescale off the softmax's serial chain on nearly every tile after the first. */
+ * factor of headroom below FLT_MAX in o and l (a row's sum of |v| over its visible keys
+ * must stay below FLT_MAX / 55 ~ 6e36 for a finite output, docs/DESIGN.md), and leaves
+ * the row maximum, its reductions and the rescale off the softmax's serial chain on
+ * nearly every tile after the first. */
 #define ROVE_SOFTMAX_SLACK 4.0f
 
 /* One flash tile: nq packed query rows against nk keys starting at a packed K tile. */

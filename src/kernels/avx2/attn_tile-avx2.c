@@ -158,22 +158,25 @@ ROVE_INLINE void softmax_block(rove_blk *b, const int R) {
   const float L2E = 1.44269504088896341f;
   const int32_t j0 = b->g0 * KG, j1 = b->g1 * KG;
   float negm[RB], diff[8] = {0};
-  /* The lazy maximum (kernels.h, O acc): when no row's scores exceed its m + SLACK (one
-   * compare of its lane-wise maxima), every row keeps m (alpha 1, no reductions, no
-   * alpha exp). A row with m = -inf then has no visible score that is not -inf or NaN:
-   * its offset is -inf, as below. */
-  int over = 0;
+  /* The lazy maximum (kernels.h, O acc), row by row: a row none of whose scores exceeds
+   * its m + SLACK (one compare of its lane-wise maxima) keeps m (offset -m, diff 0:
+   * alpha = 2^0 = 1 exactly); a row with m = -inf then has no visible score that is not
+   * -inf or NaN, and its offset is -inf, as below. Only the rows in `over` take the
+   * reduction and the new maximum; when there are none the alpha exp is skipped too. */
+  unsigned over = 0; /* bit r: row r has a score past m_r + SLACK */
   for (int r = 0; r < R; r++)
-    over |= _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(b->rmax + 8 * r),
-                                             _mm256_set1_ps(b->m[r] + ROVE_SOFTMAX_SLACK), _CMP_GT_OQ));
-  for (int r = 0; r < R && !over; r++) negm[r] = b->m[r] == -INFINITY ? -INFINITY : -b->m[r];
-  for (int r = 0; r < R && over; r++) {
+    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(b->rmax + 8 * r),
+                                         _mm256_set1_ps(b->m[r] + ROVE_SOFTMAX_SLACK), _CMP_GT_OQ)))
+      over |= 1u << r;
+  for (int r = 0; r < R; r++) {
+    if (!(over >> r & 1)) {
+      negm[r] = b->m[r] == -INFINITY ? -INFINITY : -b->m[r];
+      continue;
+    }
+    /* a score of the row passed m + SLACK > -inf: amax is above it (or NaN, which
+     * poisons the row through negm, as a NaN score does) */
     const float amax = rove_hmax256(_mm256_loadu_ps(b->rmax + 8 * r)), mold = b->m[r];
     const float mnew = mold > amax ? mold : amax;
-    if (amax == -INFINITY) { /* no visible key in this tile: O, m, l stay as they are */
-      negm[r] = -INFINITY;   /* every p of the row comes out 0 */
-      continue;              /* diff 0: alpha 1 */
-    }
     negm[r] = -mnew;
     diff[r] = (mold - mnew) * L2E; /* -inf on the first tile: alpha 0 */
     b->m[r] = mnew;

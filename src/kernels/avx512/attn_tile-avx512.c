@@ -144,19 +144,23 @@ INLINE void score_softmax(const rove_tile_args *t, int32_t i0, const __mmask16 m
     for (int r = 0; r < mr; r++)
       for (int v = 0; v < nv; v++)
         _mm512_storeu_ps(ROVE_S(r, v), rove_softcap512(_mm512_loadu_ps(ROVE_S(r, v)), t->softcap));
-  /* The lazy maximum (kernels.h, O acc): when no visible score of the panel exceeds its
-   * row's m + ROVE_SOFTMAX_SLACK, every row keeps its m: alpha = 1 and p = exp(s - m) <=
-   * e^SLACK. That is nearly every tile after a row's first, and it takes the serial chain
-   * of the general path below (row maxima -> two reductions -> alpha exp -> store and
-   * reload of m') from between the scores and the exps. One compare per score vector
-   * decides it (a NaN score compares false: its p is NaN either way, and so is l). A row
-   * that has seen nothing (m = -inf) takes the general path as soon as it sees a key. */
-  __mmask16 over = 0;
+  /* The lazy maximum (kernels.h, O acc), decided row by row: a row none of whose visible
+   * scores exceeds its m + ROVE_SOFTMAX_SLACK keeps its m (alpha = exp(0) = 1, p = exp(s -
+   * m) <= e^SLACK); only the rows in `over` take m' = max(m, max_j s). Row by row, so
+   * that what a row gets depends only on the keys it sees. After a row's first tile
+   * nearly no panel has a row over: then the serial chain of the general path below (row
+   * maxima -> two reductions -> alpha exp -> store and reload of m') is skipped, and the
+   * exps start as soon as the scores are out. One compare per score vector (a NaN score
+   * compares false: its p is NaN either way, and so is l). A row that has seen nothing
+   * (m = -inf) is over as soon as it sees a score above -inf. */
+  __mmask16 over = 0; /* bit r: row r has a visible score past m_r + SLACK */
   for (int r = 0; r < mr; r++) {
     const __m512 mr_ = _mm512_set1_ps(t->m[i0 + r] + ROVE_SOFTMAX_SLACK);
+    __mmask16 o = 0;
 #pragma GCC unroll 4
     for (int v = 0; v < nv; v++)
-      over |= _mm512_mask_cmp_ps_mask(msk[r][v], _mm512_loadu_ps(ROVE_S(r, v)), mr_, _CMP_GT_OQ);
+      o |= _mm512_mask_cmp_ps_mask(msk[r][v], _mm512_loadu_ps(ROVE_S(r, v)), mr_, _CMP_GT_OQ);
+    over |= (__mmask16)((o != 0) << r);
   }
   if (!over) {
 #pragma GCC unroll 8
@@ -187,7 +191,8 @@ INLINE void score_softmax(const rove_tile_args *t, int32_t i0, const __mmask16 m
       red[r] = _mm512_mask_max_ps(red[r], msk[r][v], red[r], _mm512_loadu_ps(ROVE_S(r, v)));
   }
   const __m512 mold = _mm512_mask_loadu_ps(ninf, rows, t->m + i0);
-  const __m512 mnew = _mm512_max_ps(mold, reduce8(red, 1));
+  /* rows not in `over` keep m: the fast path's bits (alpha = exp(0) = 1 exactly) */
+  const __m512 mnew = _mm512_mask_max_ps(mold, over, mold, reduce8(red, 1));
   /* offset 0 where nothing was ever visible: all its p are masked, alpha = exp(-inf) = 0 */
   const __mmask16 none = _mm512_cmp_ps_mask(mnew, ninf, _CMP_EQ_OQ);
   const __m512 sub = _mm512_mask_blend_ps(none, mnew, _mm512_setzero_ps());
@@ -374,27 +379,6 @@ static void panel_softmax(const rove_tile_args *t, const panel *pn, float *sb, f
   }
 }
 
-/* Whether the tile's V rows [0, nk) hold only finite values (no exponent of all ones).
- * Then a hidden pair may go through the plain P V: its p is exactly +0 (maskz exp), and
- * +0 * V[j] = +-0 adds nothing, so the per-(row, key) masked FMA, which costs ~5 scalar
- * and mask µops per row and key on the diagonal, is only needed where a hidden key's V
- * row could turn 0 into NaN. One pass over the rows, 2 µops per 16 floats (~1 % of a
- * masked tile at d = 64), once per masked tile that has a hidden pair. */
-static int v_finite(const rove_tile_args *t) {
-  const __m512i expo = _mm512_set1_epi32(0x7F800000);
-  __m512i top = _mm512_setzero_si512(); /* lane-wise max of the exponent fields */
-  const int32_t d = t->d;
-  for (int32_t j = 0; j < t->nk; j++) {
-    const float *v = t->v + (int64_t)j * d;
-    int32_t c = 0;
-    for (; c + 16 <= d; c += 16)
-      top = _mm512_max_epu32(top, _mm512_and_si512(_mm512_loadu_si512(v + c), expo));
-    if (c < d)
-      top = _mm512_max_epu32(top, _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes(d - c), v + c), expo));
-  }
-  return _mm512_cmpeq_epi32_mask(top, expo) == 0;
-}
-
 _Static_assert(ROVE_AVX512_TQ * TK >= 3 * MR * TK, "scratch holds pbuf and two score buffers");
 
 /* Software-pipelined over panels, in the order
@@ -424,14 +408,13 @@ void rove_attn_tile_f32__avx512(const rove_tile_args *t) {
         for (int v = 0; v < 4; v++) pn[b].msk[r][v] = valid[v];
       panel_masks(valid, MR, &pn[b]);
     }
-  int cur = 0, vfin = -1; /* vfin: v_finite(t), computed at the first panel that needs it */
+  int cur = 0;
   panel_scores(t, 0, t->nq < MR ? t->nq : MR, kp, valid, sb[0], &pn[0]);
   for (int32_t i0 = 0; i0 < t->nq; i0 += MR, cur ^= 1) {
     const panel *p = &pn[cur];
     if (p->jend > 0) panel_softmax(t, p, sb[cur], pbuf, alpha);
     const int32_t i1 = i0 + MR, mr1 = t->nq - i1 < MR ? t->nq - i1 : MR;
     if (i1 < t->nq) panel_scores(t, i1, mr1, kp, valid, sb[cur ^ 1], &pn[cur ^ 1]);
-    if (p->jend > 0 && p->hidden && vfin < 0) vfin = v_finite(t);
-    if (p->jend > 0) pv(t, p->i0, p->jend, pbuf, alpha, p->mr, p->hidden && !vfin ? p->vis : NULL);
+    if (p->jend > 0) pv(t, p->i0, p->jend, pbuf, alpha, p->mr, p->hidden ? p->vis : NULL);
   }
 }

@@ -45,9 +45,11 @@ static inline __m512 rove_exp512_ps(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-/* The softmax's exp: x <= 0 (or NaN) in the lanes of k, anything in the others, which come
- * out as exactly 0 (masked keys carry -inf). Only the lower clamp is needed (it keeps the
- * reduction exact for absurdly negative finite x); results below 2^-150 round to 0. */
+/* The softmax's exp: x <= ROVE_SOFTMAX_SLACK (the tile's lazy maximum, kernels.h; x <= 0
+ * in the row kernel) or NaN in the lanes of k, anything in the others, which come out as
+ * exactly 0 (masked keys carry -inf). Only the lower clamp is needed (it keeps the
+ * reduction exact for absurdly negative finite x); results below 2^-150 round to 0.
+ * Within ~1-2 ulp as rove_exp512_ps (0.92 ulp over samples of (0, 4]). */
 static inline __m512 rove_exp512_nonpos_maskz(__mmask16 k, __m512 x) {
   x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
   __m512 n;
