@@ -922,12 +922,10 @@ static void test_exp(const rove_kernels *kn) {
   rove_guarded_free(&xg), rove_guarded_free(&yg);
 }
 
-/* ---- main ------------------------------------------------------------------------------ */
-
 /* ---- the lazy maximum's edge rows (kernels.h, ROVE_SOFTMAX_SLACK) -------------------- */
 
 /* Three key tiles through attn_tile, against the scalar kernel (which keeps the exact
- * maximum), d = 64, causal, tile_q rows (or tile_q - 1):
+ * maximum), d = 64, causal, nq query rows:
  *   tile 1 (keys at positions 10..73): seen by every row but row 0 (position 5), so row 0
  *     enters tile 2 with m = -inf and the others with a finite m;
  *   tile 2 (keys at 0..63): row 0 sees keys 0..5 only, and their scores are -inf (K holds
@@ -937,8 +935,10 @@ static void test_exp(const rove_kernels *kn) {
  *   tile 3 (keys at 80..143): every row but row 0 sees it, with scores ~20 above their
  *     maxima: the general path after the fast one.
  * The rows' output o / l and LSE m + ln l must match scalar (to 2e-5), an empty row must
- * stay empty (l = 0, m = -inf) and a poisoned one NaN, on both kernels alike. nq is at
- * most the scalar tile's rows (several of the ISA's row panels). */
+ * stay empty (l = 0, m = -inf) and a poisoned one NaN, on both kernels alike. In tile 3
+ * row 0 (not past its slack) shares a panel with rows that are: the general path with
+ * both kinds of row. nq: the scalar tile's rows or one fewer (several of the ISA's row
+ * panels, the last one partial). */
 static void lazy_run(const rove_kernels *kn, int32_t nq, int nan_key, float *o, float *m,
                      float *l) {
   enum { D = 64 };
@@ -1015,6 +1015,8 @@ static void test_lazy_max(const rove_kernels *kn) {
     }
   free(o), free(oref);
 }
+
+/* ---- main ------------------------------------------------------------------------------ */
 
 int main(void) {
   static const kt_test once[] = {{"tables", test_tables}};
