@@ -162,43 +162,28 @@ INLINE void score_softmax(const rove_tile_args *t, int32_t i0, const __mmask16 m
       o |= _mm512_mask_cmp_ps_mask(msk[r][v], _mm512_loadu_ps(ROVE_S(r, v)), mr_, _CMP_GT_OQ);
     over |= (__mmask16)((o != 0) << r);
   }
-  if (!over) {
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; r++) {
-      red[r] = _mm512_setzero_ps();
-      if (r >= mr) continue;
-      const float m = t->m[i0 + r];
-      const __m512 b = _mm512_set1_ps(m == -INFINITY ? 0.0f : m); /* offset 0: see below */
-#pragma GCC unroll 4
-      for (int v = 0; v < nv; v++) {
-        const __m512 p = rove_exp512_nonpos_maskz(msk[r][v], _mm512_sub_ps(_mm512_loadu_ps(ROVE_S(r, v)), b));
-        _mm512_storeu_ps(pbuf + r * TK + 16 * v, p);
-        red[r] = _mm512_add_ps(red[r], p);
-      }
-    }
-    _mm512_storeu_ps(alpha, _mm512_set1_ps(1.0f));
-    const __m512 lsum = _mm512_add_ps(_mm512_maskz_loadu_ps(rows, t->l + i0), reduce8(red, 0));
-    _mm512_mask_storeu_ps(t->l + i0, rows, lsum);
-    const __mmask16 poisoned = rows & _mm512_cmp_ps_mask(lsum, lsum, _CMP_UNORD_Q);
-    _mm512_mask_storeu_ps(t->m + i0, poisoned, _mm512_set1_ps(INFINITY));
-    return;
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < 8; r++) { /* row maxima over the visible keys (-inf if none) */
-    red[r] = ninf;
-#pragma GCC unroll 4
-    for (int v = 0; v < nv && r < mr; v++)
-      red[r] = _mm512_mask_max_ps(red[r], msk[r][v], red[r], _mm512_loadu_ps(ROVE_S(r, v)));
-  }
   const __m512 mold = _mm512_mask_loadu_ps(ninf, rows, t->m + i0);
-  /* rows not in `over` keep m: the fast path's bits (alpha = exp(0) = 1 exactly) */
-  const __m512 mnew = _mm512_mask_max_ps(mold, over, mold, reduce8(red, 1));
-  /* offset 0 where nothing was ever visible: all its p are masked, alpha = exp(-inf) = 0 */
+  __m512 mnew = mold, a = _mm512_set1_ps(1.0f);
+  if (over) { /* the general update, for the rows in `over` only */
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) { /* row maxima over the visible keys (-inf if none) */
+      red[r] = ninf;
+#pragma GCC unroll 4
+      for (int v = 0; v < nv && r < mr; v++)
+        red[r] = _mm512_mask_max_ps(red[r], msk[r][v], red[r], _mm512_loadu_ps(ROVE_S(r, v)));
+    }
+    /* rows not in `over` keep m: alpha = exp(0) = 1 exactly, as on the fast path */
+    mnew = _mm512_mask_max_ps(mold, over, mold, reduce8(red, 1));
+  }
+  /* offset 0 where nothing was ever visible: all its p are masked (alpha = exp(-inf) = 0
+   * when over, 1 otherwise: o and l are 0 either way) */
   const __mmask16 none = _mm512_cmp_ps_mask(mnew, ninf, _CMP_EQ_OQ);
   const __m512 sub = _mm512_mask_blend_ps(none, mnew, _mm512_setzero_ps());
   _mm512_storeu_ps(msub, sub);
-  _mm512_mask_storeu_ps(t->m + i0, rows, mnew);
-  const __m512 a = rove_exp512_ps(_mm512_sub_ps(mold, sub));
+  if (over) {
+    _mm512_mask_storeu_ps(t->m + i0, rows, mnew);
+    a = rove_exp512_ps(_mm512_sub_ps(mold, sub));
+  }
   _mm512_storeu_ps(alpha, a);
 #pragma GCC unroll 8
   for (int r = 0; r < 8; r++) {
