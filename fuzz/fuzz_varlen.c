@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Varlen attention: a fuzzed plan, 1..5 packed sequences of fuzzed lengths (some empty,
  * some without keys), sometimes broken cu arrays, fuzzed positions, angles (sometimes
- * non-finite), strides and the LSE; then rove_attention_varlen and, for comparison, one
- * rove_attention_forward per sequence.
+ * non-finite), strides, the LSE and sometimes bf16 / f16 tensors (the buffers' bytes
+ * read as 2-byte elements); then rove_attention_varlen(_typed) and, for comparison, one
+ * rove_attention_forward(_typed) per sequence.
  * Invariants: a valid status; bad cu arrays and non-finite angles are rejected; outputs
  * and LSE untouched on failure, the stride padding never written; on success every
  * sequence's rows and LSE are bitwise those of its own call (a sequence without keys: 0
@@ -59,6 +60,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_specials_f64(&rd, ka, (size_t)(tk * aw), NULL); /* rejected where a call reads them */
   }
   const int want_lse = fz_bool(&rd);
+  /* element types (read last: older corpus inputs stay all-F32); 2-byte types use the
+   * first half of each buffer's bytes */
+  rove_tensor_types ty = {ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_F32};
+  const int typed = fz_u8(&rd) >= 160;
+  if (typed) {
+    rove_dtype *f[4] = {&ty.q, &ty.k, &ty.v, &ty.out};
+    for (int i = 0; i < 4; i++) *f[i] = (rove_dtype)fz_range(&rd, 0, 2); /* F32, BF16, F16 */
+  }
+  const int64_t oe = ty.out == ROVE_DTYPE_F32 ? 4 : 2;
   float *out = fz_canary_alloc((size_t)(tq * qs) * 4);
   float *lse = want_lse ? fz_canary_alloc((size_t)(tq * rc.n_heads) * 4) : NULL;
   rove_varlen_args a;
@@ -67,7 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   a.q = q, a.k = k, a.v = v, a.out = out, a.lse = lse;
   a.q_stride = a.out_stride = pad ? qs : 0, a.k_stride = a.v_stride = pad ? ks : 0;
   a.q_pos = qp, a.kv_pos = kp, a.q_angles = qa, a.kv_angles = ka;
-  const rove_status st = rove_attention_varlen(plan, &a);
+  const rove_status st = typed ? rove_attention_varlen_typed(plan, &a, &ty)
+                                : rove_attention_varlen(plan, &a);
   fz_check_status(H, st);
   if (bad_cu) FZ_CHECK(H, st == ROVE_ERR_INVALID_ARGUMENT, "bad cu_seqlens accepted");
   if (st != ROVE_OK) {
@@ -75,9 +86,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (lse)
       FZ_CHECK(H, fz_untouched(lse, (size_t)(tq * rc.n_heads) * 4), "lse written on failure");
   } else {
+    const uint8_t *ob = (const uint8_t *)out;
     for (int64_t t = 0; t < cq[ns]; t++)
-      for (int64_t e = wq; e < qs; e++)
-        FZ_CHECK(H, fz_is_canary_f32(out[t * qs + e]), "padding written");
+      FZ_CHECK(H, fz_untouched(ob + (t * qs + wq) * oe, (size_t)((qs - wq) * oe)), "padding written");
   }
   /* the per-sequence calls */
   rove_status per = ROVE_OK;
@@ -86,9 +97,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (lq == 0) continue;
     if (lk == 0) {
       if (st == ROVE_OK) {
+        const uint8_t *ob = (const uint8_t *)out; /* 0 is all-zero bits in every type */
         for (int64_t i = 0; i < lq; i++)
-          for (int64_t e = 0; e < wq; e++)
-            FZ_CHECK(H, out[(cq[s] + i) * qs + e] == 0.0f, "no keys: output not 0");
+          for (int64_t e = 0; e < wq * oe; e++)
+            FZ_CHECK(H, ob[(cq[s] + i) * qs * oe + e] == 0, "no keys: output not 0");
         for (int64_t h = 0; lse && h < rc.n_heads; h++)
           for (int64_t i = 0; i < lq; i++)
             FZ_CHECK(H, lse[h * cq[ns] + cq[s] + i] == -INFINITY, "no keys: lse not -inf");
@@ -100,15 +112,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rove_attention_args b;
     memset(&b, 0, sizeof b);
     b.batch = 1, b.q_len = lq, b.kv_len = lk;
-    b.q = q + cq[s] * qs, b.k = k + ck[s] * ks, b.v = v + ck[s] * ks, b.out = o, b.lse = l;
+    b.q = (const float *)((const char *)q + cq[s] * qs * (ty.q == ROVE_DTYPE_F32 ? 4 : 2));
+    b.k = (const float *)((const char *)k + ck[s] * ks * (ty.k == ROVE_DTYPE_F32 ? 4 : 2));
+    b.v = (const float *)((const char *)v + ck[s] * ks * (ty.v == ROVE_DTYPE_F32 ? 4 : 2));
+    b.out = o, b.lse = l;
     b.q_stride = b.out_stride = a.q_stride, b.k_stride = b.v_stride = a.k_stride;
     b.q_pos = qp ? qp + cq[s] : NULL, b.kv_pos = kp ? kp + ck[s] : NULL;
     b.q_angles = qa ? qa + cq[s] * aw : NULL, b.kv_angles = ka ? ka + ck[s] * aw : NULL;
-    const rove_status sb = rove_attention_forward(plan, &b);
+    const rove_status sb = typed ? rove_attention_forward_typed(plan, &b, &ty)
+                                 : rove_attention_forward(plan, &b);
     if (sb != ROVE_OK) per = sb;
     if (sb == ROVE_OK && st == ROVE_OK) {
       for (int64_t i = 0; i < lq; i++)
-        FZ_CHECK(H, memcmp(o + i * qs, out + (cq[s] + i) * qs, (size_t)wq * 4) == 0,
+        FZ_CHECK(H, memcmp((const char *)o + i * qs * oe, (const char *)out + (cq[s] + i) * qs * oe,
+                           (size_t)(wq * oe)) == 0,
                  "varlen != its sequence's own call (out)");
       for (int64_t h = 0; lse && h < rc.n_heads; h++)
         FZ_CHECK(H, memcmp(l + h * lq, lse + h * cq[ns] + cq[s], (size_t)lq * 4) == 0,

@@ -523,6 +523,19 @@ typedef struct rove_tensor_types {
 ROVE_API rove_status rove_attention_forward_typed(const rove_plan *p, const rove_attention_args *a,
                                                   const rove_tensor_types *types);
 
+/**
+ * rove_attention_varlen with q, k, v and out of the given types (rove_tensor_types: each
+ * F32, BF16 or F16; NULL = all F32), as rove_attention_forward_typed does for one call:
+ * widened as they are read, fp32 arithmetic and LSE, out rounded once. The pointers of
+ * @p a then point at elements of these types, and every token stride counts elements of
+ * the tensor's own type. Each sequence equals rove_attention_forward_typed of its slices,
+ * bit for bit.
+ * @return as rove_attention_varlen; ROVE_ERR_INVALID_ARGUMENT also for a type that is not
+ *         F32, BF16 or F16.
+ */
+ROVE_API rove_status rove_attention_varlen_typed(const rove_plan *p, const rove_varlen_args *a,
+                                                 const rove_tensor_types *types);
+
 /** "f32", "bf16", "f16", "q8", or "unknown". Never NULL. */
 ROVE_API const char *rove_dtype_name(rove_dtype t);
 /** The type called @p name (as rove_dtype_name spells it; also "fp32", "float32",

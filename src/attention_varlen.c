@@ -9,10 +9,12 @@
 #include <string.h>
 
 #include "attention_internal.h"
+#include "kernels/dtype.h"
 
-/* Extents (bytes) of the packed tensors, and the no-overlap rule across sequences. */
-static rove_status check_packed(const rove_plan *p, const rove_varlen_args *a, int64_t tq,
-                                int64_t tk) {
+/* Extents (bytes, elements of each tensor's type; the LSE is fp32) of the packed tensors,
+ * and the no-overlap rule across sequences. */
+static rove_status check_packed(const rove_plan *p, const rove_varlen_args *a,
+                                const rove_tensor_types *t, int64_t tq, int64_t tk) {
   const int64_t d = p->cfg.head_dim, wq = p->cfg.n_heads * d, wk = p->cfg.n_kv_heads * d;
   int64_t s, eq = 0, ek = 0, ev = 0, eo = 0;
   rove_status st = ROVE_OK;
@@ -23,8 +25,12 @@ static rove_status check_packed(const rove_plan *p, const rove_varlen_args *a, i
   if (st != ROVE_OK) return st;
   int64_t el = 0;
   if (!rove_mul_i64(tq, p->cfg.n_heads, &el) || el > INT64_MAX / 4) return ROVE_ERR_SIZE_OVERFLOW;
-  const size_t bq = (size_t)eq * 4, bo = (size_t)eo * 4, bk = (size_t)ek * 4, bv = (size_t)ev * 4,
-               bl = (size_t)el * 4;
+  /* the element counts fit int64 / 4 (rove_tensor_extent), so bytes fit size_t */
+  const size_t bq = (size_t)eq * (size_t)rove_dtype_size(t ? t->q : ROVE_DTYPE_F32);
+  const size_t bo = (size_t)eo * (size_t)rove_dtype_size(t ? t->out : ROVE_DTYPE_F32);
+  const size_t bk = (size_t)ek * (size_t)rove_dtype_size(t ? t->k : ROVE_DTYPE_F32);
+  const size_t bv = (size_t)ev * (size_t)rove_dtype_size(t ? t->v : ROVE_DTYPE_F32);
+  const size_t bl = (size_t)el * sizeof(float);
   if (bo && (rove_overlap(a->out, bo, a->q, bq) || (bk && rove_overlap(a->out, bo, a->k, bk)) ||
              (bv && rove_overlap(a->out, bo, a->v, bv))))
     return ROVE_ERR_INVALID_ARGUMENT;
@@ -35,22 +41,31 @@ static rove_status check_packed(const rove_plan *p, const rove_varlen_args *a, i
   return ROVE_OK;
 }
 
-/* The batch-1 call of sequence s (lse left NULL: its layout is varlen's, set after init). */
-static rove_attention_args seq_args(const rove_plan *p, const rove_varlen_args *a, int32_t s) {
+/* Element e of a tensor of type t (NULL stays NULL). */
+static const void *at(const void *x, rove_dtype t, int64_t e) {
+  return x ? (const char *)x + e * rove_dtype_size(t) : NULL;
+}
+
+/* The batch-1 call of sequence s (lse left NULL: its layout is varlen's, set after init).
+ * Strides count elements of each tensor's own type (types NULL: all F32). */
+static rove_attention_args seq_args(const rove_plan *p, const rove_varlen_args *a,
+                                    const rove_tensor_types *t, int32_t s) {
   const int64_t d = p->cfg.head_dim, H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads;
   const int64_t q0 = a->cu_seqlens_q[s], k0 = a->cu_seqlens_k[s];
   const int64_t qs = a->q_stride ? a->q_stride : H * d, os = a->out_stride ? a->out_stride : H * d;
   const int64_t ks = a->k_stride ? a->k_stride : Hkv * d, vs = a->v_stride ? a->v_stride : Hkv * d;
   const int64_t aw = Hkv * p->half;
+  const rove_tensor_types f32 = {ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_F32};
+  if (!t) t = &f32;
   rove_attention_args b;
   memset(&b, 0, sizeof b);
   b.batch = 1;
   b.q_len = a->cu_seqlens_q[s + 1] - a->cu_seqlens_q[s];
   b.kv_len = a->cu_seqlens_k[s + 1] - a->cu_seqlens_k[s];
-  b.q = a->q ? a->q + q0 * qs : NULL;
-  b.out = a->out ? a->out + q0 * os : NULL;
-  b.k = a->k ? a->k + k0 * ks : NULL;
-  b.v = a->v ? a->v + k0 * vs : NULL;
+  b.q = at(a->q, t->q, q0 * qs);
+  b.out = (float *)at(a->out, t->out, q0 * os);
+  b.k = at(a->k, t->k, k0 * ks);
+  b.v = at(a->v, t->v, k0 * vs);
   b.q_stride = a->q_stride, b.k_stride = a->k_stride, b.v_stride = a->v_stride;
   b.out_stride = a->out_stride;
   b.q_pos = a->q_pos ? a->q_pos + q0 : NULL;
@@ -60,19 +75,28 @@ static rove_attention_args seq_args(const rove_plan *p, const rove_varlen_args *
   return b;
 }
 
-rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen_args *a) {
+rove_status rove_attention_varlen_typed(const rove_plan *p, const rove_varlen_args *a,
+                                        const rove_tensor_types *types) {
   if (!p || !a || a->n_seqs <= 0 || !a->q || !a->k || !a->v || !a->out)
+    return ROVE_ERR_INVALID_ARGUMENT;
+  /* the types first: the extents below count elements of them */
+  if (types && (!rove_dtype_is_tensor(types->q) || !rove_dtype_is_tensor(types->k) ||
+                !rove_dtype_is_tensor(types->v) || !rove_dtype_is_tensor(types->out)))
     return ROVE_ERR_INVALID_ARGUMENT;
   int64_t tq = 0, tk = 0;
   if (!rove_check_cu(a->cu_seqlens_q, a->n_seqs, &tq) || !rove_check_cu(a->cu_seqlens_k, a->n_seqs, &tk))
     return ROVE_ERR_INVALID_ARGUMENT;
   if (!a->q_angles != !a->kv_angles) return ROVE_ERR_INVALID_ARGUMENT;
-  rove_status st = check_packed(p, a, tq, tk);
+  rove_status st = check_packed(p, a, types, tq, tk);
   if (st != ROVE_OK) return st;
   rove_attention_args *args = calloc((size_t)a->n_seqs, sizeof *args);
   if (!args) return ROVE_ERR_OUT_OF_MEMORY;
-  for (int32_t s = 0; s < a->n_seqs; s++) args[s] = seq_args(p, a, s);
-  st = rove_fwd_calls(p, a->n_seqs, args, NULL, NULL, a->lse, a->cu_seqlens_q, tq);
+  for (int32_t s = 0; s < a->n_seqs; s++) args[s] = seq_args(p, a, types, s);
+  st = rove_fwd_calls(p, a->n_seqs, args, NULL, types, a->lse, a->cu_seqlens_q, tq);
   free(args);
   return st;
+}
+
+rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen_args *a) {
+  return rove_attention_varlen_typed(p, a, NULL);
 }

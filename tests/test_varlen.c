@@ -4,8 +4,9 @@
  * one rove_attention_forward per sequence (outputs and the [n_heads][total_q] LSE), for
  * RoVE / RoPE / none, causal and not, windows, softcap, GQA, explicit positions, explicit
  * angles, padded token strides; bitwise for 1 and 2 threads; outputs untouched on every
- * rejected input (bad cu arrays, overlap across sequences, a non-finite angle). Links the
- * public librove.so. */
+ * rejected input (bad cu arrays, overlap across sequences, a non-finite angle); bf16 / fp16
+ * tensors (rove_attention_varlen_typed) bitwise against rove_attention_forward_typed per
+ * sequence, and its bad types. Links the public librove.so. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,10 +240,155 @@ static void test_bad_input(void **state) {
   unmake(&x);
 }
 
+/* ---- typed tensors ------------------------------------------------------------------ */
+
+/* A bf16 / f16 bit pattern of a value in about (-2, 2), any sign (x in [-1, 1]): the top
+ * half of the float for bf16; for f16, exponent 13..15 with 10 random mantissa bits. */
+static uint16_t half_bits(float x, rove_dtype t, rove_rng *r) {
+  if (t == ROVE_DTYPE_BF16) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)(u >> 16);
+  }
+  const uint16_t sign = x < 0 ? 0x8000u : 0u, ex = (uint16_t)(13 + rove_rng_u64(r) % 3);
+  return (uint16_t)(sign | ex << 10 | (rove_rng_u64(r) & 0x3FFu));
+}
+
+/* n_rows x stride elements of type t from the floats x (F32: a copy). */
+static void *typed_copy(const float *x, int64_t n, rove_dtype t, rove_rng *r) {
+  if (t == ROVE_DTYPE_F32) {
+    float *y = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(y);
+    memcpy(y, x, sizeof(float) * (size_t)n);
+    return y;
+  }
+  uint16_t *y = malloc(2 * (size_t)n);
+  assert_non_null(y);
+  for (int64_t i = 0; i < n; i++) y[i] = half_bits(x[i], t, r);
+  return y;
+}
+
+static const void *elem(const void *x, rove_dtype t, int64_t e) {
+  return (const char *)x + e * (t == ROVE_DTYPE_F32 ? 4 : 2);
+}
+
+/* Every sequence of the typed varlen call equals rove_attention_forward_typed on its
+ * slices, bit for bit (out and LSE), for type mixes with padded token strides; the
+ * stride padding of out is never written. */
+static void test_typed(void **state) {
+  (void)state;
+  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 1, 0, 3, 0.0f};
+  static const rove_tensor_types mixes[] = {
+      {ROVE_DTYPE_BF16, ROVE_DTYPE_BF16, ROVE_DTYPE_BF16, ROVE_DTYPE_BF16},
+      {ROVE_DTYPE_F16, ROVE_DTYPE_F16, ROVE_DTYPE_F16, ROVE_DTYPE_F16},
+      {ROVE_DTYPE_BF16, ROVE_DTYPE_F16, ROVE_DTYPE_F32, ROVE_DTYPE_F16},
+      {ROVE_DTYPE_F32, ROVE_DTYPE_BF16, ROVE_DTYPE_BF16, ROVE_DTYPE_F32},
+  };
+  vdata x;
+  make(&c, &x, 11);
+  const int64_t w = (int64_t)c.H * c.d;
+  for (int threads = 1; threads <= 2; threads++) {
+    rove_attention_config cfg = config(&c, threads);
+    rove_plan *p = NULL;
+    assert_int_equal(rove_plan_create(&cfg, &p), ROVE_OK);
+    for (size_t mi = 0; mi < sizeof mixes / sizeof *mixes; mi++) {
+      const rove_tensor_types *ty = &mixes[mi];
+      rove_rng r;
+      rove_rng_seed(&r, 40 + mi);
+      void *q = typed_copy(x.q, x.tq * x.qs, ty->q, &r), *k = typed_copy(x.k, x.tk * x.ks, ty->k, &r);
+      void *v = typed_copy(x.v, x.tk * x.ks, ty->v, &r);
+      const size_t oe = ty->out == ROVE_DTYPE_F32 ? 4 : 2;
+      unsigned char *out = malloc(oe * (size_t)(x.tq * x.qs)), *o1 = malloc(oe * (size_t)(LQ[4] * w));
+      float *l1 = malloc(sizeof(float) * (size_t)(LQ[4] * c.H));
+      assert_true(out && o1 && l1);
+      memset(out, 0x5A, oe * (size_t)(x.tq * x.qs));
+      rove_varlen_args a = vargs(&c, &x);
+      a.q = q, a.k = k, a.v = v, a.out = (float *)out;
+      assert_int_equal(rove_attention_varlen_typed(p, &a, ty), ROVE_OK);
+      for (int s = 0; s < NS; s++) {
+        if (LQ[s] == 0 || LK[s] == 0) continue;
+        rove_attention_args b = seq_call(&c, &x, s, (float *)o1, l1);
+        b.q = elem(q, ty->q, x.cq[s] * x.qs);
+        b.k = elem(k, ty->k, x.ck[s] * x.ks), b.v = elem(v, ty->v, x.ck[s] * x.ks);
+        b.out_stride = 0; /* o1: dense [LQ][H][d] of the out type */
+        assert_int_equal(rove_attention_forward_typed(p, &b, ty), ROVE_OK);
+        for (int i = 0; i < LQ[s]; i++) {
+          assert_memory_equal(o1 + (size_t)(i * w) * oe, out + (size_t)((x.cq[s] + i) * x.qs) * oe,
+                              oe * (size_t)w);
+          for (int h = 0; h < c.H; h++)
+            assert_true(memcmp(&l1[h * LQ[s] + i], &x.lse[h * x.tq + x.cq[s] + i], 4) == 0);
+        }
+      }
+      for (int64_t t = 0; t < x.tq; t++) /* the stride padding is never written */
+        for (int64_t e = w * (int64_t)oe; e < x.qs * (int64_t)oe; e++)
+          assert_int_equal(out[t * x.qs * (int64_t)oe + e], 0x5A);
+      free(q), free(k), free(v), free(out), free(o1), free(l1);
+    }
+    rove_plan_destroy(p);
+  }
+  unmake(&x);
+}
+
+/* Bad types are rejected before anything is written; overlap is judged in bytes of the
+ * types (a bf16 out reaching into q). */
+static void test_typed_bad_input(void **state) {
+  (void)state;
+  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 0, 0, 0, 0.0f};
+  vdata x;
+  make(&c, &x, 13);
+  rove_attention_config cfg = config(&c, 1);
+  rove_plan *p = NULL;
+  assert_int_equal(rove_plan_create(&cfg, &p), ROVE_OK);
+  const rove_varlen_args good = vargs(&c, &x);
+  const rove_tensor_types f32 = {ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_F32};
+  const rove_dtype bad[] = {ROVE_DTYPE_Q8, ROVE_DTYPE_COUNT, (rove_dtype)-1};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    for (int field = 0; field < 4; field++) {
+      rove_tensor_types t = f32;
+      rove_dtype *f[4] = {&t.q, &t.k, &t.v, &t.out};
+      *f[field] = bad[i];
+      for (int64_t e = 0; e < x.tq * x.qs; e++) x.out[e] = 321.0f;
+      assert_int_equal(rove_attention_varlen_typed(p, &good, &t), ROVE_ERR_INVALID_ARGUMENT);
+      for (int64_t e = 0; e < x.tq * x.qs; e++) assert_true(x.out[e] == 321.0f);
+    }
+  /* overlap in bytes of the types: bf16 q and out in one buffer, out right after q's
+   * tq * qs elements (adjacent: accepted), then one element earlier (rejected, nothing
+   * written) */
+  rove_tensor_types t = {ROVE_DTYPE_BF16, ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_BF16};
+  const int64_t n = x.tq * x.qs;
+  uint16_t *buf = malloc(2 * (size_t)(2 * n + 1));
+  assert_non_null(buf);
+  rove_rng r;
+  rove_rng_seed(&r, 5);
+  for (int64_t e = 0; e < n; e++) buf[e] = half_bits(x.q[e], ROVE_DTYPE_BF16, &r);
+  rove_varlen_args a = good;
+  a.q = (const float *)buf, a.out = (float *)(buf + n);
+  assert_int_equal(rove_attention_varlen_typed(p, &a, &t), ROVE_OK);
+  for (int64_t e = 0; e <= n; e++) buf[n + e] = 0x7E7Eu;
+  a.out = (float *)(buf + n - 1);
+  assert_int_equal(rove_attention_varlen_typed(p, &a, &t), ROVE_ERR_INVALID_ARGUMENT);
+  for (int64_t e = 0; e <= n; e++) assert_int_equal(buf[n + e], 0x7E7Eu);
+  free(buf);
+  /* NULL types: the F32 call, bit for bit */
+  float *o1 = malloc(sizeof(float) * (size_t)(x.tq * x.qs));
+  assert_non_null(o1);
+  assert_int_equal(rove_attention_varlen(p, &good), ROVE_OK);
+  memcpy(o1, x.out, sizeof(float) * (size_t)(x.tq * x.qs));
+  assert_int_equal(rove_attention_varlen_typed(p, &good, NULL), ROVE_OK);
+  assert_memory_equal(o1, x.out, sizeof(float) * (size_t)(x.tq * x.qs));
+  assert_int_equal(rove_attention_varlen_typed(p, &good, &f32), ROVE_OK);
+  assert_memory_equal(o1, x.out, sizeof(float) * (size_t)(x.tq * x.qs));
+  free(o1);
+  rove_plan_destroy(p);
+  unmake(&x);
+}
+
 int main(void) {
   rove_test_isa_gate();
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_against_calls_and_oracle),
                                      cmocka_unit_test(test_threads),
-                                     cmocka_unit_test(test_bad_input)};
+                                     cmocka_unit_test(test_bad_input),
+                                     cmocka_unit_test(test_typed),
+                                     cmocka_unit_test(test_typed_bad_input)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

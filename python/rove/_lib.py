@@ -324,6 +324,7 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_gla_recurrent": (c_enum, [_P, POINTER(GLAArgs)]),
     "rove_gla_backward": (c_enum, [_P, POINTER(GLAArgs), POINTER(GLAGrads)]),
     "rove_attention_varlen": (c_enum, [_P, POINTER(VarlenArgs)]),
+    "rove_attention_varlen_typed": (c_enum, [_P, POINTER(VarlenArgs), POINTER(TensorTypes)]),
     "rove_merge_partials": (c_enum, [c_int32, _P, _P, c_int32, c_int32, c_int32, c_int32, _P,
                                      _P]),
     "rove_paged_attention": (c_enum, [_P, POINTER(PagedKV), POINTER(PagedArgs)]),

@@ -23,22 +23,29 @@ def _cu(x, name, n):
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", causal=True,
                      q_pos=None, kv_pos=None, window=0, softcap=0.0, scale=None, rope=None,
-                     return_lse=False, threads=None, isa="auto", q_angles=None, kv_angles=None):
+                     return_lse=False, threads=None, isa="auto", q_angles=None, kv_angles=None,
+                     out=None):
     """Attention of packed sequences, each over its own keys only.
 
-    q [total_q, heads, head_dim], k, v [total_k, kv_heads, head_dim] float32 (numpy or
-    torch; copied once if not contiguous); sequence s owns query rows cu_seqlens_q[s] ..
+    q [total_q, heads, head_dim], k, v [total_k, kv_heads, head_dim], numpy or torch, each
+    float32, bfloat16 (torch) or float16, its own (rove_attention_varlen_typed: widened as
+    read, fp32 arithmetic, the output rounded once to its type). Read in place when the
+    heads and dims of a token are dense (any token stride: e.g. views into a fused QKV
+    buffer), else copied once. Sequence s owns query rows cu_seqlens_q[s] ..
     cu_seqlens_q[s+1]-1 and key rows cu_seqlens_k[s] .. cu_seqlens_k[s+1]-1. Causality is
     per sequence, bottom-right aligned (default positions P_i = len_k - len_q + i, p_j = j
     of each sequence) unless q_pos / kv_pos ([total_q] / [total_k]) are given; angles
     (float64 [total][kv_heads][rotary_dim/2]) likewise per token. Returns out
-    [total_q, heads, head_dim] (and with return_lse the LSE [heads, total_q]). A sequence
-    with no keys gets 0 and LSE -inf. Differentiable for float32 torch q, k, v (and float64
-    angles) that require grad: the backward is one rove_attention_backward per sequence.
+    [total_q, heads, head_dim] of q's dtype (and with return_lse the float32 LSE
+    [heads, total_q]); ``out=`` ([total_q, heads, head_dim], float32, bfloat16 or float16:
+    its dtype is the output's type) is written in place when its heads and dims are dense
+    per token, else through a temporary, and returned. A sequence with no keys gets 0 and
+    LSE -inf. Differentiable for float32 torch q, k, v (and float64 angles) that require
+    grad: the backward is one rove_attention_backward per sequence.
     """
     from .attention import get_plan
     bare = lambda x: x.detach() if _tensor.is_torch(x) else x  # noqa: E731 (shapes only)
-    vq, vk = _tensor.view(bare(q), "q"), _tensor.view(bare(k), "k")
+    vq, vk = _tensor.view_float(bare(q), "q"), _tensor.view_float(bare(k), "k")
     if len(vq.shape) != 3 or len(vk.shape) != 3:
         raise ValueError(f"q and k must be [total, heads, head_dim] (got {vq.shape}, {vk.shape})")
     Tq, H, D = vq.shape
@@ -53,28 +60,36 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
     plan = get_plan(H, Hk, D, rotate=rotate, causal=causal, window=window, softcap=softcap,
                     scale=scale, rope=rope, isa=isa, threads=threads)
     if _autograd.needs_grad(q, k, v, q_angles, kv_angles):  # rove_attention_backward per sequence
-        _autograd.check(q, k, v, None, q_angles, kv_angles)
+        _autograd.check(q, k, v, out, q_angles, kv_angles)
         out, lse = _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles)
         return (out, lse) if return_lse else out
-    out, lse = _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, return_lse)
+    out, lse = _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, return_lse,
+                       out)
     return (out, lse) if return_lse else out
 
 
-def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse):
-    """One rove_attention_varlen call (checked shapes); returns (out, lse or None)."""
-    vq = _tensor.view(q, "q")
+def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse, out=None):
+    """One rove_attention_varlen(_typed) call (checked shapes); returns (out, lse or None)."""
+    from .attention import _copy_back, _logical, _prepare_out, _strided
+    vq = _tensor.view_float(q, "q")
     Tq, H, D = vq.shape
     Tk, Hk = int(ck[-1]), plan.n_kv_heads
     keep = [cq, ck]
     a = _lib.VarlenArgs()
     a.n_seqs = cq.shape[0] - 1
     a.cu_seqlens_q, a.cu_seqlens_k = cq.ctypes.data, ck.ctypes.data
+    dt = {}
     for name, x, shape in (("q", q, (Tq, H, D)), ("k", k, (Tk, Hk, D)), ("v", v, (Tk, Hk, D))):
-        if _tensor.is_torch(x) != vq.torch:
+        vx = _tensor.view_float(x, name)
+        if vx.torch != vq.torch:
             raise TypeError("q, k and v must all be numpy arrays or all torch tensors")
-        obj, ptr = _tensor.contiguous(x, name, np.float32, shape)
-        keep.append(obj)
-        setattr(a, name, ptr)
+        if tuple(vx.shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(vx.shape)}, expected {shape}")
+        lx, stride = _strided(_logical(vx, name, False, 3), name, False, 3)  # [1, T, h, d]
+        keep.append(lx)
+        setattr(a, name, lx.ptr)
+        setattr(a, name + "_stride", stride)
+        dt[name] = lx.dtype
     half = plan.rotary_dim // 2
     for name, x, n, field in (("q_pos", q_pos, Tq, "q_pos"), ("kv_pos", kv_pos, Tk, "kv_pos")):
         if x is not None:
@@ -86,14 +101,23 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse)
             obj, ptr = _tensor.contiguous(x, name, np.float64, (n, Hk, half))
             keep.append(obj)
             setattr(a, name, ptr)
-    out, a.out = _tensor.empty(vq.torch, (Tq, H, D))
+    result, ov, a.out_stride, tmp = _prepare_out(out, vq.torch, False, 3, (1, Tq, H, D),
+                                                 dtype=vq.dtype)
+    a.out = ov.ptr
     lse = None
     if want_lse:
         lse, a.lse = _tensor.empty(vq.torch, (H, Tq))
-    st = _lib.lib.rove_attention_varlen(plan._handle, ctypes.byref(a))
+    if (dt["q"], dt["k"], dt["v"], ov.dtype) == (_tensor.F32,) * 4:
+        st, fn = _lib.lib.rove_attention_varlen(plan._handle, ctypes.byref(a)), "rove_attention_varlen"
+    else:
+        types = _lib.TensorTypes(dt["q"], dt["k"], dt["v"], ov.dtype)
+        st = _lib.lib.rove_attention_varlen_typed(plan._handle, ctypes.byref(a), ctypes.byref(types))
+        fn = "rove_attention_varlen_typed"
     del keep
-    _lib.check("rove_attention_varlen", st)
-    return out, lse
+    _lib.check(fn, st)
+    if tmp is not None:
+        _copy_back(result, tmp, vq.torch)
+    return result, lse
 
 
 _FUNCTION = None

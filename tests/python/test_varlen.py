@@ -2,7 +2,8 @@
 """rove.attention_varlen: packed sequences against one rove.attention per sequence
 (bitwise) and, without rotations, against PyTorch SDPA per sequence with the bottom-right
 causal mask; the LSE layout [heads, total_q]; a sequence without keys; torch inputs;
-bad cu_seqlens."""
+bad cu_seqlens; bf16 / f16 tensors (the float32 call on their casts, bit for bit), out=,
+fused QKV views read in place."""
 import numpy as np
 import pytest
 
@@ -110,3 +111,108 @@ def test_gradients_equal_per_sequence_autograd(angles):
             assert torch.equal(got, want)
         if angles:
             assert torch.equal(qa.grad[qs], a1.grad) and torch.equal(ka.grad[ks], b1.grad)
+
+
+# ---- bf16 / f16 tensors, out=, fused QKV views -----------------------------------------
+
+@pytest.mark.parametrize("dtypes", [("bf16",) * 4, ("f16",) * 4, ("bf16", "f16", "f32", "f16"),
+                                    ("f32", "bf16", "bf16", "bf16")],
+                         ids=["bf16", "f16", "mixed", "f32q-bf16kv"])
+def test_typed_equals_float32_casts(dtypes):
+    """Half-precision q / k / v (each its own dtype) and out: the float32 call on their
+    casts, the output rounded once (bit for bit), equal to rove.attention per sequence on
+    the same typed slices; and against PyTorch SDPA per sequence without rotations."""
+    T = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+    dq, dk, dv, do = (T[x] for x in dtypes)
+    g = np.random.default_rng(5)
+    q, k, v, cq, ck = _packed(g)
+    tq, tk, tv = torch.from_numpy(q).to(dq), torch.from_numpy(k).to(dk), torch.from_numpy(v).to(dv)
+    out = torch.empty(q.shape, dtype=do)
+    for rotate in ("rove", "none"):
+        got, lse = rove.attention_varlen(tq, tk, tv, cq, ck, rotate=rotate, return_lse=True,
+                                         out=out)
+        assert got is out and got.dtype == do and lse.dtype == torch.float32
+        want, wl = rove.attention_varlen(tq.float(), tk.float(), tv.float(), cq, ck,
+                                         rotate=rotate, return_lse=True)
+        assert torch.equal(got, want.to(do)) and torch.equal(lse, wl)
+        fresh = rove.attention_varlen(tq, tk, tv, cq, ck, rotate=rotate)
+        assert fresh.dtype == dq and torch.equal(fresh, want.to(dq))
+        for s in range(len(LQ)):
+            qs, ks = slice(cq[s], cq[s + 1]), slice(ck[s], ck[s + 1])
+            if LQ[s] == 0:
+                continue
+            one = rove.attention(tq[qs], tk[ks], tv[ks], rotate=rotate)
+            assert torch.equal(fresh[qs], one)
+            if rotate == "none":
+                mask = torch.ones(LQ[s], LK[s], dtype=torch.bool).tril(LK[s] - LQ[s])
+                sd = torch.nn.functional.scaled_dot_product_attention(
+                    tq[qs].float().transpose(0, 1),
+                    tk[ks].float().repeat_interleave(2, 1).transpose(0, 1),
+                    tv[ks].float().repeat_interleave(2, 1).transpose(0, 1),
+                    attn_mask=mask).transpose(0, 1)
+                tol = 1e-5 if do == torch.float32 else (8e-3 if do == torch.bfloat16 else 1e-3)
+                assert (got[qs].float() - sd).abs().max().item() < tol
+
+
+def test_numpy_float16_and_out():
+    """numpy float16 inputs and a float16 or float32 numpy out=."""
+    g = np.random.default_rng(6)
+    q, k, v, cq, ck = _packed(g)
+    q16, k16, v16 = (x.astype(np.float16) for x in (q, k, v))
+    want = rove.attention_varlen(q16.astype(np.float32), k16.astype(np.float32),
+                                 v16.astype(np.float32), cq, ck)
+    got = rove.attention_varlen(q16, k16, v16, cq, ck)
+    assert got.dtype == np.float16 and np.array_equal(got, want.astype(np.float16))
+    o32 = np.full(q.shape, 7.0, np.float32)
+    assert rove.attention_varlen(q16, k16, v16, cq, ck, out=o32) is o32
+    assert np.array_equal(o32, want)
+
+
+def test_fused_qkv_views_read_in_place_and_strided_out():
+    """q, k, v as views into one fused [T, (H + 2 Hk) d] projection (bf16) are read in
+    place (no copies); an out= view with a token stride is written in place; an out=
+    whose heads are not dense goes through a temporary and is copied back."""
+    from rove import _tensor
+    g = np.random.default_rng(7)
+    H, Hk, D = 4, 2, 32
+    cq = ck = np.cumsum([0] + LK)
+    Tt = int(ck[-1])
+    fused = torch.from_numpy(g.uniform(-1, 1, (Tt, (H + 2 * Hk) * D)).astype(np.float32)).bfloat16()
+    q = fused[:, :H * D].view(Tt, H, D)
+    k = fused[:, H * D:(H + Hk) * D].view(Tt, Hk, D)
+    v = fused[:, (H + Hk) * D:].view(Tt, Hk, D)
+    assert not q.is_contiguous()
+    want = rove.attention_varlen(q.contiguous(), k.contiguous(), v.contiguous(), cq, ck)
+    before = _tensor.copies
+    big = torch.zeros(Tt, H + 1, D, dtype=torch.bfloat16)  # token stride (H + 1) D
+    got = rove.attention_varlen(q, k, v, cq, ck, out=big[:, :H])
+    assert _tensor.copies == before
+    assert torch.equal(got, want) and torch.equal(big[:, :H], want) and (big[:, H] == 0).all()
+    odd = torch.zeros(Tt, D, H, dtype=torch.bfloat16).transpose(1, 2)  # heads not dense
+    assert rove.attention_varlen(q, k, v, cq, ck, out=odd) is odd
+    assert _tensor.copies == before + 1 and torch.equal(odd, want)
+
+
+def test_out_and_dtype_errors():
+    g = np.random.default_rng(8)
+    q, k, v, cq, ck = _packed(g)
+    with pytest.raises(ValueError):
+        rove.attention_varlen(q, k, v, cq, ck, out=np.empty((q.shape[0], 4, 16), np.float32))
+    ro = np.empty(q.shape, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError):
+        rove.attention_varlen(q, k, v, cq, ck, out=ro)
+    with pytest.raises(TypeError):
+        rove.attention_varlen(q, k, v, cq, ck, out=torch.empty(q.shape))
+    with pytest.raises(TypeError):
+        rove.attention_varlen(q.astype(np.float64), k, v, cq, ck)
+    with pytest.raises(TypeError):
+        rove.attention_varlen(torch.from_numpy(q), torch.from_numpy(k), v, cq, ck)
+    tq = torch.from_numpy(q).bfloat16().requires_grad_(True)
+    with pytest.raises(TypeError):  # gradients: float32 only
+        rove.attention_varlen(tq, torch.from_numpy(k).bfloat16(), torch.from_numpy(v).bfloat16(),
+                              cq, ck)
+    tq = torch.from_numpy(q).requires_grad_(True)
+    with pytest.raises(ValueError):  # out= with autograd
+        rove.attention_varlen(tq, torch.from_numpy(k), torch.from_numpy(v), cq, ck,
+                              out=torch.empty(q.shape))
