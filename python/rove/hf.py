@@ -34,9 +34,14 @@ Masks (both entry points)
     ``window=W`` (``P_i - p_j < window``); the bidirectional windows are tried as both
     ``<= W`` and ``< W``, and the check decides. Padded keys are honoured exactly through
     librove's positions: a padded key gets position 2^31-1, which no causal query can
-    see (bidirectional: with a window of 2^30). Any other mask (packed sequences, a
-    custom ``or``/``and`` mask function, token-type blocks, a 4-D float mask with biases)
-    raises ``ValueError`` when attention runs: it is never approximated or ignored.
+    see (bidirectional: with a window of 2^30). Packed sequences (``position_ids`` that
+    restart inside a row with no cache and no ``attention_mask``, e.g. from
+    ``DataCollatorWithFlattening``: transformers then ANDs its causal mask with "same
+    sequence") are read off the mask's sub-diagonal, checked element for element against
+    causal (+ window) within each sequence, and run as one ``rove.attention_varlen`` call
+    over the batch's tokens. Any other mask (a custom ``or``/``and`` mask function,
+    token-type blocks, a 4-D float mask with biases) raises ``ValueError`` when attention
+    runs: it is never approximated or ignored.
     The mask handed to the model is a small ``[batch, 1, 1, kv_len]`` boolean tensor (the
     key-padding vector) carrying the checked description as ``._rove``. Query rows that see
     no key at all (left padding) get output 0, as librove defines it; their values are
@@ -90,6 +95,7 @@ from .attention import get_plan
 from .hf_config import hf_head_dim, hf_rope_parameters, rope_config_from_hf
 from .rope import RopeConfig, inv_freq as _inv_freq
 from .rotate import rotate as _rotate
+from .varlen import attention_varlen as _attention_varlen
 
 __all__ = ["register", "apply", "remove", "NAME", "stats", "set_threads", "SUPPORTED"]
 
@@ -100,7 +106,8 @@ _MASK_BLOCK = 1 << 22       # elements of transformers' mask evaluated at a time
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what librove reads in place
 
 # Counters for tests and the curious: rows rotated before the cache, attention calls.
-stats = {"k_rows": 0, "v_rows": 0, "attention_calls": 0, "fallback_calls": 0}
+stats = {"k_rows": 0, "v_rows": 0, "attention_calls": 0, "fallback_calls": 0,
+         "packed_calls": 0}
 _threads: Optional[int] = None
 _lock = threading.Lock()
 
@@ -125,6 +132,7 @@ class MaskInfo:
     causal: bool = True
     window: int = 0           # librove semantics: visible iff |P - p| < window (0: none)
     key_valid: Optional[torch.Tensor] = None   # [B, kv_len] bool, None = all valid
+    cu: Optional[np.ndarray] = None  # packed sequences: cu_seqlens over the B * q_len tokens
     error: Optional[str] = None
     cache: dict = field(default_factory=dict, repr=False)  # per-forward derived positions
 
@@ -169,6 +177,42 @@ def _match(blocks, q_offset, kv_offset, kv_len, key_valid, candidates):
     return None
 
 
+def _packed_starts(blocks, B: int, L: int) -> Optional[torch.Tensor]:
+    """[B, L]: the first token of each row's packed sequence, read off the mask's
+    sub-diagonal (row i starts a sequence iff it cannot see token i - 1); None if some row
+    cannot see its own token."""
+    new = torch.zeros((B, L), dtype=torch.bool)
+    new[:, 0] = True
+    for row0, M in blocks:
+        n = M.shape[1]
+        r = torch.arange(n)
+        if not bool(M[:, r, r + row0].all()):
+            return None
+        i = torch.arange(max(row0, 1), row0 + n)
+        new[:, i] = ~M[:, i - row0, i - 1]
+    idx = torch.arange(L, dtype=torch.int64).expand(B, L)
+    return torch.where(new, idx, torch.zeros_like(idx)).cummax(dim=1).values
+
+
+def _match_packed(blocks, B: int, L: int, window: int):
+    """Packed sequences (transformers' mask for position_ids that restart inside a row,
+    q_len = kv_len, no cache, no padding): every block equals causal (+ window) AND
+    "same sequence", the sequences read off the mask (_packed_starts) and then checked
+    element for element. Returns cu_seqlens over the B * L tokens (int32), or None."""
+    starts = _packed_starts(blocks(), B, L)
+    if starts is None or B * L >= 2 ** 31:
+        return None
+    kj = torch.arange(L, dtype=torch.int64)
+    for row0, M in blocks():
+        qi = torch.arange(row0, row0 + M.shape[1], dtype=torch.int64)
+        R = _visible(qi[:, None] - kj[None, :], True, window)[None]
+        R = R & (kj[None, None, :] >= starts[:, row0:row0 + M.shape[1], None])
+        if not torch.equal(M, R):
+            return None
+    flat = (starts == torch.arange(L)).reshape(-1).nonzero().reshape(-1)
+    return np.concatenate([flat.numpy(), [B * L]]).astype(np.int32)
+
+
 def rove_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None,
               attention_mask=None, local_size=None, use_vmap=False, device="cpu", **kwargs):
     """Mask function registered as "rove" with transformers' AttentionMaskInterface."""
@@ -200,6 +244,10 @@ def rove_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_fun
 
     found = _match(blocks(), q_offset, kv_offset, Lk, key_valid, _candidates(local_size))
     info = MaskInfo(Lq, Lk, q_offset, kv_offset, key_valid=key_valid)
+    if found is None and Lq == Lk and q_offset == kv_offset and key_valid is None:
+        info.cu = _match_packed(blocks, B, Lq, int(local_size or 0))
+        if info.cu is not None:
+            found = (True, int(local_size or 0))
     if found is None:
         info.error = ("the attention mask transformers built is not a causal or bidirectional "
                       "mask (with an optional sliding window) combined with key padding -- e.g. "
@@ -371,6 +419,21 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
     return o.view(B, Hk, Lq, G, D).transpose(1, 2).reshape(B, Lq, H, D)
 
 
+def _run_packed(query, key, value, info: MaskInfo, *, rotate, softcap, scaling, pos, rope):
+    """Packed sequences (info.cu over the B * L tokens of HF's [b, h, L, d] tensors) as one
+    rove.attention_varlen call, causal within each sequence; returns [b, L, h, d]. pos:
+    None (each sequence's default positions: its token indices) or [B * L] int32."""
+    B, H, L, D = query.shape
+    flat = lambda x: x.transpose(1, 2).reshape(B * L, x.shape[1], x.shape[3])  # noqa: E731
+    stats["attention_calls"] += 1
+    stats["packed_calls"] += 1
+    out = _attention_varlen(flat(query), flat(key), flat(value), info.cu, info.cu,
+                            rotate=rotate, causal=True, window=int(info.window),
+                            softcap=float(softcap or 0.0), scale=scaling, rope=rope,
+                            threads=_threads, q_pos=pos, kv_pos=pos)
+    return out.view(B, L, H, D)
+
+
 def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.0,
                            scaling=None, sliding_window=None, softcap=None, is_causal=None,
                            **kwargs):
@@ -393,15 +456,20 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
     state = getattr(module, "_rove_apply", None)
     with torch.no_grad():
         if state is None:
-            q_pos, kv_pos, window, causal = _cached_index_positions(info, B)
+            if info.cu is None:
+                q_pos, kv_pos, window, causal = _cached_index_positions(info, B)
             Dv = value.shape[-1]
             if Dv < D:  # MLA (DeepSeek): v_head_dim < qk_head_dim. librove needs one head
                 # dim; without rotations zero-padded value dims give output dims that are
                 # exactly 0 and leave the others unchanged, so pad, attend, slice.
                 value = torch.nn.functional.pad(value, (0, D - Dv))
-            out = _run_attention(query, key, value, rotate="none", causal=causal, window=window,
-                                 softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos,
-                                 rope=None)
+            if info.cu is not None:
+                out = _run_packed(query, key, value, info, rotate="none", softcap=softcap,
+                                  scaling=scaling, pos=None, rope=None)
+            else:
+                out = _run_attention(query, key, value, rotate="none", causal=causal,
+                                     window=window, softcap=softcap, scaling=scaling,
+                                     q_pos=q_pos, kv_pos=kv_pos, rope=None)
             if Dv < D:
                 out = out[..., :Dv]
         else:
@@ -636,6 +704,12 @@ def _applied_attention(module, state, query, key, value, info, softcap, scaling)
         raise ValueError(f"position_ids of shape {tuple(call.pos.shape)} do not match q "
                          f"[{B}, {Lq}]")
     rot_o = state.mode == "rove"
+    if info.cu is not None:  # packed sequences (no cache): explicit positions per token
+        if np.abs(pos).max() >= 2 ** 30:
+            raise ValueError("rove.hf.apply: position_ids outside [-2^30, 2^30)")
+        flags = _lib.ROTATE_Q | (_lib.ROTATE_O if rot_o else 0)
+        return _run_packed(query, key, value, info, rotate=flags, softcap=softcap,
+                           scaling=scaling, pos=pos.reshape(-1).astype(np.int32), rope=call.rope)
     key_ = ("fused", B, call.pos.data_ptr(), tuple(call.pos.shape), tuple(call.pos.stride()))
     cached = info.cache.get(key_)  # every layer of a forward shares the mask and positions
     if cached is None or not np.array_equal(cached[0], pos):

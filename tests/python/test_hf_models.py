@@ -6,8 +6,9 @@
     the unmodified model (logits and tokens); (d) apply(mode="rove") matches a float64
     PyTorch RoVE reference written here from the formula (values rotated by their key
     position, output by the query position back), and its generate() agrees with a full
-    recompute; (e) left-padded batches are honoured exactly, other masks are refused;
-    (f) decode rotates only the new token and the cache holds rotated keys.
+    recompute; (e) left-padded batches are honoured exactly, packed sequences (position_ids
+    restarting inside a row) equal each sequence alone, other masks are refused; (f) decode
+    rotates only the new token and the cache holds rotated keys.
 
 Greedy comparisons are made robust against logit ties without weakening them: a prompt is
 used only if every step's top-1 / top-2 gap in the reference is far above the agreement
@@ -261,13 +262,51 @@ def test_left_padding_is_honoured_exactly(family, mode):
         assert torch.equal(_generate(mod, ids, mask), out_ref), (family, mode)
 
 
+# ---- packed sequences (position_ids restart inside a row, no cache) ---------------------
+PACKED = ((23, 5, 30, 1), (9, 40, 10))  # per batch row; 23, 30, 40 cross the window of 16
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("mode", ["register", "rope", "rove"])
+def test_packed_sequences_equal_each_sequence_alone(family, mode):
+    """transformers masks packed sequences (position_ids restarting inside a row, no
+    cache) block-diagonally; librove runs them as one rove.attention_varlen call. Every
+    sequence gives what it gives alone, and (register, rope) what transformers' own model
+    gives on the same packed batch."""
+    base = _build(family, "eager")
+    if mode == "register":
+        mod = _build(family, "rove", base.state_dict())
+    else:
+        mod = RH.apply(_build(family, "eager", base.state_dict()), mode)
+    L = sum(PACKED[0])
+    assert all(sum(r) == L for r in PACKED)
+    g = torch.Generator().manual_seed(11)
+    ids = torch.randint(3, H.VOCAB, (len(PACKED), L), generator=g)
+    pos = torch.stack([torch.cat([torch.arange(n) for n in row]) for row in PACKED])
+    calls = RH.stats["packed_calls"]
+    with torch.no_grad():
+        packed = mod(ids, position_ids=pos, use_cache=False).logits
+        assert RH.stats["packed_calls"] > calls  # the varlen path ran
+        for b, row in enumerate(PACKED):
+            o = 0
+            for n in row:
+                alone = mod(ids[b:b + 1, o:o + n], use_cache=False).logits[0]
+                assert _rel(packed[b, o:o + n], alone) <= RTOL, (family, mode, b, n)
+                o += n
+        if mode != "rove":
+            ref = base(ids, position_ids=pos, use_cache=False).logits
+            assert _rel(packed, ref) <= RTOL, (family, mode)
+
+
 def test_other_masks_are_refused():
     mod = _build("llama3", "rove")
     ids = torch.randint(3, H.VOCAB, (1, 12))
-    # packed sequences: positions restart inside the row -> transformers builds a block mask
+    # packed sequences with a cache: transformers masks the whole row causally (no
+    # packing then), and librove follows it
     packed = torch.tensor([[0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5]])
-    with torch.no_grad(), pytest.raises(ValueError, match="cannot honour"):
-        mod(ids, position_ids=packed, use_cache=False)
+    ref = _build("llama3", "eager", mod.state_dict())
+    with torch.no_grad():
+        assert _rel(mod(ids, position_ids=packed).logits, ref(ids, position_ids=packed).logits) <= RTOL
     # a 4-D float mask carrying biases
     bias = torch.zeros(1, 1, 12, 12)
     bias[..., 3] = -0.5
