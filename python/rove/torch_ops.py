@@ -5,6 +5,7 @@
     out, lse = torch.ops.rove.attention(q, k, v, None, None, "rove", True, 0, 0.0, None,
                                         "", "bshd")
     out = rove.torch_ops.attention(q, k, v, rotate="rope", layout="bhsd")  # keyword form
+    out = rove.torch_ops.attention_varlen(q, k, v, cu_q, cu_k)  # rove::attention_varlen
 
 The op is opaque to the compiler (no graph break; a fake implementation gives its output
 shapes). Its arguments are rove.attention's, with the RopeConfig as a JSON string
@@ -12,7 +13,10 @@ shapes). Its arguments are rove.attention's, with the RopeConfig as a JSON strin
 may each be float32, bfloat16 or float16 (read in place: no casts); out has q's dtype and
 the LSE is float32. The op is differentiable in q, k and v for float32 tensors
 (torch.library.register_autograd; the backward is rove_attention_backward, as for
-rove.attention); the LSE output gets no gradient.
+rove.attention); the LSE output gets no gradient. rove::attention_varlen is
+rove.attention_varlen the same way (packed [total, heads, d] tensors, cu_seqlens as int32
+or int64 tensors; out [total_q, heads, d], LSE [heads, total_q]; the backward is one
+rove_attention_backward per sequence).
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _autograd
+from . import _autograd, varlen as _varlen
 from .attention import _heads, attention as _attention, get_plan
 from .rope import RopeConfig
 
@@ -99,4 +103,66 @@ def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, r
                                         int(window), float(softcap),
                                         None if scale is None else float(scale), rope_json,
                                         layout)
+    return (out, lse) if return_lse else out
+
+
+# ---- rove::attention_varlen ---------------------------------------------------------------
+@torch.library.custom_op("rove::attention_varlen", mutates_args=())
+def _varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+               cu_seqlens_k: torch.Tensor, q_pos: Optional[torch.Tensor],
+               kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
+               softcap: float, scale: Optional[float],
+               rope_json: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    out, lse = _varlen.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, rotate=_flags(rotate),
+                                        causal=causal, q_pos=q_pos, kv_pos=kv_pos,
+                                        window=window, softcap=softcap, scale=scale,
+                                        rope=_rope(rope_json), return_lse=True)
+    return out, lse
+
+
+def _varlen_setup_context(ctx, inputs, output):
+    q, k, v, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.args = (cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json)
+
+
+def _varlen_backward(ctx, dout, dlse):
+    q, k, v, out, lse = ctx.saved_tensors
+    cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json = ctx.args
+    if q.dtype != torch.float32 or k.dtype != torch.float32 or v.dtype != torch.float32:
+        raise TypeError("rove::attention_varlen: gradients are computed for float32 q, k and "
+                        "v only")
+    plan = get_plan(q.shape[1], k.shape[1], q.shape[2], rotate=_flags(rotate), causal=causal,
+                    window=window, softcap=softcap, scale=scale, rope=_rope(rope_json))
+    cq = _varlen._cu(cq, "cu_seqlens_q", None)
+    ck = _varlen._cu(ck, "cu_seqlens_k", cq.shape[0])
+    dq, dk, dv, _, _ = _varlen._backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos,
+                                         None, None, False, False)
+    return (dq, dk, dv) + (None,) * 10
+
+
+_varlen_op.register_autograd(_varlen_backward, setup_context=_varlen_setup_context)
+
+
+@_varlen_op.register_fake
+def _(q, k, v, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json):
+    for t in (q, k, v):
+        torch._check(t.dtype in _DTYPES,
+                     lambda: "rove::attention_varlen takes float32, bfloat16 or float16 tensors")
+    torch._check(q.dim() == 3, lambda: "rove::attention_varlen: q is [total_q, heads, head_dim]")
+    return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", causal=True,
+                     q_pos=None, kv_pos=None, rope=None, window=0, softcap=0.0, scale=None,
+                     return_lse=False):
+    """rove.attention_varlen through the rove::attention_varlen custom op (torch tensors
+    only; cu_seqlens as integer tensors)."""
+    if isinstance(rotate, int) and not isinstance(rotate, bool):
+        rotate = str(rotate)
+    rope_json = rope._json if rope is not None else ""
+    out, lse = torch.ops.rove.attention_varlen(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, q_pos, kv_pos, rotate, bool(causal), int(window),
+        float(softcap), None if scale is None else float(scale), rope_json)
     return (out, lse) if return_lse else out

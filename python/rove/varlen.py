@@ -123,6 +123,34 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
 _FUNCTION = None
 
 
+def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want_qa, want_ka):
+    """(dq, dk, dv, dq_angles or None, dkv_angles or None) of a varlen forward: one
+    rove_attention_backward per sequence over its slices (a sequence without keys or
+    queries gets zero gradients). float32 torch q, k, v; dout None = zeros."""
+    torch = _tensor._torch()
+    dq, dk, dv = (torch.zeros_like(x, dtype=torch.float32) for x in (q, k, v))
+    dqa = torch.zeros_like(qa) if qa is not None and want_qa else None
+    dka = torch.zeros_like(ka) if ka is not None and want_ka else None
+    if dout is None:
+        dout = torch.zeros_like(out)
+    for s in range(len(cq) - 1):
+        qs, ks = slice(int(cq[s]), int(cq[s + 1])), slice(int(ck[s]), int(ck[s + 1]))
+        if qs.stop == qs.start or ks.stop == ks.start:
+            continue
+        pick = lambda x, sl: None if x is None else x[sl]  # noqa: E731
+        r = _autograd._backward(
+            plan, q[qs][None], k[ks][None], v[ks][None], out[qs][None], lse[:, qs][None],
+            dout[qs][None], pick(q_pos, qs), pick(kv_pos, ks), "bshd",
+            None if qa is None else qa[qs][None], None if ka is None else ka[ks][None],
+            angle_grads=(dqa is not None, dka is not None))
+        dq[qs], dk[ks], dv[ks] = r[0][0], r[1][0], r[2][0]
+        if dqa is not None:
+            dqa[qs] = r[3][0]
+        if dka is not None:
+            dka[ks] = r[4][0]
+    return dq, dk, dv, dqa, dka
+
+
 def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles):
     """The differentiable call: forward rove_attention_varlen, backward one
     rove_attention_backward per sequence (each over its slices; a sequence without keys
@@ -146,27 +174,8 @@ def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles):
                 q, k, v, out, lse = ctx.saved_tensors
                 plan, cq, ck, q_pos, kv_pos, qa, ka = ctx.meta
                 need = ctx.needs_input_grad
-                dq, dk, dv = (torch.zeros_like(x, dtype=torch.float32) for x in (q, k, v))
-                dqa = torch.zeros_like(qa) if qa is not None and need[3] else None
-                dka = torch.zeros_like(ka) if ka is not None and need[4] else None
-                if dout is None:
-                    dout = torch.zeros_like(out)
-                for s in range(len(cq) - 1):
-                    qs, ks = slice(int(cq[s]), int(cq[s + 1])), slice(int(ck[s]), int(ck[s + 1]))
-                    if qs.stop == qs.start or ks.stop == ks.start:
-                        continue
-                    pick = lambda x, sl: None if x is None else x[sl]  # noqa: E731
-                    r = _autograd._backward(
-                        plan, q[qs][None], k[ks][None], v[ks][None], out[qs][None],
-                        lse[:, qs][None], dout[qs][None], pick(q_pos, qs), pick(kv_pos, ks),
-                        "bshd", None if qa is None else qa[qs][None],
-                        None if ka is None else ka[ks][None],
-                        angle_grads=(dqa is not None, dka is not None))
-                    dq[qs], dk[ks], dv[ks] = r[0][0], r[1][0], r[2][0]
-                    if dqa is not None:
-                        dqa[qs] = r[3][0]
-                    if dka is not None:
-                        dka[ks] = r[4][0]
+                dq, dk, dv, dqa, dka = _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos,
+                                                 kv_pos, qa, ka, need[3], need[4])
                 return (dq if need[0] else None, dk if need[1] else None,
                         dv if need[2] else None, dqa, dka, None, None, None, None, None)
         _FUNCTION = VarlenFunction

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The rove::attention custom op: opcheck, and torch.compile(fullgraph=True) around it."""
+"""The rove::attention and rove::attention_varlen custom ops: opcheck, torch.compile(
+fullgraph=True) around them, and the varlen op's gradients."""
 import numpy as np
 import pytest
 
@@ -37,3 +38,51 @@ def test_compile_fullgraph_matches_eager(rng):
     assert torch.equal(want, direct.transpose(1, 2).reshape(1, 24, 256).sum(-1))
     out, lse = rove.torch_ops.attention(q, k, k, layout="bhsd", return_lse=True)
     assert lse.shape == (1, 4, 24) and np.isfinite(lse.numpy()).all()
+
+
+# ---- rove::attention_varlen -------------------------------------------------------------
+LENS = [5, 1, 12, 9]
+
+
+def _packed(rng, dtype=torch.float32):
+    cu = torch.tensor(np.cumsum([0] + LENS), dtype=torch.int32)
+    T = int(cu[-1])
+    q = torch.from_numpy(randn(rng, T, 4, 32)).to(dtype)
+    k = torch.from_numpy(randn(rng, T, 2, 32)).to(dtype)
+    v = torch.from_numpy(randn(rng, T, 2, 32)).to(dtype)
+    return q, k, v, cu
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_varlen_opcheck(rng, dtype):
+    q, k, v, cu = _packed(rng, dtype)
+    utils = ("test_schema", "test_faketensor", "test_autograd_registration")
+    torch.library.opcheck(torch.ops.rove.attention_varlen.default,
+                          (q, k, v, cu, cu, None, None, "rove", True, 0, 0.0, None, ""),
+                          test_utils=utils)
+
+
+def test_varlen_compile_and_gradients(rng):
+    """torch.compile(fullgraph=True) around the op gives the eager values; its gradients
+    are rove.attention_varlen's (one rove_attention_backward per sequence)."""
+    q, k, v, cu = _packed(rng)
+    rope = rove.RopeConfig(scaling="yarn", factor=4.0, original_max_position=8)
+
+    def f(q, k, v):
+        return rove.torch_ops.attention_varlen(q * 2, k, v, cu, cu.long(), rope=rope,
+                                               window=7).sum(-1)
+
+    want = f(q, k, v)
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v)
+    assert torch.equal(got, want)
+    direct = rove.attention_varlen(q * 2, k, v, cu, cu, rope=rope, window=7)
+    assert torch.equal(want, direct.sum(-1))
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    twins = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    dout = torch.from_numpy(randn(rng, *q.shape))
+    (rove.torch_ops.attention_varlen(*leaves, cu, cu) * dout).sum().backward()
+    (rove.attention_varlen(*twins, cu, cu) * dout).sum().backward()
+    for a, b in zip(leaves, twins):
+        assert a.grad is not None and torch.equal(a.grad, b.grad)
+    out, lse = rove.torch_ops.attention_varlen(q, k, v, cu, cu, return_lse=True)
+    assert out.shape == q.shape and lse.shape == (4, q.shape[0]) and lse.dtype == torch.float32
