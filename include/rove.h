@@ -373,7 +373,8 @@ typedef struct rove_varlen_args {
  * causality (per sequence, bottom-right aligned), window, softcap and GQA: equal to one
  * rove_attention_forward per sequence (bitwise: each sequence runs exactly that call).
  * A sequence with queries and no keys gets output 0 and LSE -inf; one without queries
- * is skipped. Everything is validated, and every sequence's workspace taken, before any
+ * is skipped. q and out may be NULL when total_q = 0, k and v when total_k = 0 (empty
+ * tensors). Everything is validated, and every sequence's workspace taken, before any
  * output is written (outputs untouched on failure). The sequences run in order, in
  * groups: a long sequence alone, consecutive short ones (decode rows, short prompts)
  * together, every phase of a group (tables, K/V packing, query tiles, split merges) as
@@ -381,8 +382,9 @@ typedef struct rove_varlen_args {
  * the calling thread); results are bitwise identical for any thread count. Workspace:
  * one block of the largest group's size, from the plan's pool.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (what rove_attention_forward rejects for a
- *         sequence, NULL cu arrays, cu[0] != 0, decreasing cu, an output overlapping an
- *         input anywhere in the packed tensors); ROVE_ERR_SIZE_OVERFLOW;
+ *         sequence, NULL cu arrays, cu[0] != 0, decreasing cu, a NULL tensor with
+ *         tokens, an output overlapping an input anywhere in the packed tensors);
+ *         ROVE_ERR_SIZE_OVERFLOW;
  *         ROVE_ERR_OUT_OF_MEMORY.
  */
 ROVE_API rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen_args *a);

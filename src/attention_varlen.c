@@ -62,10 +62,10 @@ static rove_attention_args seq_args(const rove_plan *p, const rove_varlen_args *
   b.batch = 1;
   b.q_len = a->cu_seqlens_q[s + 1] - a->cu_seqlens_q[s];
   b.kv_len = a->cu_seqlens_k[s + 1] - a->cu_seqlens_k[s];
-  b.q = at(a->q, t->q, q0 * qs);
-  b.out = (float *)at(a->out, t->out, q0 * os);
-  b.k = at(a->k, t->k, k0 * ks);
-  b.v = at(a->v, t->v, k0 * vs);
+  /* only a non-empty slice gets a pointer (the calls skip empty ones): its first element
+   * lies inside the tensor's extent, which check_packed bounded by INT64_MAX bytes */
+  if (b.q_len > 0) b.q = at(a->q, t->q, q0 * qs), b.out = (float *)at(a->out, t->out, q0 * os);
+  if (b.kv_len > 0) b.k = at(a->k, t->k, k0 * ks), b.v = at(a->v, t->v, k0 * vs);
   b.q_stride = a->q_stride, b.k_stride = a->k_stride, b.v_stride = a->v_stride;
   b.out_stride = a->out_stride;
   b.q_pos = a->q_pos ? a->q_pos + q0 : NULL;
@@ -77,8 +77,7 @@ static rove_attention_args seq_args(const rove_plan *p, const rove_varlen_args *
 
 rove_status rove_attention_varlen_typed(const rove_plan *p, const rove_varlen_args *a,
                                         const rove_tensor_types *types) {
-  if (!p || !a || a->n_seqs <= 0 || !a->q || !a->k || !a->v || !a->out)
-    return ROVE_ERR_INVALID_ARGUMENT;
+  if (!p || !a || a->n_seqs <= 0) return ROVE_ERR_INVALID_ARGUMENT;
   /* the types first: the extents below count elements of them */
   if (types && (!rove_dtype_is_tensor(types->q) || !rove_dtype_is_tensor(types->k) ||
                 !rove_dtype_is_tensor(types->v) || !rove_dtype_is_tensor(types->out)))
@@ -86,6 +85,8 @@ rove_status rove_attention_varlen_typed(const rove_plan *p, const rove_varlen_ar
   int64_t tq = 0, tk = 0;
   if (!rove_check_cu(a->cu_seqlens_q, a->n_seqs, &tq) || !rove_check_cu(a->cu_seqlens_k, a->n_seqs, &tk))
     return ROVE_ERR_INVALID_ARGUMENT;
+  /* q and out may be NULL only when no sequence has queries, k and v when none has keys */
+  if ((tq > 0 && (!a->q || !a->out)) || (tk > 0 && (!a->k || !a->v))) return ROVE_ERR_INVALID_ARGUMENT;
   if (!a->q_angles != !a->kv_angles) return ROVE_ERR_INVALID_ARGUMENT;
   rove_status st = check_packed(p, a, types, tq, tk);
   if (st != ROVE_OK) return st;

@@ -306,6 +306,10 @@ static void test_typed(void **state) {
       a.q = q, a.k = k, a.v = v, a.out = (float *)out;
       assert_int_equal(rove_attention_varlen_typed(p, &a, ty), ROVE_OK);
       for (int s = 0; s < NS; s++) {
+        if (LQ[s] > 0 && LK[s] == 0) /* no keys: 0 (all-zero bits in every type) */
+          for (int i = 0; i < LQ[s]; i++)
+            for (size_t e = 0; e < oe * (size_t)w; e++)
+              assert_int_equal(out[(size_t)((x.cq[s] + i) * x.qs) * oe + e], 0);
         if (LQ[s] == 0 || LK[s] == 0) continue;
         rove_attention_args b = seq_call(&c, &x, s, (float *)o1, l1);
         b.q = elem(q, ty->q, x.cq[s] * x.qs);
@@ -383,12 +387,53 @@ static void test_typed_bad_input(void **state) {
   unmake(&x);
 }
 
+/* Empty tensors: NULL q / out with no queries at all, NULL k / v with no keys at all (the
+ * sequences get 0 and LSE -inf); a NULL tensor that has tokens is rejected. A one-token
+ * tensor may have any stride, and the empty sequence after it forms no pointer from it
+ * (UBSan: no overflow in the offset). */
+static void test_empty_tensors(void **state) {
+  (void)state;
+  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 0, 0, 0, 0.0f};
+  vdata x;
+  make(&c, &x, 17);
+  rove_attention_config cfg = config(&c, 1);
+  rove_plan *p = NULL;
+  assert_int_equal(rove_plan_create(&cfg, &p), ROVE_OK);
+  const int32_t zero[3] = {0, 0, 0}, one[3] = {0, 1, 1}, three[3] = {0, 3, 3};
+  rove_varlen_args a;
+  memset(&a, 0, sizeof a);
+  a.n_seqs = 2, a.cu_seqlens_q = zero, a.cu_seqlens_k = three, a.k = x.k, a.v = x.v;
+  assert_int_equal(rove_attention_varlen(p, &a), ROVE_OK); /* no queries: nothing to do */
+  a.cu_seqlens_q = one, a.cu_seqlens_k = zero, a.q = x.q, a.out = x.out, a.lse = x.lse;
+  a.k = a.v = NULL;
+  for (int64_t e = 0; e < 4 * 32; e++) x.out[e] = 9.0f;
+  assert_int_equal(rove_attention_varlen(p, &a), ROVE_OK); /* no keys: 0 and -inf */
+  for (int64_t e = 0; e < 4 * 32; e++) assert_true(x.out[e] == 0.0f);
+  for (int h = 0; h < 4; h++) assert_true(x.lse[h] == -INFINITY);
+  a.cu_seqlens_k = three;
+  assert_int_equal(rove_attention_varlen(p, &a), ROVE_ERR_INVALID_ARGUMENT); /* keys, NULL k */
+  a.k = x.k, a.v = x.v, a.q = NULL;
+  assert_int_equal(rove_attention_varlen(p, &a), ROVE_ERR_INVALID_ARGUMENT); /* queries, NULL q */
+  a.q = x.q;
+  a.q_stride = a.out_stride = INT64_MAX / 2; /* one query token: any stride */
+  assert_int_equal(rove_attention_varlen(p, &a), ROVE_OK);
+  float o1[4 * 32], l1[4];
+  rove_attention_args b;
+  memset(&b, 0, sizeof b);
+  b.batch = 1, b.q_len = 1, b.kv_len = 3, b.q = x.q, b.k = x.k, b.v = x.v, b.out = o1, b.lse = l1;
+  assert_int_equal(rove_attention_forward(p, &b), ROVE_OK);
+  assert_memory_equal(o1, x.out, sizeof o1);
+  rove_plan_destroy(p);
+  unmake(&x);
+}
+
 int main(void) {
   rove_test_isa_gate();
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_against_calls_and_oracle),
                                      cmocka_unit_test(test_threads),
                                      cmocka_unit_test(test_bad_input),
                                      cmocka_unit_test(test_typed),
-                                     cmocka_unit_test(test_typed_bad_input)};
+                                     cmocka_unit_test(test_typed_bad_input),
+                                     cmocka_unit_test(test_empty_tensors)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

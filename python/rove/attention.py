@@ -194,6 +194,7 @@ def _prepare_out(out, torch_kind, bhsd, ndim, shape4, name="out", dtype=_tensor.
         v = _tensor.View(buf, torch_kind, ptr, shape4, (s * h * d, h * d, d, 1), dtype)
         return _user_view(buf, torch_kind, bhsd, ndim), v, h * d, None
     ov = _tensor.view_float(out, name)
+    resolved = ov.torch and ov.obj is not out  # a conj / neg view: ov holds a resolved copy
     if ov.torch != torch_kind:
         raise TypeError(f"{name} must be the same kind (numpy/torch) as q")
     if not ov.torch and not out.flags.writeable:
@@ -202,7 +203,7 @@ def _prepare_out(out, torch_kind, bhsd, ndim, shape4, name="out", dtype=_tensor.
     if tuple(lv.shape) != tuple(shape4):
         raise ValueError(f"{name} has shape {tuple(ov.shape)}; expected the shape of q")
     ts = _tensor.token_stride(lv.shape, lv.strides)
-    if ts is not None:
+    if ts is not None and not resolved:
         return out, lv, ts, None
     buf, ptr = _tensor.empty(torch_kind, shape4, rdt=ov.dtype)  # computed here, copied back
     v = _tensor.View(buf, torch_kind, ptr, shape4, (s * h * d, h * d, d, 1), ov.dtype)

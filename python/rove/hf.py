@@ -39,7 +39,10 @@ Masks (both entry points)
     ``DataCollatorWithFlattening``: transformers then ANDs its causal mask with "same
     sequence") are read off the mask's sub-diagonal, checked element for element against
     causal (+ window) within each sequence, and run as one ``rove.attention_varlen`` call
-    over the batch's tokens. Any other mask (a custom ``or``/``and`` mask function,
+    over the batch's tokens. Llama-4's chunked attention (causal within fixed chunks) is
+    that pattern too, so a prefill from an empty cache runs the same way (and counts in
+    ``stats["packed_calls"]``); its decode steps (a chunk mask over a cache) are refused.
+    Any other mask (a custom ``or``/``and`` mask function,
     token-type blocks, a 4-D float mask with biases) raises ``ValueError`` when attention
     runs: it is never approximated or ignored.
     The mask handed to the model is a small ``[batch, 1, 1, kv_len]`` boolean tensor (the
@@ -250,9 +253,9 @@ def rove_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_fun
             found = (True, int(local_size or 0))
     if found is None:
         info.error = ("the attention mask transformers built is not a causal or bidirectional "
-                      "mask (with an optional sliding window) combined with key padding -- e.g. "
-                      "packed sequences, token-type blocks or a custom mask function -- which "
-                      "librove cannot honour exactly")
+                      "mask (with an optional sliding window) combined with key padding, nor "
+                      "packed sequences -- e.g. token-type blocks or a custom mask function -- "
+                      "which librove cannot honour exactly")
     else:
         info.causal, info.window = found
     out = (key_valid if key_valid is not None else

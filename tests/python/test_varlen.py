@@ -216,3 +216,29 @@ def test_out_and_dtype_errors():
     with pytest.raises(ValueError):  # out= with autograd
         rove.attention_varlen(tq, torch.from_numpy(k), torch.from_numpy(v), cq, ck,
                               out=torch.empty(q.shape))
+
+
+def test_empty_tensors_and_negated_out_views():
+    """torch tensors without tokens (data_ptr 0): no queries gives empty results, no keys
+    gives 0 and LSE -inf (also bf16); an out= that is a negated view (torch._neg_view) is
+    written through it (rove.attention_varlen and rove.attention alike)."""
+    g = np.random.default_rng(9)
+    q = torch.from_numpy(g.uniform(-1, 1, (10, 4, 32)).astype(np.float32))
+    k = torch.from_numpy(g.uniform(-1, 1, (10, 2, 32)).astype(np.float32))
+    z2 = np.array([0, 0])
+    out, lse = rove.attention_varlen(q[:0], k[:0], k[:0], z2, z2, return_lse=True)
+    assert out.shape == (0, 4, 32) and lse.shape == (4, 0)
+    for dt in (torch.float32, torch.bfloat16):
+        out, lse = rove.attention_varlen(q[:3].to(dt), k[:0].to(dt), k[:0].to(dt), [0, 3], z2,
+                                         return_lse=True)
+        assert out.dtype == dt and (out == 0).all() and torch.isneginf(lse).all()
+    cu = np.array([0, 4, 10])
+    want = rove.attention_varlen(q, k, k, cu, cu)
+    buf = torch.zeros(10, 4, 32)
+    neg = torch._neg_view(buf)
+    assert rove.attention_varlen(q, k, k, cu, cu, out=neg) is neg
+    assert torch.equal(neg, want) and torch.equal(buf, -want)
+    buf4 = torch.zeros(1, 10, 4, 32)
+    neg4 = torch._neg_view(buf4)
+    rove.attention(q[None], k[None], k[None], out=neg4)
+    assert torch.equal(neg4, rove.attention(q[None], k[None], k[None]))
