@@ -80,8 +80,13 @@ Design of ``apply`` (no re-rotation of the past)
 float32, bfloat16 and float16 models: librove reads half-precision q / k / v as they are
 (widened to fp32 in its kernels, fp32 accumulation) and returns the output in q's dtype;
 with ``apply``, new keys / values are rotated in fp32 and rounded to the cache's dtype once
-(as a half-precision model's cache holds them). No backward (inference: use
-``torch.no_grad()`` or ``model.eval()`` with generate); dropout > 0 is refused.
+(as a half-precision model's cache holds them).
+
+Training: with ``register()``, a float32 model trains through librove's backward
+(``rove.attention`` / ``rove.attention_varlen`` autograd: plain and left-padded batches,
+packed sequences, windows, softcap, GQA); half-precision q / k / v that require grad and
+``apply()`` models (which rotate keys outside autograd) raise instead of cutting the
+graph. Attention dropout > 0 is refused.
 """
 from __future__ import annotations
 
@@ -370,8 +375,8 @@ def _rows_with_keys(info: MaskInfo, B: int) -> np.ndarray:
 # the attention function
 def _check_kwargs(module, dropout, kwargs):
     if dropout:
-        raise ValueError(f"rove attention: dropout={dropout} is not supported (librove is "
-                         "inference only); call model.eval()")
+        raise ValueError(f"rove attention: dropout={dropout} is not supported by librove; "
+                         "set the config's attention_dropout to 0 or call model.eval()")
     for key in ("position_bias", "s_aux", "sinks", "attention_bias", "head_mask"):
         if kwargs.get(key) is not None:
             raise ValueError(f"rove attention: `{key}` is not supported by librove")
@@ -407,9 +412,13 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
         return x.shape[1] == 1 or (s[1] == D and s[3] == 1)
 
     if tokens_dense(key) and tokens_dense(value):
+        plan = get_plan(H, Hk, D, **plan_kw)
+        if torch.is_grad_enabled():  # training: rove.attention's autograd (a fresh output)
+            o = plan.attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos, layout="bhsd")
+            return o.transpose(1, 2)  # the [b, q, h, d] buffer librove wrote
         out = torch.empty((B, Lq, H, D), dtype=query.dtype)
-        get_plan(H, Hk, D, **plan_kw).attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos,
-                                                layout="bhsd", out=out.transpose(1, 2))
+        plan.attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos, layout="bhsd",
+                       out=out.transpose(1, 2))
         return out
     k = key.contiguous().view(B * Hk, Lk, 1, D)
     v = value.contiguous().view(B * Hk, Lk, 1, D)
@@ -449,15 +458,21 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
                             "bfloat16 or float16 tensors")
         if t.device.type != "cpu":
             raise ValueError(f"rove attention: {name} is on {t.device}; librove runs on the CPU")
-        if t.requires_grad and torch.is_grad_enabled():
-            raise RuntimeError(f"rove attention: {name} requires grad, but librove has no "
-                               "backward (inference only): run under torch.no_grad() / "
-                               "model.generate(), or use another attn_implementation to train")
+    state = getattr(module, "_rove_apply", None)
+    train = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    if train and state is not None:
+        raise RuntimeError("rove.hf.apply: q / k / v require grad, but apply() rotates keys "
+                           "outside autograd (inference only): run under torch.no_grad() / "
+                           "model.generate(), or train with register() (attn_implementation="
+                           "'rove')")
+    if train and any(t.dtype != torch.float32 for t in (query, key, value)):
+        raise RuntimeError("rove attention: gradients are computed for float32 models only "
+                           f"(q / k / v are {query.dtype}): run under torch.no_grad(), or "
+                           "train in float32")
     B, H, Lq, D = query.shape
     Lk = key.shape[2]
     info = _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window)
-    state = getattr(module, "_rove_apply", None)
-    with torch.no_grad():
+    with torch.enable_grad() if train else torch.no_grad():
         if state is None:
             if info.cu is None:
                 q_pos, kv_pos, window, causal = _cached_index_positions(info, B)
@@ -588,8 +603,10 @@ def _rotate_kv(state, call, key, value):
         raise TypeError(f"rove.hf.apply: keys/values are {key.dtype}/{value.dtype}; librove "
                         "takes float32, bfloat16 or float16 tensors")
     if torch.is_grad_enabled() and (key.requires_grad or value.requires_grad):
-        raise RuntimeError("rove.hf.apply: keys require grad, but librove has no backward "
-                           "(inference only): run under torch.no_grad() / model.generate()")
+        raise RuntimeError("rove.hf.apply: keys require grad, but apply() rotates keys "
+                           "outside autograd (inference only): run under torch.no_grad() / "
+                           "model.generate(), or train with register() (attn_implementation="
+                           "'rove')")
     pos = pos.to(torch.int64).numpy()
     with torch.no_grad():
         k = _rotated(key, pos, call.rope, call.m,

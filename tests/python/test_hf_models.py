@@ -335,12 +335,60 @@ def test_training_dtype_and_weights_are_refused():
     with pytest.raises(ValueError, match="dropout"):
         mod(ids)
     mod.eval()
-    with pytest.raises(RuntimeError, match="backward"):  # grad enabled: never a silent cut
-        mod(ids)
+    half = copy.deepcopy(mod).to(torch.bfloat16)  # grads: float32 only, never a silent cut
+    with pytest.raises(RuntimeError, match="float32"):
+        half(ids)
+    applied = RH.apply(_build("llama3", "eager"), "rope")
+    with pytest.raises(RuntimeError, match="register"):  # apply: keys rotated outside autograd
+        applied(ids)
     with torch.no_grad(), pytest.raises(ValueError, match="attention weights"):
         mod(ids, output_attentions=True)
     with torch.no_grad(), pytest.raises(TypeError, match="float32, bfloat16 or float16"):
         copy.deepcopy(mod).to(torch.float64)(ids)
+
+
+# ---- training through register() (float32) ----------------------------------------------
+def _grads(model, parts):
+    """Parameter gradients of the summed next-token loss over the batches of parts
+    [(ids, kwargs)], accumulated; a padded position neither predicts nor is predicted."""
+    model.zero_grad(set_to_none=True)
+    for ids, kw in parts:
+        target = ids[:, 1:]
+        mask = kw.get("attention_mask")
+        if mask is not None:
+            target = target.masked_fill((mask[:, :-1] == 0) | (mask[:, 1:] == 0), -100)
+        logits = model(ids, use_cache=False, **kw).logits
+        torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), target.flatten(),
+                                          ignore_index=-100, reduction="sum").backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("family", ["llama3", "mistral", "qwen3", "gemma2", "gpt_neox"])
+def test_register_training_gradients_match_transformers(family):
+    """loss.backward() through librove's backward gives transformers' gradients for every
+    parameter: a plain batch (against the same batch), a left-padded batch (against each
+    sequence alone, unpadded: rows that see no key are 0 in librove and uniform in eager)
+    and packed sequences (varlen; against transformers' own packed mask)."""
+    ref = _build(family, _ref_impl(family)).train()
+    mod = _build(family, "rove", ref.state_dict()).train()
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(3, H.VOCAB, (2, 24), generator=g)
+    lengths = (24, 15)
+    pids, mask, pos = _padded_batch(lengths, 24)
+    alone = [(pids[i:i + 1, 24 - n:], {}) for i, n in enumerate(lengths)]
+    packed = torch.cat([torch.arange(n) for n in (9, 1, 14)])[None].expand(2, 24)
+    cases = [("plain", [(ids, {})], [(ids, {})]),
+             ("padded", [(pids, dict(attention_mask=mask, position_ids=pos))], alone),
+             ("packed", [(ids, dict(position_ids=packed))], [(ids, dict(position_ids=packed))])]
+    for name, ours, theirs in cases:
+        calls = RH.stats["attention_calls"], RH.stats["packed_calls"]
+        got, want = _grads(mod, ours), _grads(ref, theirs)
+        assert RH.stats["attention_calls"] > calls[0]
+        if name == "packed":
+            assert RH.stats["packed_calls"] > calls[1]
+        assert want.keys() == got.keys() and len(got) > 0
+        for n in want:
+            assert _rel(got[n], want[n]) <= 1e-4, (family, name, n, _rel(got[n], want[n]))
 
 
 # ---- half-precision models ----------------------------------------------------------------
