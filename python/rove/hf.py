@@ -82,11 +82,13 @@ float32, bfloat16 and float16 models: librove reads half-precision q / k / v as 
 with ``apply``, new keys / values are rotated in fp32 and rounded to the cache's dtype once
 (as a half-precision model's cache holds them).
 
-Training: with ``register()``, a float32 model trains through librove's backward
-(``rove.attention`` / ``rove.attention_varlen`` autograd: plain and left-padded batches,
-packed sequences, windows, softcap, GQA); half-precision q / k / v that require grad and
-``apply()`` models (which rotate keys outside autograd) raise instead of cutting the
-graph. Attention dropout > 0 is refused.
+Training: a float32 model trains through librove's backward (``rove.attention`` /
+``rove.attention_varlen`` autograd: plain and left-padded batches, packed sequences,
+windows, softcap, GQA), with ``register()`` and with ``apply()``; an ``apply()`` model
+trains without a cache (``use_cache=False``), librove then rotating q and k (RoVE: v and
+the output) itself inside autograd, by the tokens' ``position_ids``. Half-precision q / k /
+v that require grad, and keys that require grad on their way into a cache, raise instead
+of cutting the graph. Attention dropout > 0 is refused.
 """
 from __future__ import annotations
 
@@ -460,11 +462,6 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
             raise ValueError(f"rove attention: {name} is on {t.device}; librove runs on the CPU")
     state = getattr(module, "_rove_apply", None)
     train = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
-    if train and state is not None:
-        raise RuntimeError("rove.hf.apply: q / k / v require grad, but apply() rotates keys "
-                           "outside autograd (inference only): run under torch.no_grad() / "
-                           "model.generate(), or train with register() (attn_implementation="
-                           "'rove')")
     if train and any(t.dtype != torch.float32 for t in (query, key, value)):
         raise RuntimeError("rove attention: gradients are computed for float32 models only "
                            f"(q / k / v are {query.dtype}): run under torch.no_grad(), or "
@@ -490,6 +487,8 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
                                      q_pos=q_pos, kv_pos=kv_pos, rope=None)
             if Dv < D:
                 out = out[..., :Dv]
+        elif train:
+            out = _applied_training(state, query, key, value, info, softcap, scaling)
         else:
             out = _applied_attention(module, state, query, key, value, info, softcap, scaling)
     return out, None
@@ -603,10 +602,9 @@ def _rotate_kv(state, call, key, value):
         raise TypeError(f"rove.hf.apply: keys/values are {key.dtype}/{value.dtype}; librove "
                         "takes float32, bfloat16 or float16 tensors")
     if torch.is_grad_enabled() and (key.requires_grad or value.requires_grad):
-        raise RuntimeError("rove.hf.apply: keys require grad, but apply() rotates keys "
-                           "outside autograd (inference only): run under torch.no_grad() / "
-                           "model.generate(), or train with register() (attn_implementation="
-                           "'rove')")
+        raise RuntimeError("rove.hf.apply: keys require grad, but a cache's keys are rotated "
+                           "outside autograd: train without a cache (pass use_cache=False), or "
+                           "run under torch.no_grad() / model.generate()")
     pos = pos.to(torch.int64).numpy()
     with torch.no_grad():
         k = _rotated(key, pos, call.rope, call.m,
@@ -708,6 +706,36 @@ def _fused_positions(info: MaskInfo, pos: np.ndarray, B: int, Lq: int):
         if not causal and window == 0:
             window = _FAR_WINDOW
     return True, q_pos.astype(np.int32), kv_pos.astype(np.int32), window, causal
+
+
+def _applied_training(state, query, key, value, info, softcap, scaling):
+    """apply() with q / k / v that require grad (training, no cache): librove rotates q and
+    k (RoVE: v and the output too) itself, by the tokens' position_ids, inside
+    rove.attention's (or rove.attention_varlen's) autograd; m scales the rotated dims of
+    q and k as in inference."""
+    call = state.call
+    if call is None:
+        raise RuntimeError("rove.hf.apply: attention ran outside the patched module forward")
+    B, H, Lq, D = query.shape
+    if call.kv_rotated or key.shape[2] != Lq:
+        raise RuntimeError("rove.hf.apply: training runs without a cache (pass use_cache=False)")
+    pos = (call.pos.expand(B, Lq) if call.pos.shape[0] == 1 else call.pos).to(torch.int64).numpy()
+    if pos.shape != (B, Lq):
+        raise ValueError(f"position_ids of shape {tuple(call.pos.shape)} do not match q "
+                         f"[{B}, {Lq}]")
+    flags = _lib.ROTATE_Q | _lib.ROTATE_K
+    if state.mode == "rove":
+        flags |= _lib.ROTATE_V | _lib.ROTATE_O
+    if info.cu is not None:
+        return _run_packed(query, key, value, info, rotate=flags, softcap=softcap,
+                           scaling=scaling, pos=pos.reshape(-1).astype(np.int32), rope=call.rope)
+    fused, q_pos, kv_pos, window, causal = _fused_positions(info, pos, B, Lq)
+    if not fused:
+        raise RuntimeError("rove.hf.apply: training needs position_ids equal to the token "
+                           "index plus a constant per row (or packed sequences)")
+    return _run_attention(query, key, value, rotate=flags, causal=causal, window=window,
+                          softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos,
+                          rope=call.rope)
 
 
 def _applied_attention(module, state, query, key, value, info, softcap, scaling):

@@ -339,8 +339,8 @@ def test_training_dtype_and_weights_are_refused():
     with pytest.raises(RuntimeError, match="float32"):
         half(ids)
     applied = RH.apply(_build("llama3", "eager"), "rope")
-    with pytest.raises(RuntimeError, match="register"):  # apply: keys rotated outside autograd
-        applied(ids)
+    with pytest.raises(RuntimeError, match="use_cache=False"):  # training with a cache
+        applied(ids, use_cache=True)
     with torch.no_grad(), pytest.raises(ValueError, match="attention weights"):
         mod(ids, output_attentions=True)
     with torch.no_grad(), pytest.raises(TypeError, match="float32, bfloat16 or float16"):
@@ -389,6 +389,42 @@ def test_register_training_gradients_match_transformers(family):
         assert want.keys() == got.keys() and len(got) > 0
         for n in want:
             assert _rel(got[n], want[n]) <= 1e-4, (family, name, n, _rel(got[n], want[n]))
+
+
+@pytest.mark.parametrize("family", ["llama3", "llama_yarn", "qwen3", "gemma2", "gptj", "phi3"])
+def test_apply_training_gradients(family):
+    """apply() models train too (no cache): librove rotates q and k (RoVE: v and the
+    output) inside autograd. "rope": every parameter's gradient equals the unmodified
+    model's (plain, left-padded against each sequence alone, packed); "rove": equals the
+    float64 RoVE reference's (plain and packed)."""
+    base = _build(family, "eager")
+    state = base.state_dict()
+    ref = _build(family, _ref_impl(family), state).train()
+    rope = RH.apply(_build(family, "eager", state), "rope").train()
+    rove_m = RH.apply(_build(family, "eager", state), "rove").train()
+    rove_ref = _reference_model(family, state).train()
+    g = torch.Generator().manual_seed(6)
+    ids = torch.randint(3, H.VOCAB, (2, 24), generator=g)
+    pos = torch.arange(24)[None].expand(2, 24)
+    lengths = (24, 15)
+    pids, mask, ppos = _padded_batch(lengths, 24)
+    alone = [(pids[i:i + 1, 24 - n:], dict(position_ids=torch.arange(n)[None]))
+             for i, n in enumerate(lengths)]
+    packed = torch.cat([torch.arange(n) for n in (9, 1, 14)])[None].expand(2, 24)
+    plain = [(ids, dict(position_ids=pos))]
+    for mod, refm, cases in (
+            (rope, ref, [("plain", plain, plain),
+                         ("padded", [(pids, dict(attention_mask=mask, position_ids=ppos))], alone),
+                         ("packed", [(ids, dict(position_ids=packed))],
+                          [(ids, dict(position_ids=packed))])]),
+            (rove_m, rove_ref, [("plain", plain, plain),
+                                ("packed", [(ids, dict(position_ids=packed))],
+                                 [(ids, dict(position_ids=packed))])])):
+        for name, ours, theirs in cases:
+            got, want = _grads(mod, ours), _grads(refm, theirs)
+            assert want.keys() == got.keys() and len(got) > 0
+            for n in want:
+                assert _rel(got[n], want[n]) <= 1e-4, (family, name, n, _rel(got[n], want[n]))
 
 
 # ---- half-precision models ----------------------------------------------------------------
