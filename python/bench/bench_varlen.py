@@ -6,7 +6,12 @@ against one rove.attention call per sequence, in one run.
 
     python python/bench/bench_varlen.py [--threads 1 2] [--runs 5]
 
-The four calls of a row are timed in interleaved rounds (medians of --runs). Issue 17's
+The four calls of a row are timed in interleaved rounds (medians of --runs), each
+writing into an output buffer allocated once (out=), as a server reuses its buffers: a
+fresh output per call would time NumPy's allocator, and unequally (glibc maps a fresh
+block above 32 MB, the packed output of the 8-sequence set, and zeroes its pages on every
+call, while the smaller dense outputs are reused from the heap: 1-5 % of the varlen time
+in session 19's runs). --fresh restores fresh outputs. Issue 17's
 target is against the one dense sequence; the dense batch shows how much of the gap is the
 sequences' lengths (short sequences run below a long one's rate in any layout, issue 15)
 rather than the packing.
@@ -42,6 +47,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--fresh", action="store_true", help="a fresh output per call")
     args = p.parse_args()
     H, d = 12, 64
     print("| set | threads | varlen ms | varlen GFLOP/s | per-seq loop ms | dense ms | dense GFLOP/s"
@@ -60,14 +66,17 @@ def main():
         fl_var = sum(4.0 * d * H * int(n) ** 2 / 2 for n in lens)
         fl_den = 4.0 * d * H * n_eq ** 2 / 2
         fl_bat = 4.0 * d * H * count * n_b ** 2 / 2
+        ov, od, ob = np.empty_like(q), np.empty_like(qd), np.empty_like(qb)
+        keep = (lambda o: None) if args.fresh else (lambda o: o)  # out=None: a fresh one
         for t in args.threads:
             def loop():
                 for s in range(count):
                     sl = slice(cu[s], cu[s + 1])
-                    rove.attention(q[sl], k[sl], v[sl], threads=t)
-            mv, ml, md, mb = timed([lambda: rove.attention_varlen(q, k, v, cu, cu, threads=t), loop,
-                                    lambda: rove.attention(qd, kd, vd, threads=t),
-                                    lambda: rove.attention(qb, kb, vb, threads=t)], args.runs)
+                    rove.attention(q[sl], k[sl], v[sl], threads=t, out=keep(ov[sl]))
+            mv, ml, md, mb = timed([
+                lambda: rove.attention_varlen(q, k, v, cu, cu, threads=t, out=keep(ov)), loop,
+                lambda: rove.attention(qd, kd, vd, threads=t, out=keep(od)),
+                lambda: rove.attention(qb, kb, vb, threads=t, out=keep(ob))], args.runs)
             gv, gd, gb = fl_var / mv * 1e-9, fl_den / md * 1e-9, fl_bat / mb * 1e-9
             print(f"| {name} (total {T}, dense n {n_eq}, batch {count} x {n_b}) | {t} | "
                   f"{mv * 1e3:.1f} | {gv:.1f} | {ml * 1e3:.1f} | {md * 1e3:.1f} | {gd:.1f} | "

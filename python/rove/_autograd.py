@@ -60,6 +60,7 @@ def check(q, k, v, out, q_angles, kv_angles):
 
 def _make_function():
     torch = _tensor._torch()
+    from torch.autograd.function import once_differentiable
 
     class AttentionFunction(torch.autograd.Function):
         @staticmethod
@@ -73,6 +74,7 @@ def _make_function():
             return out, lse
 
         @staticmethod
+        @once_differentiable  # no double backward: raises instead of a silent cut
         def backward(ctx, dout, dlse):
             q, k, v, out, lse = ctx.saved_tensors
             plan, q_pos, kv_pos, layout, q_angles, kv_angles = ctx.meta

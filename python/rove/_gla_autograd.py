@@ -38,6 +38,7 @@ def check(q, k, v, g, angles, initial_state, out):
 
 def _make_function():
     torch = _tensor._torch()
+    from torch.autograd.function import once_differentiable
 
     class GLAFunction(torch.autograd.Function):
         @staticmethod
@@ -52,6 +53,7 @@ def _make_function():
             return out, fs
 
         @staticmethod
+        @once_differentiable  # no double backward: raises instead of a silent cut
         def backward(ctx, dout, dfinal):
             q, k, v, g, angles, s0, out = ctx.saved_tensors
             need = ctx.needs_input_grad

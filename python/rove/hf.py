@@ -84,9 +84,11 @@ with ``apply``, new keys / values are rotated in fp32 and rounded to the cache's
 
 Training: a float32 model trains through librove's backward (``rove.attention`` /
 ``rove.attention_varlen`` autograd: plain and left-padded batches, packed sequences,
-windows, softcap, GQA), with ``register()`` and with ``apply()``; an ``apply()`` model
-trains without a cache (``use_cache=False``), librove then rotating q and k (RoVE: v and
-the output) itself inside autograd, by the tokens' ``position_ids``. Half-precision q / k /
+windows, softcap, GQA), with ``register()`` (with or without a cache) and with
+``apply()``; an ``apply()`` model trains without a cache (``use_cache=False``), librove
+then rotating q and k (RoVE: v and the output) itself inside autograd, by the tokens'
+``position_ids``, which must be the token index plus a constant per row (left padding) or
+packed sequences; other positions raise. Half-precision q / k /
 v that require grad, and keys that require grad on their way into a cache, raise instead
 of cutting the graph. Attention dropout > 0 is refused.
 """
@@ -463,9 +465,9 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
     state = getattr(module, "_rove_apply", None)
     train = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
     if train and any(t.dtype != torch.float32 for t in (query, key, value)):
-        raise RuntimeError("rove attention: gradients are computed for float32 models only "
-                           f"(q / k / v are {query.dtype}): run under torch.no_grad(), or "
-                           "train in float32")
+        raise RuntimeError("rove attention: gradients are computed for float32 q, k and v only "
+                           f"(q / k / v are {query.dtype} / {key.dtype} / {value.dtype}, e.g. "
+                           "under autocast): run under torch.no_grad(), or train in float32")
     B, H, Lq, D = query.shape
     Lk = key.shape[2]
     info = _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window)

@@ -13,7 +13,9 @@ shapes). Its arguments are rove.attention's, with the RopeConfig as a JSON strin
 may each be float32, bfloat16 or float16 (read in place: no casts); out has q's dtype and
 the LSE is float32. The op is differentiable in q, k and v for float32 tensors
 (torch.library.register_autograd; the backward is rove_attention_backward, as for
-rove.attention); the LSE output gets no gradient. rove::attention_varlen is
+rove.attention, itself the custom op rove::attention_backward so that torch.compile
+traces training through its fake kernel); the LSE output is non-differentiable, and a
+double backward (create_graph=True) raises. rove::attention_varlen is
 rove.attention_varlen the same way (packed [total, heads, d] tensors, cu_seqlens as int32
 or int64 tensors; out [total_q, heads, d], LSE [heads, total_q]; the backward is one
 rove_attention_backward per sequence).
@@ -55,13 +57,20 @@ def _flags(rotate: str):
 def _setup_context(ctx, inputs, output):
     q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout = inputs
     out, lse = output
+    ctx.mark_non_differentiable(lse)  # as rove.attention's: the LSE gets no gradient
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.args = (q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout)
 
 
-def _backward(ctx, dout, dlse):
-    q, k, v, out, lse = ctx.saved_tensors
-    q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout = ctx.args
+# The backwards are custom ops of their own, so that torch.compile (AOTAutograd) traces
+# them through their fake kernels instead of running librove on fake tensors. They have
+# no autograd of their own: a double backward (create_graph=True) raises.
+@torch.library.custom_op("rove::attention_backward", mutates_args=())
+def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+            out: torch.Tensor, lse: torch.Tensor, q_pos: Optional[torch.Tensor],
+            kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
+            softcap: float, scale: Optional[float], rope_json: str,
+            layout: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     if q.dtype != torch.float32 or k.dtype != torch.float32 or v.dtype != torch.float32:
         raise TypeError("rove::attention: gradients are computed for float32 q, k and v only")
     bhsd = layout == "bhsd"
@@ -70,6 +79,22 @@ def _backward(ctx, dout, dlse):
                     softcap=softcap, scale=scale, rope=_rope(rope_json))
     dq, dk, dv, _, _ = _autograd._backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos,
                                            layout, None, None)
+    return dq.contiguous(), dk.contiguous(), dv.contiguous()
+
+
+@_bwd_op.register_fake
+def _(dout, q, k, v, out, lse, q_pos, kv_pos, rotate, causal, window, softcap, scale,
+      rope_json, layout):
+    f32 = torch.float32
+    return q.new_empty(q.shape, dtype=f32), k.new_empty(k.shape, dtype=f32), \
+        v.new_empty(v.shape, dtype=f32)
+
+
+def _backward(ctx, dout, dlse):
+    q, k, v, out, lse = ctx.saved_tensors
+    if dout is None:
+        dout = torch.zeros_like(out)
+    dq, dk, dv = torch.ops.rove.attention_backward(dout, q, k, v, out, lse, *ctx.args)
     return dq, dk, dv, None, None, None, None, None, None, None, None, None
 
 
@@ -123,22 +148,43 @@ def _varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
 def _varlen_setup_context(ctx, inputs, output):
     q, k, v, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json = inputs
     out, lse = output
+    ctx.mark_non_differentiable(lse)
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.args = (cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json)
 
 
-def _varlen_backward(ctx, dout, dlse):
-    q, k, v, out, lse = ctx.saved_tensors
-    cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json = ctx.args
+@torch.library.custom_op("rove::attention_varlen_backward", mutates_args=())
+def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   out: torch.Tensor, lse: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                   cu_seqlens_k: torch.Tensor, q_pos: Optional[torch.Tensor],
+                   kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
+                   softcap: float, scale: Optional[float],
+                   rope_json: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     if q.dtype != torch.float32 or k.dtype != torch.float32 or v.dtype != torch.float32:
         raise TypeError("rove::attention_varlen: gradients are computed for float32 q, k and "
                         "v only")
     plan = get_plan(q.shape[1], k.shape[1], q.shape[2], rotate=_flags(rotate), causal=causal,
                     window=window, softcap=softcap, scale=scale, rope=_rope(rope_json))
-    cq = _varlen._cu(cq, "cu_seqlens_q", None)
-    ck = _varlen._cu(ck, "cu_seqlens_k", cq.shape[0])
+    cq = _varlen._cu(cu_seqlens_q, "cu_seqlens_q", None)
+    ck = _varlen._cu(cu_seqlens_k, "cu_seqlens_k", cq.shape[0])
     dq, dk, dv, _, _ = _varlen._backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos,
                                          None, None, False, False)
+    return dq, dk, dv
+
+
+@_varlen_bwd_op.register_fake
+def _(dout, q, k, v, out, lse, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale,
+      rope_json):
+    f32 = torch.float32
+    return q.new_empty(q.shape, dtype=f32), k.new_empty(k.shape, dtype=f32), \
+        v.new_empty(v.shape, dtype=f32)
+
+
+def _varlen_backward(ctx, dout, dlse):
+    q, k, v, out, lse = ctx.saved_tensors
+    if dout is None:
+        dout = torch.zeros_like(out)
+    dq, dk, dv = torch.ops.rove.attention_varlen_backward(dout, q, k, v, out, lse, *ctx.args)
     return (dq, dk, dv) + (None,) * 10
 
 

@@ -158,6 +158,8 @@ def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles):
     global _FUNCTION
     torch = _tensor._torch()
     if _FUNCTION is None:
+        from torch.autograd.function import once_differentiable
+
         class VarlenFunction(torch.autograd.Function):
             @staticmethod
             def forward(ctx, q, k, v, qa, ka, plan, cq, ck, q_pos, kv_pos):
@@ -170,6 +172,7 @@ def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles):
                 return out, lse
 
             @staticmethod
+            @once_differentiable  # no double backward: raises instead of a silent cut
             def backward(ctx, dout, dlse):
                 q, k, v, out, lse = ctx.saved_tensors
                 plan, cq, ck, q_pos, kv_pos, qa, ka = ctx.meta

@@ -56,7 +56,10 @@ def _packed(rng, dtype=torch.float32):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_varlen_opcheck(rng, dtype):
     q, k, v, cu = _packed(rng, dtype)
-    utils = ("test_schema", "test_faketensor", "test_autograd_registration")
+    if dtype == torch.float32:
+        q, k, v = (x.requires_grad_(True) for x in (q, k, v))
+    utils = ("test_schema", "test_faketensor", "test_autograd_registration",
+             "test_aot_dispatch_dynamic")
     torch.library.opcheck(torch.ops.rove.attention_varlen.default,
                           (q, k, v, cu, cu, None, None, "rove", True, 0, 0.0, None, ""),
                           test_utils=utils)
@@ -86,3 +89,36 @@ def test_varlen_compile_and_gradients(rng):
         assert a.grad is not None and torch.equal(a.grad, b.grad)
     out, lse = rove.torch_ops.attention_varlen(q, k, v, cu, cu, return_lse=True)
     assert out.shape == q.shape and lse.shape == (4, q.shape[0]) and lse.dtype == torch.float32
+
+
+def test_compiled_training_lse_and_double_backward(rng):
+    """Both ops train under torch.compile (their backwards are custom ops with fake
+    kernels), with the gradients of eager autograd; the LSE output is non-differentiable;
+    a double backward (create_graph=True) raises, here and in rove.attention /
+    rove.attention_varlen, instead of silently dropping the second-order term."""
+    q, k, v, cu = _packed(rng)
+    q4, k4 = torch.from_numpy(randn(rng, 1, 4, 16, 32)), torch.from_numpy(randn(rng, 1, 2, 16, 32))
+    calls = [
+        (lambda q, k, v: rove.torch_ops.attention_varlen(q, k, v, cu, cu, window=5),
+         lambda q, k, v: rove.attention_varlen(q, k, v, cu, cu, window=5), (q, k, v)),
+        (lambda q, k, v: rove.torch_ops.attention(q, k, v, layout="bhsd", rotate="rope"),
+         lambda q, k, v: rove.attention(q, k, v, layout="bhsd", rotate="rope"), (q4, k4, k4)),
+    ]
+    for op, eager, xs in calls:
+        a = [x.clone().requires_grad_(True) for x in xs]
+        b = [x.clone().requires_grad_(True) for x in xs]
+        torch.compile(op, fullgraph=True, backend="aot_eager")(*a).square().sum().backward()
+        eager(*b).square().sum().backward()
+        for x, y in zip(a, b):
+            assert x.grad is not None and torch.equal(x.grad, y.grad)
+        for f in (op, eager):
+            c = [x.clone().requires_grad_(True) for x in xs]
+            dq = torch.autograd.grad(f(*c).square().sum(), c[0], create_graph=True)[0]
+            with pytest.raises(RuntimeError):
+                dq.sum().backward()
+    lq = q.clone().requires_grad_(True)
+    _, lse = rove.torch_ops.attention_varlen(lq, k, v, cu, cu, return_lse=True)
+    assert not lse.requires_grad
+    _, lse = rove.torch_ops.attention(q4.clone().requires_grad_(True), k4, k4, layout="bhsd",
+                                      return_lse=True)
+    assert not lse.requires_grad
