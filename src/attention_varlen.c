@@ -26,10 +26,10 @@ static rove_status check_packed(const rove_plan *p, const rove_varlen_args *a,
   int64_t el = 0;
   if (!rove_mul_i64(tq, p->cfg.n_heads, &el) || el > INT64_MAX / 4) return ROVE_ERR_SIZE_OVERFLOW;
   /* the element counts fit int64 / 4 (rove_tensor_extent), so bytes fit size_t */
-  const size_t bq = (size_t)eq * (size_t)rove_dtype_size(t ? t->q : ROVE_DTYPE_F32);
-  const size_t bo = (size_t)eo * (size_t)rove_dtype_size(t ? t->out : ROVE_DTYPE_F32);
-  const size_t bk = (size_t)ek * (size_t)rove_dtype_size(t ? t->k : ROVE_DTYPE_F32);
-  const size_t bv = (size_t)ev * (size_t)rove_dtype_size(t ? t->v : ROVE_DTYPE_F32);
+  const size_t bq = (size_t)eq * (size_t)rove_dtype_size(t->q);
+  const size_t bo = (size_t)eo * (size_t)rove_dtype_size(t->out);
+  const size_t bk = (size_t)ek * (size_t)rove_dtype_size(t->k);
+  const size_t bv = (size_t)ev * (size_t)rove_dtype_size(t->v);
   const size_t bl = (size_t)el * sizeof(float);
   if (bo && (rove_overlap(a->out, bo, a->q, bq) || (bk && rove_overlap(a->out, bo, a->k, bk)) ||
              (bv && rove_overlap(a->out, bo, a->v, bv))))
@@ -47,7 +47,7 @@ static const void *at(const void *x, rove_dtype t, int64_t e) {
 }
 
 /* The batch-1 call of sequence s (lse left NULL: its layout is varlen's, set after init).
- * Strides count elements of each tensor's own type (types NULL: all F32). */
+ * Strides count elements of each tensor's own type. */
 static rove_attention_args seq_args(const rove_plan *p, const rove_varlen_args *a,
                                     const rove_tensor_types *t, int32_t s) {
   const int64_t d = p->cfg.head_dim, H = p->cfg.n_heads, Hkv = p->cfg.n_kv_heads;
@@ -55,8 +55,6 @@ static rove_attention_args seq_args(const rove_plan *p, const rove_varlen_args *
   const int64_t qs = a->q_stride ? a->q_stride : H * d, os = a->out_stride ? a->out_stride : H * d;
   const int64_t ks = a->k_stride ? a->k_stride : Hkv * d, vs = a->v_stride ? a->v_stride : Hkv * d;
   const int64_t aw = Hkv * p->half;
-  const rove_tensor_types f32 = {ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_F32};
-  if (!t) t = &f32;
   rove_attention_args b;
   memset(&b, 0, sizeof b);
   b.batch = 1;
@@ -82,17 +80,20 @@ rove_status rove_attention_varlen_typed(const rove_plan *p, const rove_varlen_ar
   if (types && (!rove_dtype_is_tensor(types->q) || !rove_dtype_is_tensor(types->k) ||
                 !rove_dtype_is_tensor(types->v) || !rove_dtype_is_tensor(types->out)))
     return ROVE_ERR_INVALID_ARGUMENT;
+  static const rove_tensor_types all_f32 = {ROVE_DTYPE_F32, ROVE_DTYPE_F32, ROVE_DTYPE_F32,
+                                            ROVE_DTYPE_F32};
+  const rove_tensor_types *t = types ? types : &all_f32; /* the element sizes */
   int64_t tq = 0, tk = 0;
   if (!rove_check_cu(a->cu_seqlens_q, a->n_seqs, &tq) || !rove_check_cu(a->cu_seqlens_k, a->n_seqs, &tk))
     return ROVE_ERR_INVALID_ARGUMENT;
   /* q and out may be NULL only when no sequence has queries, k and v when none has keys */
   if ((tq > 0 && (!a->q || !a->out)) || (tk > 0 && (!a->k || !a->v))) return ROVE_ERR_INVALID_ARGUMENT;
   if (!a->q_angles != !a->kv_angles) return ROVE_ERR_INVALID_ARGUMENT;
-  rove_status st = check_packed(p, a, types, tq, tk);
+  rove_status st = check_packed(p, a, t, tq, tk);
   if (st != ROVE_OK) return st;
   rove_attention_args *args = calloc((size_t)a->n_seqs, sizeof *args);
   if (!args) return ROVE_ERR_OUT_OF_MEMORY;
-  for (int32_t s = 0; s < a->n_seqs; s++) args[s] = seq_args(p, a, types, s);
+  for (int32_t s = 0; s < a->n_seqs; s++) args[s] = seq_args(p, a, t, s);
   st = rove_fwd_calls(p, a->n_seqs, args, NULL, types, a->lse, a->cu_seqlens_q, tq);
   free(args);
   return st;

@@ -55,11 +55,28 @@ def _flags(rotate: str):
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout = inputs
+    """Both ops: q, k, v first; the rest of the inputs go to the backward op as they are."""
+    q, k, v = inputs[:3]
     out, lse = output
     ctx.mark_non_differentiable(lse)  # as rove.attention's: the LSE gets no gradient
     ctx.save_for_backward(q, k, v, out, lse)
-    ctx.args = (q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout)
+    ctx.args = tuple(inputs[3:])
+
+
+def _f32_like(*xs):
+    """Fresh float32 tensors shaped like xs: the backward ops' fake outputs."""
+    return tuple(x.new_empty(x.shape, dtype=torch.float32) for x in xs)
+
+
+def _op_backward(bwd_op, n_args: int):
+    """The autograd backward of an op with q, k, v and n_args more inputs: bwd_op(dout,
+    q, k, v, out, lse, *those inputs) gives dq, dk, dv; the others get no gradient."""
+    def backward(ctx, dout, dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        if dout is None:
+            dout = torch.zeros_like(out)
+        return tuple(bwd_op(dout, q, k, v, out, lse, *ctx.args)) + (None,) * n_args
+    return backward
 
 
 # The backwards are custom ops of their own, so that torch.compile (AOTAutograd) traces
@@ -85,20 +102,11 @@ def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
 @_bwd_op.register_fake
 def _(dout, q, k, v, out, lse, q_pos, kv_pos, rotate, causal, window, softcap, scale,
       rope_json, layout):
-    f32 = torch.float32
-    return q.new_empty(q.shape, dtype=f32), k.new_empty(k.shape, dtype=f32), \
-        v.new_empty(v.shape, dtype=f32)
+    return _f32_like(q, k, v)
 
 
-def _backward(ctx, dout, dlse):
-    q, k, v, out, lse = ctx.saved_tensors
-    if dout is None:
-        dout = torch.zeros_like(out)
-    dq, dk, dv = torch.ops.rove.attention_backward(dout, q, k, v, out, lse, *ctx.args)
-    return dq, dk, dv, None, None, None, None, None, None, None, None, None
-
-
-_op.register_autograd(_backward, setup_context=_setup_context)
+_op.register_autograd(_op_backward(torch.ops.rove.attention_backward, 9),
+                      setup_context=_setup_context)
 
 
 @_op.register_fake
@@ -145,14 +153,6 @@ def _varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
     return out, lse
 
 
-def _varlen_setup_context(ctx, inputs, output):
-    q, k, v, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json = inputs
-    out, lse = output
-    ctx.mark_non_differentiable(lse)
-    ctx.save_for_backward(q, k, v, out, lse)
-    ctx.args = (cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json)
-
-
 @torch.library.custom_op("rove::attention_varlen_backward", mutates_args=())
 def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                    out: torch.Tensor, lse: torch.Tensor, cu_seqlens_q: torch.Tensor,
@@ -175,20 +175,11 @@ def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
 @_varlen_bwd_op.register_fake
 def _(dout, q, k, v, out, lse, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale,
       rope_json):
-    f32 = torch.float32
-    return q.new_empty(q.shape, dtype=f32), k.new_empty(k.shape, dtype=f32), \
-        v.new_empty(v.shape, dtype=f32)
+    return _f32_like(q, k, v)
 
 
-def _varlen_backward(ctx, dout, dlse):
-    q, k, v, out, lse = ctx.saved_tensors
-    if dout is None:
-        dout = torch.zeros_like(out)
-    dq, dk, dv = torch.ops.rove.attention_varlen_backward(dout, q, k, v, out, lse, *ctx.args)
-    return (dq, dk, dv) + (None,) * 10
-
-
-_varlen_op.register_autograd(_varlen_backward, setup_context=_varlen_setup_context)
+_varlen_op.register_autograd(_op_backward(torch.ops.rove.attention_varlen_backward, 10),
+                             setup_context=_setup_context)
 
 
 @_varlen_op.register_fake
