@@ -15,7 +15,14 @@
  * than consecutive tokens' (the caller's [token][kv head][d]), a run is one tile: the
  * KV heads then consume each token's rows together instead of one 4 KB-strided stream
  * per head (32:8 x 128 / 8192 keys and 12 x 64 / 4096, one thread on a Sapphire Rapids
- * core: 1.15-1.42x, BENCHMARKS.md session 15).
+ * core: 1.15-1.42x, BENCHMARKS.md session 15). A paged pool with blocks of at most a
+ * tile is walked the same way, one tile per run: a pool block holds the rows of every KV
+ * head for its tokens ([block][kv head][bs][d]), so the heads inside a tile read its
+ * blocks' K and V front to back, where one head at a time read a 4 KB run per block and
+ * then jumped (12 x 64, blocks of 16: 1.08x -> 1.01x the contiguous cache's time; 32:8 x
+ * 128: 1.08x -> 1.01-1.03x; BENCHMARKS.md session 20). Each call then names the next
+ * call's keys through the block table (hint_paged), so the kernel prefetches all of its
+ * runs, not only the first.
  * Tile path (more rows): per key tile, K is packed and V copied into scratch for the flash
  * tile kernel, which is then run against the query tile of every head of the group. */
 #include <string.h>
@@ -106,10 +113,34 @@ static void hint_rows(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t h
   t->v_next = rove_fwd_raw(f->v, f->v_type, ve);
   t->k_scale_next = rove_fwd_scale(f, f->kscale, ke);
   t->v_scale_next = rove_fwd_scale(f, f->vscale, ve);
+  t->next_nk = 0;
 }
 static void hint_none(rove_rows_args *t) {
   t->k_next = t->v_next = NULL;
   t->k_scale_next = t->v_scale_next = NULL;
+  t->next_nk = 0;
+}
+
+/* A paged cache whose keys the row kernel reads in place, in one call over the blocks
+ * (blocks of at least 16 tokens, rows stored rotated; see rows_call). */
+static int paged_in_place(const rove_fwd *f) {
+  const int64_t d = f->p->cfg.head_dim;
+  return f->blocks && f->p->kern->rows_next && ROVE_ROWS_IN_PLACE(f->k_type, d) &&
+         ROVE_ROWS_IN_PLACE(f->v_type, d) && f->kv_rotated &&
+         f->block_shift >= ROVE_ROWS_RUN_SHIFT && f->vs == f->ks && f->block_stride % f->ks == 0;
+}
+
+/* ... in paged form (paged_in_place): the call after this one reads keys from j (a tile
+ * start) of KV head h through the same block table; the kernel finds each run. */
+static void hint_paged(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t h, int64_t j) {
+  (void)b; /* a paged call has batch 1 */
+  const int64_t e = h * f->kv_hstride, tk = f->p->kern->tile_kv;
+  t->k_next = rove_fwd_raw(f->k, f->k_type, e);
+  t->v_next = rove_fwd_raw(f->v, f->v_type, e);
+  t->k_scale_next = rove_fwd_scale(f, f->kscale, e);
+  t->v_scale_next = rove_fwd_scale(f, f->vscale, e);
+  t->next_j = (int32_t)j;
+  t->next_nk = (int32_t)(f->kv_len - j < tk ? f->kv_len - j : tk);
 }
 
 /* ... over a paged cache's blocks: one call over all of them (rove_rows_args.blocks) for
@@ -123,14 +154,13 @@ static void hint_none(rove_rows_args *t) {
 static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t kvh, int64_t j0,
                       int64_t j1, int cls) {
   const int64_t bs = f->blocks ? (int64_t)1 << f->block_shift : 0, d = f->p->cfg.head_dim;
-  /* the kernel reads a cache's rows in place (they are stored rotated) */
-  const int own = f->p->kern->rows_next && ROVE_ROWS_IN_PLACE(f->k_type, d) &&
-                  ROVE_ROWS_IN_PLACE(f->v_type, d);
-  if (!f->blocks || (own && f->kv_rotated && bs >= (1 << ROVE_ROWS_RUN_SHIFT) && j0 % 16 == 0 &&
-                     f->vs == f->ks && f->block_stride % f->ks == 0)) {
+  if (!f->blocks || (paged_in_place(f) && j0 % 16 == 0)) {
     rows_piece(f, t, b, kvh, j0, j1, cls, f->blocks != NULL);
     return;
   }
+  /* the kernel prefetches the next call's rows where it reads them in place */
+  const int own = f->p->kern->rows_next && ROVE_ROWS_IN_PLACE(f->k_type, d) &&
+                  ROVE_ROWS_IN_PLACE(f->v_type, d);
   /* Paged, split: each block is a call of its own, which names the next block of the
    * sequence as its k_next / v_next (the last one keeps the hint rows_runs gave); for a
    * kernel that takes no such hint, the rows of the block PAGED_AHEAD blocks on are
@@ -195,8 +225,10 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
  * prefetch hint). */
 static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *s, int64_t b,
                       int64_t kt0, int64_t kt1, int32_t qmin, int32_t qmax) {
-  const int64_t tk = f->p->kern->tile_kv;
-  const int64_t run = !f->blocks && f->kv_hstride < f->ks ? 1 : ROWS_RUN;
+  const int64_t tk = f->p->kern->tile_kv, bs = (int64_t)1 << f->block_shift;
+  const int inplace = paged_in_place(f);
+  int64_t run = !f->blocks && f->kv_hstride < f->ks ? 1 : ROWS_RUN;
+  if (inplace && bs <= tk) run = 1; /* blocks of at most a tile: KV heads inner per tile */
   for (int64_t r0 = kt0; r0 < kt1; r0 += run) {
     const int64_t r1 = r0 + run < kt1 ? r0 + run : kt1;
     int cls[ROWS_RUN];
@@ -212,13 +244,15 @@ static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *
          * the next KV head's first, else the next run's first tile if it is visible */
         int64_t nt = ke;
         while (nt < r1 && cls[nt - r0] == 0) nt++;
+        void (*hint)(const rove_fwd *, rove_rows_args *, int64_t, int64_t, int64_t) =
+            inplace ? hint_paged : hint_rows;
         if (nt < r1) {
-          hint_rows(f, t, b, kvh, nt * tk);
+          hint(f, t, b, kvh, nt * tk);
         } else if (kvh + 1 < hkv) {
           for (nt = r0; cls[nt - r0] == 0;) nt++; /* this stretch is visible: nt <= kt */
-          hint_rows(f, t, b, kvh + 1, nt * tk);
+          hint(f, t, b, kvh + 1, nt * tk);
         } else if (r1 < kt1 && tile_class(f, b, r1, qmin, qmax) != 0) {
-          hint_rows(f, t, b, 0, r1 * tk);
+          hint(f, t, b, 0, r1 * tk);
         } else {
           hint_none(t);
         }

@@ -33,8 +33,9 @@ typedef struct rove_rows_blk {
 /* Keys j0 .. j0 + b->nb - 1 of call t as b's runs, read in place (types, strides and
  * scales as t's), and the rows of the block read next: this call's keys from
  * j0 + ROVE_ROWS_BLOCK, or after its last block the rows of the call that follows
- * (t->k_next ...: its first run; the others guessed consecutive without blocks). kin /
- * vin = 0: no next rows for K / V (rows that the kernel will widen into scratch). */
+ * (t->k_next ...: with t->next_nk, its keys' runs through the block table; else its
+ * first run, the others guessed consecutive without blocks). kin / vin = 0: no next rows
+ * for K / V (rows that the kernel will widen into scratch). */
 static inline void rove_rows_blk_place(const rove_rows_args *t, rove_rows_blk *b, int32_t j0,
                                        int kin, int vin) {
   const int32_t blk = ROVE_ROWS_BLOCK, nblk = rove_q8_blocks(t->d);
@@ -66,6 +67,15 @@ static inline void rove_rows_blk_place(const rove_rows_args *t, rove_rows_blk *b
       b->vn[i] = (const char *)t->v + r * t->vs * ve;
       b->kscn[i] = t->k_scale ? t->k_scale + r * nblk : NULL;
       b->vscn[i] = t->v_scale ? t->v_scale + r * nblk : NULL;
+    } else if (last && t->blocks && t->next_nk > 0) {
+      if (j < t->next_nk && j < blk) { /* the next call's key next_j + j: row r of its head */
+        const int64_t J = (int64_t)t->next_j + j, mask = ((int64_t)1 << t->block_shift) - 1;
+        const int64_t r = (int64_t)t->blocks[J >> t->block_shift] * t->block_rows + (J & mask);
+        b->kn[i] = t->k_next ? (const char *)t->k_next + r * t->ks * ke : NULL;
+        b->vn[i] = t->v_next ? (const char *)t->v_next + r * t->vs * ve : NULL;
+        b->kscn[i] = t->k_scale_next ? t->k_scale_next + r * nblk : NULL;
+        b->vscn[i] = t->v_scale_next ? t->v_scale_next + r * nblk : NULL;
+      }
     } else if (last && (i == 0 || !t->blocks) && j < blk) {
       const int64_t o = (int64_t)j; /* rows past the hint's first, as if consecutive */
       b->kn[i] = t->k_next ? (const char *)t->k_next + o * t->ks * ke : NULL;
