@@ -709,7 +709,8 @@ ROVE_API rove_status rove_kv_cache_positions(const rove_kv_cache *c, int32_t *po
  * but at most once in each. Speed: decode reads a pool at scattered blocks, so an engine's
  * own pool on 4 KB pages pays a TLB walk per block; librove's pool (rove_paged_cache) is
  * 2 MB-aligned with transparent huge pages requested, and an engine's pool allocated the
- * same way runs as fast (blocks of 16 on 4 KB pages, 12 x 64: 1.05-1.10x the time). */
+ * same way runs as fast (session 17: blocks of 16 on 4 KB pages, 12 x 64, 1.05-1.10x the
+ * time). */
 /**@{*/
 
 /** A pool of blocks as laid out above (the caller's memory, or rove_paged_cache_view). */
