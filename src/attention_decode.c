@@ -174,7 +174,7 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
       hint_rows(f, t, b, kvh, j + n);
     else
       t->k_next = hint.k_next, t->v_next = hint.v_next, t->k_scale_next = hint.k_scale_next,
-      t->v_scale_next = hint.v_scale_next;
+      t->v_scale_next = hint.v_scale_next, t->next_j = hint.next_j, t->next_nk = hint.next_nk;
     const int64_t ahead = (j & ~(bs - 1)) + PAGED_AHEAD * bs;
     if (!own && ahead < j1 && bs <= PAGED_PREFETCH_ROWS) {
       const char *pk = rove_fwd_raw(f->k, f->k_type, rove_fwd_kelem(f, b, kvh, ahead));
@@ -219,16 +219,19 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
   f->p->kern->attn_rows(t);
 }
 
-/* Key tiles [kt0, kt1) of batch b, in runs of ROWS_RUN tiles (1 for token-major rows);
+/* Key tiles [kt0, kt1) of batch b, in runs of ROWS_RUN tiles (1 for token-major rows,
+ * and for a pool of blocks of at most a tile read in place: see the top of this file);
  * within a run KV head by KV head, one call per stretch of visible tiles of the same
  * visibility class; each call names the rows of the call after it (k_next, ...: a
- * prefetch hint). */
+ * prefetch hint; in paged form for such a pool). */
 static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *s, int64_t b,
                       int64_t kt0, int64_t kt1, int32_t qmin, int32_t qmax) {
   const int64_t tk = f->p->kern->tile_kv, bs = (int64_t)1 << f->block_shift;
   const int inplace = paged_in_place(f);
   int64_t run = !f->blocks && f->kv_hstride < f->ks ? 1 : ROWS_RUN;
   if (inplace && bs <= tk) run = 1; /* blocks of at most a tile: KV heads inner per tile */
+  void (*const hint)(const rove_fwd *, rove_rows_args *, int64_t, int64_t, int64_t) =
+      inplace ? hint_paged : hint_rows;
   for (int64_t r0 = kt0; r0 < kt1; r0 += run) {
     const int64_t r1 = r0 + run < kt1 ? r0 + run : kt1;
     int cls[ROWS_RUN];
@@ -244,8 +247,6 @@ static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *
          * the next KV head's first, else the next run's first tile if it is visible */
         int64_t nt = ke;
         while (nt < r1 && cls[nt - r0] == 0) nt++;
-        void (*hint)(const rove_fwd *, rove_rows_args *, int64_t, int64_t, int64_t) =
-            inplace ? hint_paged : hint_rows;
         if (nt < r1) {
           hint(f, t, b, kvh, nt * tk);
         } else if (kvh + 1 < hkv) {

@@ -9,7 +9,8 @@
  * starts at a token j_base (a multiple of 16) of the pool's sequence and the keys go in 1-3
  * calls split at multiples of 16. The kernel must give the contiguous call's o, m, l bit for
  * bit: a paged call only changes where the rows are read, never the arithmetic. Masked
- * (causal), plain and softcapped calls; head dims 8 .. 128; 1 .. 16 query rows. */
+ * (causal), plain and softcapped calls; head dims 8 .. 128; 1 .. 16 query rows; prefetch
+ * hints in both forms (rove_rows_args.next_nk), which must not change a bit. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -119,8 +120,18 @@ static void paged_case(const rove_kernels *kn, rove_rng *g, const pcase *c) {
         t.blocks = table, t.block_shift = __builtin_ctz((unsigned)bs), t.j_base = j0;
         t.block_rows = block_rows;
       }
-      /* a prefetch hint (never read as data): the pool's first rows, or none */
+      /* a prefetch hint (never read as data): the pool's first rows, or none; for the
+       * paged call also in paged form, the next call's keys through the table (sized to
+       * the sequence exactly, so a read past its entries shows under ASan): keys from 0
+       * or from the sequence's last multiple of 64, the other head's or ours */
       t.k_next = (h >> 21) % 2 ? kp_ : NULL, t.v_next = t.k_next ? vp_ : NULL;
+      const int form = x == 1 ? (int)((h >> 22) % 3) : 0;
+      if (form) {
+        t.next_j = form == 1 ? 0 : (J - 1) / 64 * 64;
+        t.next_nk = J - t.next_j < 64 ? J - t.next_j : 64;
+        t.k_next = kp_ + ((h >> 24) % 2 ? head * row : 0), t.v_next = vp_;
+        t.k_scale_next = q8 ? kps : NULL, t.v_scale_next = q8 ? vps : NULL;
+      }
       kn->attn_rows(&t);
     }
   }

@@ -155,7 +155,7 @@ typedef struct rove_rows_args {
    * next_nk - 1 of this call's block table (another KV head of the same pool, or later
    * keys); k_next / v_next (and the scale hints) are then its k / v, row 0 of block 0 of
    * its head as k / v here, and the kernel finds each of its runs through the table.
-   * next_j is a multiple of ROVE_ROWS_BLOCK; 0: k_next is a first row, as above. */
+   * next_j is a multiple of ROVE_ROWS_BLOCK. next_nk = 0: k_next is a first row, as above. */
   int32_t next_j, next_nk;
   /* 1: prefetch at the pace of the reads in every call (the plan's choice for this CPU:
    * Intel cores); 0: the ISA's default (bursts for MHA decode, faster on a Zen 3).
