@@ -19,8 +19,8 @@
  * tile is walked the same way, one tile per run: a pool block holds the rows of every KV
  * head for its tokens ([block][kv head][bs][d]), so the heads inside a tile read its
  * blocks' K and V front to back, where one head at a time read a 4 KB run per block and
- * then jumped (12 x 64, blocks of 16: 1.08x -> 1.01x the contiguous cache's time; 32:8 x
- * 128: 1.08x -> 1.01-1.03x; BENCHMARKS.md session 20). Each call then names the next
+ * then jumped (blocks of 16, one thread, alternated: 12 x 64 1.07-1.08x -> 1.01-1.02x the
+ * contiguous cache's time, 32:8 x 128 1.06x -> 1.01-1.02x; BENCHMARKS.md session 20). Each call then names the next
  * call's keys through the block table (hint_paged), so the kernel prefetches all of its
  * runs, not only the first.
  * Tile path (more rows): per key tile, K is packed and V copied into scratch for the flash
