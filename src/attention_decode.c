@@ -121,13 +121,18 @@ static void hint_none(rove_rows_args *t) {
   t->next_nk = 0;
 }
 
+/* The row kernel reads K and V rows in place and prefetches the next call's itself. */
+static int rows_own(const rove_fwd *f) {
+  const int64_t d = f->p->cfg.head_dim;
+  return f->p->kern->rows_next && ROVE_ROWS_IN_PLACE(f->k_type, d) &&
+         ROVE_ROWS_IN_PLACE(f->v_type, d);
+}
+
 /* A paged cache whose keys the row kernel reads in place, in one call over the blocks
  * (blocks of at least 16 tokens, rows stored rotated; see rows_call). */
 static int paged_in_place(const rove_fwd *f) {
-  const int64_t d = f->p->cfg.head_dim;
-  return f->blocks && f->p->kern->rows_next && ROVE_ROWS_IN_PLACE(f->k_type, d) &&
-         ROVE_ROWS_IN_PLACE(f->v_type, d) && f->kv_rotated &&
-         f->block_shift >= ROVE_ROWS_RUN_SHIFT && f->vs == f->ks && f->block_stride % f->ks == 0;
+  return f->blocks && rows_own(f) && f->kv_rotated && f->block_shift >= ROVE_ROWS_RUN_SHIFT &&
+         f->vs == f->ks && f->block_stride % f->ks == 0;
 }
 
 /* ... in paged form (paged_in_place): the call after this one reads keys from j (a tile
@@ -158,9 +163,7 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
     rows_piece(f, t, b, kvh, j0, j1, cls, f->blocks != NULL);
     return;
   }
-  /* the kernel prefetches the next call's rows where it reads them in place */
-  const int own = f->p->kern->rows_next && ROVE_ROWS_IN_PLACE(f->k_type, d) &&
-                  ROVE_ROWS_IN_PLACE(f->v_type, d);
+  const int own = rows_own(f);
   /* Paged, split: each block is a call of its own, which names the next block of the
    * sequence as its k_next / v_next (the last one keeps the hint rows_runs gave); for a
    * kernel that takes no such hint, the rows of the block PAGED_AHEAD blocks on are

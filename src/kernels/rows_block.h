@@ -69,8 +69,7 @@ static inline void rove_rows_blk_place(const rove_rows_args *t, rove_rows_blk *b
       b->vscn[i] = t->v_scale ? t->v_scale + r * nblk : NULL;
     } else if (last && t->blocks && t->next_nk > 0) {
       if (j < t->next_nk && j < blk) { /* the next call's key next_j + j: row r of its head */
-        const int64_t J = (int64_t)t->next_j + j, mask = ((int64_t)1 << t->block_shift) - 1;
-        const int64_t r = (int64_t)t->blocks[J >> t->block_shift] * t->block_rows + (J & mask);
+        const int64_t r = rove_rows_row(t, (int64_t)t->next_j + j - t->j_base);
         b->kn[i] = t->k_next ? (const char *)t->k_next + r * t->ks * ke : NULL;
         b->vn[i] = t->v_next ? (const char *)t->v_next + r * t->vs * ve : NULL;
         b->kscn[i] = t->k_scale_next ? t->k_scale_next + r * nblk : NULL;
