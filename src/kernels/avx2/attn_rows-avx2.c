@@ -25,11 +25,12 @@
  * A row group of 4 with every key of the block visible (a GQA group's decode step) takes
  * the g4 functions (attn_rows_g4-avx2.c): the same arithmetic in tighter loops (one call per block).
  * Prefetch into L2 (rows read in place), two ways:
- *  - paced, for the g4 path and for calls of at most one block (a paged cache's blocks):
+ *  - paced, for the g4 path and for calls of at most one block of a contiguous cache:
  *    while a block is read, the next block's rows are prefetched, one line of the next
  *    block per line read of this one, so the prefetches keep pace with the reads; after a
  *    call's last block, the rows of the call that follows (rove_rows_args.k_next / v_next).
- *  - bursts, for the other blocks of longer calls (MHA decode): see block().
+ *  - bursts, for the other blocks of longer calls and of a paged pool's calls (MHA
+ *    decode): see block().
  * Measured on a Zen 3 (bench/ab_decode, 32:8 x 128, 8192 keys, one thread, alternating
  * rounds against the 16-key bursts and fp32's 1-row scores and 2-row panels that the g4
  * path and the paced prefetch replaced): 1.40-1.58x faster for fp32, 1.5x bf16, 1.3-1.4x
@@ -50,8 +51,6 @@
 #include "rows-avx2.h"
 
 #define PR 4 /* query rows per P V panel: 4 x 2 (or 2 x 4) ymm accumulators */
-#define PF_K_ROWS 32 /* the bursts of block_scores */
-#define PF_V_ROWS 16
 
 /* One section of scores_body: the 8 * NX dims from c (masked: the last, past d). */
 INLINE void scores_section(__m256 acc[8], const float *q, int32_t d, const char *const row[8],
@@ -126,7 +125,7 @@ static const scores_fn scores_tab[ROVE_DTYPE_COUNT][3] = {
 static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64_t any,
                          int32_t r_begin, int burst) {
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
-  const int64_t ke = ESZ(b->kt), ve = ESZ(b->vt);
+  const int64_t ke = ESZ(b->kt);
   for (int32_t r0 = r_begin, RG; r0 < t->nq; r0 += RG) {
     RG = t->nq - r0 >= 4 ? 4 : t->nq - r0 >= 2 ? 2 : 1;
     const int32_t keys = 8 / RG;
@@ -138,14 +137,13 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
       const float *kscj = b->ksc[i] ? b->ksc[i] + (int64_t)ji * nblk : NULL;
       /* the next block's K rows, as many as these scores read (first row group only) */
       const char *kn = r0 == 0 && b->kn[i] && !burst ? (const char *)b->kn[i] + ji * b->ks * ke : NULL;
-      if (r0 == 0 && burst) { /* see block(); consecutive rows (run = BLK), rows past the
-                               * block only through kn / vn */
-        const int32_t nk = b->nb - j < PF_K_ROWS ? b->nb - j : PF_K_ROWS;
-        const int32_t nv = b->nb - j < PF_V_ROWS ? b->nb - j : PF_V_ROWS;
-        if (b->pfk) prefetch_bytes(kj, nk, b->ks * ke, d * ke);
-        if (b->pfv) prefetch_bytes((const char *)b->v[i] + ji * b->vs * ve, nv, b->vs * ve, d * ve);
-        if (j + 16 >= b->nb && b->kn[0]) prefetch_bytes(b->kn[0], PF_V_ROWS, b->ks * ke, d * ke);
-        if (j + 16 >= b->nb && b->vn[0]) prefetch_bytes(b->vn[0], PF_V_ROWS, b->vs * ve, d * ve);
+      if (r0 == 0 && burst) { /* see block() */
+        rove_rows_pf pf[ROVE_ROWS_BURST];
+        rove_rows_burst(b, i, ji, d, pf);
+        for (int e = 0; e < ROVE_ROWS_BURST; e++) {
+          if (pf[e].a) prefetch_bytes((const void *)pf[e].a, 16, pf[e].stride, pf[e].row_bytes);
+          if (pf[e].sc) prefetch_bytes((const void *)pf[e].sc, 1, 0, 16 * 4 * (int64_t)nblk);
+        }
       }
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       for (int32_t jj = 0; jj < n16; jj += keys) {
@@ -311,16 +309,20 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
                                                 r0 == 0 ? b->kn[i] : NULL);
       }
   /* Blocks that no 4-row group takes (MHA decode, short groups, masked blocks) of calls
-   * longer than a block: bursts once per 16 keys (the K rows of these and the next 16
-   * keys, the V rows of these 16, at the last 16 the first 16 rows of the next block or
-   * call) instead of the paced prefetch. Measured on the Zen 3, 12 x 64 MHA: contiguous
-   * caches 4-7 % faster (bench/ab_decode), the 32-sequence batch 71 -> 84 % of the read
-   * (bench/paged_decode); but paged blocks of 16 (one short call each) 1.33-1.39x the
-   * contiguous time against 1.08-1.12x paced, so short calls stay paced. On an Intel
+   * longer than a block or over a paged pool: bursts once per 16 keys (rove_rows_burst:
+   * the K rows of these and the next 16 keys, the V rows of these 16, then the K and V
+   * rows of the same 16 keys a block or a call ahead) instead of the paced prefetch.
+   * Measured on the Zen 3, 12 x 64 MHA: contiguous caches 4-7 % faster (bench/ab_decode),
+   * the 32-sequence batch 71 -> 84 % of the read (bench/paged_decode), with the bursts of
+   * that time (no rows a block or call ahead); paged blocks of 16, one short call each
+   * then, 1.33-1.39x the contiguous time against 1.08-1.12x paced. With the rows a block
+   * or a call ahead (session 21; measured with ROVE_ISA=avx2 on a Zen 4, 12 x 64, one
+   * thread): contiguous 1.24x faster, bf16 1.18x, and a paged pool's calls (one tile of
+   * blocks of 16 each since session 20) 0.99-1.03x the contiguous time. On an Intel
    * core (t->paced, Sapphire Rapids, ROVE_ISA=avx2) paced measured 1.08-1.3x faster for
    * MHA too (BENCHMARKS.md, session 15): each prefetch holds a line-fill buffer, and a
    * burst stalls the loads behind it. */
-  const int burst = !t->paced && r0 == 0 && t->nk > BLK && b->run == BLK;
+  const int burst = !t->paced && r0 == 0 && (t->nk > BLK || t->blocks);
   block_scores(t, b, any, r0, burst);
   for (int32_t r = 0; r < t->nq; r++)
     alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);

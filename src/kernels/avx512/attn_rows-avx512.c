@@ -43,22 +43,25 @@
 
 /* Software prefetch into L2 (prefetcht2), two ways (see block()):
  *  - paced: while a block is read, the next block's rows, one line per line read;
- *  - bursts, once per 16 keys during the first row group's scores: the K rows of these
- *    16 keys and the next 16 and the V rows of these 16 (a burst of a whole block's rows
- *    at its start measured slower).
+ *  - bursts, once per 16 keys during the first row group's scores (rove_rows_burst,
+ *    rows_block.h): the K rows of these 16 keys and of the next 16, the V rows of these
+ *    16, then the K and V rows of the same 16 keys a block (or a call) ahead (a burst of
+ *    a whole block's rows at its start measured slower).
  * Each prefetch holds one of the core's few line-fill buffers until its line arrives. On
  * a Sapphire Rapids core a burst (192 prefetches at 32:8 x 128) stalls the loads behind
  * it, a sixth to a fifth of GQA decode's time even with the rows in L2, and paced
  * prefetch took GQA decode (32:8 x 128) 1.09-1.37x and MHA decode (12 x 64) 1.0-1.3x
  * faster (BENCHMARKS.md, session 15). On AMD cores the bursts measured faster for MHA
- * decode (AVX2 on a Zen 3, attn_rows-avx2.c); Zen 4 and 5 were not measured with paced
- * prefetch. Without any software prefetch the kernel reads at 35-40 % of a plain read of
+ * decode (AVX2 on a Zen 3, attn_rows-avx2.c; on a Zen 4, 12 x 64, 32768 keys, 24.4 ns
+ * per key and head against 26.3 paced), and for GQA slower (a Zen 4, 32:8 x 128: 1.3x
+ * the paced time). The rows a block or a call ahead, added in session 21, took MHA decode
+ * on the Zen 4 from 74-82 % to 80-88 % of a plain read (bf16 72 -> 82 %) and a paged
+ * pool's calls (one tile of blocks of 16 each, paced before) from 1.20x to 1.01-1.03x
+ * the contiguous cache's time (BENCHMARKS.md, session 21). Without any software prefetch the kernel reads at 35-40 % of a plain read of
  * the same bytes (Zen 4, 1 x 4096 x 12 x 64): the hardware prefetchers do not follow the
  * interleaved K and V streams. Typed rows request only the lines their bytes occupy; Q8
  * rows also their scales (a stream of its own: without it a q8 cache took 0.79 ms at
  * 1 x 4096 x 12 x 64 on a Zen 5, with it 0.51-0.55). */
-#define PF_K_ROWS 32
-#define PF_V_ROWS 16
 
 /* Prefetch the row_bytes of rows [0, n) from p (stride in bytes); addresses formed as
  * integers may lie past the buffer (harmless). always_inline: a function of prefetches
@@ -69,6 +72,12 @@ INLINE void prefetch_bytes(const void *p, int64_t n, int64_t stride, int64_t row
     for (int64_t c = 0; c < row_bytes; c += 64)
       _mm_prefetch((const char *)(a + (uintptr_t)c), _MM_HINT_T2);
   }
+}
+
+/* One entry of a burst (rove_rows_burst): its 16 rows and their Q8 scales. */
+INLINE void prefetch16(const rove_rows_pf *f, int32_t nblk) {
+  if (f->a) prefetch_bytes((const void *)f->a, 16, f->stride, f->row_bytes);
+  if (f->sc) prefetch_bytes((const void *)f->sc, 1, 0, 16 * 4 * (int64_t)nblk);
 }
 
 static inline __mmask16 lanes(int32_t n) { /* lanes 0 .. n-1, n clamped to [0, 16] */
@@ -256,11 +265,11 @@ static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32
 /* Step 1: the scores of every row against the keys of b into scratch rows [r][64] (key
  * groups of 16 no row sees are skipped: their lanes stay garbage, step 2 selects -inf).
  * paced: after each scores call of the first row group, the next block's K rows at the
- * same indices (b->kn) are prefetched; else the 16-key bursts (PF_K_ROWS / PF_V_ROWS). */
+ * same indices (b->kn) are prefetched; else a burst per 16 keys (rove_rows_burst). */
 static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64_t any,
                          int paced) {
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
-  const int64_t ke = ESZ(b->kt), ve = ESZ(b->vt);
+  const int64_t ke = ESZ(b->kt);
   for (int32_t r0 = 0, RG; r0 < t->nq; r0 += RG) {
     RG = t->nq - r0 >= 4 ? 4 : t->nq - r0 >= 2 ? 2 : 1;
     const int32_t keys = 16 / RG;
@@ -272,12 +281,10 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
       const float *kscj = b->ksc[i] ? b->ksc[i] + (int64_t)ji * nblk : NULL;
       /* the next block's K rows, as many as these scores read (first row group only) */
       const char *kn = r0 == 0 && paced && b->kn[i] ? (const char *)b->kn[i] + ji * b->ks * ke : NULL;
-      if (r0 == 0 && !paced) { /* consecutive rows (run = BLK) */
-        if (b->pfk) prefetch_bytes(kj, PF_K_ROWS, b->ks * ke, d * ke);
-        if (b->pfv) prefetch_bytes((const char *)b->v[i] + ji * b->vs * ve, PF_V_ROWS, b->vs * ve, d * ve);
-        /* Q8 scales: their own contiguous rows (nblk floats per key) */
-        if (b->pfk && kscj) prefetch_bytes(kscj, 1, 0, PF_K_ROWS * 4 * nblk);
-        if (b->pfv && b->vsc[i]) prefetch_bytes(b->vsc[i] + (int64_t)ji * nblk, 1, 0, PF_V_ROWS * 4 * nblk);
+      if (r0 == 0 && !paced) { /* a burst, see block() */
+        rove_rows_pf pf[ROVE_ROWS_BURST];
+        rove_rows_burst(b, i, ji, d, pf);
+        for (int e = 0; e < ROVE_ROWS_BURST; e++) prefetch16(&pf[e], nblk);
       }
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       for (int32_t jj = 0; jj < n16; jj += keys) {
@@ -422,18 +429,19 @@ static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_b
 
 /* One block, every row. Prefetch (rows read in place), as on AVX2 (attn_rows-avx2.c):
  *  - paced, for every call where the CPU prefers it (t->paced: Intel), else for calls
- *    with a group of 4 rows (GQA decode) and calls of at most one block (a paged cache's
- *    blocks): while a block is read, the next block's rows (b->kn, b->vn: this call's, or
+ *    with a group of 4 rows (GQA decode) and calls of at most one block of a contiguous
+ *    cache: while a block is read, the next block's rows (b->kn, b->vn: this call's, or
  *    after its last block the rows of the call that follows) are prefetched, its K rows
  *    beside the first row group's scores, its V rows beside the first panel's P V, as
  *    many lines as are read of this block's.
- *  - 16-key bursts for the blocks of the other calls (MHA decode on AMD). */
+ *  - 16-key bursts (rove_rows_burst) for the blocks of the other calls: MHA decode on
+ *    AMD, over a contiguous cache or a paged pool. */
 static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   float alpha[ROVE_ROWS_MAX];
   uint64_t vis[ROVE_ROWS_MAX], any = 0;
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const uint64_t all = rove_rows_all(b->nb);
-  const int paced = t->paced || t->nq >= 4 || t->nk <= BLK || t->blocks;
+  const int paced = t->paced || t->nq >= 4 || (t->nk <= BLK && !t->blocks);
   /* Q8 scales: their own contiguous rows (nblk floats per key) */
   for (int32_t i = 0; paced && i < b->nr; i++) {
     if (b->kscn[i]) prefetch_bytes(b->kscn[i], 1, 0, b->run * 4 * nblk);
