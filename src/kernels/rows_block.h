@@ -94,50 +94,39 @@ static inline void rove_rows_blk_at(const rove_rows_blk *b, const void **r, cons
   for (int32_t i = 0; i < b->nr; i++) r[i] = x + (int64_t)i * b->run * xs, sc[i] = NULL;
 }
 
-/* The rows of a 16-key burst (the MHA decode prefetch on AMD cores: attn_rows-avx2.c,
+/* The fp32 rows of a 16-key burst (the MHA decode prefetch on AMD cores: attn_rows-avx2.c,
  * attn_rows-avx512.c) for keys ji .. ji + 15 of run i of b, nearest first:
  *   0: K of these 16 keys;
  *   1: K of the next 16: the rest of this run, else the next run, else the first of the
  *      block or call read next (kn[0]);
  *   2: V of these 16;
  *   3, 4: K and V of the same 16 keys of the block or call read next (kn[i], vn[i]: a
- *      block, or a call, ahead; not for Q8 rows, whose decode is bound by the widening:
- *      these cost them 7-9 %).
- * Each entry: 16 rows from address a (0: none), `stride` bytes apart, row_bytes each,
- * and their Q8 scales from address sc (16 nblk floats; 0: none). Addresses are integers:
- * rows past a call's last key may lie past its buffer, which a prefetch may name but a
- * pointer may not. Nothing for K without b->pfk, for V without b->pfv. The order counts:
- * the far entries first measured 12 % slower (Zen 4, 12 x 64, 32768 keys). */
+ *      block, or a call, ahead).
+ * Entry e: 16 rows from address pf[e].a (0: none), pf[e].stride bytes apart. Addresses
+ * are integers: rows past a call's last key may lie past its buffer, which a prefetch
+ * may name but a pointer may not. Nothing for K without b->pfk, for V without b->pfv.
+ * The order counts: the far entries first measured 12 % slower (Zen 4, 12 x 64, 32768
+ * keys). */
 typedef struct rove_rows_pf {
-  uintptr_t a, sc;
-  int64_t stride, row_bytes;
+  uintptr_t a;
+  int64_t stride;
 } rove_rows_pf;
 #define ROVE_ROWS_BURST 5
-/* The entry for rows from `row` of x (stride bytes apart, row_bytes each) and of their
- * scales sc (sb bytes per row); NULL x or sc: none. */
-static inline rove_rows_pf rove_rows_pf_at(const void *x, const float *sc, int64_t row,
-                                           int64_t stride, int64_t row_bytes, int64_t sb) {
-  const uintptr_t r = (uintptr_t)row;
-  return (rove_rows_pf){x ? (uintptr_t)x + r * (uintptr_t)stride : 0,
-                        sc ? (uintptr_t)sc + r * (uintptr_t)sb : 0, stride, row_bytes};
+static inline rove_rows_pf rove_rows_pf_at(const void *x, int64_t row, int64_t stride) {
+  return (rove_rows_pf){x ? (uintptr_t)x + (uintptr_t)row * (uintptr_t)stride : 0, stride};
 }
-static inline void rove_rows_burst(const rove_rows_blk *b, int32_t i, int32_t ji, int32_t d,
+static inline void rove_rows_burst(const rove_rows_blk *b, int32_t i, int32_t ji,
                                    rove_rows_pf pf[ROVE_ROWS_BURST]) {
-  const int64_t sb = 4 * (int64_t)rove_q8_blocks(d); /* Q8 scale bytes per row */
-  const int64_t kb = b->ks * ROVE_ESZ(b->kt), vb = b->vs * ROVE_ESZ(b->vt);
-  const int64_t kr = d * ROVE_ESZ(b->kt), vr = d * ROVE_ESZ(b->vt);
-  pf[0] = rove_rows_pf_at(b->k[i], b->ksc[i], ji, kb, kr, sb);
-  if (ji + 16 < b->run)
-    pf[1] = rove_rows_pf_at(b->k[i], b->ksc[i], ji + 16, kb, kr, sb);
-  else if (i + 1 < b->nr)
-    pf[1] = rove_rows_pf_at(b->k[i + 1], b->ksc[i + 1], 0, kb, kr, sb);
-  else
-    pf[1] = rove_rows_pf_at(b->kn[0], b->kscn[0], 0, kb, kr, sb);
-  pf[2] = rove_rows_pf_at(b->v[i], b->vsc[i], ji, vb, vr, sb);
-  pf[3] = rove_rows_pf_at(b->kt == ROVE_DTYPE_Q8 ? NULL : b->kn[i], NULL, ji, kb, kr, sb);
-  pf[4] = rove_rows_pf_at(b->vt == ROVE_DTYPE_Q8 ? NULL : b->vn[i], NULL, ji, vb, vr, sb);
-  if (!b->pfk) pf[0].a = pf[1].a = pf[3].a = pf[0].sc = pf[1].sc = 0;
-  if (!b->pfv) pf[2].a = pf[4].a = pf[2].sc = 0;
+  const int64_t kb = b->ks * (int64_t)sizeof(float), vb = b->vs * (int64_t)sizeof(float);
+  pf[0] = rove_rows_pf_at(b->k[i], ji, kb);
+  pf[1] = ji + 16 < b->run   ? rove_rows_pf_at(b->k[i], ji + 16, kb)
+          : i + 1 < b->nr    ? rove_rows_pf_at(b->k[i + 1], 0, kb)
+                             : rove_rows_pf_at(b->kn[0], 0, kb);
+  pf[2] = rove_rows_pf_at(b->v[i], ji, vb);
+  pf[3] = rove_rows_pf_at(b->kn[i], ji, kb);
+  pf[4] = rove_rows_pf_at(b->vn[i], ji, vb);
+  if (!b->pfk) pf[0].a = pf[1].a = pf[3].a = 0;
+  if (!b->pfv) pf[2].a = pf[4].a = 0;
 }
 
 /* Keys in run i of b (the last run may be short). */

@@ -29,8 +29,8 @@
  *    while a block is read, the next block's rows are prefetched, one line of the next
  *    block per line read of this one, so the prefetches keep pace with the reads; after a
  *    call's last block, the rows of the call that follows (rove_rows_args.k_next / v_next).
- *  - bursts, for the other blocks of longer calls and of a paged pool's calls (MHA
- *    decode): see block().
+ *  - bursts, for the other blocks of longer calls and of a paged pool's calls with fp32
+ *    rows (MHA decode): see block().
  * Measured on a Zen 3 (bench/ab_decode, 32:8 x 128, 8192 keys, one thread, alternating
  * rounds against the 16-key bursts and fp32's 1-row scores and 2-row panels that the g4
  * path and the paced prefetch replaced): 1.40-1.58x faster for fp32, 1.5x bf16, 1.3-1.4x
@@ -139,11 +139,9 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
       const char *kn = r0 == 0 && b->kn[i] && !burst ? (const char *)b->kn[i] + ji * b->ks * ke : NULL;
       if (r0 == 0 && burst) { /* see block() */
         rove_rows_pf pf[ROVE_ROWS_BURST];
-        rove_rows_burst(b, i, ji, d, pf);
-        for (int e = 0; e < ROVE_ROWS_BURST; e++) {
-          if (pf[e].a) prefetch_bytes((const void *)pf[e].a, 16, pf[e].stride, pf[e].row_bytes);
-          if (pf[e].sc) prefetch_bytes((const void *)pf[e].sc, 1, 0, 16 * 4 * (int64_t)nblk);
-        }
+        rove_rows_burst(b, i, ji, pf);
+        for (int e = 0; e < ROVE_ROWS_BURST; e++)
+          if (pf[e].a) prefetch_bytes((const void *)pf[e].a, 16, pf[e].stride, 4 * (int64_t)d);
       }
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       for (int32_t jj = 0; jj < n16; jj += keys) {
@@ -311,7 +309,9 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   /* Blocks that no 4-row group takes (MHA decode, short groups, masked blocks) of calls
    * longer than a block or over a paged pool: bursts once per 16 keys (rove_rows_burst:
    * the K rows of these and the next 16 keys, the V rows of these 16, then the K and V
-   * rows of the same 16 keys a block or a call ahead) instead of the paced prefetch.
+   * rows of the same 16 keys a block or a call ahead) instead of the paced prefetch, for
+   * fp32 rows (typed rows, more work per byte, measured 1.15-1.28x faster paced: bf16 and
+   * q8, ROVE_ISA=avx2 on a Zen 4, 12 x 64, 32768 keys).
    * Measured on the Zen 3, 12 x 64 MHA: contiguous caches 4-7 % faster (bench/ab_decode),
    * the 32-sequence batch 71 -> 84 % of the read (bench/paged_decode), with the bursts of
    * that time (no rows a block or call ahead); paged blocks of 16, one short call each
@@ -322,7 +322,8 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
    * core (t->paced, Sapphire Rapids, ROVE_ISA=avx2) paced measured 1.08-1.3x faster for
    * MHA too (BENCHMARKS.md, session 15): each prefetch holds a line-fill buffer, and a
    * burst stalls the loads behind it. */
-  const int burst = !t->paced && r0 == 0 && (t->nk > BLK || t->blocks);
+  const int burst = !t->paced && r0 == 0 && (t->nk > BLK || t->blocks) &&
+                    b->kt == ROVE_DTYPE_F32 && b->vt == ROVE_DTYPE_F32;
   block_scores(t, b, any, r0, burst);
   for (int32_t r = 0; r < t->nq; r++)
     alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);

@@ -52,12 +52,11 @@
  * it, a sixth to a fifth of GQA decode's time even with the rows in L2, and paced
  * prefetch took GQA decode (32:8 x 128) 1.09-1.37x and MHA decode (12 x 64) 1.0-1.3x
  * faster (BENCHMARKS.md, session 15). On AMD cores the bursts measured faster for MHA
- * decode (AVX2 on a Zen 3, attn_rows-avx2.c; on a Zen 4, 12 x 64, 32768 keys, 24.4 ns
- * per key and head against 26.3 paced), and for GQA slower (a Zen 4, 32:8 x 128: 1.3x
- * the paced time). The rows a block or a call ahead, added in session 21, took MHA decode
- * on the Zen 4 from 74-82 % to 80-88 % of a plain read (bf16 72 -> 82 %) and a paged
- * pool's calls (one tile of blocks of 16 each, paced before) from 1.20x to 1.01-1.03x
- * the contiguous cache's time (BENCHMARKS.md, session 21). Without any software prefetch the kernel reads at 35-40 % of a plain read of
+ * decode of fp32 rows (AVX2 on a Zen 3, attn_rows-avx2.c; on a Zen 4, 12 x 64, 32768
+ * keys, 24.4 ns per key and head against 26.3 paced), and slower for GQA (a Zen 4, 32:8 x
+ * 128: 1.3x the paced time) and for typed rows (see block()). The rows a block or a call
+ * ahead, added in session 21, and the bursts for a paged pool's calls (paced before) are
+ * measured in BENCHMARKS.md, session 21. Without any software prefetch the kernel reads at 35-40 % of a plain read of
  * the same bytes (Zen 4, 1 x 4096 x 12 x 64): the hardware prefetchers do not follow the
  * interleaved K and V streams. Typed rows request only the lines their bytes occupy; Q8
  * rows also their scales (a stream of its own: without it a q8 cache took 0.79 ms at
@@ -72,12 +71,6 @@ INLINE void prefetch_bytes(const void *p, int64_t n, int64_t stride, int64_t row
     for (int64_t c = 0; c < row_bytes; c += 64)
       _mm_prefetch((const char *)(a + (uintptr_t)c), _MM_HINT_T2);
   }
-}
-
-/* One entry of a burst (rove_rows_burst): its 16 rows and their Q8 scales. */
-INLINE void prefetch16(const rove_rows_pf *f, int32_t nblk) {
-  if (f->a) prefetch_bytes((const void *)f->a, 16, f->stride, f->row_bytes);
-  if (f->sc) prefetch_bytes((const void *)f->sc, 1, 0, 16 * 4 * (int64_t)nblk);
 }
 
 static inline __mmask16 lanes(int32_t n) { /* lanes 0 .. n-1, n clamped to [0, 16] */
@@ -283,8 +276,9 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
       const char *kn = r0 == 0 && paced && b->kn[i] ? (const char *)b->kn[i] + ji * b->ks * ke : NULL;
       if (r0 == 0 && !paced) { /* a burst, see block() */
         rove_rows_pf pf[ROVE_ROWS_BURST];
-        rove_rows_burst(b, i, ji, d, pf);
-        for (int e = 0; e < ROVE_ROWS_BURST; e++) prefetch16(&pf[e], nblk);
+        rove_rows_burst(b, i, ji, pf);
+        for (int e = 0; e < ROVE_ROWS_BURST; e++)
+          if (pf[e].a) prefetch_bytes((const void *)pf[e].a, 16, pf[e].stride, 4 * (int64_t)d);
       }
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       for (int32_t jj = 0; jj < n16; jj += keys) {
@@ -434,14 +428,17 @@ static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_b
  *    after its last block the rows of the call that follows) are prefetched, its K rows
  *    beside the first row group's scores, its V rows beside the first panel's P V, as
  *    many lines as are read of this block's.
- *  - 16-key bursts (rove_rows_burst) for the blocks of the other calls: MHA decode on
- *    AMD, over a contiguous cache or a paged pool. */
+ *  - 16-key bursts (rove_rows_burst) for the blocks of the other calls: MHA decode of
+ *    fp32 rows on AMD, over a contiguous cache or a paged pool. Typed rows (bf16, f16,
+ *    q8: more work per byte) measured 1.05-1.13x faster paced (Zen 4, 12 x 64, 32768
+ *    keys). */
 static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   float alpha[ROVE_ROWS_MAX];
   uint64_t vis[ROVE_ROWS_MAX], any = 0;
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const uint64_t all = rove_rows_all(b->nb);
-  const int paced = t->paced || t->nq >= 4 || (t->nk <= BLK && !t->blocks);
+  const int paced = t->paced || t->nq >= 4 || (t->nk <= BLK && !t->blocks) ||
+                    b->kt != ROVE_DTYPE_F32 || b->vt != ROVE_DTYPE_F32;
   /* Q8 scales: their own contiguous rows (nblk floats per key) */
   for (int32_t i = 0; paced && i < b->nr; i++) {
     if (b->kscn[i]) prefetch_bytes(b->kscn[i], 1, 0, b->run * 4 * nblk);
