@@ -158,7 +158,8 @@ typedef struct rove_rows_args {
    * next_j is a multiple of ROVE_ROWS_BLOCK. next_nk = 0: k_next is a first row, as above. */
   int32_t next_j, next_nk;
   /* 1: prefetch at the pace of the reads in every call (the plan's choice for this CPU:
-   * Intel cores); 0: the ISA's default (bursts for MHA decode, faster on a Zen 3).
+   * Intel cores); 0: the ISA's default (bursts for MHA decode of fp32 rows, faster on a
+   * Zen 3 and a Zen 4; paced for GQA groups and typed rows).
    * Never changes a result. */
   int32_t paced;
 } rove_rows_args;

@@ -16,8 +16,8 @@
  * [i run, i run + run) of the block at k[i] (stride ks elements, type kt, Q8 scales
  * ksc[i]), their values at v[i] (vs, vt, vsc[i]); positions kp (read only on masked calls);
  * pfk / pfv: prefetch the K / V rows ahead (rows read in place, not rows in scratch);
- * kn[i] / vn[i], kscn[i] / vscn[i] (paced prefetch): the K / V rows and Q8 scales of the
- * same keys of the block read next (NULL for none). */
+ * kn[i] / vn[i], kscn[i] / vscn[i] (the paced prefetch; kn / vn also the bursts'): the
+ * K / V rows and Q8 scales of the same keys of the block read next (NULL for none). */
 #define ROVE_ROWS_RUNS (ROVE_ROWS_BLOCK >> ROVE_ROWS_RUN_SHIFT)
 typedef struct rove_rows_blk {
   const void *k[ROVE_ROWS_RUNS], *v[ROVE_ROWS_RUNS], *kn[ROVE_ROWS_RUNS], *vn[ROVE_ROWS_RUNS];
@@ -95,36 +95,45 @@ static inline void rove_rows_blk_at(const rove_rows_blk *b, const void **r, cons
 }
 
 /* The fp32 rows of a 16-key burst (the MHA decode prefetch on AMD cores: attn_rows-avx2.c,
- * attn_rows-avx512.c) for keys ji .. ji + 15 of run i of b, nearest first:
- *   0: K of these 16 keys;
- *   1: K of the next 16: the rest of this run, else the next run, else the first of the
- *      block or call read next (kn[0]);
- *   2: V of these 16;
+ * attn_rows-avx512.c; their callers take it for fp32 rows only) for keys j = i run + ji
+ * .. j + 15 of b (run i, its key ji), nearest first:
+ *   0: K of these keys (as many of the 16 as the block has);
+ *   1: K of the next 16: the rest of this run, else the next run, else (the block ends)
+ *      the first of the block or call read next (kn[0]);
+ *   2: V of these keys;
  *   3, 4: K and V of the same 16 keys of the block or call read next (kn[i], vn[i]: a
- *      block, or a call, ahead).
- * Entry e: 16 rows from address pf[e].a (0: none), pf[e].stride bytes apart. Addresses
- * are integers: rows past a call's last key may lie past its buffer, which a prefetch
- * may name but a pointer may not. Nothing for K without b->pfk, for V without b->pfv.
- * The order counts: the far entries first measured 12 % slower (Zen 4, 12 x 64, 32768
- * keys). */
+ *      block, or a call, ahead; at a block's last 16 keys entry 1 repeats part of entry 3
+ *      of its first: the repeats measured faster, docs/performance.md).
+ * Entry e: pf[e].n rows from address pf[e].a (0: none), pf[e].stride bytes apart.
+ * Addresses are integers: rows of the block or call read next may lie past its buffer
+ * (its length is not known here), which a prefetch may name but a pointer may not.
+ * Nothing for K without b->pfk, for V without b->pfv. The order counts: the far entries
+ * first measured 12 % slower (Zen 4, 12 x 64, 32768 keys). */
 typedef struct rove_rows_pf {
   uintptr_t a;
   int64_t stride;
+  int32_t n;
 } rove_rows_pf;
 #define ROVE_ROWS_BURST 5
-static inline rove_rows_pf rove_rows_pf_at(const void *x, int64_t row, int64_t stride) {
-  return (rove_rows_pf){x ? (uintptr_t)x + (uintptr_t)row * (uintptr_t)stride : 0, stride};
+static inline rove_rows_pf rove_rows_pf_at(const void *x, int64_t row, int64_t stride,
+                                           int32_t n) {
+  return (rove_rows_pf){x ? (uintptr_t)x + (uintptr_t)row * (uintptr_t)stride : 0, stride, n};
 }
 static inline void rove_rows_burst(const rove_rows_blk *b, int32_t i, int32_t ji,
                                    rove_rows_pf pf[ROVE_ROWS_BURST]) {
   const int64_t kb = b->ks * (int64_t)sizeof(float), vb = b->vs * (int64_t)sizeof(float);
-  pf[0] = rove_rows_pf_at(b->k[i], ji, kb);
-  pf[1] = ji + 16 < b->run   ? rove_rows_pf_at(b->k[i], ji + 16, kb)
-          : i + 1 < b->nr    ? rove_rows_pf_at(b->k[i + 1], 0, kb)
-                             : rove_rows_pf_at(b->kn[0], 0, kb);
-  pf[2] = rove_rows_pf_at(b->v[i], ji, vb);
-  pf[3] = rove_rows_pf_at(b->kn[i], ji, kb);
-  pf[4] = rove_rows_pf_at(b->vn[i], ji, vb);
+  const int32_t j = i * b->run + ji, here = b->nb - j < 16 ? b->nb - j : 16;
+  const int32_t after = b->nb - j - 16; /* keys of the block past these 16 */
+  pf[0] = rove_rows_pf_at(b->k[i], ji, kb, here);
+  if (after > 0 && ji + 16 < b->run)
+    pf[1] = rove_rows_pf_at(b->k[i], ji + 16, kb, after < 16 ? after : 16);
+  else if (after > 0) /* j + 16 starts run i + 1 */
+    pf[1] = rove_rows_pf_at(b->k[i + 1], 0, kb, after < 16 ? after : 16);
+  else
+    pf[1] = rove_rows_pf_at(b->kn[0], 0, kb, 16);
+  pf[2] = rove_rows_pf_at(b->v[i], ji, vb, here);
+  pf[3] = rove_rows_pf_at(b->kn[i], ji, kb, 16);
+  pf[4] = rove_rows_pf_at(b->vn[i], ji, vb, 16);
   if (!b->pfk) pf[0].a = pf[1].a = pf[3].a = 0;
   if (!b->pfv) pf[2].a = pf[4].a = 0;
 }

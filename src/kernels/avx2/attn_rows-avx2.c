@@ -141,7 +141,7 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
         rove_rows_pf pf[ROVE_ROWS_BURST];
         rove_rows_burst(b, i, ji, pf);
         for (int e = 0; e < ROVE_ROWS_BURST; e++)
-          if (pf[e].a) prefetch_bytes((const void *)pf[e].a, 16, pf[e].stride, 4 * (int64_t)d);
+          if (pf[e].a) prefetch_bytes((const void *)pf[e].a, pf[e].n, pf[e].stride, 4 * d);
       }
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       for (int32_t jj = 0; jj < n16; jj += keys) {
@@ -310,19 +310,21 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
    * longer than a block or over a paged pool: bursts once per 16 keys (rove_rows_burst:
    * the K rows of these and the next 16 keys, the V rows of these 16, then the K and V
    * rows of the same 16 keys a block or a call ahead) instead of the paced prefetch, for
-   * fp32 rows (typed rows, more work per byte, measured 1.15-1.28x faster paced: bf16 and
-   * q8, ROVE_ISA=avx2 on a Zen 4, 12 x 64, 32768 keys).
+   * fp32 rows of fewer than 4 query rows (typed rows, more work per byte, measured
+   * 1.15-1.28x faster paced: bf16 and q8, ROVE_ISA=avx2 on a Zen 4, 12 x 64, 32768 keys;
+   * GQA groups that the g4 path does not take stay paced, as on AVX-512).
    * Measured on the Zen 3, 12 x 64 MHA: contiguous caches 4-7 % faster (bench/ab_decode),
    * the 32-sequence batch 71 -> 84 % of the read (bench/paged_decode), with the bursts of
    * that time (no rows a block or call ahead); paged blocks of 16, one short call each
    * then, 1.33-1.39x the contiguous time against 1.08-1.12x paced. With the rows a block
-   * or a call ahead (session 21; measured with ROVE_ISA=avx2 on a Zen 4, 12 x 64, one
-   * thread): contiguous 1.24x faster, bf16 1.18x, and a paged pool's calls (one tile of
-   * blocks of 16 each since session 20) 0.99-1.03x the contiguous time. On an Intel
+   * or a call ahead and typed rows paced (session 21; ROVE_ISA=avx2 on a Zen 4, 12 x 64,
+   * 32768 keys, one thread, against the session-start build): fp32 1.23x faster, bf16
+   * 1.48x; a pool of blocks of 16 (one tile per call since session 20) 1.02x the
+   * contiguous time, against 0.93x before (BENCHMARKS.md, session 21). On an Intel
    * core (t->paced, Sapphire Rapids, ROVE_ISA=avx2) paced measured 1.08-1.3x faster for
    * MHA too (BENCHMARKS.md, session 15): each prefetch holds a line-fill buffer, and a
    * burst stalls the loads behind it. */
-  const int burst = !t->paced && r0 == 0 && (t->nk > BLK || t->blocks) &&
+  const int burst = !t->paced && r0 == 0 && t->nq < 4 && (t->nk > BLK || t->blocks) &&
                     b->kt == ROVE_DTYPE_F32 && b->vt == ROVE_DTYPE_F32;
   block_scores(t, b, any, r0, burst);
   for (int32_t r = 0; r < t->nq; r++)

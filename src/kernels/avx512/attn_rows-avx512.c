@@ -52,15 +52,17 @@
  * it, a sixth to a fifth of GQA decode's time even with the rows in L2, and paced
  * prefetch took GQA decode (32:8 x 128) 1.09-1.37x and MHA decode (12 x 64) 1.0-1.3x
  * faster (BENCHMARKS.md, session 15). On AMD cores the bursts measured faster for MHA
- * decode of fp32 rows (AVX2 on a Zen 3, attn_rows-avx2.c; on a Zen 4, 12 x 64, 32768
+ * decode of fp32 rows (AVX2 on a Zen 3, attn_rows-avx2.c; on a Zen 4, 12 x 64, 65536
  * keys, 24.4 ns per key and head against 26.3 paced), and slower for GQA (a Zen 4, 32:8 x
  * 128: 1.3x the paced time) and for typed rows (see block()). The rows a block or a call
  * ahead, added in session 21, and the bursts for a paged pool's calls (paced before) are
- * measured in BENCHMARKS.md, session 21. Without any software prefetch the kernel reads at 35-40 % of a plain read of
- * the same bytes (Zen 4, 1 x 4096 x 12 x 64): the hardware prefetchers do not follow the
- * interleaved K and V streams. Typed rows request only the lines their bytes occupy; Q8
- * rows also their scales (a stream of its own: without it a q8 cache took 0.79 ms at
- * 1 x 4096 x 12 x 64 on a Zen 5, with it 0.51-0.55). */
+ * measured in BENCHMARKS.md, session 21. Without any software prefetch the kernel reads
+ * at 35-40 % of a plain read of the same bytes (Zen 4, 1 x 4096 x 12 x 64): the hardware
+ * prefetchers do not follow the interleaved K and V streams. Typed rows request only the
+ * lines their bytes occupy; Q8 rows also their scales, a stream of its own (without it a
+ * q8 cache took 0.79 ms at 1 x 4096 x 12 x 64 on a Zen 5, with it 0.51-0.55, measured
+ * when the bursts requested them; since session 21 Q8 rows are always paced, and the
+ * paced prefetch requests the next block's scales, kscn / vscn). */
 
 /* Prefetch the row_bytes of rows [0, n) from p (stride in bytes); addresses formed as
  * integers may lie past the buffer (harmless). always_inline: a function of prefetches
@@ -278,7 +280,7 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
         rove_rows_pf pf[ROVE_ROWS_BURST];
         rove_rows_burst(b, i, ji, pf);
         for (int e = 0; e < ROVE_ROWS_BURST; e++)
-          if (pf[e].a) prefetch_bytes((const void *)pf[e].a, 16, pf[e].stride, 4 * (int64_t)d);
+          if (pf[e].a) prefetch_bytes((const void *)pf[e].a, pf[e].n, pf[e].stride, 4 * d);
       }
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       for (int32_t jj = 0; jj < n16; jj += keys) {
