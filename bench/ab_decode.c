@@ -12,7 +12,8 @@
  *   (defaults 32 8 128 8192 f32 1 15; type f32 | bf16 | f16 | q8 for a cache of that type,
  *   plain: rove_attention_forward over the caller's fp32 K/V [keys][kv_heads][head_dim],
  *   rotated as they are read). AB_ROTATE=rope: a RoPE plan, AB_ROTATE=none: no rotation
- *   (default RoVE).
+ *   (default RoVE). AB_ISA=A,B: the ISA of each plan by name (rove_isa_parse, e.g.
+ *   AB_ISA=avx2,avx512 with the same build twice: two kernels of one build, alternated).
  *
  * Example: build/bench/ab_decode /tmp/old/librove.so build/librove.so 32 8 128 32768
  * Between steps it walks 64 MB of other memory, so a cache larger than the L3 is read from
@@ -97,6 +98,21 @@ int main(int argc, char **argv) {
     rove_attention_config c;
     L[i].config_init(&c, H, Hk, d);
     c.n_threads = thr;
+    if (getenv("AB_ISA")) { /* "A,B": this plan's ISA is the i-th name */
+      rove_status (*parse)(const char *, rove_isa *) = bench_sym(L[i].h, "rove_isa_parse", "ab_decode");
+      char names[64];
+      snprintf(names, sizeof names, "%s", getenv("AB_ISA"));
+      char *comma = strchr(names, ',');
+      if (!comma) {
+        fprintf(stderr, "ab_decode: AB_ISA must be two names, A,B\n");
+        return 2;
+      }
+      *comma = 0;
+      if (parse(i ? comma + 1 : names, &c.isa)) {
+        fprintf(stderr, "ab_decode: unknown ISA in AB_ISA=%s\n", getenv("AB_ISA"));
+        return 2;
+      }
+    }
     if (rope) c.rotate = ROVE_ROTATE_ROPE;
     if (none) c.rotate = 0;
     if (L[i].plan_create(&c, &L[i].plan) || L[i].cache_create(L[i].plan, 1, nk, type, &L[i].cache) ||
@@ -140,9 +156,9 @@ int main(int argc, char **argv) {
   const double per = 1e9 / ((double)nk * Hk);
   const double ma = bench_median(t[0], rounds), mb = bench_median(t[1], rounds);
   const double mr = bench_median(t[2], rounds);
-  printf("shape %d:%d x %d, %d keys, %s %s, %s, %d thread(s), %d rounds, medians:\n", H, Hk,
-         d, nk, ty, plain ? "K/V" : "cache",
-         rope ? "RoPE" : "RoVE", thr, rounds);
+  printf("shape %d:%d x %d, %d keys, %s %s, %s, %d thread(s), %d rounds%s%s, medians:\n", H,
+         Hk, d, nk, ty, plain ? "K/V" : "cache", none ? "no rotation" : rope ? "RoPE" : "RoVE", thr, rounds,
+         getenv("AB_ISA") ? ", AB_ISA=" : "", getenv("AB_ISA") ? getenv("AB_ISA") : "");
   printf("  read  %8.3f ms  %6.1f ns/key/kvhead  %5.1f GB/s\n", mr * 1e3, mr * per, bytes / mr * 1e-9);
   printf("  A     %8.3f ms  %6.1f ns/key/kvhead  %5.1f %% of read  (%s)\n", ma * 1e3, ma * per,
          100 * mr / ma, argv[1]);

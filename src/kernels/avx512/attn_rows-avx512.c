@@ -34,12 +34,10 @@
 #include <stddef.h>
 
 #include "kernels-avx512.h"
-#include "../rows_block.h"
+#include "rows-avx512.h"
 #include "exp-avx512.h"
 
-#define BLK ROVE_ROWS_BLOCK
 #define PR 4 /* query rows per P V panel: 4 x 4 zmm accumulators */
-#define INLINE static inline __attribute__((always_inline))
 
 /* Software prefetch into L2 (prefetcht2), two ways (see block()):
  *  - paced: while a block is read, the next block's rows, one line per line read;
@@ -77,28 +75,6 @@ INLINE void prefetch_bytes(const void *p, int64_t n, int64_t stride, int64_t row
 
 static inline __mmask16 lanes(int32_t n) { /* lanes 0 .. n-1, n clamped to [0, 16] */
   return (__mmask16)(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1u);
-}
-
-#define ESZ ROVE_ESZ
-
-/* 16 elements of type T from element i of p as floats; Q8: times the block's scale sc.
- * masked: only the lanes of mk are read (the others are 0), for the section past d; else
- * plain loads (on Zen 4 masked loads in the P V loop cost a quarter of the GQA decode
- * time: 32:8 x 128, 8192 keys, 5.0 ms against 4.0). */
-INLINE __m512 load16(const void *p, int64_t i, __mmask16 mk, const int T, float sc,
-                     const int masked) {
-  if (T == ROVE_DTYPE_BF16 || T == ROVE_DTYPE_F16) {
-    const uint16_t *h = (const uint16_t *)p + i;
-    const __m256i x = masked ? _mm256_maskz_loadu_epi16(mk, h) : _mm256_loadu_si256((const __m256i *)h);
-    if (T == ROVE_DTYPE_F16) return _mm512_cvtph_ps(x);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
-  }
-  if (T == ROVE_DTYPE_Q8) {
-    const int8_t *b = (const int8_t *)p + i;
-    const __m128i x = masked ? _mm_maskz_loadu_epi8(mk, b) : _mm_loadu_si128((const __m128i *)b);
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), _mm512_set1_ps(sc));
-  }
-  return masked ? _mm512_maskz_loadu_ps(mk, (const float *)p + i) : _mm512_loadu_ps((const float *)p + i);
 }
 
 /* The Q8 scale of element c of a row (scales sc, one per 32 elements), 0 past d (where
@@ -433,8 +409,15 @@ static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_b
  *  - 16-key bursts (rove_rows_burst) for the blocks of the other calls: MHA decode of
  *    fp32 rows on AMD, over a contiguous cache or a paged pool. Typed rows (bf16, f16,
  *    q8: more work per byte) measured 1.05-1.13x faster paced (Zen 4, 12 x 64, 32768
- *    keys). */
+ *    keys).
+ * On AMD (not t->paced), panels of 4 rows that see every key of the block take P V through
+ * the GQA group path (attn_rows_g4-avx512.c: run by run, sections of 32 elements, the next
+ * block's V lines a key at a time) where V is fp32: on a Zen 4, 32:8 x 128, 32768 keys,
+ * one thread, 1.02-1.15x faster than pv_body (bench/ab_decode, five runs), and at par
+ * with the AVX2 kernel's group path; bf16 and f16 V measured 0.95-0.97x, so they stay on
+ * pv_body. The same bits either way. */
 static void block(const rove_rows_args *t, const rove_rows_blk *b) {
+  static const float ones[PR] = {1.0f, 1.0f, 1.0f, 1.0f};
   float alpha[ROVE_ROWS_MAX];
   uint64_t vis[ROVE_ROWS_MAX], any = 0;
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
@@ -450,10 +433,23 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   block_scores(t, b, any, paced);
   for (int32_t r = 0; r < t->nq; r++)
     alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);
+  /* P V of panels of 4 rows that see every key of the block by the GQA group path
+   * (attn_rows_g4-avx512.c), on CPUs without the paced preference (AMD) */
+  const int g4 = !t->paced && b->vt == ROVE_DTYPE_F32 && g4_fits(d, b->vt);
   for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
     const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
     int keep = 0; /* some key is hidden from some row of the panel */
     for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
+    /* the group path run by run: O = alpha O + the first run's P V, then O = 1 O + each
+     * next run's (o * 1 is exact: the same bits as one pass over the block) */
+    if (g4 && R == 4 && !keep) {
+      for (int32_t i = 0; i < b->nr; i++)
+        rove_rows_g4_pv__avx512[b->vt](
+            t->o + (int64_t)r0 * d, d, b->v[i], b->vs * ESZ(b->vt), b->vsc[i], nblk,
+            rove_rows_blk_len(b, i), b->run, t->scratch + r0 * BLK + i * b->run,
+            i ? ones : alpha + r0, r0 == 0 ? b->vn[i] : NULL);
+      continue;
+    }
     /* contiguous V rows (a cache) of whole 64-element sections in a call longer than a
      * block or over a paged pool: section s prefetches the s-th of the d / 64 equal parts
      * of the next block's V region of each run (BLK rows, or a paged run's), in address
