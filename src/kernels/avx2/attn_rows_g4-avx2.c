@@ -81,10 +81,12 @@ INLINE void g4_pv_section(float *o, int32_t d, int32_t c, const char *v, int64_t
       acc[r][x] = _mm256_mul_ps(_mm256_loadu_ps(o + (int64_t)r * d + c + 8 * x),
                                 _mm256_set1_ps(alpha[r]));
   const float *sc = T == ROVE_DTYPE_Q8 ? vsc + c / ROVE_Q8_BLOCK : NULL;
-  const char *vr = v + c * ESZ(T), *pr = vn;
+  /* addresses from the key index (a pointer stepped past the last row would be out of its
+   * object; the prefetch addresses may lie past the buffer, so they stay integers) */
 #pragma GCC unroll 2
-  for (int32_t j = 0; j < nb; j++, vr += vb) {
-    if (PF) _mm_prefetch(pr, _MM_HINT_T2), pr += LIN ? 64 : vb;
+  for (int32_t j = 0; j < nb; j++) {
+    const char *vr = v + c * ESZ(T) + (int64_t)j * vb;
+    if (PF) _mm_prefetch((const char *)((uintptr_t)vn + (uintptr_t)(j * (LIN ? 64 : vb))), _MM_HINT_T2);
     const float f = T == ROVE_DTYPE_Q8 ? sc[(int64_t)j * nblk] : 0.0f;
     const __m256 v0 = load8(vr, 0, T, f), v1 = load8(vr, 8, T, f);
 #pragma GCC unroll 4

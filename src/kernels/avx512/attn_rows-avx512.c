@@ -434,8 +434,9 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   for (int32_t r = 0; r < t->nq; r++)
     alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);
   /* P V of panels of 4 rows that see every key of the block by the GQA group path
-   * (attn_rows_g4-avx512.c), on CPUs without the paced preference (AMD) */
-  const int g4 = !t->paced && b->vt == ROVE_DTYPE_F32 && g4_fits(d, b->vt);
+   * (attn_rows_g4-avx512.c), on CPUs without the paced preference (AMD), for fp32 V */
+  const int g4 = !t->paced && b->vt == ROVE_DTYPE_F32 && d % 32 == 0;
+  const int g4_linear = b->vs == d && (t->nk > BLK || t->blocks);
   for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
     const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
     int keep = 0; /* some key is hidden from some row of the panel */
@@ -444,10 +445,10 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
      * next run's (o * 1 is exact: the same bits as one pass over the block) */
     if (g4 && R == 4 && !keep) {
       for (int32_t i = 0; i < b->nr; i++)
-        rove_rows_g4_pv__avx512[b->vt](
-            t->o + (int64_t)r0 * d, d, b->v[i], b->vs * ESZ(b->vt), b->vsc[i], nblk,
-            rove_rows_blk_len(b, i), b->run, t->scratch + r0 * BLK + i * b->run,
-            i ? ones : alpha + r0, r0 == 0 ? b->vn[i] : NULL);
+        rove_rows_g4_pv_f32__avx512(t->o + (int64_t)r0 * d, d, b->v[i], b->vs * 4,
+                                    rove_rows_blk_len(b, i), b->run,
+                                    t->scratch + r0 * BLK + i * b->run, i ? ones : alpha + r0,
+                                    r0 == 0 ? b->vn[i] : NULL, g4_linear);
       continue;
     }
     /* contiguous V rows (a cache) of whole 64-element sections in a call longer than a

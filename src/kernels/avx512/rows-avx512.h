@@ -6,7 +6,6 @@
 #define ROVE_ROWS_AVX512_H
 
 #include <immintrin.h>
-#include <stddef.h>
 #include <stdint.h>
 
 #include "../rows_block.h"
@@ -36,25 +35,16 @@ INLINE __m512 load16(const void *p, int64_t i, __mmask16 mk, const int T, float 
   return masked ? _mm512_maskz_loadu_ps(mk, (const float *)p + i) : _mm512_loadu_ps((const float *)p + i);
 }
 
-/* ---- The GQA group path: P V of 4 query rows, every key of the block visible to each ----
+/* ---- The GQA group path: P V of 4 query rows that see every key of the block ----
  * Used, on CPUs without the paced preference (AMD), for a panel of 4 rows (a GQA group's
- * rows share each V row read) when the block has no hidden pair and head_dim is a whole
- * number of 32-element sections and of cache lines of V rows (g4_fits). */
-
-/* Elements of type T in a 64-byte cache line. */
-#define LINE_ELEMS(T) (64 / ESZ(T))
-
-static inline int g4_fits(int32_t d, int32_t vt) {
-  return d % 32 == 0 && d % LINE_ELEMS(vt) == 0;
-}
-
-/* O = alpha O + P V for the 4 rows o [4][d] over the nb keys of one run: V rows at v
- * (stride vb bytes, Q8 scales vsc, nblk per key), p the scratch rows [4][BLK] from the
- * run's first key; vn: the next block's V rows of this run (run rows; NULL for none), for
- * the prefetch (g4_pv in attn_rows_g4-avx512.c). */
-typedef void (*rove_g4_pv_fn)(float *o, int32_t d, const char *v, int64_t vb, const float *vsc,
-                              int32_t nblk, int32_t nb, int32_t run, const float *p,
-                              const float *alpha, const char *vn);
-extern const rove_g4_pv_fn rove_rows_g4_pv__avx512[ROVE_DTYPE_COUNT]; /* [V type] */
+ * rows share each V row read) each of which sees every key of the block, over fp32 V,
+ * when d % 32 == 0 (attn_rows-avx512.c block()). O = alpha O + P V for the 4 rows o [4][d] over the
+ * nb keys of one run: V rows at v (stride vb bytes), p the scratch rows [4][BLK] from the
+ * run's first key; vn: the next block's V rows of this run (run rows; NULL for none) and
+ * linear (they are contiguous and the call longer than a block or paged), for the
+ * prefetch (attn_rows_g4-avx512.c). */
+void rove_rows_g4_pv_f32__avx512(float *o, int32_t d, const char *v, int64_t vb, int32_t nb,
+                                 int32_t run, const float *p, const float *alpha,
+                                 const char *vn, int linear);
 
 #endif
