@@ -99,25 +99,31 @@ int main(int argc, char **argv) {
     L[i].config_init(&c, H, Hk, d);
     c.n_threads = thr;
     if (getenv("AB_ISA")) { /* "A,B": this plan's ISA is the i-th name */
-      rove_status (*parse)(const char *, rove_isa *) = bench_sym(L[i].h, "rove_isa_parse", "ab_decode");
+      rove_status (*parse)(const char *, rove_isa *) =
+          bench_sym(L[i].h, "rove_isa_parse", "ab_decode");
       char names[64];
-      snprintf(names, sizeof names, "%s", getenv("AB_ISA"));
+      const int len = snprintf(names, sizeof names, "%s", getenv("AB_ISA"));
       char *comma = strchr(names, ',');
-      if (!comma) {
-        fprintf(stderr, "ab_decode: AB_ISA must be two names, A,B\n");
+      if (len >= (int)sizeof names || !comma) {
+        fprintf(stderr, "ab_decode: AB_ISA must be two ISA names, A,B\n");
         return 2;
       }
       *comma = 0;
-      if (parse(i ? comma + 1 : names, &c.isa)) {
-        fprintf(stderr, "ab_decode: unknown ISA in AB_ISA=%s\n", getenv("AB_ISA"));
+      const char *name = i ? comma + 1 : names;
+      if (parse(name, &c.isa)) {
+        fprintf(stderr, "ab_decode: unknown ISA name '%s' in AB_ISA\n", name);
         return 2;
       }
     }
     if (rope) c.rotate = ROVE_ROTATE_ROPE;
     if (none) c.rotate = 0;
-    if (L[i].plan_create(&c, &L[i].plan) || L[i].cache_create(L[i].plan, 1, nk, type, &L[i].cache) ||
-        L[i].append(L[i].cache, nk, k, 0, v, 0, NULL)) {
-      fprintf(stderr, "ab_decode: set-up failed for %s\n", argv[1 + i]);
+    const char *(*status_string)(rove_status) =
+        bench_sym(L[i].h, "rove_status_string", "ab_decode");
+    rove_status st = L[i].plan_create(&c, &L[i].plan);
+    if (!st) st = L[i].cache_create(L[i].plan, 1, nk, type, &L[i].cache);
+    if (!st) st = L[i].append(L[i].cache, nk, k, 0, v, 0, NULL);
+    if (st) {
+      fprintf(stderr, "ab_decode: set-up failed for %s: %s\n", argv[1 + i], status_string(st));
       return 2;
     }
   }
