@@ -163,8 +163,9 @@ int main(int argc, char **argv) {
   const double ma = bench_median(t[0], rounds), mb = bench_median(t[1], rounds);
   const double mr = bench_median(t[2], rounds);
   printf("shape %d:%d x %d, %d keys, %s %s, %s, %d thread(s), %d rounds%s%s, medians:\n", H,
-         Hk, d, nk, ty, plain ? "K/V" : "cache", none ? "no rotation" : rope ? "RoPE" : "RoVE", thr, rounds,
-         getenv("AB_ISA") ? ", AB_ISA=" : "", getenv("AB_ISA") ? getenv("AB_ISA") : "");
+         Hk, d, nk, ty, plain ? "K/V" : "cache", none ? "no rotation" : rope ? "RoPE" : "RoVE",
+         thr, rounds, getenv("AB_ISA") ? ", AB_ISA=" : "",
+         getenv("AB_ISA") ? getenv("AB_ISA") : "");
   printf("  read  %8.3f ms  %6.1f ns/key/kvhead  %5.1f GB/s\n", mr * 1e3, mr * per, bytes / mr * 1e-9);
   printf("  A     %8.3f ms  %6.1f ns/key/kvhead  %5.1f %% of read  (%s)\n", ma * 1e3, ma * per,
          100 * mr / ma, argv[1]);

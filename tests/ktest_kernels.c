@@ -784,8 +784,9 @@ static void rows_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nq
 static void rows_poison_paced(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t nk,
                               int32_t calls) {
   const int32_t nq = 4;
-  float *q = malloc(sizeof(float) * (size_t)(nq * d)), *k = malloc(sizeof(float) * (size_t)(nk * d));
-  float *v = malloc(sizeof(float) * (size_t)(nk * d)), *s = malloc(sizeof(float) * (size_t)ROVE_ROWS_SCRATCH(d));
+  float *q = malloc(sizeof(float) * (size_t)(nq * d));
+  float *k = malloc(sizeof(float) * (size_t)(nk * d)), *v = malloc(sizeof(float) * (size_t)(nk * d));
+  float *s = malloc(sizeof(float) * (size_t)ROVE_ROWS_SCRATCH(d));
   float *o[2], m[2][4], l[2][4];
   assert_true(q && k && v && s);
   rove_rng_fill(g, q, nq * d, -1.0f, 1.0f);
@@ -810,7 +811,8 @@ static void rows_poison_paced(const rove_kernels *kn, rove_rng *g, int32_t d, in
   if (memcmp(o[0], o[1], sizeof(float) * (size_t)(nq * d)) || memcmp(m[0], m[1], sizeof m[0]) ||
       memcmp(l[0], l[1], sizeof l[0]))
     kt_fail("paced=0 and paced=1 differ");
-  if (!isnan(l[0][0]) || m[0][0] != INFINITY) kt_fail("row 0 not poisoned: m %g l %g", m[0][0], l[0][0]);
+  if (!isnan(l[0][0]) || m[0][0] != INFINITY)
+    kt_fail("row 0 not poisoned: m %g l %g", m[0][0], l[0][0]);
   free(q), free(k), free(v), free(s), free(o[0]), free(o[1]);
 }
 

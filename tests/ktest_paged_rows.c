@@ -179,7 +179,8 @@ static void test_paged_rows(const rove_kernels *kn) {
     for (size_t b = 0; b < 2; b++)
       for (size_t k = 0; k < 2; k++, idx++) {
         const pcase c = {.type = ROVE_DTYPE_F32, .d = gds[a], .nq = gnqs[b], .nk = 200,
-                         .bs = gbss[k], .j_base = 16 * (int32_t)(idx % 2), .calls = 1 + (int32_t)(idx % 2),
+                         .bs = gbss[k], .j_base = 16 * (int32_t)(idx % 2),
+                         .calls = 1 + (int32_t)(idx % 2),
                          .mask = (int32_t)(idx / 2 % 2)};
         paged_case(kn, &g, &c);
       }

@@ -86,7 +86,8 @@ INLINE void g4_pv_section(float *o, int32_t d, int32_t c, const char *v, int64_t
 #pragma GCC unroll 2
   for (int32_t j = 0; j < nb; j++) {
     const char *vr = v + c * ESZ(T) + (int64_t)j * vb;
-    if (PF) _mm_prefetch((const char *)((uintptr_t)vn + (uintptr_t)(j * (LIN ? 64 : vb))), _MM_HINT_T2);
+    if (PF)
+      _mm_prefetch((const char *)((uintptr_t)vn + (uintptr_t)(j * (LIN ? 64 : vb))), _MM_HINT_T2);
     const float f = T == ROVE_DTYPE_Q8 ? sc[(int64_t)j * nblk] : 0.0f;
     const __m256 v0 = load8(vr, 0, T, f), v1 = load8(vr, 8, T, f);
 #pragma GCC unroll 4

@@ -21,7 +21,9 @@
  *      (4 zmm, masked past d); per key one load (and widening) of its V section and one
  *      broadcast FMA per row and vector. V needs no transpose. When a key is hidden from a
  *      row of the panel, the FMAs are masked per pair (a hidden V row adds nothing, even
- *      NaN or Inf).
+ *      NaN or Inf). On AMD a panel of 4 rows over fp32 V that sees every key of the
+ *      block takes the GQA group path instead (attn_rows_g4-avx512.c: the same
+ *      arithmetic, sections of 32 floats; see block()).
  * So each key and value is read from memory once per call (from L1 again for rows past the
  * first group or panel). Typed rows are widened as they are loaded, 16 elements at a time:
  * bf16 zero-extended and shifted by 16, f16 by vcvtph2ps, q8 sign-extended, converted and
@@ -411,11 +413,11 @@ static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_b
  *    q8: more work per byte) measured 1.05-1.13x faster paced (Zen 4, 12 x 64, 32768
  *    keys).
  * On AMD (not t->paced), panels of 4 rows that see every key of the block take P V through
- * the GQA group path (attn_rows_g4-avx512.c: run by run, sections of 32 elements, the next
+ * the GQA group path (attn_rows_g4-avx512.c: run by run, sections of 32 floats, the next
  * block's V lines a key at a time) where V is fp32: on a Zen 4, 32:8 x 128, 32768 keys,
- * one thread, 1.02-1.15x faster than pv_body (bench/ab_decode, five runs), and at par
- * with the AVX2 kernel's group path; bf16 and f16 V measured 0.95-0.97x, so they stay on
- * pv_body. The same bits either way. */
+ * one thread, 1.02-1.04x faster than pv_body, and level with the AVX2 kernel (which had
+ * been 6 % faster; BENCHMARKS.md, session 22); bf16 and f16 V measured 0.95-0.97x, so
+ * they stay on pv_body. The same bits either way. */
 static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   static const float ones[PR] = {1.0f, 1.0f, 1.0f, 1.0f};
   float alpha[ROVE_ROWS_MAX];
