@@ -79,6 +79,28 @@ static inline __mmask16 lanes(int32_t n) { /* lanes 0 .. n-1, n clamped to [0, 1
   return (__mmask16)(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1u);
 }
 
+#define ESZ ROVE_ESZ
+
+/* 16 elements of type T from element i of p as floats; Q8: times the block's scale sc.
+ * masked: only the lanes of mk are read (the others are 0), for the section past d; else
+ * plain loads (on Zen 4 masked loads in the P V loop cost a quarter of the GQA decode
+ * time: 32:8 x 128, 8192 keys, 5.0 ms against 4.0). */
+INLINE __m512 load16(const void *p, int64_t i, __mmask16 mk, const int T, float sc,
+                     const int masked) {
+  if (T == ROVE_DTYPE_BF16 || T == ROVE_DTYPE_F16) {
+    const uint16_t *h = (const uint16_t *)p + i;
+    const __m256i x = masked ? _mm256_maskz_loadu_epi16(mk, h) : _mm256_loadu_si256((const __m256i *)h);
+    if (T == ROVE_DTYPE_F16) return _mm512_cvtph_ps(x);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
+  }
+  if (T == ROVE_DTYPE_Q8) {
+    const int8_t *b = (const int8_t *)p + i;
+    const __m128i x = masked ? _mm_maskz_loadu_epi8(mk, b) : _mm_loadu_si128((const __m128i *)b);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), _mm512_set1_ps(sc));
+  }
+  return masked ? _mm512_maskz_loadu_ps(mk, (const float *)p + i) : _mm512_loadu_ps((const float *)p + i);
+}
+
 /* The Q8 scale of element c of a row (scales sc, one per 32 elements), 0 past d (where
  * the load is masked off and the block would not exist). */
 INLINE float q8_scale(const float *sc, int32_t c, int32_t d, const int T) {

@@ -6,6 +6,9 @@
  * sections of 32 floats (8 accumulators, against pv_body's 64 and 16), and per key the
  * lines of the next block's V rows that the section owns prefetched beside its read.
  * Only fp32 V: bf16 and f16 V measured slower this way (docs/performance.md). */
+#include <immintrin.h>
+#include <stdint.h>
+
 #include "kernels-avx512.h"
 #include "rows-avx512.h"
 
