@@ -460,7 +460,9 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   /* P V of panels of 4 rows that see every key of the block by the GQA group path
    * (attn_rows_g4-avx512.c), on CPUs without the paced preference (AMD), for fp32 V */
   const int g4 = !t->paced && b->vt == ROVE_DTYPE_F32 && d % 32 == 0;
-  const int g4_linear = b->vs == d && (t->nk > BLK || t->blocks);
+  /* contiguous V rows (a cache) in a call longer than a block or over a paged pool: both
+   * P V loops prefetch the next block's V region in address order (see below) */
+  const int v_linear = b->vs == d && (t->nk > BLK || t->blocks);
   for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
     const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
     int keep = 0; /* some key is hidden from some row of the panel */
@@ -472,7 +474,7 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
         rove_rows_g4_pv_f32__avx512(t->o + (int64_t)r0 * d, d, b->v[i], b->vs * 4,
                                     rove_rows_blk_len(b, i), b->run,
                                     t->scratch + r0 * BLK + i * b->run, i ? ones : alpha + r0,
-                                    r0 == 0 ? b->vn[i] : NULL, g4_linear);
+                                    r0 == 0 ? b->vn[i] : NULL, v_linear);
       continue;
     }
     /* contiguous V rows (a cache) of whole 64-element sections in a call longer than a
@@ -482,7 +484,7 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
      * contiguous cache against 1.07-1.13x row by row); else (a short call) the lines of
      * its own columns, row by row */
     const int64_t ve = ESZ(b->vt), part = 64 * ve;
-    const int linear = b->vs == d && d % 64 == 0 && (t->nk > BLK || t->blocks);
+    const int linear = v_linear && d % 64 == 0;
     for (int32_t c = 0; c < d; c += 64) {
       __mmask16 mk[4];
       for (int x = 0; x < 4; x++) mk[x] = lanes(d - c - 16 * x);
