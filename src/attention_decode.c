@@ -73,12 +73,12 @@ static void rows_begin(const rove_fwd *f, int64_t b, const rows_scratch *s) {
 /* Store every head's (o, m, l) rows into its partial slot of this split. */
 static void rows_store(const rove_fwd *f, int64_t b, int64_t split, const rows_scratch *s) {
   const int64_t H = f->p->cfg.n_heads, d = f->p->cfg.head_dim, nq = f->q_len;
-  const int64_t tq = f->p->kern->tile_q;
+  const int64_t pr = f->partial_rows; /* = nq on the rows path */
   for (int64_t h = 0; h < H; h++) {
     float *slot = f->partial + ((b * H + h) * f->n_splits + split) * f->partial_floats;
     memcpy(slot, s->o + h * nq * d, sizeof(float) * (size_t)(nq * d));
-    memcpy(slot + tq * d, s->m + h * nq, sizeof(float) * (size_t)nq);
-    memcpy(slot + tq * d + tq, s->l + h * nq, sizeof(float) * (size_t)nq);
+    memcpy(slot + pr * d, s->m + h * nq, sizeof(float) * (size_t)nq);
+    memcpy(slot + pr * d + pr, s->l + h * nq, sizeof(float) * (size_t)nq);
   }
 }
 
@@ -247,7 +247,11 @@ static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *
         for (ke = kt + 1; ke < r1 && cls[ke - r0] == c;) ke++;
         if (c == 0) continue;
         /* the hint for the kernel's prefetch: the next visible tile of this KV head, else
-         * the next KV head's first, else the next run's first tile if it is visible */
+         * the next KV head's first, else the first tile of the next run, or of the next
+         * split (the task that follows on one thread; another thread's on several, where
+         * the prefetch is wasted but harmless), if it is visible. Without the next split's
+         * hint each split began cold: 32:8 x 128, 9216 keys (36 splits of 4 tiles), one
+         * thread on a Zen 4, 1.04-1.06x slower (BENCHMARKS.md session 23). */
         int64_t nt = ke;
         while (nt < r1 && cls[nt - r0] == 0) nt++;
         if (nt < r1) {
@@ -255,7 +259,7 @@ static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *
         } else if (kvh + 1 < hkv) {
           for (nt = r0; cls[nt - r0] == 0;) nt++; /* this stretch is visible: nt <= kt */
           hint(f, t, b, kvh + 1, nt * tk);
-        } else if (r1 < kt1 && tile_class(f, b, r1, qmin, qmax) != 0) {
+        } else if (r1 < f->n_kt && tile_class(f, b, r1, qmin, qmax) != 0) {
           hint(f, t, b, 0, r1 * tk);
         } else {
           hint_none(t);

@@ -64,8 +64,9 @@ typedef struct rove_fwd {
   int32_t team;                    /* scratch for at least this many threads (0: own need) */
   char *ws_block;                  /* the caller's workspace (rove_fwd_init_team), or NULL */
   size_t *ws_bytes;                /* set: the caller sizes / provides the workspace */
-  float *partial;                  /* split-KV: [qtask][split] of (o [tq][d], m [tq], l [tq]) */
-  int64_t partial_floats;
+  float *partial;                  /* split-KV: [qtask][split] of (o [pr][d], m [pr], l [pr]) */
+  int64_t partial_rows;            /* pr: tile_q, or q_len on the rows path (slots packed) */
+  int64_t partial_floats;          /* one slot, pr d + 2 pr rounded up to 16 */
   void *block;                     /* the whole workspace, from the plan's pool */
   size_t block_bytes;
   /* ---- decode (attention_decode.c; chosen by choose_schedule) ---- */

@@ -118,7 +118,12 @@ static void choose_schedule(rove_fwd *f) {
     if (f->n_splits > f->n_kt / ROVE_SPLIT_MIN_TILES) f->n_splits = f->n_kt / ROVE_SPLIT_MIN_TILES;
     if (f->n_splits < 1) f->n_splits = 1;
   }
-  f->partial_floats = (tq * d + 2 * tq + 15) / 16 * 16;
+  /* The rows path keeps q_len rows per slot, not a tile's: a decode step's slots (one row
+   * each) are then 576 bytes apart at d = 128, not 8 KB, so a split's stores and the merge's
+   * reads of every head's slots stay dense (32:8 x 128, 9216 keys, one thread, Zen 4:
+   * the slots at a tile's stride cost ~4 % of the step, BENCHMARKS.md session 23). */
+  f->partial_rows = f->rows ? f->q_len : tq;
+  f->partial_floats = (f->partial_rows * d + 2 * f->partial_rows + 15) / 16 * 16;
   /* qbuf, s, o, m, l (attend) | every head's qbuf, s, K and V tiles (stream) | the row
    * kernel's scratch, every head's q and o rows, m, l and a GQA group's row positions
    * (rows; attention_decode.c) | o, m, l (merge) */
@@ -127,7 +132,8 @@ static void choose_schedule(rove_fwd *f) {
   const int64_t hrows = f->rows ? (H * f->q_len + 15) / 16 * 16 : 0; /* q_len <= 16 here */
   const int64_t rows = (ROVE_ROWS_SCRATCH(d) + 15) / 16 * 16 + 2 * hrows * d + 3 * hrows;
   f->scratch_floats = ((f->rows ? rows : f->streaming ? stream : attend) + 15) / 16 * 16;
-  if (f->scratch_floats < f->partial_floats) f->scratch_floats = f->partial_floats;
+  const int64_t merge = (tq * d + 2 * tq + 15) / 16 * 16; /* o, m, l of a merged tile */
+  if (f->scratch_floats < merge) f->scratch_floats = merge;
 }
 
 /* Threads that can hold a per-thread scratch in this call: the largest team of the phases

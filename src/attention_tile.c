@@ -97,18 +97,19 @@ void rove_fwd_merge_task(int64_t qtask, int tid, void *vctx) {
   rove_fwd *f = vctx;
   const int64_t d = f->p->cfg.head_dim, tq = f->p->kern->tile_q;
   const rove_qtile q = rove_fwd_qtile(f, qtask);
+  const int64_t pr = f->partial_rows; /* a slot: o [pr][d], m [pr], l [pr] */
   const float *part = f->partial + qtask * f->n_splits * f->partial_floats;
   float *o = f->scratch + (int64_t)tid * f->scratch_floats, *m = o + tq * d, *l = m + tq;
   for (int32_t i = 0; i < q.nq; i++) {
     float mx = -INFINITY, sum = 0.0f;
-    for (int64_t sp = 0; sp < f->n_splits; sp++) mx = fmaxf(mx, part[sp * f->partial_floats + tq * d + i]);
+    for (int64_t sp = 0; sp < f->n_splits; sp++) mx = fmaxf(mx, part[sp * f->partial_floats + pr * d + i]);
     float *oi = o + i * d;
     memset(oi, 0, sizeof(float) * (size_t)d);
     for (int64_t sp = 0; mx > -INFINITY && sp < f->n_splits; sp++) {
       const float *ps = part + sp * f->partial_floats;
-      if (ps[tq * d + i] == -INFINITY) continue;
-      const float w = expf(ps[tq * d + i] - mx);
-      sum += w * ps[tq * d + tq + i];
+      if (ps[pr * d + i] == -INFINITY) continue;
+      const float w = expf(ps[pr * d + i] - mx);
+      sum += w * ps[pr * d + pr + i];
       for (int64_t c = 0; c < d; c++) oi[c] += w * ps[i * d + c];
     }
     m[i] = mx;
