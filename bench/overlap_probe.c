@@ -19,11 +19,24 @@
  *
  * Measured on the 2-vCPU Zen 3 (BENCHMARKS.md, 2026-12-03, three runs): W = 4 computes
  * 31-42 ns per key cached and takes 1.14-1.25x the read from DRAM, so a kernel with that
- * much work per byte can read at 80-88 % of the bandwidth on that core. */
-#define _POSIX_C_SOURCE 200809L
+ * much work per byte can read at 80-88 % of the bandwidth on that core.
+ *
+ * A second table (session 23) walks the same keys with W = 4 in the row kernel's order
+ * and with its prefetch, to tell which of the two costs what from DRAM:
+ *   order  seq: each row front to back (as above);
+ *          kernel: K in groups of 4 keys section by section (32 floats of each of the 4
+ *          rows, then the next 32: attn_rows-avx512.c scores_body, RG = 4), V in 4
+ *          passes over the block's 64 rows, 32 floats of each row per pass (the GQA
+ *          group path, attn_rows_g4-avx512.c);
+ *   pf     none, or next: the next block's rows prefetched into L2 a line per line read
+ *          (the paced prefetch of the row kernels).
+ * K and V lie on 2 MB pages (madvise, as rove_alloc_large gives a KV cache); on 4 KB
+ * pages every walk reads slower (the TLB). */
+#define _DEFAULT_SOURCE /* madvise */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #if defined(__x86_64__)
@@ -67,6 +80,46 @@ __attribute__((target("avx2,fma"), noinline)) static float walk(const float *k, 
   return _mm256_cvtss_f32(s);
 }
 
+/* The walk of the second table (see the top), W = 4, in 8-float vectors: order kern = 1
+ * walks the row kernel's order, pf = 1 prefetches the next block a line per line read. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void fma4(__m256 a[8],
+                                                                          const float *x) {
+  const __m256 c = _mm256_set1_ps(1.0001f);
+  for (int h = 0; h < 4; h++) { /* 4 vectors (128 bytes), 4 FMAs each */
+    const __m256 xv = _mm256_loadu_ps(x + 8 * h);
+    a[h] = _mm256_fmadd_ps(xv, c, a[h]), a[h + 4] = _mm256_fmadd_ps(xv, c, a[h + 4]);
+    a[h] = _mm256_fmadd_ps(xv, c, a[h]), a[h + 4] = _mm256_fmadd_ps(xv, c, a[h + 4]);
+  }
+}
+__attribute__((target("avx2,fma"), noinline)) static float walk_order(const float *k,
+                                                                      const float *v,
+                                                                      size_t nk, int kern,
+                                                                      int pf) {
+  __m256 a[8];
+  for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+  for (size_t b = 0; b < nk; b += BLK) {
+    const float *kb = k + b * ROW, *vb = v + b * ROW;
+    const char *kn = (const char *)(kb + BLK * ROW), *vn = (const char *)(vb + BLK * ROW);
+    for (int g = 0; g < BLK; g += 4) /* K: 4 keys (2 KB) at a time */
+      for (int e = 0; e < 16; e++) { /* 16 pieces of 128 bytes */
+        const int key = kern ? e % 4 : e / 4, sec = kern ? e / 4 : e % 4;
+        fma4(a, kb + (size_t)(g + key) * ROW + 32 * sec);
+        if (pf) /* the same 128 bytes of the next block */
+          for (int l = 0; l < 2; l++)
+            _mm_prefetch(kn + ((size_t)(g + key) * ROW + 32 * sec) * 4 + 64 * l, _MM_HINT_T2);
+      }
+    for (int e = 0; e < 4 * BLK; e++) { /* V: 64 rows x 4 pieces */
+      const int row = kern ? e % BLK : e / 4, sec = kern ? e / BLK : e % 4;
+      fma4(a, vb + (size_t)row * ROW + 32 * sec);
+      if (pf) /* the next block's V region in address order, 128 bytes a piece */
+        for (int l = 0; l < 2; l++) _mm_prefetch(vn + (size_t)e * 128 + 64 * l, _MM_HINT_T2);
+    }
+  }
+  __m256 s = a[0];
+  for (int i = 1; i < 8; i++) s = _mm256_add_ps(s, a[i]);
+  return _mm256_cvtss_f32(s);
+}
+
 static volatile float sink;
 
 static int cmp_double(const void *a, const void *b) {
@@ -104,12 +157,14 @@ int main(int argc, char **argv) {
     }
   }
   const size_t nk = (size_t)256 << 10; /* 256 Ki keys: 128 MB of K and 128 MB of V */
-  float *k = aligned_alloc(64, nk * ROW * sizeof(float));
-  float *v = aligned_alloc(64, nk * ROW * sizeof(float));
+  float *k = aligned_alloc((size_t)2 << 20, nk * ROW * sizeof(float)); /* 2 MB pages */
+  float *v = aligned_alloc((size_t)2 << 20, nk * ROW * sizeof(float));
   if (!k || !v) {
     fprintf(stderr, "overlap_probe: out of memory\n");
     return 1;
   }
+  (void)madvise(k, nk * ROW * sizeof(float), MADV_HUGEPAGE); /* hints; failure is harmless */
+  (void)madvise(v, nk * ROW * sizeof(float), MADV_HUGEPAGE);
   memset(k, 0, nk * ROW * sizeof(float));
   memset(v, 0, nk * ROW * sizeof(float));
   printf("keys of 2 x 512 bytes, blocks of %d (K rows, then V rows); ns per key, median of 5\n",
@@ -127,6 +182,21 @@ int main(int argc, char **argv) {
     printf("%4d %12d %8.1f %8.1f %8.1f %22.2f\n", ws[i], 32 * ws[i], mr, mc, md,
            md / (mr > mc ? mr : mc));
   }
+  printf("\nW = 4 in the row kernel's order and with its prefetch (see the top); ns per key\n");
+  printf("%8s %6s %8s %8s %8s\n", "order", "pf", "read", "dram", "dram/read");
+  for (int kern = 0; kern < 2; kern++)
+    for (int pf = 0; pf < 2; pf++) {
+      double rd[5], dr[5];
+      for (int r = 0; r < 5; r++) {
+        rd[r] = per_key_ns(k, v, nk, 0, 1);
+        const double t = now();
+        sink += walk_order(k, v, nk, kern, pf);
+        dr[r] = (now() - t) * 1e9 / (double)nk;
+      }
+      const double mr = median5(rd), md = median5(dr);
+      printf("%8s %6s %8.1f %8.1f %8.2f\n", kern ? "kernel" : "seq", pf ? "next" : "none", mr, md,
+             md / mr);
+    }
   free(k), free(v);
   return 0;
 }
