@@ -30,8 +30,8 @@
  *          group path, attn_rows_g4-avx512.c);
  *   pf     none, or next: the next block's rows prefetched into L2 a line per line read
  *          (the paced prefetch of the row kernels).
- * K and V lie on 2 MB pages (madvise, as rove_alloc_large gives a KV cache); on 4 KB
- * pages every walk reads slower (the TLB). */
+ * K and V lie on 2 MB pages where the system gives them (madvise, as rove_alloc_large asks
+ * for a KV cache's); the Zen 3 figures above were taken on 4 KB pages, before session 23. */
 #define _DEFAULT_SOURCE /* madvise */
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,8 +163,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "overlap_probe: out of memory\n");
     return 1;
   }
+#ifdef MADV_HUGEPAGE
   (void)madvise(k, nk * ROW * sizeof(float), MADV_HUGEPAGE); /* hints; failure is harmless */
   (void)madvise(v, nk * ROW * sizeof(float), MADV_HUGEPAGE);
+#endif
   memset(k, 0, nk * ROW * sizeof(float));
   memset(v, 0, nk * ROW * sizeof(float));
   printf("keys of 2 x 512 bytes, blocks of %d (K rows, then V rows); ns per key, median of 5\n",

@@ -251,7 +251,7 @@ static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *
          * split (the task that follows on one thread; another thread's on several, where
          * the prefetch is wasted but harmless), if it is visible. Without the next split's
          * hint each split began cold: 32:8 x 128, 9216 keys (36 splits of 4 tiles), one
-         * thread on a Zen 4, 1.04-1.06x slower (BENCHMARKS.md session 23). */
+         * thread on a Zen 4, 1.04-1.06x slower (docs/performance.md, "Decode splits"). */
         int64_t nt = ke;
         while (nt < r1 && cls[nt - r0] == 0) nt++;
         if (nt < r1) {

@@ -119,9 +119,9 @@ static void choose_schedule(rove_fwd *f) {
     if (f->n_splits < 1) f->n_splits = 1;
   }
   /* The rows path keeps q_len rows per slot, not a tile's: a decode step's slots (one row
-   * each) are then 576 bytes apart at d = 128, not 8 KB, so a split's stores and the merge's
-   * reads of every head's slots stay dense (32:8 x 128, 9216 keys, one thread, Zen 4:
-   * the slots at a tile's stride cost ~4 % of the step, BENCHMARKS.md session 23). */
+   * each) are then 576 bytes apart at d = 128, not ~49 KB (96 rows on AVX2 / AVX-512), so
+   * a split's stores and the merge's reads of every head's slots stay dense (32:8 x 128,
+   * 9216 keys, one thread, Zen 4: 1.04-1.06x; docs/performance.md, "Decode splits"). */
   f->partial_rows = f->rows ? f->q_len : tq;
   f->partial_floats = (f->partial_rows * d + 2 * f->partial_rows + 15) / 16 * 16;
   /* qbuf, s, o, m, l (attend) | every head's qbuf, s, K and V tiles (stream) | the row

@@ -455,10 +455,6 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   }
   for (int32_t r = 0; r < t->nq; r++) any |= vis[r] = rove_rows_visible(t, r, b);
   block_scores(t, b, any, paced);
-#ifdef XSM
-  if (!t->paced && t->nq >= 4 && b->vn[0] && b->vs == d && b->vt == ROVE_DTYPE_F32)
-    for (int e = 0; e < XSM; e++) _mm_prefetch((const char *)b->vn[0] + 64 * e, _MM_HINT_T2);
-#endif
   for (int32_t r = 0; r < t->nq; r++)
     alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);
   /* P V of panels of 4 rows that see every key of the block by the GQA group path
