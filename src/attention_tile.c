@@ -91,8 +91,8 @@ void rove_fwd_finish(const rove_fwd *f, const rove_qtile *q, float *o, const flo
                     q->nq, d, f->out_type);
 }
 
-/* y += w x, element by element (restrict: vectorized; the same bits as the scalar loop,
- * each element one multiply and one add). */
+/* y += w x, element by element (restrict: vectorized without gcc's runtime alias check;
+ * the same bits as the scalar loop, each element one multiply and one add). */
 static void add_scaled(float *restrict y, const float *restrict x, float w, int64_t n) {
   for (int64_t c = 0; c < n; c++) y[c] += w * x[c];
 }
