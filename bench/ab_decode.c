@@ -5,7 +5,8 @@
  * change being measured. This loads two builds of librove.so (dlopen, each with its own
  * symbols), gives each its own plan and KV cache of the same shape and contents, and
  * times one decode step of A, then of B, round after round, next to a pure read of the
- * same number of bytes (the bandwidth reference, also in the same rounds). It prints the
+ * same number of bytes (the bandwidth reference, also in the same rounds; on 2 MB pages
+ * for a cache, as the cache's K and V are: bench_pages.h). It prints the
  * median per build, ns per key and KV head, and the read reference as a fraction.
  *
  *   ab_decode LIB_A LIB_B [heads kv_heads head_dim keys type threads rounds]
@@ -18,7 +19,7 @@
  * Example: build/bench/ab_decode /tmp/old/librove.so build/librove.so 32 8 128 32768
  * Between steps it walks 64 MB of other memory, so a cache larger than the L3 is read from
  * DRAM as in a model with other layers; AB_NOFLUSH=1 leaves that out. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise (bench_pages.h) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 
 #include "bench_clock.h"
 #include "bench_dl.h"
+#include "bench_pages.h"
 #include "rove.h"
 
 typedef struct lib {
@@ -127,12 +129,14 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  /* the read reference: as many bytes as one step reads, in a buffer of its own */
+  /* the read reference: as many bytes as one step reads, in a buffer of its own on the
+   * same kind of pages as those bytes: 2 MB pages as a cache's (bench_pages.h), the
+   * caller's malloc'd K and V in plain mode */
   const size_t esz = type == ROVE_DTYPE_F32 ? 4 : type == ROVE_DTYPE_Q8 ? 1 : 2;
   const size_t scales = (size_t)nk * (size_t)Hk * (size_t)((d + 31) / 32); /* Q8, per tensor */
   const size_t bytes = 2 * nkv * esz + (type == ROVE_DTYPE_Q8 ? 2 * scales * 4 : 0);
   const size_t rf = (bytes + 3) / 4;
-  float *ref = malloc(rf * 4);
+  float *ref = plain ? malloc(rf * 4) : bench_alloc_huge(rf * 4);
   if (!ref) return 2;
   for (size_t i = 0; i < rf; i++) ref[i] = (float)(i & 7);
   /* flush: walk 64 MB of something else between steps so each step reads from DRAM

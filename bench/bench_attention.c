@@ -35,11 +35,13 @@
  *
  * The layer forward is measured in bench_layer.c.
  */
+#define _DEFAULT_SOURCE /* madvise (bench_pages.h) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_common.h"
+#include "bench_pages.h"
 
 typedef struct attn_family {
   rove_isa isa;
@@ -149,7 +151,10 @@ static const char *case_init(attn_case *c, const attn_family *f, const int64_t *
   }
   if (f->decode) { /* the read reference: the bytes the cache (or K and V) hold */
     c->rd_bytes = ((size_t)kv_bytes(a, f->cache) + 63) / 64 * 64;
-    c->rd = (uint64_t *)rb_alloc_floats(c->rd_bytes / sizeof(float));
+    /* on the pages the bytes it stands for lie on: a cache's 2 MB pages (bench_pages.h),
+     * the caller's K and V (64-byte aligned, 4 KB pages) without a cache */
+    c->rd = f->cache ? (uint64_t *)bench_alloc_huge(c->rd_bytes)
+                     : (uint64_t *)rb_alloc_floats(c->rd_bytes / sizeof(float));
     if (!c->rd) return "out of memory";
     memset(c->rd, 1, c->rd_bytes);
   }

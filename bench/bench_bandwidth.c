@@ -11,11 +11,13 @@
  * workers spin (libgomp's default policy) and would take the cores librove's own pool
  * needs right after the reference, in the same loop. rb_read_seconds times the read
  * itself: from a barrier that all threads have reached to the last one's end. */
+#define _DEFAULT_SOURCE /* madvise (bench_pages.h) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "bench_common.h"
+#include "bench_pages.h"
 
 static inline __attribute__((always_inline)) uint64_t sum_body(const uint64_t *p, size_t n) {
   uint64_t s = 0;
@@ -109,7 +111,7 @@ static void bm_read(rbs_state *st, void *user) {
   const size_t bytes = (size_t)rbs_range(st, 0) << 20;
   const int thr = (int)rbs_range(st, 1);
   const size_t n = bytes / sizeof(uint64_t);
-  uint64_t *buf = aligned_alloc(64, n * sizeof *buf);
+  uint64_t *buf = bench_alloc_huge(n * sizeof *buf); /* 2 MB pages, as a KV cache's */
   if (!buf) {
     rbs_skip_with_error(st, "out of memory");
     return;
