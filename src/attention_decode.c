@@ -22,7 +22,10 @@
  * then jumped (blocks of 16, one thread, alternated: 12 x 64 1.07-1.08x -> 1.01-1.02x the
  * contiguous cache's time, 32:8 x 128 1.06x -> 1.01-1.02x; BENCHMARKS.md session 20). Each call then names the next
  * call's keys through the block table (hint_paged), so the kernel prefetches all of its
- * runs, not only the first.
+ * runs, not only the first. For bf16 / f16 pools of blocks under a tile in MHA decode
+ * (rows_heads_walk), one attn_rows_heads call takes every KV head of the tile, the
+ * pool's blocks front to back (docs/architecture.md, "Every KV head of a tile in one
+ * call").
  * Tile path (more rows): per key tile, K is packed and V copied into scratch for the flash
  * tile kernel, which is then run against the query tile of every head of the group. */
 #include <string.h>
@@ -103,7 +106,7 @@ static void rows_group(rove_rows_args *t, const rows_scratch *s, int64_t kvh) {
 /* Keys [j0, j1) of KV head kvh of batch b through the row kernel, read in place: the
  * cache's rows as stored, the caller's rotated (and K times m) as the kernel reads them. */
 static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t kvh, int64_t j0,
-                       int64_t j1, int cls, int paged);
+                       int64_t j1, int cls, int paged, int32_t heads);
 
 /* Name the rows from token j of KV head h of batch b as those of the call after this one
  * (rove_rows_args.k_next ..., a prefetch hint); hint_none: no such call. */
@@ -160,7 +163,7 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
                       int64_t j1, int cls) {
   const int64_t bs = f->blocks ? (int64_t)1 << f->block_shift : 0, d = f->p->cfg.head_dim;
   if (!f->blocks || (paged_in_place(f) && j0 % 16 == 0)) {
-    rows_piece(f, t, b, kvh, j0, j1, cls, f->blocks != NULL);
+    rows_piece(f, t, b, kvh, j0, j1, cls, f->blocks != NULL, 0);
     return;
   }
   const int own = rows_own(f);
@@ -188,14 +191,16 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
         __builtin_prefetch(pv + x, 0, 3);
       }
     }
-    rows_piece(f, t, b, kvh, j, j + n, cls, 0);
+    rows_piece(f, t, b, kvh, j, j + n, cls, 0, 0);
   }
 }
 
 /* paged: the keys through rove_rows_args.blocks (row 0 of block 0 of KV head kvh as k / v,
- * the block's rows counted in rows of ks elements); else rows [j0, j1) contiguous. */
+ * the block's rows counted in rows of ks elements); else rows [j0, j1) contiguous.
+ * heads > 0 (paged, t at KV head kvh's rows): KV heads kvh .. kvh + heads - 1 in one
+ * attn_rows_heads call (rows_heads_walk). */
 static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t kvh, int64_t j0,
-                       int64_t j1, int cls, int paged) {
+                       int64_t j1, int cls, int paged, int32_t heads) {
   const uint32_t rot = f->p->cfg.rotate;
   const rove_rot rk = rove_fwd_krot(f, b, kvh, j0, rot & ROVE_ROTATE_K);
   const rove_rot rv = rove_fwd_krot(f, b, kvh, j0, rot & ROVE_ROTATE_V);
@@ -219,7 +224,25 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
   t->krot = &rk;
   t->vrot = &rv;
   t->k_mul = f->k_mul;
-  f->p->kern->attn_rows(t);
+  if (heads > 0)
+    f->p->kern->attn_rows_heads(t, heads, f->kv_hstride);
+  else
+    f->p->kern->attn_rows(t);
+}
+
+/* A paged pool of bf16 / f16 rows in blocks smaller than a tile, read in place, one query
+ * row per KV head (MHA decode), head_dim <= 64 or 128, on a CPU without the paced
+ * preference (AMD): every KV head of a tile in one attn_rows_heads call, which reads the
+ * pool's blocks front to back, one stream at a time for the hardware prefetchers
+ * (kernels.h). Only where each key's row is read in one piece: groups of rows (GQA,
+ * speculative rows) and other head dims read K by sections, a walk the hardware
+ * prefetchers do not follow without the per-head calls' software prefetch (32:8 x 128 bf16
+ * blocks of 16: 1.77x the contiguous time this way, against 1.03x). fp32 and q8 pools
+ * were slower this way too (docs/performance.md, "Every KV head of a tile in one call"). */
+static int rows_heads_walk(const rove_fwd *f, int64_t rows) {
+  const int32_t ty = f->k_type, d = (int32_t)f->p->cfg.head_dim;
+  return f->p->kern->attn_rows_heads && !f->p->rows_paced && ty == f->v_type &&
+         (ty == ROVE_DTYPE_BF16 || ty == ROVE_DTYPE_F16) && rows == 1 && (d <= 64 || d == 128);
 }
 
 /* Key tiles [kt0, kt1) of batch b, in runs of ROWS_RUN tiles (1 for token-major rows,
@@ -233,13 +256,24 @@ static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *
   const int inplace = paged_in_place(f);
   int64_t run = !f->blocks && f->kv_hstride < f->ks ? 1 : ROWS_RUN;
   if (inplace && bs <= tk) run = 1; /* blocks of at most a tile: KV heads inner per tile */
+  /* blocks smaller than a tile: all KV heads of a tile in one call where it pays */
+  const int heads = inplace && bs < tk && rows_heads_walk(f, t->nq);
+  const int64_t hkv = f->p->cfg.n_kv_heads;
   void (*const hint)(const rove_fwd *, rove_rows_args *, int64_t, int64_t, int64_t) =
       inplace ? hint_paged : hint_rows;
   for (int64_t r0 = kt0; r0 < kt1; r0 += run) {
     const int64_t r1 = r0 + run < kt1 ? r0 + run : kt1;
     int cls[ROWS_RUN];
     for (int64_t kt = r0; kt < r1; kt++) cls[kt - r0] = tile_class(f, b, kt, qmin, qmax);
-    const int64_t hkv = f->p->cfg.n_kv_heads;
+    if (heads) { /* run = 1: one tile, every KV head; no hints (nothing is prefetched) */
+      if (cls[0] != 0) {
+        rows_group(t, s, 0);
+        hint_none(t);
+        rows_piece(f, t, b, 0, r0 * tk, r1 * tk < f->kv_len ? r1 * tk : f->kv_len, cls[0], 1,
+                   (int32_t)hkv);
+      }
+      continue;
+    }
     for (int64_t kvh = 0; kvh < hkv; kvh++) {
       rows_group(t, s, kvh);
       for (int64_t kt = r0, ke; kt < r1; kt = ke) {

@@ -10,7 +10,8 @@
  * calls split at multiples of 16. The kernel must give the contiguous call's o, m, l bit for
  * bit: a paged call only changes where the rows are read, never the arithmetic. Masked
  * (causal), plain and softcapped calls; head dims 8 .. 128; 1 .. 16 query rows; prefetch
- * hints in both forms (rove_rows_args.next_nk), which must not change a bit. */
+ * hints in both forms (rove_rows_args.next_nk), which must not change a bit.
+ * Then attn_rows_heads, where an ISA has it, against attn_rows head by head. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -188,8 +189,125 @@ static void test_paged_rows(const rove_kernels *kn) {
          kt_isa(), (long long)n_cases, kt_failures());
 }
 
+/* attn_rows_heads (kernels.h): n_heads KV heads of one pool in one call against
+ * attn_rows head by head over the same pool, bit for bit: o, m, l of every head, from
+ * guarded buffers (a write outside a head's rows shows). The pool holds n_heads heads per
+ * block ([block][head][bs][d]) at shuffled indices, its unused blocks all bits set. */
+typedef struct {
+  int32_t type, d, nq, nk, bs, j_base, heads, mask;
+  float softcap;
+} hcase;
+
+static void heads_case(const rove_kernels *kn, rove_rng *g, const hcase *c) {
+  const int32_t d = c->d, nq = c->nq, nb = rove_q8_blocks(d), bs = c->bs, H = c->heads;
+  const int32_t J = c->j_base + c->nk;
+  const int64_t es = rove_dtype_size(c->type), row = (int64_t)d * es;
+  kt_ctx("attn_rows_heads type=%d d=%d nq=%d nk=%d block=%d j_base=%d heads=%d mask=%d "
+         "softcap=%g",
+         c->type, d, nq, c->nk, bs, c->j_base, H, c->mask, c->softcap);
+  const int32_t nseq = (J + bs - 1) / bs, nbp = nseq + 2;
+  const int64_t block_rows = (int64_t)H * bs, pool_rows = (int64_t)nbp * block_rows;
+  const float amp = sqrtf(50.0f / sqrtf((float)d));
+  float *q = malloc(sizeof(float) * (size_t)(H * nq * d));
+  float *kf = malloc(sizeof(float) * (size_t)(pool_rows * d)), *vf = malloc(sizeof(float) * (size_t)(pool_rows * d));
+  char *kp_ = malloc((size_t)(pool_rows * row)), *vp_ = malloc((size_t)(pool_rows * row));
+  float *kps = malloc(sizeof(float) * (size_t)(pool_rows * nb)), *vps = malloc(sizeof(float) * (size_t)(pool_rows * nb));
+  int32_t *perm = malloc(sizeof(int32_t) * (size_t)nbp), *kpos = malloc(sizeof(int32_t) * (size_t)J);
+  assert_true(q && kf && vf && kp_ && vp_ && kps && vps && perm && kpos);
+  rove_rng_fill(g, q, (int64_t)H * nq * d, -amp, amp);
+  rove_rng_fill(g, kf, pool_rows * d, -amp, amp);
+  rove_rng_fill(g, vf, pool_rows * d, -3.0f, 3.0f);
+  if (kt_ref()->from_f32(kp_, d, kps, kf, d, pool_rows, d, c->type) |
+      kt_ref()->from_f32(vp_, d, vps, vf, d, pool_rows, d, c->type))
+    kt_fail("from_f32 flagged finite rows");
+  for (int32_t i = 0; i < nbp; i++) perm[i] = i;
+  for (int32_t i = nbp - 1; i > 0; i--) {
+    const int32_t j = (int32_t)(rove_rng_u64(g) % (uint64_t)(i + 1)), x = perm[i];
+    perm[i] = perm[j], perm[j] = x;
+  }
+  for (int32_t i = nseq; i < nbp; i++) { /* blocks the sequence does not own: poison */
+    memset(kp_ + perm[i] * block_rows * row, 0xFF, (size_t)(block_rows * row));
+    memset(vp_ + perm[i] * block_rows * row, 0xFF, (size_t)(block_rows * row));
+  }
+  for (int32_t j = 0; j < J; j++) kpos[j] = j;
+  int32_t qp[ROVE_ROWS_MAX];
+  const uint64_t h = rove_rng_u64(g);
+  for (int32_t i = 0; i < nq; i++) qp[i] = J - 1 - (int32_t)((h >> 8) % 5) * i;
+  const int q8 = c->type == ROVE_DTYPE_Q8;
+  rove_guarded og[2], mg[2], lg[2], sg;
+  float *o[2], *m[2], *l[2];
+  for (int x = 0; x < 2; x++) {
+    o[x] = kt_alloc(&og[x], (int64_t)H * nq * d, (int)(h >> 12) % 16, 1);
+    m[x] = kt_alloc(&mg[x], (int64_t)H * nq, 1, 1), l[x] = kt_alloc(&lg[x], (int64_t)H * nq, 2, 1);
+    memset(o[x], 0, sizeof(float) * (size_t)(H * nq * d));
+    for (int32_t i = 0; i < H * nq; i++) m[x][i] = -INFINITY, l[x][i] = 0.0f;
+  }
+  float *s = kt_alloc(&sg, ROVE_ROWS_SCRATCH(d), 0, 1);
+  const pcase pc = {.type = c->type, .d = d, .nq = nq, .mask = c->mask, .softcap = c->softcap};
+  for (int x = 0; x < 2; x++) { /* 0: head by head, 1: one call */
+    rove_fill_bits(s, sg.n, 0x7FC00007u);
+    for (int32_t hd = 0; hd < (x ? 1 : H); hd++) {
+      rove_rows_args t = base_args(&pc, q + (int64_t)hd * nq * d, qp, o[x] + (int64_t)hd * nq * d,
+                                   m[x] + (int64_t)hd * nq, l[x] + (int64_t)hd * nq, s, 0);
+      t.nk = c->nk, t.k_pos = kpos + c->j_base;
+      t.k = kp_ + (int64_t)hd * bs * row, t.v = vp_ + (int64_t)hd * bs * row;
+      t.k_scale = q8 ? kps + (int64_t)hd * bs * nb : NULL;
+      t.v_scale = q8 ? vps + (int64_t)hd * bs * nb : NULL;
+      t.blocks = perm, t.block_shift = __builtin_ctz((unsigned)bs), t.j_base = c->j_base;
+      t.block_rows = block_rows;
+      if (x)
+        kn->attn_rows_heads(&t, H, (int64_t)bs * d);
+      else
+        kn->attn_rows(&t);
+    }
+  }
+  const int64_t n = (int64_t)H * nq;
+  if (memcmp(o[0], o[1], sizeof(float) * (size_t)(n * d)) ||
+      memcmp(m[0], m[1], sizeof(float) * (size_t)n) || memcmp(l[0], l[1], sizeof(float) * (size_t)n)) {
+    kt_cmp(o[1], d, o[0], d, (int32_t)n, d, 0.0, "heads o vs per-head o");
+    kt_fail("attn_rows_heads o / m / l differ from the per-head calls' bits");
+  }
+  for (int x = 0; x < 2; x++) {
+    kt_check(&og[x], "o"), kt_check(&mg[x], "m"), kt_check(&lg[x], "l");
+    rove_guarded_free(&og[x]), rove_guarded_free(&mg[x]), rove_guarded_free(&lg[x]);
+  }
+  kt_check(&sg, "scratch");
+  rove_guarded_free(&sg);
+  free(q), free(kf), free(vf), free(kp_), free(vp_), free(kps), free(vps), free(perm), free(kpos);
+  n_cases++;
+}
+
+static void test_paged_heads(const rove_kernels *kn) {
+  if (!kn->attn_rows_heads) {
+    printf("  %s attn_rows_heads: not in this ISA's table (the driver calls attn_rows head "
+           "by head): skipped\n", kt_isa());
+    skip(); /* reported as skipped, never passed */
+  }
+  n_cases = 0;
+  rove_rng g;
+  rove_rng_seed(&g, 2424);
+  static const int32_t types[] = {ROVE_DTYPE_F32, ROVE_DTYPE_BF16, ROVE_DTYPE_F16, ROVE_DTYPE_Q8};
+  /* d = 8 with 16 rows: one head per pass of the scratch; 17 heads: several passes */
+  static const int32_t ds[] = {8, 32, 64, 128}, nqs[] = {1, 4, ROVE_ROWS_MAX};
+  static const int32_t nks[] = {17, 64, 100, 200}, heads[] = {1, 3, 17}, bss[] = {16, 32};
+  int64_t idx = 0;
+  for (int t = 0; t < 4; t++)
+    for (size_t a = 0; a < sizeof ds / sizeof *ds; a++)
+      for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++)
+        for (size_t k = 0; k < sizeof nks / sizeof *nks; k++, idx++) {
+          const hcase c = {.type = types[t], .d = ds[a], .nq = nqs[b], .nk = nks[k],
+                           .bs = bss[idx % 2], .j_base = 16 * (int32_t)(idx / 2 % 4),
+                           .heads = heads[idx % 3], .mask = idx % 3 == 1,
+                           .softcap = idx / 3 % 3 == 2 ? 20.0f : 0.0f};
+          heads_case(kn, &g, &c);
+        }
+  printf("  %s attn_rows_heads: %lld problems, %d failures (bitwise against per-head calls)\n",
+         kt_isa(), (long long)n_cases, kt_failures());
+}
+
 int main(void) {
-  static const kt_test per_isa[] = {{"attn_rows_paged", test_paged_rows}};
-  const kt_suite s = {"ktest_paged_rows", "contiguous rows", per_isa, 1, NULL, 0, 1};
+  static const kt_test per_isa[] = {{"attn_rows_paged", test_paged_rows},
+                                    {"attn_rows_heads", test_paged_heads}};
+  const kt_suite s = {"ktest_paged_rows", "contiguous rows, per-head calls", per_isa, 2, NULL, 0, 1};
   return kt_main(&s);
 }

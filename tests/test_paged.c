@@ -210,6 +210,14 @@ static void test_equals_contiguous(void **state) {
       {0, 1, 0, 4, 2, 48, 8, 0, ROVE_DTYPE_F32, 0},
       {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 16, 0, ROVE_DTYPE_F32, 1},
       {ROVE_ROTATE_ROVE, 1, 0, 32, 2, 32, 64, 0, ROVE_DTYPE_F32, 0}, /* group 16: tile path */
+      /* bf16 / f16 pools of blocks under 64 tokens: on an AVX-512 AMD core every KV head of
+       * a tile goes in one attn_rows_heads call (20 KV heads: passes of up to 16, or of 5
+       * with 16 rows a head), which must give the same bits */
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 4, 64, 16, 0, ROVE_DTYPE_BF16, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 20, 20, 32, 16, 0, ROVE_DTYPE_F16, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 8, 2, 64, 16, 30.0f, ROVE_DTYPE_BF16, 0},
+      {ROVE_ROTATE_ROVE, 1, 100, 6, 3, 64, 32, 0, ROVE_DTYPE_F16, 0},
+      {ROVE_ROTATE_ROVE, 0, 0, 4, 2, 128, 16, 0, ROVE_DTYPE_BF16, 0},
   };
   /* decode rows, speculative rows, a sequence without rows, a long one (split-KV) */
   const int32_t len[MAXS] = {1, 200, 77, 1500, 16};

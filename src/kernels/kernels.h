@@ -164,6 +164,18 @@ typedef struct rove_rows_args {
   int32_t paced;
 } rove_rows_args;
 typedef void (*rove_attn_rows_fn)(const rove_rows_args *t);
+/* The same for n_heads KV heads of one paged pool at once (a decode step's heads over a
+ * tile of keys): head g (0 <= g < n_heads) reads K and V at element g * head_elems of t->k
+ * and t->v (Q8 scales (head_elems / ks) * rove_q8_blocks(d) floats per head on), and owns
+ * the query and accumulator rows t->q, t->o + g nq d and t->m, t->l + g nq; keys,
+ * positions, blocks, mask and softmax cap are t's for every head. The rows must need no
+ * rotation (krot, vrot NULL or without cos) and the prefetch hints are not read. The
+ * walk takes each run of keys (a pool block) for every head before the next run, in K
+ * and again in V, so a pool's block is read front to back: one stream at a time for the
+ * hardware prefetchers, where a call per head keeps four K and four V streams of 16-key
+ * blocks open. Results equal n_heads attn_rows calls, one per head, bit for bit. */
+typedef void (*rove_attn_rows_heads_fn)(const rove_rows_args *t, int32_t n_heads,
+                                        int64_t head_elems);
 /* Rows of type `type` that a SIMD attn_rows kernel reads in place when they need no
  * rotation (else it widens them into scratch first): fp32, or whole 8-element vectors. */
 #define ROVE_ROWS_IN_PLACE(type, d) ((type) == ROVE_DTYPE_F32 || (d) % 8 == 0)
@@ -237,7 +249,9 @@ typedef void (*rove_exp_fn)(float *dst, const float *src, int64_t n);
  * tile_kv. rotate, attn_rows, exp, to_f32, from_f32, angle_accum, sincos, pair_grads, gla
  * and attn_bwd are independent of them.
  * The finish of a query tile (O / l, inverse rotation, LSE) is one generic function over
- * the table's rotate slot (rove_finish_f32 below). */
+ * the table's rotate slot (rove_finish_f32 below). The one slot that may be NULL is
+ * attn_rows_heads: a walk order, not an operation, which the driver takes only where a
+ * kernel offers it (else attn_rows head by head). */
 typedef struct rove_kernels {
   rove_isa isa;
   int32_t tile_q, tile_kv;
@@ -248,6 +262,7 @@ typedef struct rove_kernels {
   /* 1: attn_rows prefetches rove_rows_args.k_next / v_next itself where it reads the rows
    * in place (ROVE_ROWS_IN_PLACE), so the driver need not prefetch the next paged block */
   int32_t rows_next;
+  rove_attn_rows_heads_fn attn_rows_heads; /* NULL: none (see above) */
   rove_exp_fn exp;
   rove_to_f32_fn to_f32;
   rove_from_f32_fn from_f32;

@@ -128,14 +128,24 @@ INLINE __m512 reduce16(const __m512 acc[16]) {
 /* Slot of the accumulator that reduce16 returns in lane e. */
 #define SLOT(e) ((e) / 4 + 4 * ((e) % 4))
 
+/* Keep the loads of K in source order (key by key, each key's vectors in address order):
+ * an empty volatile asm that takes the loaded vector, so that gcc can neither move the
+ * load past the next one nor fold it into its FMA. Without it gcc -O3 interleaves the
+ * unrolled keys (the first vector of 7 keys, then the second of each ...), a walk 256
+ * bytes apart that a Zen 4's hardware prefetchers do not follow: without software
+ * prefetch, K alone read at half the speed. The walk of attn_rows_heads relies on them;
+ * with the software prefetch of the other paths the order measured the same
+ * (docs/performance.md, "The read reference's pages (session 24)"). No arithmetic changes. */
+#define ROVE_IN_ORDER(v) __asm__ volatile("" : "+v"(v))
+
 /* One section of scores_body: the 16 * NX dims from c (masked: the last, past d). */
 INLINE void scores_section(__m512 acc[16], const float *q, int32_t d, const char *const row[16],
                            const float *const sc[16], int32_t c, const int RG, const int T,
-                           const int masked) {
-  const int KEYS = 16 / RG, NX = RG == 4 ? 2 : 4; /* NX vectors of 16 floats per section */
-  __mmask16 mk[4];
-  __m512 qv[4][4];
-#pragma GCC unroll 4
+                           const int NX, const int masked) {
+  const int KEYS = 16 / RG;
+  __mmask16 mk[8];
+  __m512 qv[4][8];
+#pragma GCC unroll 8
   for (int x = 0; x < NX; x++) {
     mk[x] = masked ? lanes(d - c - 16 * x) : 0xFFFF;
 #pragma GCC unroll 4
@@ -146,10 +156,11 @@ INLINE void scores_section(__m512 acc[16], const float *q, int32_t d, const char
   }
 #pragma GCC unroll 16
   for (int j = 0; j < KEYS; j++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int x = 0; x < NX; x++) {
-      const __m512 kv =
+      __m512 kv =
           load16(row[j], c + 16 * x, mk[x], T, q8_scale(sc[j], c + 16 * x, d, T), masked);
+      ROVE_IN_ORDER(kv);
 #pragma GCC unroll 4
       for (int r = 0; r < RG; r++)
         acc[SLOT(r * KEYS + j)] = _mm512_fmadd_ps(qv[r][x], kv, acc[SLOT(r * KEYS + j)]);
@@ -158,10 +169,14 @@ INLINE void scores_section(__m512 acc[16], const float *q, int32_t d, const char
 
 /* Scores of RG query rows (q, rows d floats apart) against KEYS = 16 / RG keys: key j at
  * element j * ks of k (type T, Q8 scales of key j at ksc + j * nblk); n <= KEYS keys are
- * real, the others repeat key n - 1. Lane e of the result: row e / KEYS, key e % KEYS. */
+ * real, the others repeat key n - 1. Lane e of the result: row e / KEYS, key e % KEYS.
+ * d is walked in sections of W dims, every key's section before the next section; one row
+ * at d = 128 takes the whole row as one section (8 q vectors, 16 accumulators), so that K
+ * is read key by key, front to back (the walk of attn_rows_heads needs it): the same FMAs
+ * in the same order into each key's accumulator as two sections of 64, so the same bits. */
 INLINE __m512 scores_body(const float *q, int32_t d, const void *k, int64_t ks,
                           const float *ksc, int32_t nblk, int32_t n, const int RG, const int T) {
-  const int KEYS = 16 / RG, W = RG == 4 ? 32 : 64; /* W dims per section */
+  const int KEYS = 16 / RG, NX = RG == 4 ? 2 : 4, W = 16 * NX; /* W dims per section */
   __m512 acc[16];
   const char *row[16];
   const float *sc[16];
@@ -174,8 +189,12 @@ INLINE __m512 scores_body(const float *q, int32_t d, const void *k, int64_t ks,
 #pragma GCC unroll 16
   for (int s = 0; s < 16; s++) acc[s] = _mm512_setzero_ps();
   int32_t c = 0;
-  for (; c + W <= d; c += W) scores_section(acc, q, d, row, sc, c, RG, T, 0);
-  if (c < d) scores_section(acc, q, d, row, sc, c, RG, T, 1);
+  if (RG == 1 && d == 128)
+    scores_section(acc, q, d, row, sc, 0, RG, T, 8, 0);
+  else {
+    for (; c + W <= d; c += W) scores_section(acc, q, d, row, sc, c, RG, T, NX, 0);
+    if (c < d) scores_section(acc, q, d, row, sc, c, RG, T, NX, 1);
+  }
   return reduce16(acc);
 }
 typedef __m512 (*scores_fn)(const float *q, int32_t d, const void *k, int64_t ks,
@@ -531,5 +550,110 @@ void rove_attn_rows_f32__avx512(const rove_rows_args *t) {
       rove_rows_blk_at(&b, b.v, b.vsc, vscr, d);
     }
     block(t, &b);
+  }
+}
+
+/* ---- several KV heads per call (kernels.h, rove_attn_rows_heads_fn) ------------------- */
+
+/* P V of run i of b for every row of t: block()'s P V restricted to the keys of run i,
+ * with O = alpha O for run 0 and O = 1 O after it (o * 1 is exact, so the runs in order
+ * give block()'s bits); keep (masked FMAs) as block() decides it, over the whole block.
+ * No prefetch. */
+static void pv_run(const rove_rows_args *t, const rove_rows_blk *b, const float *alpha,
+                   const uint64_t *vis, int32_t i) {
+  static const float ones[PR] = {1.0f, 1.0f, 1.0f, 1.0f};
+  const int32_t d = t->d, nblk = rove_q8_blocks(d);
+  const uint64_t all = rove_rows_all(b->nb);
+  const int g4 = !t->paced && b->vt == ROVE_DTYPE_F32 && d % 32 == 0; /* as block() */
+  const int32_t len = rove_rows_blk_len(b, i), sh = i * b->run;
+  const char *pf[ROVE_ROWS_RUNS] = {NULL};
+  for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
+    const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
+    int keep = 0;
+    for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
+    const float *al = i ? ones : alpha + r0;
+    if (g4 && R == 4 && !keep) {
+      rove_rows_g4_pv_f32__avx512(t->o + (int64_t)r0 * d, d, b->v[i], b->vs * 4, len, b->run,
+                                  t->scratch + r0 * BLK + sh, al, NULL, 0);
+      continue;
+    }
+    uint64_t vr[PR]; /* the panel's visibility from key sh on */
+    for (int r = 0; r < R; r++) vr[r] = vis[r0 + r] >> sh;
+    for (int32_t c = 0; c < d; c += 64) {
+      __mmask16 mk[4];
+      for (int x = 0; x < 4; x++) mk[x] = lanes(d - c - 16 * x);
+      pv_tab[b->vt][keep][d - c < 64][R - 1](t->o + (int64_t)r0 * d, d, c, b->v + i, b->vs,
+                                             b->vsc + i, nblk, len, b->run_shift,
+                                             t->scratch + r0 * BLK + sh, al, mk, vr, pf, 0);
+    }
+  }
+}
+
+/* Heads [0, nh) of one call: t0 at head 0; head g's rows he elements apart (kernels.h).
+ * One working copy of the arguments and of the block, whose pointers move to head g for
+ * each piece of work; the scratch holds nh * nq score rows, then nh * nq alphas. */
+static void rows_heads(const rove_rows_args *t0, int32_t nh, int64_t he) {
+  const int32_t d = t0->d, nq = t0->nq, nblk = rove_q8_blocks(d);
+  const int64_t dk = he * rove_dtype_size(t0->k_type), dv = he * rove_dtype_size(t0->v_type);
+  const int64_t dsk = he / t0->ks * nblk, dsv = he / t0->vs * nblk; /* Q8 scales per head */
+  float *const s0 = t0->scratch, *const alpha = s0 + (int64_t)nh * nq * BLK;
+  rove_rows_args t = *t0;
+  t.k_next = t.v_next = NULL, t.k_scale_next = t.v_scale_next = NULL, t.next_nk = 0;
+  for (int32_t j0 = 0; j0 < t0->nk; j0 += BLK) {
+    rove_rows_blk b0, b;
+    b0.nb = t0->nk - j0 < BLK ? t0->nk - j0 : BLK;
+    b0.kp = t0->mask ? t0->k_pos + j0 : NULL;
+    b0.pfk = b0.pfv = 0;
+    rove_rows_blk_place(&t, &b0, j0, 0, 0); /* head 0's runs; no next rows: no prefetch */
+    b = b0;
+    uint64_t vis[ROVE_ROWS_MAX], any = 0; /* the same keys and rows for every head */
+    for (int32_t r = 0; r < nq; r++) any |= vis[r] = rove_rows_visible(&t, r, &b0);
+    /* K: run by run, every head's scores of the run's keys (block_scores on the run's
+     * 16-key groups; paced, with no next rows) */
+    for (int32_t i = 0; i < b0.nr; i++) {
+      const uint64_t run = rove_rows_all(rove_rows_blk_len(&b0, i)) << (i * b0.run);
+      for (int32_t g = 0; g < nh; g++) {
+        t.q = t0->q + (int64_t)g * nq * d, t.scratch = s0 + (int64_t)g * nq * BLK;
+        b.k[i] = (const char *)b0.k[i] + g * dk;
+        b.ksc[i] = b0.ksc[i] ? b0.ksc[i] + g * dsk : NULL;
+        block_scores(&t, &b, any & run, 1);
+      }
+    }
+    for (int32_t g = 0; g < nh; g++) {
+      t.m = t0->m + (int64_t)g * nq, t.l = t0->l + (int64_t)g * nq;
+      t.scratch = s0 + (int64_t)g * nq * BLK;
+      for (int32_t r = 0; r < nq; r++)
+        alpha[g * nq + r] = row_softmax(&t, r, b0.nb, t.scratch + r * BLK, vis[r]);
+    }
+    for (int32_t i = 0; i < b0.nr; i++) /* V: run by run likewise */
+      for (int32_t g = 0; g < nh; g++) {
+        t.o = t0->o + (int64_t)g * nq * d, t.scratch = s0 + (int64_t)g * nq * BLK;
+        b.v[i] = (const char *)b0.v[i] + g * dv;
+        b.vsc[i] = b0.vsc[i] ? b0.vsc[i] + g * dsv : NULL;
+        pv_run(&t, &b, alpha + g * nq, vis, i);
+      }
+  }
+}
+
+void rove_attn_rows_heads_f32__avx512(const rove_rows_args *t, int32_t n_heads,
+                                      int64_t head_elems) {
+  /* heads per pass: as many as the scratch holds score rows and alphas for (at d = 64 and
+   * one row each, 141); a pass reads each pool block once for all of its heads, so fewer
+   * passes keep the walk front to back (32 x 128 in two passes of 16: 1.25x the contiguous
+   * time, in one 1.03x) */
+  const int64_t step = ROVE_ROWS_SCRATCH(t->d) / ((int64_t)t->nq * (BLK + 1)); /* >= 1 */
+  const int32_t nblk = rove_q8_blocks(t->d);
+  const int64_t ke = rove_dtype_size(t->k_type), ve = rove_dtype_size(t->v_type);
+  for (int32_t g0 = 0; g0 < n_heads; g0 += (int32_t)step) {
+    rove_rows_args u = *t;
+    u.k = (const char *)t->k + g0 * head_elems * ke;
+    u.v = (const char *)t->v + g0 * head_elems * ve;
+    u.k_scale = t->k_scale ? t->k_scale + g0 * (head_elems / t->ks) * nblk : NULL;
+    u.v_scale = t->v_scale ? t->v_scale + g0 * (head_elems / t->vs) * nblk : NULL;
+    u.q = t->q + (int64_t)g0 * t->nq * t->d;
+    u.o = t->o + (int64_t)g0 * t->nq * t->d;
+    u.m = t->m + (int64_t)g0 * t->nq;
+    u.l = t->l + (int64_t)g0 * t->nq;
+    rows_heads(&u, n_heads - g0 < step ? n_heads - g0 : (int32_t)step, head_elems);
   }
 }

@@ -11,6 +11,9 @@
 #include "../kernels.h"
 
 ROVE_DECLARE_KERNELS(avx512)
+/* The one AVX-512 kernel with no slot in every table (kernels.h: attn_rows_heads). */
+void rove_attn_rows_heads_f32__avx512(const rove_rows_args *t, int32_t n_heads,
+                                      int64_t head_elems);
 
 #define ROVE_AVX512_TK 64 /* keys per tile: 4 zmm of scores per query row */
 #define ROVE_AVX512_TQ 96 /* queries per tile: 16 panels of MR rows */

@@ -12,6 +12,7 @@ const rove_kernels rove_kernels_avx512 = {
     .attn_tile = rove_attn_tile_f32__avx512,
     .attn_rows = rove_attn_rows_f32__avx512,
     .rows_next = 1,
+    .attn_rows_heads = rove_attn_rows_heads_f32__avx512,
     .exp = rove_exp_f32__avx512,
     .to_f32 = rove_to_f32__avx512,
     .from_f32 = rove_from_f32__avx512,
