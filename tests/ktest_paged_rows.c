@@ -194,7 +194,7 @@ static void test_paged_rows(const rove_kernels *kn) {
  * guarded buffers (a write outside a head's rows shows). The pool holds n_heads heads per
  * block ([block][head][bs][d]) at shuffled indices, its unused blocks all bits set. */
 typedef struct {
-  int32_t type, d, nq, nk, bs, j_base, heads, mask;
+  int32_t type, d, nq, nk, bs, j_base, heads, mask, window;
   float softcap;
 } hcase;
 
@@ -203,8 +203,8 @@ static void heads_case(const rove_kernels *kn, rove_rng *g, const hcase *c) {
   const int32_t J = c->j_base + c->nk;
   const int64_t es = rove_dtype_size(c->type), row = (int64_t)d * es;
   kt_ctx("attn_rows_heads type=%d d=%d nq=%d nk=%d block=%d j_base=%d heads=%d mask=%d "
-         "softcap=%g",
-         c->type, d, nq, c->nk, bs, c->j_base, H, c->mask, c->softcap);
+         "window=%d softcap=%g",
+         c->type, d, nq, c->nk, bs, c->j_base, H, c->mask, c->window, c->softcap);
   const int32_t nseq = (J + bs - 1) / bs, nbp = nseq + 2;
   const int64_t block_rows = (int64_t)H * bs, pool_rows = (int64_t)nbp * block_rows;
   const float amp = sqrtf(50.0f / sqrtf((float)d));
@@ -249,7 +249,7 @@ static void heads_case(const rove_kernels *kn, rove_rng *g, const hcase *c) {
     for (int32_t hd = 0; hd < (x ? 1 : H); hd++) {
       rove_rows_args t = base_args(&pc, q + (int64_t)hd * nq * d, qp, o[x] + (int64_t)hd * nq * d,
                                    m[x] + (int64_t)hd * nq, l[x] + (int64_t)hd * nq, s, 0);
-      t.nk = c->nk, t.k_pos = kpos + c->j_base;
+      t.nk = c->nk, t.k_pos = kpos + c->j_base, t.window = c->window;
       t.k = kp_ + (int64_t)hd * bs * row, t.v = vp_ + (int64_t)hd * bs * row;
       t.k_scale = q8 ? kps + (int64_t)hd * bs * nb : NULL;
       t.v_scale = q8 ? vps + (int64_t)hd * bs * nb : NULL;
@@ -298,6 +298,7 @@ static void test_paged_heads(const rove_kernels *kn) {
           const hcase c = {.type = types[t], .d = ds[a], .nq = nqs[b], .nk = nks[k],
                            .bs = bss[idx % 2], .j_base = 16 * (int32_t)(idx / 2 % 4),
                            .heads = heads[idx % 3], .mask = idx % 3 == 1,
+                           .window = idx % 6 == 1 ? 40 : 0, /* masked: half with a window */
                            .softcap = idx / 3 % 3 == 2 ? 20.0f : 0.0f};
           heads_case(kn, &g, &c);
         }

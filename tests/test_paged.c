@@ -210,14 +210,17 @@ static void test_equals_contiguous(void **state) {
       {0, 1, 0, 4, 2, 48, 8, 0, ROVE_DTYPE_F32, 0},
       {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 16, 0, ROVE_DTYPE_F32, 1},
       {ROVE_ROTATE_ROVE, 1, 0, 32, 2, 32, 64, 0, ROVE_DTYPE_F32, 0}, /* group 16: tile path */
-      /* bf16 / f16 pools of blocks under 64 tokens: on an AVX-512 AMD core every KV head of
-       * a tile goes in one attn_rows_heads call (20 KV heads: passes of up to 16, or of 5
-       * with 16 rows a head), which must give the same bits */
+      /* bf16 / f16 pools of blocks under 64 tokens in MHA decode: on an AVX-512 AMD core
+       * the sequences of one query row put every KV head of a tile in one attn_rows_heads
+       * call (the others stay per head), which must give the same bits: softcap, a window
+       * (masked tiles), blocks of 32, d = 128 (one K section per key), and 150 heads at d =
+       * 48, more than one pass of the scratch (110 heads) */
       {ROVE_ROTATE_ROVE, 1, 0, 4, 4, 64, 16, 0, ROVE_DTYPE_BF16, 0},
       {ROVE_ROTATE_ROVE, 1, 0, 20, 20, 32, 16, 0, ROVE_DTYPE_F16, 0},
-      {ROVE_ROTATE_ROVE, 1, 0, 8, 2, 64, 16, 30.0f, ROVE_DTYPE_BF16, 0},
-      {ROVE_ROTATE_ROVE, 1, 100, 6, 3, 64, 32, 0, ROVE_DTYPE_F16, 0},
-      {ROVE_ROTATE_ROVE, 0, 0, 4, 2, 128, 16, 0, ROVE_DTYPE_BF16, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 6, 6, 64, 16, 30.0f, ROVE_DTYPE_BF16, 0},
+      {ROVE_ROTATE_ROVE, 1, 100, 6, 6, 64, 32, 0, ROVE_DTYPE_F16, 0},
+      {ROVE_ROTATE_ROVE, 0, 0, 4, 4, 128, 16, 0, ROVE_DTYPE_BF16, 0},
+      {ROVE_ROTATE_ROPE, 1, 300, 150, 150, 48, 32, 0, ROVE_DTYPE_BF16, 0},
   };
   /* decode rows, speculative rows, a sequence without rows, a long one (split-KV) */
   const int32_t len[MAXS] = {1, 200, 77, 1500, 16};

@@ -129,13 +129,15 @@ INLINE __m512 reduce16(const __m512 acc[16]) {
 #define SLOT(e) ((e) / 4 + 4 * ((e) % 4))
 
 /* Keep the loads of K in source order (key by key, each key's vectors in address order):
- * an empty volatile asm that takes the loaded vector, so that gcc can neither move the
- * load past the next one nor fold it into its FMA. Without it gcc -O3 interleaves the
+ * an empty volatile asm that takes the loaded vector pins it to a register at its place
+ * among the asms, which keep their order, and keeps the load out of the FMA. That does
+ * not forbid hoisting a later load above it; gcc 12 and clang 14 at -O3 emit the loads
+ * key by key with it (not a language guarantee). Without it gcc -O3 interleaves the
  * unrolled keys (the first vector of 7 keys, then the second of each ...), a walk 256
  * bytes apart that a Zen 4's hardware prefetchers do not follow: without software
  * prefetch, K alone read at half the speed. The walk of attn_rows_heads relies on them;
  * with the software prefetch of the other paths the order measured the same
- * (docs/performance.md, "The read reference's pages (session 24)"). No arithmetic changes. */
+ * (docs/performance.md, "The order of the K loads"). No arithmetic changes. */
 #define ROVE_IN_ORDER(v) __asm__ volatile("" : "+v"(v))
 
 /* One section of scores_body: the 16 * NX dims from c (masked: the last, past d). */
