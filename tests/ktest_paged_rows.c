@@ -42,6 +42,25 @@ static void reset(const pcase *c, float *o, float *m, float *l) {
   for (int32_t i = 0; i < c->nq; i++) m[i] = -INFINITY, l[i] = 0.0f;
 }
 
+/* The two results (rows x d of o, rows of m and l) must be the same bits; then the
+ * guarded buffers' canaries are checked and freed. */
+static void same_bits(float *const o[2], float *const m[2], float *const l[2], rove_guarded og[2],
+                      rove_guarded mg[2], rove_guarded lg[2], rove_guarded *sg, int32_t rows,
+                      int32_t d, const char *what, const char *fail) {
+  if (memcmp(o[0], o[1], sizeof(float) * (size_t)rows * (size_t)d) ||
+      memcmp(m[0], m[1], sizeof(float) * (size_t)rows) ||
+      memcmp(l[0], l[1], sizeof(float) * (size_t)rows)) {
+    kt_cmp(o[1], d, o[0], d, rows, d, 0.0, what);
+    kt_fail(fail);
+  }
+  for (int x = 0; x < 2; x++) {
+    kt_check(&og[x], "o"), kt_check(&mg[x], "m"), kt_check(&lg[x], "l");
+    rove_guarded_free(&og[x]), rove_guarded_free(&mg[x]), rove_guarded_free(&lg[x]);
+  }
+  kt_check(sg, "scratch");
+  rove_guarded_free(sg);
+}
+
 static void paged_case(const rove_kernels *kn, rove_rng *g, const pcase *c) {
   const int32_t d = c->d, nq = c->nq, nb = rove_q8_blocks(d), bs = c->bs;
   const int32_t J = c->j_base + c->nk; /* tokens of the pool's sequence */
@@ -138,17 +157,8 @@ static void paged_case(const rove_kernels *kn, rove_rng *g, const pcase *c) {
       kn->attn_rows(&t);
     }
   }
-  if (memcmp(o[0], o[1], sizeof(float) * (size_t)nq * d) || memcmp(m[0], m[1], sizeof(float) * (size_t)nq) ||
-      memcmp(l[0], l[1], sizeof(float) * (size_t)nq)) {
-    kt_cmp(o[1], d, o[0], d, nq, d, 0.0, "paged o vs contiguous");
-    kt_fail("paged o / m / l differ from the contiguous call's bits");
-  }
-  for (int x = 0; x < 2; x++) {
-    kt_check(&og[x], "o"), kt_check(&mg[x], "m"), kt_check(&lg[x], "l");
-    rove_guarded_free(&og[x]), rove_guarded_free(&mg[x]), rove_guarded_free(&lg[x]);
-  }
-  kt_check(&sg, "scratch");
-  rove_guarded_free(&sg);
+  same_bits(o, m, l, og, mg, lg, &sg, nq, d, "paged o vs contiguous",
+            "paged o / m / l differ from the contiguous call's bits");
   free(q), free(kf), free(vf), free(kc), free(vc), free(kcs), free(vcs), free(kp_), free(vp_);
   free(kps), free(vps), free(perm), free(table), free(kpos);
   n_cases++;
@@ -261,18 +271,8 @@ static void heads_case(const rove_kernels *kn, rove_rng *g, const hcase *c) {
         kn->attn_rows(&t);
     }
   }
-  const int64_t n = (int64_t)H * nq;
-  if (memcmp(o[0], o[1], sizeof(float) * (size_t)(n * d)) ||
-      memcmp(m[0], m[1], sizeof(float) * (size_t)n) || memcmp(l[0], l[1], sizeof(float) * (size_t)n)) {
-    kt_cmp(o[1], d, o[0], d, (int32_t)n, d, 0.0, "heads o vs per-head o");
-    kt_fail("attn_rows_heads o / m / l differ from the per-head calls' bits");
-  }
-  for (int x = 0; x < 2; x++) {
-    kt_check(&og[x], "o"), kt_check(&mg[x], "m"), kt_check(&lg[x], "l");
-    rove_guarded_free(&og[x]), rove_guarded_free(&mg[x]), rove_guarded_free(&lg[x]);
-  }
-  kt_check(&sg, "scratch");
-  rove_guarded_free(&sg);
+  same_bits(o, m, l, og, mg, lg, &sg, H * nq, d, "heads o vs per-head o",
+            "attn_rows_heads o / m / l differ from the per-head calls' bits");
   free(q), free(kf), free(vf), free(kp_), free(vp_), free(kps), free(vps), free(perm), free(kpos);
   n_cases++;
 }
