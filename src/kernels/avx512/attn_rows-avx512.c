@@ -444,6 +444,61 @@ PV_TYPE(ROVE_DTYPE_F16, _f16) PV_TYPE(ROVE_DTYPE_Q8, _q8)
 static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_bf16), PV_ROW(_f16),
                                                          PV_ROW(_q8)};
 
+/* Step 3 of a block for every row, over its runs [i0, i1): O = alpha O + P V for run 0, O =
+ * 1 O + P V after it (o * 1 is exact, so the runs in order, in one call or several, give
+ * the same bits as one pass over the block). keep (masked FMAs) is decided over the whole
+ * block. Prefetch of the next block's V rows (b->vn) with paced, or in the group path,
+ * as block() describes; none where b->vn is NULL. Panels of 4 rows that see every key of
+ * the block take the GQA group path (attn_rows_g4-avx512.c) on CPUs without the paced
+ * preference (AMD), for fp32 V. */
+static void block_pv(const rove_rows_args *t, const rove_rows_blk *b, const float *alpha,
+                     const uint64_t *vis, int paced, int32_t i0, int32_t i1) {
+  static const float ones[PR] = {1.0f, 1.0f, 1.0f, 1.0f};
+  const int32_t d = t->d, nblk = rove_q8_blocks(d), sh = i0 * b->run;
+  const int32_t nb = (i1 * b->run < b->nb ? i1 * b->run : b->nb) - sh; /* keys of the runs */
+  const uint64_t all = rove_rows_all(b->nb);
+  const int g4 = !t->paced && b->vt == ROVE_DTYPE_F32 && d % 32 == 0;
+  /* contiguous V rows (a cache) in a call longer than a block or over a paged pool: both
+   * P V loops prefetch the next block's V region in address order (see below) */
+  const int v_linear = b->vs == d && (t->nk > BLK || t->blocks);
+  for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
+    const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
+    int keep = 0; /* some key is hidden from some row of the panel */
+    for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
+    if (g4 && R == 4 && !keep) { /* the group path, run by run */
+      for (int32_t i = i0; i < i1; i++)
+        rove_rows_g4_pv_f32__avx512(t->o + (int64_t)r0 * d, d, b->v[i], b->vs * 4,
+                                    rove_rows_blk_len(b, i), b->run,
+                                    t->scratch + r0 * BLK + i * b->run, i ? ones : alpha + r0,
+                                    r0 == 0 ? b->vn[i] : NULL, v_linear);
+      continue;
+    }
+    /* contiguous V rows (a cache) of whole 64-element sections in a call longer than a
+     * block or over a paged pool: section s prefetches the s-th of the d / 64 equal parts
+     * of the next block's V region of each run (BLK rows, or a paged run's), in address
+     * order (64 ESZ bytes per key; paged blocks of 16, 32:8 x 128: 1.04-1.06x the
+     * contiguous cache against 1.07-1.13x row by row); else (a short call) the lines of
+     * its own columns, row by row */
+    const int64_t ve = ESZ(b->vt), part = 64 * ve;
+    const int linear = v_linear && d % 64 == 0;
+    uint64_t vr[PR]; /* the panel's visibility from key sh on */
+    for (int r = 0; r < R; r++) vr[r] = vis[r0 + r] >> sh;
+    for (int32_t c = 0; c < d; c += 64) {
+      __mmask16 mk[4];
+      for (int x = 0; x < 4; x++) mk[x] = lanes(d - c - 16 * x);
+      const char *pf[ROVE_ROWS_RUNS] = {NULL};
+      for (int32_t i = i0; i < i1; i++) {
+        const char *vn = r0 == 0 && paced ? b->vn[i] : NULL;
+        pf[i - i0] = !vn ? NULL : linear ? vn + (int64_t)(c / 64) * b->run * part : vn + c * ve;
+      }
+      pv_tab[b->vt][keep][d - c < 64][R - 1](t->o + (int64_t)r0 * d, d, c, b->v + i0, b->vs,
+                                             b->vsc + i0, nblk, nb, b->run_shift,
+                                             t->scratch + r0 * BLK + sh, i0 ? ones : alpha + r0,
+                                             mk, vr, pf, linear ? part : b->vs * ve);
+    }
+  }
+}
+
 /* One block, every row. Prefetch (rows read in place), as on AVX2 (attn_rows-avx2.c):
  *  - paced, for every call where the CPU prefers it (t->paced: Intel), else for calls
  *    with a group of 4 rows (GQA decode) and calls of at most one block of a contiguous
@@ -462,11 +517,9 @@ static const pv_fn pv_tab[ROVE_DTYPE_COUNT][2][2][PR] = {PV_ROW(_f32), PV_ROW(_b
  * been 6 % faster; BENCHMARKS.md, session 22); bf16 and f16 V measured 0.95-0.97x, so
  * they stay on pv_body. The same bits either way. */
 static void block(const rove_rows_args *t, const rove_rows_blk *b) {
-  static const float ones[PR] = {1.0f, 1.0f, 1.0f, 1.0f};
   float alpha[ROVE_ROWS_MAX];
   uint64_t vis[ROVE_ROWS_MAX], any = 0;
-  const int32_t d = t->d, nblk = rove_q8_blocks(d);
-  const uint64_t all = rove_rows_all(b->nb);
+  const int32_t nblk = rove_q8_blocks(t->d);
   const int paced = t->paced || t->nq >= 4 || (t->nk <= BLK && !t->blocks) ||
                     b->kt != ROVE_DTYPE_F32 || b->vt != ROVE_DTYPE_F32;
   /* Q8 scales: their own contiguous rows (nblk floats per key) */
@@ -478,48 +531,7 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
   block_scores(t, b, any, paced);
   for (int32_t r = 0; r < t->nq; r++)
     alpha[r] = row_softmax(t, r, b->nb, t->scratch + r * BLK, vis[r]);
-  /* P V of panels of 4 rows that see every key of the block by the GQA group path
-   * (attn_rows_g4-avx512.c), on CPUs without the paced preference (AMD), for fp32 V */
-  const int g4 = !t->paced && b->vt == ROVE_DTYPE_F32 && d % 32 == 0;
-  /* contiguous V rows (a cache) in a call longer than a block or over a paged pool: both
-   * P V loops prefetch the next block's V region in address order (see below) */
-  const int v_linear = b->vs == d && (t->nk > BLK || t->blocks);
-  for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
-    const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
-    int keep = 0; /* some key is hidden from some row of the panel */
-    for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
-    /* the group path run by run: O = alpha O + the first run's P V, then O = 1 O + each
-     * next run's (o * 1 is exact: the same bits as one pass over the block) */
-    if (g4 && R == 4 && !keep) {
-      for (int32_t i = 0; i < b->nr; i++)
-        rove_rows_g4_pv_f32__avx512(t->o + (int64_t)r0 * d, d, b->v[i], b->vs * 4,
-                                    rove_rows_blk_len(b, i), b->run,
-                                    t->scratch + r0 * BLK + i * b->run, i ? ones : alpha + r0,
-                                    r0 == 0 ? b->vn[i] : NULL, v_linear);
-      continue;
-    }
-    /* contiguous V rows (a cache) of whole 64-element sections in a call longer than a
-     * block or over a paged pool: section s prefetches the s-th of the d / 64 equal parts
-     * of the next block's V region of each run (BLK rows, or a paged run's), in address
-     * order (64 ESZ bytes per key; paged blocks of 16, 32:8 x 128: 1.04-1.06x the
-     * contiguous cache against 1.07-1.13x row by row); else (a short call) the lines of
-     * its own columns, row by row */
-    const int64_t ve = ESZ(b->vt), part = 64 * ve;
-    const int linear = v_linear && d % 64 == 0;
-    for (int32_t c = 0; c < d; c += 64) {
-      __mmask16 mk[4];
-      for (int x = 0; x < 4; x++) mk[x] = lanes(d - c - 16 * x);
-      const char *pf[ROVE_ROWS_RUNS];
-      for (int32_t i = 0; i < b->nr; i++) {
-        const char *vn = r0 == 0 && paced ? b->vn[i] : NULL;
-        pf[i] = !vn ? NULL : linear ? vn + (int64_t)(c / 64) * b->run * part : vn + c * ve;
-      }
-      pv_tab[b->vt][keep][d - c < 64][R - 1](t->o + (int64_t)r0 * d, d, c, b->v, b->vs, b->vsc,
-                                             nblk, b->nb, b->run_shift, t->scratch + r0 * BLK,
-                                             alpha + r0, mk, vis + r0, pf,
-                                             linear ? part : b->vs * ve);
-    }
-  }
+  block_pv(t, b, alpha, vis, paced, 0, b->nr);
 }
 
 void rove_attn_rows_f32__avx512(const rove_rows_args *t) {
@@ -556,40 +568,6 @@ void rove_attn_rows_f32__avx512(const rove_rows_args *t) {
 }
 
 /* ---- several KV heads per call (kernels.h, rove_attn_rows_heads_fn) ------------------- */
-
-/* P V of run i of b for every row of t: block()'s P V restricted to the keys of run i,
- * with O = alpha O for run 0 and O = 1 O after it (o * 1 is exact, so the runs in order
- * give block()'s bits); keep (masked FMAs) as block() decides it, over the whole block.
- * No prefetch. */
-static void pv_run(const rove_rows_args *t, const rove_rows_blk *b, const float *alpha,
-                   const uint64_t *vis, int32_t i) {
-  static const float ones[PR] = {1.0f, 1.0f, 1.0f, 1.0f};
-  const int32_t d = t->d, nblk = rove_q8_blocks(d);
-  const uint64_t all = rove_rows_all(b->nb);
-  const int g4 = !t->paced && b->vt == ROVE_DTYPE_F32 && d % 32 == 0; /* as block() */
-  const int32_t len = rove_rows_blk_len(b, i), sh = i * b->run;
-  const char *pf[ROVE_ROWS_RUNS] = {NULL};
-  for (int32_t r0 = 0; r0 < t->nq; r0 += PR) {
-    const int R = t->nq - r0 < PR ? t->nq - r0 : PR;
-    int keep = 0;
-    for (int r = 0; r < R; r++) keep |= vis[r0 + r] != all;
-    const float *al = i ? ones : alpha + r0;
-    if (g4 && R == 4 && !keep) {
-      rove_rows_g4_pv_f32__avx512(t->o + (int64_t)r0 * d, d, b->v[i], b->vs * 4, len, b->run,
-                                  t->scratch + r0 * BLK + sh, al, NULL, 0);
-      continue;
-    }
-    uint64_t vr[PR]; /* the panel's visibility from key sh on */
-    for (int r = 0; r < R; r++) vr[r] = vis[r0 + r] >> sh;
-    for (int32_t c = 0; c < d; c += 64) {
-      __mmask16 mk[4];
-      for (int x = 0; x < 4; x++) mk[x] = lanes(d - c - 16 * x);
-      pv_tab[b->vt][keep][d - c < 64][R - 1](t->o + (int64_t)r0 * d, d, c, b->v + i, b->vs,
-                                             b->vsc + i, nblk, len, b->run_shift,
-                                             t->scratch + r0 * BLK + sh, al, mk, vr, pf, 0);
-    }
-  }
-}
 
 /* Heads [0, nh) of one call: t0 at head 0; head g's rows he elements apart (kernels.h).
  * One working copy of the arguments and of the block, whose pointers move to head g for
@@ -632,7 +610,7 @@ static void rows_heads(const rove_rows_args *t0, int32_t nh, int64_t he) {
         t.o = t0->o + (int64_t)g * nq * d, t.scratch = s0 + (int64_t)g * nq * BLK;
         b.v[i] = (const char *)b0.v[i] + g * dv;
         b.vsc[i] = b0.vsc[i] ? b0.vsc[i] + g * dsv : NULL;
-        pv_run(&t, &b, alpha + g * nq, vis, i);
+        block_pv(&t, &b, alpha + g * nq, vis, 1, i, i + 1); /* b.vn: NULL, no prefetch */
       }
   }
 }
