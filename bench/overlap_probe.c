@@ -30,25 +30,22 @@
  *          group path, attn_rows_g4-avx512.c);
  *   pf     none, or next: the next block's rows prefetched into L2 a line per line read
  *          (the paced prefetch of the row kernels).
- * K and V lie on 2 MB pages where the system gives them (madvise, as rove_alloc_large asks
- * for a KV cache's); the Zen 3 figures above were taken on 4 KB pages, before session 23. */
-#define _DEFAULT_SOURCE /* madvise */
+ * K and V lie on 2 MB pages where the system gives them (bench_pages.h, as rove_alloc_large
+ * asks for a KV cache's); the Zen 3 figures above were taken on 4 KB pages, before session 23. */
+#define _DEFAULT_SOURCE /* madvise (bench_pages.h) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
+
+#include "bench_clock.h"
+#include "bench_pages.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
 enum { ROW = 128, BLK = 64, CACHED_KEYS = 1024 };
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* The walk over keys [0, nk): per block, its K rows then its V rows, each row's 16
  * vectors loaded in order; w FMAs per vector into 8 accumulators. */
@@ -122,20 +119,12 @@ __attribute__((target("avx2,fma"), noinline)) static float walk_order(const floa
 
 static volatile float sink;
 
-static int cmp_double(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median5(double *x) {
-  qsort(x, 5, sizeof *x, cmp_double);
-  return x[2];
-}
+static double median5(double *x) { return bench_median(x, 5); }
 
 static double per_key_ns(const float *k, const float *v, size_t nk, int w, int reps) {
-  const double t = now();
+  const double t = bench_now();
   for (int r = 0; r < reps; r++) sink += walk(k, v, nk, w);
-  return (now() - t) * 1e9 / ((double)nk * reps);
+  return (bench_now() - t) * 1e9 / ((double)nk * reps);
 }
 
 int main(int argc, char **argv) {
@@ -157,16 +146,12 @@ int main(int argc, char **argv) {
     }
   }
   const size_t nk = (size_t)256 << 10; /* 256 Ki keys: 128 MB of K and 128 MB of V */
-  float *k = aligned_alloc((size_t)2 << 20, nk * ROW * sizeof(float)); /* 2 MB pages */
-  float *v = aligned_alloc((size_t)2 << 20, nk * ROW * sizeof(float));
+  float *k = bench_alloc_huge(nk * ROW * sizeof(float)); /* 2 MB pages */
+  float *v = bench_alloc_huge(nk * ROW * sizeof(float));
   if (!k || !v) {
     fprintf(stderr, "overlap_probe: out of memory\n");
     return 1;
   }
-#ifdef MADV_HUGEPAGE
-  (void)madvise(k, nk * ROW * sizeof(float), MADV_HUGEPAGE); /* hints; failure is harmless */
-  (void)madvise(v, nk * ROW * sizeof(float), MADV_HUGEPAGE);
-#endif
   memset(k, 0, nk * ROW * sizeof(float));
   memset(v, 0, nk * ROW * sizeof(float));
   printf("keys of 2 x 512 bytes, blocks of %d (K rows, then V rows); ns per key, median of 5\n",
@@ -191,9 +176,9 @@ int main(int argc, char **argv) {
       double rd[5], dr[5];
       for (int r = 0; r < 5; r++) {
         rd[r] = per_key_ns(k, v, nk, 0, 1);
-        const double t = now();
+        const double t = bench_now();
         sink += walk_order(k, v, nk, kern, pf);
-        dr[r] = (now() - t) * 1e9 / (double)nk;
+        dr[r] = (bench_now() - t) * 1e9 / (double)nk;
       }
       const double mr = median5(rd), md = median5(dr);
       printf("%8s %6s %8.1f %8.1f %8.2f\n", kern ? "kernel" : "seq", pf ? "next" : "none", mr, md,
