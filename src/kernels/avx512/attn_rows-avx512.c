@@ -175,7 +175,11 @@ INLINE void scores_section(__m512 acc[16], const float *q, int32_t d, const char
  * d is walked in sections of W dims, every key's section before the next section; one row
  * at d = 128 takes the whole row as one section (8 q vectors, 16 accumulators), so that K
  * is read key by key, front to back (the walk of attn_rows_heads needs it): the same FMAs
- * in the same order into each key's accumulator as two sections of 64, so the same bits. */
+ * in the same order into each key's accumulator as two sections of 64, so the same bits.
+ * One row at d = 64 also names its single section (NX = 4) as a constant: with the
+ * section loop of a runtime d, gcc keeps some of the 16 row pointers in xmm registers and
+ * on the stack; q8 rows (compute-bound on one thread) took 1.06-1.07x the time that way
+ * (docs/performance.md, "Loop alignment"). */
 INLINE __m512 scores_body(const float *q, int32_t d, const void *k, int64_t ks,
                           const float *ksc, int32_t nblk, int32_t n, const int RG, const int T) {
   const int KEYS = 16 / RG, NX = RG == 4 ? 2 : 4, W = 16 * NX; /* W dims per section */
@@ -193,6 +197,8 @@ INLINE __m512 scores_body(const float *q, int32_t d, const void *k, int64_t ks,
   int32_t c = 0;
   if (RG == 1 && d == 128)
     scores_section(acc, q, d, row, sc, 0, RG, T, 8, 0);
+  else if (RG == 1 && d == 64)
+    scores_section(acc, q, d, row, sc, 0, RG, T, 4, 0);
   else {
     for (; c + W <= d; c += W) scores_section(acc, q, d, row, sc, c, RG, T, NX, 0);
     if (c < d) scores_section(acc, q, d, row, sc, c, RG, T, NX, 1);
