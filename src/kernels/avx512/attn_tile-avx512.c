@@ -168,8 +168,9 @@ INLINE void score_softmax(const rove_tile_args *t, int32_t i0, const __mmask16 m
 #pragma GCC unroll 8
     for (int r = 0; r < 8; r++) { /* row maxima over the visible keys (-inf if none) */
       red[r] = ninf;
+      if (r >= mr) continue;
 #pragma GCC unroll 4
-      for (int v = 0; v < nv && r < mr; v++)
+      for (int v = 0; v < nv; v++)
         red[r] = _mm512_mask_max_ps(red[r], msk[r][v], red[r], _mm512_loadu_ps(ROVE_S(r, v)));
     }
     /* rows not in `over` keep m: alpha = exp(0) = 1 exactly, as on the fast path */
