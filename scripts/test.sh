@@ -58,6 +58,20 @@ run_suite build-portable -DCMAKE_BUILD_TYPE=Release -DROVE_ENABLE_SIMD=OFF -DROV
 bash scripts/install-deps.sh libopenblas-openmp-dev
 run_suite build-openblas-openmp -DCMAKE_BUILD_TYPE=Release -DROVE_OPENBLAS_VARIANT=openmp -DROVE_BUILD_BENCH=OFF
 
+# Debug (-O0 -Werror): built, its tests not run (they are the Release suites at -O0, slow);
+# gcc warns at -O0 about things it does not at -O2 / -O3 (an unroll pragma it cannot
+# apply), and a developer's Debug build must not stop on them.
+echo
+echo "==== build-debug: configure + build (Debug, -O0; tests not run)"
+t0=$SECONDS
+if cmake -S . -B build-debug -DCMAKE_BUILD_TYPE=Debug -DROVE_BUILD_BENCH=OFF &&
+  cmake --build build-debug -j "$jobs"; then
+  summaries+=("build-debug: built at -O0 -Werror, tests not run ($((SECONDS - t0)) s)")
+else
+  summaries+=("build-debug: FAILED to build ($((SECONDS - t0)) s)")
+  status=1
+fi
+
 # run_script <build dir> <script> <regex of its summary line>: bash <script>, its last
 # summary line (or FAILED) into the summaries.
 run_script() {
