@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Build librove and run the whole test suite five times, plus the Python package's tests:
+# Build librove and run the whole test suite in several builds, plus the Python package's tests:
 #   build/                 Release                                   (ctest -j2)
 #   build-asan/            RelWithDebInfo + ROVE_SANITIZE=ON (ASan+UBSan)
 #   build-portable/        Release without SIMD kernels and without threads
 #   build-openblas-openmp/ Release with Debian's OpenMP build of OpenBLAS
+#   build-debug/           Debug (-O0 -Werror), compiled only (its tests are not run)
 #   build-valgrind/        RelWithDebInfo, a subset of the suites under valgrind memcheck
 #                          (ROVE_ISA=scalar and the best ISA; scripts/valgrind.sh)
 #   build-tsan/            RelWithDebInfo + ThreadSanitizer, the threaded suites (scripts/tsan.sh)

@@ -40,20 +40,24 @@ typedef struct rove_rows_blk {
  * row kernel's samples (`perf`), 4.5 % with each run's entries formed in one place and
  * nothing formed that is then cleared (the same pointers: a throwaway program compared
  * both versions on 5.7 million random blocks). */
+/* Run i's entries (next: those of the rows read next) at row r of k, v (strides ks, vs
+ * elements of ke, ve bytes; r * ks first, as the caller's checks bound it: a one-row call
+ * may have any stride) and of the Q8 scales ksc, vsc; NULL for a NULL base. */
 static inline void rove_rows_place_run(rove_rows_blk *b, int32_t i, int64_t r, const void *k,
                                        const void *v, const float *ksc, const float *vsc,
-                                       int64_t kb, int64_t vb, int32_t nblk, int next) {
+                                       int64_t ks, int64_t ke, int64_t vs, int64_t ve,
+                                       int32_t nblk, int next) {
   const void **pk = next ? b->kn : b->k, **pv = next ? b->vn : b->v;
   const float **sk = next ? b->kscn : b->ksc, **sv = next ? b->vscn : b->vsc;
-  pk[i] = k ? (const char *)k + r * kb : NULL;
-  pv[i] = v ? (const char *)v + r * vb : NULL;
+  pk[i] = k ? (const char *)k + r * ks * ke : NULL;
+  pv[i] = v ? (const char *)v + r * vs * ve : NULL;
   sk[i] = ksc ? ksc + r * nblk : NULL;
   sv[i] = vsc ? vsc + r * nblk : NULL;
 }
 static inline void rove_rows_blk_place(const rove_rows_args *t, rove_rows_blk *b, int32_t j0,
                                        int kin, int vin) {
   const int32_t blk = ROVE_ROWS_BLOCK, nblk = rove_q8_blocks(t->d);
-  const int64_t kb = t->ks * rove_dtype_size(t->k_type), vb = t->vs * rove_dtype_size(t->v_type);
+  const int64_t ks = t->ks, vs = t->vs, ke = rove_dtype_size(t->k_type), ve = rove_dtype_size(t->v_type);
   /* runs: the block size, at most BLK, and at most the alignment of j_base (the call's
    * blocks from j0 = a multiple of BLK start where the pool's blocks do, up to j_base) */
   int64_t size = t->blocks ? (int64_t)1 << t->block_shift : blk;
@@ -68,7 +72,7 @@ static inline void rove_rows_blk_place(const rove_rows_args *t, rove_rows_blk *b
   }
   for (int32_t i = 0; i < b->nr; i++)
     rove_rows_place_run(b, i, rove_rows_row(t, j0 + i * b->run), t->k, t->v, t->k_scale,
-                        t->v_scale, kb, vb, nblk, 0);
+                        t->v_scale, ks, ke, vs, ve, nblk, 0);
   if (!kin && !vin) return;
   /* the next rows, K only with kin, V only with vin */
   const void *kx = kin ? t->k : NULL, *vx = vin ? t->v : NULL;
@@ -76,7 +80,8 @@ static inline void rove_rows_blk_place(const rove_rows_args *t, rove_rows_blk *b
   if (j0 + blk < t->nk) { /* this call's next block: its keys' runs */
     const int32_t next = t->nk - j0 - blk;
     for (int32_t i = 0, j = 0; i < ROVE_ROWS_RUNS && j < blk && j < next; i++, j += b->run)
-      rove_rows_place_run(b, i, rove_rows_row(t, j0 + blk + j), kx, vx, kxs, vxs, kb, vb, nblk, 1);
+      rove_rows_place_run(b, i, rove_rows_row(t, j0 + blk + j), kx, vx, kxs, vxs, ks, ke, vs, ve,
+                          nblk, 1);
     return;
   }
   kx = kin ? t->k_next : NULL, vx = vin ? t->v_next : NULL;
@@ -84,12 +89,12 @@ static inline void rove_rows_blk_place(const rove_rows_args *t, rove_rows_blk *b
   if (t->blocks && t->next_nk > 0) { /* the next call's key next_j + j: row r of its head */
     for (int32_t i = 0, j = 0; i < ROVE_ROWS_RUNS && j < blk && j < t->next_nk; i++, j += b->run)
       rove_rows_place_run(b, i, rove_rows_row(t, (int64_t)t->next_j + j - t->j_base), kx, vx,
-                          kxs, vxs, kb, vb, nblk, 1);
+                          kxs, vxs, ks, ke, vs, ve, nblk, 1);
     return;
   }
   /* the hint's first row; without blocks the others as if consecutive */
   for (int32_t i = 0, j = 0; i < (t->blocks ? 1 : ROVE_ROWS_RUNS) && j < blk; i++, j += b->run)
-    rove_rows_place_run(b, i, j, kx, vx, kxs, vxs, kb, vb, nblk, 1);
+    rove_rows_place_run(b, i, j, kx, vx, kxs, vxs, ks, ke, vs, ve, nblk, 1);
 }
 
 /* Point b's runs (K: r = b->k, sc = b->ksc; V likewise) at consecutive fp32 rows x,
