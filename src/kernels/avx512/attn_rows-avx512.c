@@ -102,9 +102,11 @@ INLINE __m512 load16(const void *p, int64_t i, __mmask16 mk, const int T, float 
 }
 
 /* The Q8 scale of element c of a row (scales sc, one per 32 elements), 0 past d (where
- * the load is masked off and the block would not exist). */
-INLINE float q8_scale(const float *sc, int32_t c, int32_t d, const int T) {
-  return T == ROVE_DTYPE_Q8 && c < d ? sc[c / ROVE_Q8_BLOCK] : 0.0f;
+ * the load is masked off and the block would not exist). Only a masked section (the last,
+ * past d) can reach past d: the others skip the test (with it, pv_body compared and
+ * branched per vector and key; the same value either way). */
+INLINE float q8_scale(const float *sc, int32_t c, int32_t d, const int T, const int masked) {
+  return T == ROVE_DTYPE_Q8 && (!masked || c < d) ? sc[c / ROVE_Q8_BLOCK] : 0.0f;
 }
 
 /* Sum of the 16 lanes of each acc[s], the sum of slot s landing in lane 4 (s % 4) + s / 4:
@@ -161,7 +163,7 @@ INLINE void scores_section(__m512 acc[16], const float *q, int32_t d, const char
 #pragma GCC unroll 8
     for (int x = 0; x < NX; x++) {
       __m512 kv =
-          load16(row[j], c + 16 * x, mk[x], T, q8_scale(sc[j], c + 16 * x, d, T), masked);
+          load16(row[j], c + 16 * x, mk[x], T, q8_scale(sc[j], c + 16 * x, d, T, masked), masked);
       ROVE_IN_ORDER(kv);
 #pragma GCC unroll 4
       for (int r = 0; r < RG; r++)
@@ -222,6 +224,42 @@ static const scores_fn scores_tab[ROVE_DTYPE_COUNT][3] = {
     {scores_1_bf16, scores_2_bf16, scores_4_bf16},
     {scores_1_f16, scores_2_f16, scores_4_f16},
     {scores_1_q8, scores_2_q8, scores_4_q8}};
+
+/* scores_body for one query row against 16 real keys whose rows lie D elements apart (a
+ * cache's rows, or a pool block's), D = d = 64 or 128 a constant: every key row is then a
+ * fixed offset from k and its Q8 scales one from ksc. With a pointer per key (16, and 16
+ * more for Q8 scales) gcc kept the accumulators of q8 rows on the stack. The same section
+ * as scores_body, so the same bits. */
+INLINE __m512 scores_dense_body(const float *q, const void *k, const float *ksc, const int D,
+                                const int T) {
+  __m512 acc[16];
+  const char *row[16];
+  const float *sc[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; j++) {
+    row[j] = (const char *)k + (int64_t)j * D * ESZ(T);
+    sc[j] = T == ROVE_DTYPE_Q8 ? ksc + j * (D / ROVE_Q8_BLOCK) : NULL;
+  }
+#pragma GCC unroll 16
+  for (int s = 0; s < 16; s++) acc[s] = _mm512_setzero_ps();
+  scores_section(acc, q, D, row, sc, 0, 1, T, D / 16, 0);
+  return reduce16(acc);
+}
+typedef __m512 (*scores_dense_fn)(const float *q, const void *k, const float *ksc);
+#define SCORES_DENSE_FN(D, T, name)                                                           \
+  static __attribute__((noinline)) __m512 scores_d##D##name(const float *q, const void *k,    \
+                                                            const float *ksc) {               \
+    return scores_dense_body(q, k, ksc, D, T);                                                \
+  }
+#define SCORES_DENSE_TYPE(T, name) SCORES_DENSE_FN(64, T, name) SCORES_DENSE_FN(128, T, name)
+SCORES_DENSE_TYPE(ROVE_DTYPE_F32, _f32) SCORES_DENSE_TYPE(ROVE_DTYPE_BF16, _bf16)
+SCORES_DENSE_TYPE(ROVE_DTYPE_F16, _f16) SCORES_DENSE_TYPE(ROVE_DTYPE_Q8, _q8)
+/* [type][0, 1 for d = 64, 128] */
+static const scores_dense_fn scores_dense_tab[ROVE_DTYPE_COUNT][2] = {
+    {scores_d64_f32, scores_d128_f32},
+    {scores_d64_bf16, scores_d128_bf16},
+    {scores_d64_f16, scores_d128_f16},
+    {scores_d64_q8, scores_d128_q8}};
 
 /* Rotation of the caller's rows (krot / vrot): rows [0, n) of x (stride xs, table rows
  * j0..) into dst [n][d] as mul R x on the rotated dims [first, first + r) and x on the
@@ -296,6 +334,10 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
     RG = t->nq - r0 >= 4 ? 4 : t->nq - r0 >= 2 ? 2 : 1;
     const int32_t keys = 16 / RG;
     const scores_fn f = scores_tab[b->kt][RG == 4 ? 2 : RG - 1];
+    /* one row over dense rows at d = 64 or 128: the fixed-offset form for 16 real keys */
+    const scores_dense_fn fd = RG == 1 && b->ks == d && (d == 64 || d == 128)
+                                   ? scores_dense_tab[b->kt][d == 128]
+                                   : NULL;
     for (int32_t j = 0; j < b->nb; j += 16) {
       if (!(any >> j & 0xFFFFu)) continue;
       const int32_t i = j >> b->run_shift, ji = j & (b->run - 1); /* run i, its key ji */
@@ -312,8 +354,10 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       for (int32_t jj = 0; jj < n16; jj += keys) {
         const int32_t n = n16 - jj < keys ? n16 - jj : keys;
-        const __m512 s = f(t->q + (int64_t)r0 * d, d, kj + jj * b->ks * ke, b->ks,
-                           kscj ? kscj + (int64_t)jj * nblk : NULL, nblk, n);
+        const __m512 s =
+            fd && n == 16 ? fd(t->q + (int64_t)r0 * d, kj, kscj)
+                          : f(t->q + (int64_t)r0 * d, d, kj + jj * b->ks * ke, b->ks,
+                              kscj ? kscj + (int64_t)jj * nblk : NULL, nblk, n);
         if (kn) prefetch_bytes(kn + jj * b->ks * ke, keys, b->ks * ke, d * ke);
         /* lanes [r keys, r keys + n) of s are row r0 + r's keys j + jj .. */
         for (int32_t r = 0; r < RG; r++)
@@ -403,7 +447,7 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *const *v, int64
       __m512 vv[4];
 #pragma GCC unroll 4
       for (int x = 0; x < 4; x++)
-        vv[x] = load16(vr, c0 + 16 * x, mk[x], T, q8_scale(sc, c0 + 16 * x, d, T), masked);
+        vv[x] = load16(vr, c0 + 16 * x, mk[x], T, q8_scale(sc, c0 + 16 * x, d, T, masked), masked);
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
         const __m512 pb = _mm512_set1_ps(p[r * BLK + j]);
