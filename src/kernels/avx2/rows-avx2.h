@@ -43,7 +43,8 @@ INLINE __m256 load8(const void *p, int64_t i, const int T, float sc) {
  * reads the lanes of mk; typed rows (d % 8 == 0) read whole vectors before d, 0 past it. */
 INLINE __m256 load8m(const void *p, int64_t i, int32_t d, __m256i mk, const int T,
                      const float *sc, const int masked) {
-  const float f = T == ROVE_DTYPE_Q8 && i < d ? sc[i / ROVE_Q8_BLOCK] : 0.0f;
+  /* only a masked section reaches past d, where the Q8 block would not exist */
+  const float f = T == ROVE_DTYPE_Q8 && (!masked || i < d) ? sc[i / ROVE_Q8_BLOCK] : 0.0f;
   if (!masked) return load8(p, i, T, f);
   if (T == ROVE_DTYPE_F32) return _mm256_maskload_ps((const float *)p + i, mk);
   return i < d ? load8(p, i, T, f) : _mm256_setzero_ps();
