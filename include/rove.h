@@ -704,6 +704,8 @@ ROVE_API rove_status rove_kv_cache_positions(const rove_kv_cache *c, int32_t *po
  *   k_scale,  (Q8 only) [n_blocks][n_kv_heads][block_size][rove_q8_blocks] fp32 scales,
  *   v_scale   rove_q8_blocks = ceil(head_dim / ROVE_Q8_BLOCK)
  *   pos       [n_blocks][block_size] int32: the position of each stored token
+ * Head-major: flash-attn's and vLLM's caches are token-major ([num_blocks][block_size]
+ * [n_kv_heads][head_dim]) and must be transposed per block to be read here.
  * Token t of a sequence with block table bt lives in block bt[t / block_size], row
  * t % block_size. A block may appear in the tables of several sequences (a shared prefix)
  * but at most once in each. Speed: decode reads a pool at scattered blocks, so an engine's

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ctypes
 
+import numpy as np
+
 from . import _lib, _tensor
 
 
@@ -58,6 +60,20 @@ def check(q, k, v, out, q_angles, kv_angles):
             raise TypeError(f"{name} is {a.dtype}: angles are float64")
 
 
+def frozen(pos, name):
+    """A private copy of positions for a recorded graph (None stays None): the backward
+    then sees the forward's values even if the caller edits its tensor in place between
+    the two (positions are small; torch's saved-tensor check does not cover them)."""
+    return None if pos is None else np.array(_tensor.to_numpy(pos, name), copy=True)
+
+
+def angle_tensor(a):
+    """Angles as a torch tensor for save_for_backward (numpy: a private copy)."""
+    if a is None or _tensor.is_torch(a):
+        return a
+    return _tensor._torch().from_numpy(np.array(a, copy=True))
+
+
 def _make_function():
     torch = _tensor._torch()
     from torch.autograd.function import once_differentiable
@@ -68,16 +84,18 @@ def _make_function():
             from .attention import _forward
             out, lse = _forward(plan, q, k, v, q_pos, kv_pos, layout, True, None, q_angles,
                                 kv_angles)
-            ctx.save_for_backward(q, k, v, out, lse)
-            ctx.meta = (plan, q_pos, kv_pos, layout, q_angles, kv_angles)
+            # angles saved as tensors: autograd refuses a backward after an in-place edit
+            # of them; q_pos / kv_pos are private copies (frozen())
+            ctx.save_for_backward(q, k, v, out, lse, q_angles, kv_angles)
+            ctx.meta = (plan, q_pos, kv_pos, layout)
             ctx.mark_non_differentiable(lse)
             return out, lse
 
         @staticmethod
         @once_differentiable  # no double backward: raises instead of a silent cut
         def backward(ctx, dout, dlse):
-            q, k, v, out, lse = ctx.saved_tensors
-            plan, q_pos, kv_pos, layout, q_angles, kv_angles = ctx.meta
+            q, k, v, out, lse, q_angles, kv_angles = ctx.saved_tensors
+            plan, q_pos, kv_pos, layout = ctx.meta
             need = ctx.needs_input_grad
             dq, dk, dv, dqa, dka = _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos,
                                              layout, q_angles, kv_angles,
@@ -97,7 +115,8 @@ def attention(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, k
     check(q, k, v, out, q_angles, kv_angles)
     if _FUNCTION is None:
         _FUNCTION = _make_function()
-    o, lse = _FUNCTION.apply(q, k, v, q_angles, kv_angles, plan, q_pos, kv_pos, layout)
+    o, lse = _FUNCTION.apply(q, k, v, angle_tensor(q_angles), angle_tensor(kv_angles), plan,
+                             frozen(q_pos, "q_pos"), frozen(kv_pos, "kv_pos"), layout)
     return (o, lse) if return_lse else o
 
 

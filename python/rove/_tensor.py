@@ -228,6 +228,37 @@ def contiguous(x, name: str, dtype, shape=None, writable=False):
     return obj, obj.__array_interface__["data"][0]
 
 
+def _extent(x):
+    """[lo, hi) of the bytes an ndarray's or a tensor's elements span; None when empty."""
+    t = _torch()
+    if t is not None and isinstance(x, t.Tensor):
+        if x.numel() == 0 or x.device.type != "cpu":
+            return None
+        es, ptr = x.element_size(), x.data_ptr()
+        shape, strides = x.shape, [st * es for st in x.stride()]
+    elif isinstance(x, np.ndarray):
+        if x.size == 0:
+            return None
+        es, ptr, shape, strides = x.itemsize, x.__array_interface__["data"][0], x.shape, x.strides
+    else:
+        return None
+    lo = ptr + sum(min(0, (n - 1) * st) for n, st in zip(shape, strides))
+    hi = ptr + sum(max(0, (n - 1) * st) for n, st in zip(shape, strides)) + es
+    return lo, hi
+
+
+def overlap_detail(out, **inputs) -> str:
+    """For an invalid-argument status: which inputs out= shares memory with ('' for none).
+    librove refuses an output that overlaps an input (it would write over what it reads);
+    this only names the cause, it decides nothing."""
+    e = _extent(out)
+    if e is None:
+        return ""
+    hit = [n for n, x in inputs.items() if (f := _extent(x)) and f[0] < e[1] and e[0] < f[1]]
+    return (f"out= overlaps {', '.join(hit)} (librove does not write over its inputs)"
+            if hit else "")
+
+
 def to_numpy(x, name: str):
     """An ndarray of x (CPU torch tensors and lists/ints are accepted, never copied beyond
     what numpy needs)."""

@@ -320,7 +320,8 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
         st = _lib.lib.rove_kv_cache_attention_typed(cache._ptr, a, types)
         fn = "rove_kv_cache_attention_typed"
     del lk, lv, qp, kp, qa, ka  # kept alive until here: C read them
-    _lib.check(fn, st)
+    _lib.check(fn, st, _tensor.overlap_detail(out, q=q, k=k, v=v)
+               if st == _lib.ERR_INVALID_ARGUMENT and out is not None else "")
     if tmp is not None:
         _copy_back(result, tmp, vq.torch)
     if return_lse:

@@ -485,6 +485,11 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     rove.get_plan(heads of q and k_pool, head_dim, **options) with the options of
     rove.Plan (rotate=, causal=, rope=, ...). q_pos, q_angles, return_lse and the result
     as PagedKVCache.attention.
+
+    Note for flash-attn and vLLM users: their caches are [num_blocks, block_size,
+    n_kv_heads, head_dim] (token-major); this pool is head-major. Such a pool can pass
+    every shape check here (block_size and n_kv_heads swapped) and give a wrong answer:
+    hand in ``pool.transpose(1, 2).contiguous()`` (a copy) or keep the pool head-major.
     """
     pt = plan if isinstance(plan, Plan) else None
     vq, ts = _queries(q, *((pt.n_heads, pt.head_dim) if pt else ()))

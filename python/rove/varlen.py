@@ -16,9 +16,28 @@ def _cu(x, name, n):
         raise ValueError(f"{name} must be a 1-D integer array [n_seqs + 1] (got {a.shape}, {a.dtype})")
     if n is not None and a.shape[0] != n:
         raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length")
-    if a[0] != 0 or np.any(np.diff(a) < 0) or a[-1] > 2 ** 31 - 1:
+    # bounds first, as Python ints: an unsigned array's differences would wrap around
+    if int(a.min()) < 0 or int(a.max()) > 2 ** 31 - 1:
         raise ValueError(f"{name} must start at 0 and not decrease (and fit int32)")
-    return a.astype(np.int32)
+    a = a.astype(np.int32)
+    if a[0] != 0 or np.any(np.diff(a) < 0):
+        raise ValueError(f"{name} must start at 0 and not decrease (and fit int32)")
+    return a
+
+
+def _flat_positions(x, name, n):
+    """Positions [total] (a [1, total] array too, as flattened) as a private int32 copy:
+    checked here, and kept by an autograd graph unchanged by later in-place edits of the
+    caller's tensor."""
+    if x is None:
+        return None
+    a = _tensor.to_numpy(x, name)
+    if a.ndim == 2 and a.shape[0] == 1:
+        a = a.reshape(-1)
+    if a.ndim != 1:
+        raise ValueError(f"{name} has shape {a.shape}; expected [{n}]")
+    obj, _ = _tensor.positions(a, name, 1, n)
+    return np.array(obj, dtype=np.int32, copy=True)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", causal=True,
@@ -57,6 +76,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
     if Dk != D or Hk <= 0 or H % Hk:
         raise ValueError(f"q {vq.shape} and k {vk.shape}: head_dim must match and n_heads be a "
                          "multiple of n_kv_heads")
+    q_pos = _flat_positions(q_pos, "q_pos", Tq)
+    kv_pos = _flat_positions(kv_pos, "kv_pos", Tk)
+    if (q_angles is None) != (kv_angles is None):
+        raise ValueError("q_angles and kv_angles go together: give both or neither")
     plan = get_plan(H, Hk, D, rotate=rotate, causal=causal, window=window, softcap=softcap,
                     scale=scale, rope=rope, isa=isa, threads=threads)
     if _autograd.needs_grad(q, k, v, q_angles, kv_angles):  # rove_attention_backward per sequence
@@ -70,7 +93,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
 
 def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse, out=None):
     """One rove_attention_varlen(_typed) call (checked shapes); returns (out, lse or None)."""
-    from .attention import _copy_back, _logical, _prepare_out, _strided
+    from .attention import _angles, _copy_back, _logical, _prepare_out, _strided
     vq = _tensor.view_float(q, "q")
     Tq, H, D = vq.shape
     Tk, Hk = int(ck[-1]), plan.n_kv_heads
@@ -98,7 +121,7 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
             setattr(a, field, ptr)
     for name, x, n in (("q_angles", q_angles, Tq), ("kv_angles", kv_angles, Tk)):
         if x is not None:
-            obj, ptr = _tensor.contiguous(x, name, np.float64, (n, Hk, half))
+            obj, ptr = _angles(x, name, (n, Hk, half))
             keep.append(obj)
             setattr(a, name, ptr)
     result, ov, a.out_stride, tmp = _prepare_out(out, vq.torch, False, 3, (1, Tq, H, D),
@@ -114,7 +137,8 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
         st = _lib.lib.rove_attention_varlen_typed(plan._handle, ctypes.byref(a), ctypes.byref(types))
         fn = "rove_attention_varlen_typed"
     del keep
-    _lib.check(fn, st)
+    _lib.check(fn, st, _tensor.overlap_detail(out, q=q, k=k, v=v)
+               if st == _lib.ERR_INVALID_ARGUMENT and out is not None else "")
     if tmp is not None:
         _copy_back(result, tmp, vq.torch)
     return result, lse
@@ -166,20 +190,23 @@ def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles):
                 out, lse = _varlen(plan, q.detach(), k.detach(), v.detach(), cq, ck, q_pos,
                                    kv_pos, None if qa is None else qa.detach(),
                                    None if ka is None else ka.detach(), True)
-                ctx.save_for_backward(q, k, v, out, lse)
-                ctx.meta = (plan, cq, ck, q_pos, kv_pos, qa, ka)
+                # angles saved as tensors: autograd refuses a backward after an in-place
+                # edit of them (q_pos / kv_pos are private copies: _flat_positions)
+                ctx.save_for_backward(q, k, v, out, lse, qa, ka)
+                ctx.meta = (plan, cq, ck, q_pos, kv_pos)
                 ctx.mark_non_differentiable(lse)
                 return out, lse
 
             @staticmethod
             @once_differentiable  # no double backward: raises instead of a silent cut
             def backward(ctx, dout, dlse):
-                q, k, v, out, lse = ctx.saved_tensors
-                plan, cq, ck, q_pos, kv_pos, qa, ka = ctx.meta
+                q, k, v, out, lse, qa, ka = ctx.saved_tensors
+                plan, cq, ck, q_pos, kv_pos = ctx.meta
                 need = ctx.needs_input_grad
                 dq, dk, dv, dqa, dka = _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos,
                                                  kv_pos, qa, ka, need[3], need[4])
                 return (dq if need[0] else None, dk if need[1] else None,
                         dv if need[2] else None, dqa, dka, None, None, None, None, None)
         _FUNCTION = VarlenFunction
-    return _FUNCTION.apply(q, k, v, q_angles, kv_angles, plan, cq, ck, q_pos, kv_pos)
+    return _FUNCTION.apply(q, k, v, _autograd.angle_tensor(q_angles),
+                           _autograd.angle_tensor(kv_angles), plan, cq, ck, q_pos, kv_pos)

@@ -79,6 +79,74 @@ def test_bad_cu():
         rove.attention_varlen(q, k, v, cq + 1, ck + 1)
 
 
+def test_bad_cu_unsigned_and_clear_messages():
+    """An unsigned cu_seqlens that decreases is refused before any cast (its differences
+    wrap around); unpaired or non-finite angles and out= over an input say so."""
+    g = np.random.default_rng(3)
+    q, k, v, cq, ck = _packed(g)
+    bad = cq.astype(np.uint64)
+    bad[1] = 2 ** 63
+    with pytest.raises(ValueError, match="not decrease"):
+        rove.attention_varlen(q, k, v, bad, ck)
+    bad = cq.astype(np.uint32)
+    bad[1], bad[2] = bad[2], bad[1]
+    with pytest.raises(ValueError, match="not decrease"):
+        rove.attention_varlen(q, k, v, bad, ck)
+    qa = g.uniform(-9, 9, (q.shape[0], 2, 16))
+    ka = g.uniform(-9, 9, (k.shape[0], 2, 16))
+    with pytest.raises(ValueError, match="go together"):
+        rove.attention_varlen(q, k, v, cq, ck, q_angles=qa)
+    qa[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        rove.attention_varlen(q, k, v, cq, ck, q_angles=qa, kv_angles=ka)
+    for fn, args in ((rove.attention_varlen, (q, k, v, cq, ck)), (rove.attention, (q, k, v))):
+        qc = q.copy()
+        with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps q"):
+            fn(*args[:0], qc, *args[1:], out=qc)
+        assert np.array_equal(qc, q)
+
+
+def test_positions_kept_by_the_graph():
+    """The backward uses the forward's positions and angles: an in-place edit of the
+    position tensor in between changes nothing, one of angles is refused by autograd;
+    positions [1, total] work forward and backward."""
+    g = np.random.default_rng(5)
+    q, k, v, cq, ck = _packed(g)
+    t = lambda x: torch.tensor(x, requires_grad=True)  # noqa: E731
+    qp = torch.cat([torch.arange(n) for n in np.diff(cq)])
+    kp = torch.cat([torch.arange(n) for n in np.diff(ck)])
+
+    def grads(edit, pos):
+        tq, tk, tv = t(q), t(k), t(v)
+        out = rove.attention_varlen(tq, tk, tv, cq, ck, rotate="rope", q_pos=pos, kv_pos=kp,
+                                    causal=False)
+        if edit:
+            pos.add_(5)
+        out.square().sum().backward()
+        if edit:
+            pos.sub_(5)
+        return tq.grad
+
+    assert torch.equal(grads(False, qp), grads(True, qp))
+    assert torch.equal(grads(False, qp), grads(False, qp[None]))
+    tq = t(q[:5])
+    p1 = torch.arange(5)
+    out = rove.attention(tq, t(k[:5]), t(v[:5]), rotate="rope", q_pos=p1, kv_pos=p1.clone())
+    p1.add_(3)
+    out.square().sum().backward()
+    p1.sub_(3)
+    tq2 = t(q[:5])
+    rove.attention(tq2, t(k[:5]), t(v[:5]), rotate="rope", q_pos=p1,
+                   kv_pos=p1.clone()).square().sum().backward()
+    assert torch.equal(tq.grad, tq2.grad)
+    qa = torch.tensor(g.uniform(-9, 9, (q.shape[0], 2, 16)))
+    ka = torch.tensor(g.uniform(-9, 9, (k.shape[0], 2, 16)))
+    out = rove.attention_varlen(t(q), t(k), t(v), cq, ck, q_angles=qa, kv_angles=ka)
+    qa.add_(1)
+    with pytest.raises(RuntimeError, match="inplace"):
+        out.sum().backward()
+
+
 @pytest.mark.parametrize("angles", [False, True])
 def test_gradients_equal_per_sequence_autograd(angles):
     """Under torch.autograd the gradients are those of one differentiable rove.attention per
