@@ -225,41 +225,49 @@ static const scores_fn scores_tab[ROVE_DTYPE_COUNT][3] = {
     {scores_1_f16, scores_2_f16, scores_4_f16},
     {scores_1_q8, scores_2_q8, scores_4_q8}};
 
-/* scores_body for one query row against 16 real keys whose rows lie D elements apart (a
- * cache's rows, or a pool block's), D = d = 64 or 128 a constant: every key row is then a
- * fixed offset from k and its Q8 scales one from ksc. With a pointer per key (16, and 16
- * more for Q8 scales) gcc kept the accumulators of q8 rows on the stack. The same section
- * as scores_body, so the same bits. */
+/* scores_body for RG query rows against KEYS = 16 / RG real keys whose rows lie D
+ * elements apart (a cache's rows, or a pool block's), D = d = 64 or 128 a constant: every
+ * key row is then a fixed offset from k and its Q8 scales one from ksc. With a pointer per
+ * key (16 for one row, and 16 more for Q8 scales) gcc kept the accumulators of q8 rows on
+ * the stack. The same sections in the same order as scores_body, so the same bits. */
 INLINE __m512 scores_dense_body(const float *q, const void *k, const float *ksc, const int D,
-                                const int T) {
+                                const int RG, const int T) {
+  const int KEYS = 16 / RG, NX = RG == 4 ? 2 : 4, W = 16 * NX;
   __m512 acc[16];
   const char *row[16];
   const float *sc[16];
 #pragma GCC unroll 16
-  for (int j = 0; j < 16; j++) {
+  for (int j = 0; j < KEYS; j++) {
     row[j] = (const char *)k + (int64_t)j * D * ESZ(T);
     sc[j] = T == ROVE_DTYPE_Q8 ? ksc + j * (D / ROVE_Q8_BLOCK) : NULL;
   }
 #pragma GCC unroll 16
   for (int s = 0; s < 16; s++) acc[s] = _mm512_setzero_ps();
-  scores_section(acc, q, D, row, sc, 0, 1, T, D / 16, 0);
+  if (RG == 1) /* one section, as scores_body at d = 64 and 128 */
+    scores_section(acc, q, D, row, sc, 0, 1, T, D / 16, 0);
+  else
+#pragma GCC unroll 1
+    for (int c = 0; c < D; c += W) scores_section(acc, q, D, row, sc, c, RG, T, NX, 0);
   return reduce16(acc);
 }
 typedef __m512 (*scores_dense_fn)(const float *q, const void *k, const float *ksc);
-#define SCORES_DENSE_FN(D, T, name)                                                           \
-  static __attribute__((noinline)) __m512 scores_d##D##name(const float *q, const void *k,    \
-                                                            const float *ksc) {               \
-    return scores_dense_body(q, k, ksc, D, T);                                                \
+#define SCORES_DENSE_FN(RG, D, T, name)                                                       \
+  static __attribute__((noinline)) __m512 scores_##RG##_d##D##name(                           \
+      const float *q, const void *k, const float *ksc) {                                      \
+    return scores_dense_body(q, k, ksc, D, RG, T);                                            \
   }
-#define SCORES_DENSE_TYPE(T, name) SCORES_DENSE_FN(64, T, name) SCORES_DENSE_FN(128, T, name)
+#define SCORES_DENSE_RG(RG, T, name) SCORES_DENSE_FN(RG, 64, T, name) SCORES_DENSE_FN(RG, 128, T, name)
+#define SCORES_DENSE_TYPE(T, name)                                                            \
+  SCORES_DENSE_RG(1, T, name) SCORES_DENSE_RG(2, T, name) SCORES_DENSE_RG(4, T, name)
 SCORES_DENSE_TYPE(ROVE_DTYPE_F32, _f32) SCORES_DENSE_TYPE(ROVE_DTYPE_BF16, _bf16)
 SCORES_DENSE_TYPE(ROVE_DTYPE_F16, _f16) SCORES_DENSE_TYPE(ROVE_DTYPE_Q8, _q8)
-/* [type][0, 1 for d = 64, 128] */
-static const scores_dense_fn scores_dense_tab[ROVE_DTYPE_COUNT][2] = {
-    {scores_d64_f32, scores_d128_f32},
-    {scores_d64_bf16, scores_d128_bf16},
-    {scores_d64_f16, scores_d128_f16},
-    {scores_d64_q8, scores_d128_q8}};
+#define SCORES_DENSE_ROW(name)                                                                \
+  {{scores_1_d64##name, scores_1_d128##name}, {scores_2_d64##name, scores_2_d128##name},      \
+   {scores_4_d64##name, scores_4_d128##name}}
+/* [type][0, 1, 2 for RG = 1, 2, 4][0, 1 for d = 64, 128] */
+static const scores_dense_fn scores_dense_tab[ROVE_DTYPE_COUNT][3][2] = {
+    SCORES_DENSE_ROW(_f32), SCORES_DENSE_ROW(_bf16), SCORES_DENSE_ROW(_f16),
+    SCORES_DENSE_ROW(_q8)};
 
 /* Rotation of the caller's rows (krot / vrot): rows [0, n) of x (stride xs, table rows
  * j0..) into dst [n][d] as mul R x on the rotated dims [first, first + r) and x on the
@@ -334,9 +342,9 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
     RG = t->nq - r0 >= 4 ? 4 : t->nq - r0 >= 2 ? 2 : 1;
     const int32_t keys = 16 / RG;
     const scores_fn f = scores_tab[b->kt][RG == 4 ? 2 : RG - 1];
-    /* one row over dense rows at d = 64 or 128: the fixed-offset form for 16 real keys */
-    const scores_dense_fn fd = RG == 1 && b->ks == d && (d == 64 || d == 128)
-                                   ? scores_dense_tab[b->kt][d == 128]
+    /* dense rows at d = 64 or 128: the fixed-offset form for KEYS real keys */
+    const scores_dense_fn fd = b->ks == d && (d == 64 || d == 128)
+                                   ? scores_dense_tab[b->kt][RG == 4 ? 2 : RG - 1][d == 128]
                                    : NULL;
     for (int32_t j = 0; j < b->nb; j += 16) {
       if (!(any >> j & 0xFFFFu)) continue;
@@ -354,10 +362,10 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       for (int32_t jj = 0; jj < n16; jj += keys) {
         const int32_t n = n16 - jj < keys ? n16 - jj : keys;
-        const __m512 s =
-            fd && n == 16 ? fd(t->q + (int64_t)r0 * d, kj, kscj)
-                          : f(t->q + (int64_t)r0 * d, d, kj + jj * b->ks * ke, b->ks,
-                              kscj ? kscj + (int64_t)jj * nblk : NULL, nblk, n);
+        const char *kr = kj + jj * b->ks * ke;
+        const float *kscr = kscj ? kscj + (int64_t)jj * nblk : NULL;
+        const __m512 s = fd && n == keys ? fd(t->q + (int64_t)r0 * d, kr, kscr)
+                                         : f(t->q + (int64_t)r0 * d, d, kr, b->ks, kscr, nblk, n);
         if (kn) prefetch_bytes(kn + jj * b->ks * ke, keys, b->ks * ke, d * ke);
         /* lanes [r keys, r keys + n) of s are row r0 + r's keys j + jj .. */
         for (int32_t r = 0; r < RG; r++)
