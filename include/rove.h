@@ -333,11 +333,10 @@ typedef struct rove_attention_args {
  * are not sanitised, on every ISA alike: a NaN in q or in the K row of a visible key (or
  * a logit of +inf) makes every dim of that query's output and its LSE NaN; a NaN in the
  * V row of a visible key makes the output dims it reaches NaN (the LSE stays finite).
- * @p a->out and @p a->lse must not overlap any input (checked). Bitwise identical
- * results for any thread count.
+ * @p a->out and @p a->lse must not overlap any array the call reads (q, k, v, q_pos,
+ * kv_pos, the angles: checked; positions and angles are read tile by tile while other
+ * tasks already write) nor each other. Bitwise identical results for any thread count.
  * Safe to call concurrently with the same plan and distinct outputs.
- * The angle arrays are read before any output is written, so they are not part of the
- * overlap check.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/args/tensor, size <= 0, stride
  *         below the dense width, overlapping output, only one of q_angles / kv_angles,
  *         kv_angles with a KV cache, a non-finite angle); ROVE_ERR_SIZE_OVERFLOW (an
@@ -383,7 +382,8 @@ typedef struct rove_varlen_args {
  * one block of the largest group's size, from the plan's pool.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (what rove_attention_forward rejects for a
  *         sequence, NULL cu arrays, cu[0] != 0, decreasing cu, a NULL tensor with
- *         tokens, an output overlapping an input anywhere in the packed tensors);
+ *         tokens, an output overlapping an input anywhere in the packed tensors, the cu
+ *         arrays, the positions or the angles);
  *         ROVE_ERR_SIZE_OVERFLOW;
  *         ROVE_ERR_OUT_OF_MEMORY.
  */
@@ -443,7 +443,8 @@ typedef struct rove_attention_grads {
  * The inner loops are portable C on every ISA (no SIMD kernel yet).
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT as rove_attention_forward, and for a NULL
  *         @p g, dout, dq, dk, dv or a->lse, a gradient stride below the dense width, or a
- *         gradient that overlaps an input (q, k, v, out, lse, dout, the angles) or another
+ *         gradient that overlaps an input (q, k, v, out, lse, dout, the angles, the
+ *         positions) or another
  *         gradient, an angle gradient without explicit angles;
  *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. Gradients untouched on failure.
  */
@@ -769,7 +770,9 @@ typedef struct rove_paged_args {
  *         negative length, a block table entry out of range or repeated within one
  *         sequence, a table longer than max_blocks, block_size not a power of two, a
  *         Q8 pool without scales, default query positions with more rows than keys,
- *         outputs overlapping inputs); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY.
+ *         out or lse overlapping an array the call reads: q, the pool's K, V, scales and
+ *         positions, cu_seqlens_q, seq_lens, block_tables, q_pos, q_angles);
+ *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY.
  */
 ROVE_API rove_status rove_paged_attention(const rove_plan *p, const rove_paged_kv *kv,
                                           const rove_paged_args *a);

@@ -100,7 +100,8 @@ static rove_status check_grads(rove_bwd *w, const rove_attention_args *a,
   if (st == ROVE_OK) st = grad_extent(g->dk_stride, wkv, krows, &w->dks, &bdk);
   if (st == ROVE_OK) st = grad_extent(g->dv_stride, wkv, krows, &w->dvs, &bdv);
   if (st != ROVE_OK) return st;
-  /* inputs: q, k, v, out (extents from the forward's strides), lse, dout */
+  /* inputs: q, k, v, out (extents from the forward's strides), lse, dout; angles and
+   * positions below */
   const size_t bq = (size_t)((qrows - 1) * f->qs + wq) * sizeof(float);
   const size_t bk = (size_t)((krows - 1) * f->ks + wkv) * sizeof(float);
   const size_t bv = (size_t)((krows - 1) * f->vs + wkv) * sizeof(float);
@@ -110,12 +111,14 @@ static rove_status check_grads(rove_bwd *w, const rove_attention_args *a,
   if ((g->d_q_angles || g->d_kv_angles) && !f->angles) return ROVE_ERR_INVALID_ARGUMENT;
   const size_t aw = (size_t)c->n_kv_heads * (size_t)f->p->half * sizeof(double);
   const size_t baq = f->angles ? (size_t)qrows * aw : 0, bak = f->angles ? (size_t)krows * aw : 0;
-  const void *in[8] = {a->q, a->k, a->v, a->out, a->lse, g->dout, a->q_angles, a->kv_angles};
-  const size_t inb[8] = {bq, bk, bv, bo, bl, bdo, baq, bak};
+  const void *in[10] = {a->q,    a->k,      a->v,         a->out,   a->lse,
+                        g->dout, a->q_angles, a->kv_angles, a->q_pos, a->kv_pos};
+  const size_t inb[10] = {bq, bk, bv, bo, bl, bdo, baq, bak, rove_span_bytes(qrows, sizeof(int32_t)),
+                          rove_span_bytes(krows, sizeof(int32_t))};
   void *outs[5] = {g->dq, g->dk, g->dv, g->d_q_angles, g->d_kv_angles};
   const size_t outb[5] = {bdq, bdk, bdv, g->d_q_angles ? baq : 0, g->d_kv_angles ? bak : 0};
   for (int o = 0; o < 5; o++) {
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 10; i++)
       if (rove_overlap(outs[o], outb[o], in[i], inb[i])) return ROVE_ERR_INVALID_ARGUMENT;
     for (int o2 = 0; o2 < o; o2++)
       if (rove_overlap(outs[o], outb[o], outs[o2], outb[o2])) return ROVE_ERR_INVALID_ARGUMENT;

@@ -20,7 +20,9 @@ rove_status rove_tensor_extent(int64_t stride, int64_t width, int64_t rows, int6
 }
 
 /* Strides, extents and the no-overlap rule for the output tensors (K/V only when they are
- * the caller's: a cache's are the library's own). */
+ * the caller's: a cache's are the library's own): out and lse overlap no array the call
+ * reads, positions and angles included (they are read per batch row and tile, while other
+ * tasks already write), nor each other. */
 static rove_status check_tensors(rove_fwd *f, const rove_attention_args *a) {
   const rove_attention_config *c = &f->p->cfg;
   const int64_t wq = (int64_t)c->n_heads * c->head_dim, wkv = (int64_t)c->n_kv_heads * c->head_dim;
@@ -41,11 +43,16 @@ static rove_status check_tensors(rove_fwd *f, const rove_attention_args *a) {
   const size_t bk = (size_t)ek * (size_t)rove_dtype_size(f->k_type);
   const size_t bv = (size_t)ev * (size_t)rove_dtype_size(f->v_type);
   const size_t bo = (size_t)eo * (size_t)rove_dtype_size(f->out_type), bl = (size_t)el * sizeof(float);
-  if (rove_overlap(a->out, bo, a->q, bq) || rove_overlap(a->out, bo, a->k, bk) ||
-      rove_overlap(a->out, bo, a->v, bv))
-    return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->lse && (rove_overlap(a->lse, bl, a->q, bq) || rove_overlap(a->lse, bl, a->k, bk) ||
-                 rove_overlap(a->lse, bl, a->v, bv) || rove_overlap(a->lse, bl, a->out, bo)))
+  const size_t aw = (size_t)c->n_kv_heads * (size_t)f->p->half * sizeof(double);
+  const rove_span in[7] = {{a->q, bq},
+                           {a->k, bk},
+                           {a->v, bv},
+                           {a->q_pos, rove_span_bytes(qrows, sizeof(int32_t))},
+                           {a->kv_pos, rove_span_bytes(krows, sizeof(int32_t))},
+                           {a->q_angles, rove_span_bytes(qrows, aw)},
+                           {a->kv_angles, rove_span_bytes(krows, aw)}};
+  if (rove_overlap_any(a->out, bo, in, 7)) return ROVE_ERR_INVALID_ARGUMENT;
+  if (a->lse && (rove_overlap_any(a->lse, bl, in, 7) || rove_overlap(a->lse, bl, a->out, bo)))
     return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
 }

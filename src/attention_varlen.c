@@ -12,7 +12,9 @@
 #include "kernels/dtype.h"
 
 /* Extents (bytes, elements of each tensor's type; the LSE is fp32) of the packed tensors,
- * and the no-overlap rule across sequences. */
+ * and the no-overlap rule across sequences: out and lse overlap no array the call reads
+ * (the cu arrays, positions and angles too: a later group reads its slices after earlier
+ * groups wrote their outputs), nor each other. */
 static rove_status check_packed(const rove_plan *p, const rove_varlen_args *a,
                                 const rove_tensor_types *t, int64_t tq, int64_t tk) {
   const int64_t d = p->cfg.head_dim, wq = p->cfg.n_heads * d, wk = p->cfg.n_kv_heads * d;
@@ -31,12 +33,19 @@ static rove_status check_packed(const rove_plan *p, const rove_varlen_args *a,
   const size_t bk = (size_t)ek * (size_t)rove_dtype_size(t->k);
   const size_t bv = (size_t)ev * (size_t)rove_dtype_size(t->v);
   const size_t bl = (size_t)el * sizeof(float);
-  if (bo && (rove_overlap(a->out, bo, a->q, bq) || (bk && rove_overlap(a->out, bo, a->k, bk)) ||
-             (bv && rove_overlap(a->out, bo, a->v, bv))))
-    return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->lse && bl &&
-      (rove_overlap(a->lse, bl, a->q, bq) || rove_overlap(a->lse, bl, a->out, bo) ||
-       (bk && rove_overlap(a->lse, bl, a->k, bk)) || (bv && rove_overlap(a->lse, bl, a->v, bv))))
+  const size_t aw = (size_t)p->cfg.n_kv_heads * (size_t)p->half * sizeof(double);
+  const size_t bcu = rove_span_bytes((int64_t)a->n_seqs + 1, sizeof(int32_t));
+  const rove_span in[9] = {{bq ? a->q : NULL, bq},
+                           {bk ? a->k : NULL, bk},
+                           {bv ? a->v : NULL, bv},
+                           {a->cu_seqlens_q, bcu},
+                           {a->cu_seqlens_k, bcu},
+                           {a->q_pos, rove_span_bytes(tq, sizeof(int32_t))},
+                           {a->kv_pos, rove_span_bytes(tk, sizeof(int32_t))},
+                           {a->q_angles, rove_span_bytes(tq, aw)},
+                           {a->kv_angles, rove_span_bytes(tk, aw)}};
+  if (bo && rove_overlap_any(a->out, bo, in, 9)) return ROVE_ERR_INVALID_ARGUMENT;
+  if (a->lse && bl && (rove_overlap_any(a->lse, bl, in, 9) || rove_overlap(a->lse, bl, a->out, bo)))
     return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
 }

@@ -36,7 +36,9 @@ rove_status rove_paged_check_pool(const rove_plan *p, const rove_paged_kv *kv,
 }
 
 /* Extents of q / out / lse (elements of sizes eq_sz / eo_sz), and no output overlapping
- * an input (the pool included). */
+ * an array the call reads: q, the pool (K, V, Q8 scales, positions), cu_seqlens_q, the
+ * caller's seq_lens and block tables, q_pos, q_angles (all read per group or task, while
+ * other tasks already write). */
 static rove_status check_tensors(const rove_plan *p, const rove_paged_kv *kv, int64_t pool_bytes,
                                  const rove_paged_args *a, int64_t tq, int64_t eq_sz,
                                  int64_t eo_sz) {
@@ -49,11 +51,27 @@ static rove_status check_tensors(const rove_plan *p, const rove_paged_kv *kv, in
   if (!rove_mul_i64(tq, p->cfg.n_heads, &el) || el > INT64_MAX / 4) return ROVE_ERR_SIZE_OVERFLOW;
   const size_t bq = (size_t)(eq * eq_sz), bo = (size_t)(eo * eo_sz), bl = (size_t)el * 4;
   const size_t bp = (size_t)pool_bytes;
-  if (rove_overlap(a->out, bo, a->q, bq) || rove_overlap(a->out, bo, kv->k, bp) ||
-      rove_overlap(a->out, bo, kv->v, bp))
-    return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->lse && (rove_overlap(a->lse, bl, a->q, bq) || rove_overlap(a->lse, bl, a->out, bo) ||
-                 rove_overlap(a->lse, bl, kv->k, bp) || rove_overlap(a->lse, bl, kv->v, bp)))
+  const int64_t tokens = (int64_t)kv->n_blocks * kv->block_size; /* fits: check_pool */
+  const size_t bsc = kv->type == ROVE_DTYPE_Q8
+                         ? rove_span_bytes(tokens * p->cfg.n_kv_heads,
+                                           (size_t)rove_q8_blocks(p->cfg.head_dim) * sizeof(float))
+                         : 0;
+  const size_t aw = (size_t)p->cfg.n_kv_heads * (size_t)p->half * sizeof(double);
+  const rove_span in[11] = {
+      {a->q, bq},
+      {kv->k, bp},
+      {kv->v, bp},
+      {bsc ? kv->k_scale : NULL, bsc},
+      {bsc ? kv->v_scale : NULL, bsc},
+      {kv->pos, rove_span_bytes(tokens, sizeof(int32_t))},
+      {a->cu_seqlens_q, rove_span_bytes((int64_t)a->n_seqs + 1, sizeof(int32_t))},
+      {a->seq_lens, rove_span_bytes(a->n_seqs, sizeof(int32_t))},
+      {a->block_tables, rove_span_bytes((int64_t)a->n_seqs * (a->max_blocks > 0 ? a->max_blocks : 0),
+                                        sizeof(int32_t))},
+      {a->q_pos, rove_span_bytes(tq, sizeof(int32_t))},
+      {a->q_angles, rove_span_bytes(tq, aw)}};
+  if (rove_overlap_any(a->out, bo, in, 11)) return ROVE_ERR_INVALID_ARGUMENT;
+  if (a->lse && (rove_overlap_any(a->lse, bl, in, 11) || rove_overlap(a->lse, bl, a->out, bo)))
     return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
 }

@@ -42,6 +42,19 @@ void rove_free(void *p) { free(p); }
 
 int rove_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
   if (!a || !b) return 0; /* an absent (optional) buffer overlaps nothing */
-  uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
-  return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+  const uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+  const uintptr_t a1 = a_bytes > UINTPTR_MAX - a0 ? UINTPTR_MAX : a0 + a_bytes;
+  const uintptr_t b1 = b_bytes > UINTPTR_MAX - b0 ? UINTPTR_MAX : b0 + b_bytes;
+  return a0 < b1 && b0 < a1;
+}
+
+size_t rove_span_bytes(int64_t count, size_t es) {
+  if (count <= 0) return 0;
+  return (uint64_t)count > SIZE_MAX / es ? SIZE_MAX : (size_t)count * es;
+}
+
+int rove_overlap_any(const void *out, size_t bytes, const rove_span *in, int n) {
+  for (int i = 0; i < n; i++)
+    if (rove_overlap(out, bytes, in[i].p, in[i].bytes)) return 1;
+  return 0;
 }

@@ -16,8 +16,19 @@ void *rove_alloc(size_t bytes); /* 64-byte aligned, NULL on failure or 0 bytes *
  * with transparent huge pages requested (util.c). Freed by rove_free. */
 void *rove_alloc_large(size_t bytes);
 void rove_free(void *p);
-/* [lo, hi) byte ranges of two buffers overlap? (never when either is NULL) */
+/* [lo, hi) byte ranges of two buffers overlap? (never when either is NULL; a range past
+ * the end of the address space ends there) */
 int rove_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes);
+/* A caller's input array for the overlap rule: its start and the bytes it spans. */
+typedef struct rove_span {
+  const void *p;
+  size_t bytes;
+} rove_span;
+/* Bytes of count elements of es bytes each; SIZE_MAX when that does not fit (no such
+ * array exists, and an overlap test against it stays on the safe side); 0 for count <= 0. */
+size_t rove_span_bytes(int64_t count, size_t es);
+/* Whether the output [out, out + bytes) overlaps any of the n inputs (never for NULL). */
+int rove_overlap_any(const void *out, size_t bytes, const rove_span *in, int n);
 /* The threads rove_parallel_for(n_threads, n, ...) and rove_parallel_for_blocked run: never
  * more than the n tasks, nor than ROVE_MAX_THREADS (1 without threads, or for n <= 1).
  * Every tid a body sees is below it, so per-thread workspace is sized by it (the team that

@@ -610,6 +610,16 @@ static void test_forward_bad(void **state) {
   /* strided views: overlap is about the spanned range */
   BAD((f.a.q_len = 2, f.a.kv_len = 2, f.a.q_stride = 2 * FW, f.a.out = f.q + FW), INV,
       "out overlaps a strided q");
+  /* nor the positions and angles (read per batch row and tile while other tasks write);
+   * the sentinel's bits are valid positions and finite angles, so only the overlap fails */
+  BAD(f.a.q_pos = (const int32_t *)(f.out + FN - 1), INV, "q_pos overlaps the end of out");
+  BAD(f.a.kv_pos = (const int32_t *)f.lse, INV, "kv_pos inside lse");
+  BAD((f.a.q_angles = (const double *)f.out, f.a.kv_angles = (const double *)f.k), INV,
+      "q_angles inside out");
+  BAD((f.a.q_angles = (const double *)f.q, f.a.kv_angles = (const double *)(f.lse + 2)), INV,
+      "kv_angles inside lse");
+  BAD((f.a.q_angles = (const double *)f.q, f.a.kv_angles = (const double *)f.k), ROVE_OK,
+      "angles inside inputs");
 #undef BAD
   /* the same buffers, correctly separated, work */
   fwd_reset(&f);

@@ -663,6 +663,52 @@ static void test_bad_tables(void **state) {
   REJECT(ROVE_ERR_INVALID_ARGUMENT, a.out = (float *)q + 1, a.out = out);  /* overlaps q */
   REJECT(ROVE_ERR_INVALID_ARGUMENT, a.out = k + 100, a.out = out);         /* overlaps the pool */
   REJECT(ROVE_ERR_INVALID_ARGUMENT, a.n_seqs = 0, a.n_seqs = 2);
+  { /* out or lse over any other array the call reads (each read per group or task, while
+     * other tasks already write): tables, lengths, cu, q_pos, the pool's positions and Q8
+     * scales; the same arrays elsewhere are accepted */
+    int32_t qp3[3] = {39, 18, 19}, pos[8 * 16];
+    float sc[8 * 2 * 16], l3[4 * 3];
+    for (int i = 0; i < 8 * 16; i++) pos[i] = i;
+    for (int i = 0; i < 8 * 2 * 16; i++) sc[i] = 0.01f;
+    const void *src[7] = {tables, lens, cu, qp3, pos, sc, sc};
+    const size_t bytes[7] = {sizeof tables, sizeof lens, sizeof cu, sizeof qp3,
+                             sizeof pos, sizeof sc, sizeof sc};
+    const rove_paged_args a0 = a;
+    const rove_paged_kv kv0 = kv;
+    for (int i = 0; i < 7; i++)
+      for (int lse = 0; lse < 2; lse++) {
+        void *copy;
+        float *o = rove_out_over(lse ? 12 : 3 * 128, src[i], bytes[i], &copy);
+        assert_non_null(o);
+        a = a0, kv = kv0;
+        if (i >= 5) kv.type = ROVE_DTYPE_Q8, kv.k_scale = kv.v_scale = sc;
+        switch (i) {
+          case 0: a.block_tables = copy; break;
+          case 1: a.seq_lens = copy; break;
+          case 2: a.cu_seqlens_q = copy; break;
+          case 3: a.q_pos = copy; break;
+          case 4: kv.pos = copy; break;
+          case 5: kv.k_scale = copy; break;
+          default: kv.v_scale = copy; break;
+        }
+        if (lse)
+          a.lse = o;
+        else
+          a.out = o;
+        if (rove_paged_attention(p, &kv, &a) != ROVE_ERR_INVALID_ARGUMENT)
+          fail_msg("%s over input %d accepted", lse ? "lse" : "out", i);
+        assert_true(rove_out_over_untouched(o, lse ? 12 : 3 * 128));
+        assert_true(rove_has_bits(out, ROVE_GUARD_CANARY));
+        free(o);
+      }
+    a = a0, kv = kv0;
+    a.q_pos = qp3, a.lse = l3, kv.pos = pos;
+    assert_int_equal(rove_paged_attention(p, &kv, &a), ROVE_OK);
+    kv.type = ROVE_DTYPE_Q8, kv.k_scale = kv.v_scale = sc;
+    assert_int_equal(rove_paged_attention(p, &kv, &a), ROVE_OK);
+    a = a0, kv = kv0;
+    rove_fill_bits(out, 3 * 128, ROVE_GUARD_CANARY);
+  }
   assert_int_equal(rove_paged_attention(NULL, &kv, &a), ROVE_ERR_INVALID_ARGUMENT);
   assert_int_equal(rove_paged_attention(p, NULL, &a), ROVE_ERR_INVALID_ARGUMENT);
   assert_int_equal(rove_paged_attention(p, &kv, NULL), ROVE_ERR_INVALID_ARGUMENT);

@@ -230,6 +230,38 @@ static void test_bad_input(void **state) {
   expect(p, &a, inv, &x, "lse overlaps out");
   a = good, a.k = x.out; /* out of every sequence against k of others */
   expect(p, &a, inv, &x, "out overlaps k");
+  { /* out or lse over any other array the call reads (a later group reads its slices
+     * after earlier groups wrote): the cu arrays, positions, angles */
+    const int64_t no = x.tq * x.qs, nl = 4 * x.tq, na = 2 * 16;
+    const void *src[6] = {x.cq, x.ck, x.qp, x.kp, x.qa, x.ka};
+    const size_t bytes[6] = {sizeof x.cq, sizeof x.ck, sizeof(int32_t) * (size_t)x.tq,
+                             sizeof(int32_t) * (size_t)x.tk, sizeof(double) * (size_t)(x.tq * na),
+                             sizeof(double) * (size_t)(x.tk * na)};
+    for (int i = 0; i < 6; i++)
+      for (int lse = 0; lse < 2; lse++) {
+        void *copy;
+        float *o = rove_out_over(lse ? nl : no, src[i], bytes[i], &copy);
+        assert_non_null(o);
+        a = good;
+        switch (i) {
+          case 0: a.cu_seqlens_q = copy; break;
+          case 1: a.cu_seqlens_k = copy; break;
+          case 2: a.q_pos = copy; break;
+          case 3: a.kv_pos = copy; break;
+          case 4: a.q_angles = copy; break;
+          default: a.kv_angles = copy; break;
+        }
+        if (lse)
+          a.lse = o;
+        else
+          a.out = o;
+        if (rove_attention_varlen(p, &a) != inv) fail_msg("%s over input %d accepted", lse ? "lse" : "out", i);
+        assert_true(rove_out_over_untouched(o, lse ? nl : no));
+        for (int64_t j = 0; j < no; j++) assert_true(x.out[j] == 321.0f);
+        free(o);
+      }
+    a = good;
+  }
   const double keep = x.ka[x.ck[4] * 2 * 16 + 3];
   x.ka[x.ck[4] * 2 * 16 + 3] = NAN; /* in the fifth sequence: nothing of the first four written */
   a = good;

@@ -56,6 +56,14 @@ void rove_guarded_free(rove_guarded *g);
 void rove_fill_bits(float *x, int64_t n, uint32_t bits);
 int rove_has_bits(const float *x, uint32_t bits);
 
+/* An output of n floats (filled with 321.0f) whose last 8 bytes are the first 8 of a copy
+ * of the n_src bytes at src (the rest right after it): an output that overlaps that one
+ * input array and nothing else (8-byte aligned for even n, for arrays of doubles). *copy:
+ * where the copy lies; free the result with free(). */
+float *rove_out_over(int64_t n, const void *src, size_t n_src, void **copy);
+/* 1 if the first n - 2 floats of an rove_out_over output are still 321.0f. */
+int rove_out_over_untouched(const float *out, int64_t n);
+
 /* max_i |a_i - b_i| / max(max_i |b_i|, tiny) over n floats vs doubles. */
 double rove_max_rel_err_fd(const float *a, const double *b, int64_t n);
 double rove_max_rel_err_ff(const float *a, const float *b, int64_t n);
