@@ -401,7 +401,7 @@ ROVE_API rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen
  * Layouts as in rove_attention_args (dense): outs[p] and @p out [batch][q_len][n_heads]
  * [head_dim], lses[p] and @p lse [batch][n_heads][q_len]. @p lse may be NULL. @p out and
  * @p lse may be exactly outs[0] and lses[0] (merged in place) but must not overlap any
- * other input. Runs on the calling thread (one pass over the parts: memory bound).
+ * other input, the arrays @p outs and @p lses included. Runs on the calling thread (one pass over the parts: memory bound).
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (n_parts < 1, a NULL array or entry, sizes
  *         <= 0, head_dim > ROVE_MAX_HEAD_DIM, an overlap other than the in-place one);
  *         ROVE_ERR_SIZE_OVERFLOW. Outputs untouched on failure.
@@ -456,9 +456,10 @@ ROVE_API rove_status rove_attention_backward(const rove_plan *p, const rove_atte
  * R_pos (inverse = 0) or R_pos^{-1} (inverse = 1), using the plan's head_dim, rotary_dim,
  * pairing, placement and frequencies. A pure rotation: the YaRN attention factor is not
  * applied.
- * @param pos  [n_tokens] positions, or NULL for 0 .. n_tokens-1
+ * @param pos  [n_tokens] positions, or NULL for 0 .. n_tokens-1; must not overlap x
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan or x, n_tokens or n_heads <= 0,
- *         stride below n_heads*head_dim, inverse not 0/1); ROVE_ERR_SIZE_OVERFLOW;
+ *         stride below n_heads*head_dim, inverse not 0/1, pos overlapping x);
+ *         ROVE_ERR_SIZE_OVERFLOW;
  *         ROVE_ERR_OUT_OF_MEMORY. x is untouched on failure.
  */
 ROVE_API rove_status rove_rotate(const rove_plan *p, float *x, int32_t n_tokens,
@@ -469,7 +470,8 @@ ROVE_API rove_status rove_rotate(const rove_plan *p, float *x, int32_t n_tokens,
  * rove_rotate with explicit angles: token t of head h of x is rotated by the angles
  * angles[(t * angle_heads + h / (n_heads / angle_heads)) * rotary_dim/2 + k] (so query
  * heads of one GQA group share their KV head's angles). @p angle_heads must divide
- * @p n_heads; angles are finite ([n_tokens][angle_heads][rotary_dim/2], dense).
+ * @p n_heads; angles are finite ([n_tokens][angle_heads][rotary_dim/2], dense) and do
+ * not overlap x.
  * @return as rove_rotate; ROVE_ERR_INVALID_ARGUMENT also for NULL angles or a bad
  *         angle_heads.
  */

@@ -34,6 +34,11 @@ static rove_status check(int32_t n_parts, const float *const *outs, const float 
     if (rove_overlap(lse, (size_t)lb, outs[p], (size_t)ob)) return ROVE_ERR_INVALID_ARGUMENT;
   }
   if (rove_overlap(out, (size_t)ob, lse, (size_t)lb)) return ROVE_ERR_INVALID_ARGUMENT;
+  /* the pointer arrays are read again for every row, after earlier rows were written */
+  const size_t pb = (size_t)n_parts * sizeof(const float *);
+  if (rove_overlap(out, (size_t)ob, outs, pb) || rove_overlap(out, (size_t)ob, lses, pb) ||
+      rove_overlap(lse, (size_t)lb, outs, pb) || rove_overlap(lse, (size_t)lb, lses, pb))
+    return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
 }
 

@@ -55,6 +55,11 @@ static rove_status rotate(const rove_plan *p, float *x, int32_t n_tokens, int32_
       extent > INT64_MAX / (int64_t)sizeof(float) ||
       !rove_mul_i64(n_tokens, (int64_t)angle_heads * p->half, &table) || table > INT64_MAX / 16)
     return ROVE_ERR_SIZE_OVERFLOW;
+  /* x is rotated in place chunk by chunk, each chunk reading its own positions or angles
+   * as it starts: x must not overlap them */
+  if (rove_overlap(x, (size_t)extent * sizeof(float), pos, (size_t)n_tokens * sizeof(int32_t)) ||
+      rove_overlap(x, (size_t)extent * sizeof(float), angles, (size_t)table * sizeof(double)))
+    return ROVE_ERR_INVALID_ARGUMENT;
   if (angles && !rove_angles_finite(angles, table)) return ROVE_ERR_INVALID_ARGUMENT;
   /* one cos + sin table of ROTATE_CHUNK rows per thread the call runs (angle_heads <=
    * n_heads, so this is at most 2 * threads * 256 * n_heads * r/2 floats) */

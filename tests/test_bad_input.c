@@ -676,6 +676,12 @@ static void test_rotate_bad(void **state) {
                  rove_status_string(cs[i].want));
       if (memcmp(x, x0, sizeof x) != 0) fail_msg("rove_rotate(%s) wrote x on failure", cs[i].name);
     }
+  /* positions or angles inside x (read chunk by chunk while x is rotated): refused, x kept;
+   * x's bits are valid positions and finite angles, so only the overlap fails */
+  if (rove_rotate(p, x, 8, 2, 0, (const int32_t *)(x + 100), 0) != INV ||
+      rove_rotate_angles(p, x, 8, 2, 0, (const double *)(x + 8 * 64 - 2), 1, 0) != INV)
+    fail_msg("rotate with positions or angles inside x accepted");
+  if (memcmp(x, x0, sizeof x) != 0) fail_msg("rove_rotate(overlap) wrote x on failure");
   assert_int_equal(rove_rotate(p, x, 8, 2, 0, pos, 0), ROVE_OK);
   assert_int_equal(rove_rotate(p, x, 4, 2, 128, pos, 1), ROVE_OK); /* stride 2 rows */
   assert_int_equal(rove_rotate(p, x, 8, 1, 64, NULL, 1), ROVE_OK); /* 1 head of 2 per row */

@@ -133,6 +133,17 @@ static void test_bad_input(void **state) {
   assert_int_equal(rove_merge_partials(2, outs, lses, 1, 2, 1, 4, out, (float *)o0), inv);
   assert_int_equal(rove_merge_partials(2, outs, lses, INT32_MAX, INT32_MAX, INT32_MAX, 4, out, lse),
                    ROVE_ERR_SIZE_OVERFLOW);
+  { /* the pointer arrays inside out or lse (read again for every row): refused */
+    union {
+      float f[16];
+      const float *p[4];
+    } u;
+    u.p[0] = o0, u.p[1] = o1;
+    assert_int_equal(rove_merge_partials(2, u.p, lses, 1, 2, 1, 4, u.f, lse), inv);
+    u.p[0] = l0, u.p[1] = l1;
+    assert_int_equal(rove_merge_partials(2, outs, u.p, 1, 2, 1, 4, out, u.f), inv);
+    assert_true(u.p[0] == l0 && u.p[1] == l1);
+  }
   for (int i = 0; i < 8; i++) assert_true(out[i] == 7.0f);
 }
 

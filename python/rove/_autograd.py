@@ -68,10 +68,13 @@ def frozen(pos, name):
 
 
 def angle_tensor(a):
-    """Angles as a torch tensor for save_for_backward (numpy: a private copy)."""
+    """Angles as a torch tensor for save_for_backward (native float64 numpy: a private
+    copy; anything else is passed on unchanged for the forward's own checks to refuse)."""
     if a is None or _tensor.is_torch(a):
         return a
-    return _tensor._torch().from_numpy(np.array(a, copy=True))
+    if isinstance(a, np.ndarray) and a.dtype == np.float64 and a.dtype.isnative:
+        return _tensor._torch().from_numpy(np.array(a, copy=True))
+    return a
 
 
 def _make_function():
