@@ -66,6 +66,9 @@ def main():
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
+    for name in ("layers", "prompt", "new", "threads"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name} must be at least 1")
     torch.set_num_threads(args.threads)
     rove.hf.set_threads(args.threads)
     rove.hf.register()

@@ -120,6 +120,19 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--outdir", type=Path, default=Path("."))
     args = p.parse_args()
+    for name in ("steps", "layers", "heads", "batch", "seq"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1")
+    if args.head_dim < 2 or args.head_dim % 2:
+        p.error("--head-dim must be even and at least 2")
+    if args.vocab < 2:
+        p.error("--vocab must be at least 2")
+    if not 1 <= args.offset < args.seq:
+        p.error(f"--offset must be in 1 .. --seq - 1 = {args.seq - 1} (the target is the token "
+                "offset positions earlier)")
+    if not args.lr > 0:
+        p.error("--lr must be > 0")
+    args.outdir.mkdir(parents=True, exist_ok=True)  # fail now, not after training
     torch.set_num_threads(1)
     runs = {}
     for rotate in ("rove", "rope"):

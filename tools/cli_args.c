@@ -45,19 +45,21 @@ void cli_print_usage(FILE *f) {
           "  bench [options]      quick sweep of causal prefill, RoVE vs plain RoPE, per ISA\n"
           "                       and thread count, as a markdown table (n = 256 .. max-n,\n"
           "                       head dim 64 and 128; the full suite is scripts/bench.sh)\n"
-          "      --max-n N        largest n (default 1024)\n"
+          "      --max-n N        largest n, 256 .. 16384: n doubles from 256 up to it\n"
+          "                       (scalar stops at 256; default 1024)\n"
           "      --heads H        heads (default 12)\n"
           "      --threads T      the multi-threaded rows' threads, 0 = default (default 0)\n"
-          "      --isa NAME       only this ISA (default: every one available)\n"
+          "      --isa NAME       only this ISA (default, and auto: every one available)\n"
           "      --runs R         interleaved RoVE/RoPE pairs per case, at least (short\n"
           "                       cases get more); medians reported (default 7)\n"
           "      --kv LIST        also a decode table: one step through KV caches stored as\n"
           "                       LIST, 'all' or comma-separated f32,bf16,f16,q8 (bench/'s\n"
           "                       decode_cache cases: heads x 64, n = 1024, 4096, ...\n"
           "                       max-kv; each type's output against an f32 cache's)\n"
-          "      --max-kv N       the decode table's largest n (default 16384)\n"
+          "      --max-kv N       the decode table's largest n (with --kv or --decode;\n"
+          "                       default 16384)\n"
           "      --decode         only the decode table (--kv defaults to all)\n"
-          "  help                 this text (also -h, --help)\n"
+          "  help [COMMAND]       this text (also -h, --help)\n"
           "  version              the version of librove (also --version)\n"
           "\n"
           "Exit status: 0 success, 1 a check failed or librove returned an error,\n"
@@ -111,7 +113,9 @@ double cli_kv_bytes_per_token(rove_dtype t, int32_t kv_heads, int32_t head_dim) 
 static int parse_dtypes(const char *s, uint32_t *mask) {
   char name[32];
   uint32_t m = 0;
-  if (strcmp(s, "all") == 0 || strcmp(s, "ALL") == 0) {
+  char low[4] = {0}; /* "all" in any case */
+  for (int i = 0; i < 3 && s[i]; i++) low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+  if (strlen(s) == 3 && strcmp(low, "all") == 0) {
     *mask = (1u << ROVE_DTYPE_COUNT) - 1u;
     return 0;
   }

@@ -211,6 +211,9 @@ static int bench_decode_row(const bench_opts *o, int32_t n, rove_dtype t, rove_i
 static int bench_decode(const bench_opts *o) {
   const int32_t width = o->heads * BENCH_DECODE_DIM;
   const size_t nkv = (size_t)o->max_kv * (size_t)width;
+  /* K and V as fp32, and the two caches of a type being timed (fp32 at most) */
+  if (cli_check_memory("bench", 6.0 * sizeof(float) * (double)nkv, "--heads or --max-kv") != 0)
+    return -1;
   bench_bufs b = {malloc(sizeof(float) * (size_t)width), malloc(sizeof(float) * nkv),
                   malloc(sizeof(float) * nkv), malloc(sizeof(float) * (size_t)width)};
   float *out = malloc(sizeof(float) * 2 * (size_t)width);
@@ -258,8 +261,8 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
   *o = (bench_opts){.max_n = 1024, .threads = 0, .runs = 7, .heads = 12, .isa = ROVE_ISA_AUTO,
                     .kv = 0, .max_kv = 16384};
   const cli_opt opts[] = {
-      {"--max-n", CLI_OPT_I32, &o->max_n, 64, 16384},
-      {"--threads", CLI_OPT_I32, &o->threads, 0, 1024},
+      {"--max-n", CLI_OPT_I32, &o->max_n, 256, 16384},
+      {"--threads", CLI_OPT_I32, &o->threads, 0, ROVE_MAX_THREADS},
       {"--runs", CLI_OPT_I32, &o->runs, 1, CLI_MAX_PAIRS},
       {"--heads", CLI_OPT_I32, &o->heads, 1, 256},
       {"--isa", CLI_OPT_ISA, &o->isa, 0, 0},

@@ -24,7 +24,7 @@ static int parse_check(int argc, char **argv, check_opts *o) {
   const cli_opt opts[] = {
       {"--isa", CLI_OPT_ISA, &o->isa, 0, 0},
       {"--quick", CLI_OPT_FLAG, &o->quick, 0, 0},
-      {"--threads", CLI_OPT_I32, &o->threads, 0, 4096},
+      {"--threads", CLI_OPT_I32, &o->threads, 0, ROVE_MAX_THREADS},
   };
   return cli_parse_opts("check", argc, argv, opts, sizeof opts / sizeof opts[0]);
 }

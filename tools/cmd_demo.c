@@ -41,7 +41,7 @@ static int parse_demo(int argc, char **argv, demo_opts *o) {
       {"--n", CLI_OPT_I32, &o->n, 1, 262144},
       {"--heads", CLI_OPT_I32, &o->heads, 1, 256},
       {"--dim", CLI_OPT_I32, &o->dim, 2, ROVE_MAX_HEAD_DIM},
-      {"--threads", CLI_OPT_I32, &o->threads, 0, 4096},
+      {"--threads", CLI_OPT_I32, &o->threads, 0, ROVE_MAX_THREADS},
       {"--runs", CLI_OPT_I32, &o->runs, 1, DEMO_MAX_RUNS},
       {"--seed", CLI_OPT_U64, &o->seed, 0, 0},
       {"--isa", CLI_OPT_ISA, &o->isa, 0, 0},

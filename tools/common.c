@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rove_oracle.h"
 
@@ -26,25 +27,22 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-double cli_median(const double *v, int n) {
-  double tmp[64];
-  if (n <= 0) return 0.0;
-  if (n > 64) n = 64;
-  memcpy(tmp, v, (size_t)n * sizeof(double));
-  qsort(tmp, (size_t)n, sizeof(double), cmp_double);
-  return (n & 1) ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
-}
-
+/* The q-quantile of all n values (a sorted copy; NaN if the copy cannot be made). */
 double cli_quantile(const double *v, int n, double q) {
-  double tmp[64];
   if (n <= 0) return 0.0;
-  if (n > 64) n = 64;
+  double *tmp = malloc((size_t)n * sizeof(double));
+  if (!tmp) return NAN;
   memcpy(tmp, v, (size_t)n * sizeof(double));
   qsort(tmp, (size_t)n, sizeof(double), cmp_double);
   const double pos = (q < 0.0 ? 0.0 : q > 1.0 ? 1.0 : q) * (n - 1);
   const int i = (int)pos;
-  return i + 1 < n ? tmp[i] + (pos - i) * (tmp[i + 1] - tmp[i]) : tmp[n - 1];
+  const double r = i + 1 < n ? tmp[i] + (pos - i) * (tmp[i + 1] - tmp[i]) : tmp[n - 1];
+  free(tmp);
+  return r;
 }
+
+/* The median of all n values (the mean of the middle two for even n). */
+double cli_median(const double *v, int n) { return cli_quantile(v, n, 0.5); }
 
 static int time_one(cli_run_fn run, void *ctx, int which, double *wall, double *cpu) {
   const double t0 = cli_now_ms(), c0 = cli_cpu_ms();
@@ -153,4 +151,14 @@ double cli_lse_err(const float *lse, const double *ref, int64_t n) {
     err = fmax(err, fabs(l - ref[i]) / fmax(1.0, fabs(ref[i])));
   }
   return err;
+}
+
+int cli_check_memory(const char *cmd, double bytes, const char *shrink) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0; /* unknown: let the allocations decide */
+  const double have = (double)pages * (double)page;
+  if (bytes <= 0.8 * have) return 0;
+  fprintf(stderr, "rove %s: this run needs about %.1f GB of memory, this machine has %.1f GB; "
+          "use smaller %s\n", cmd, bytes / 1e9, have / 1e9, shrink);
+  return -1;
 }

@@ -68,6 +68,10 @@ double cli_kv_bytes_per_token(rove_dtype t, int32_t kv_heads, int32_t head_dim);
 double cli_now_ms(void);                 /* CLOCK_MONOTONIC, milliseconds */
 double cli_cpu_ms(void);                 /* CLOCK_PROCESS_CPUTIME_ID (all threads), ms */
 double cli_median(const double *v, int n); /* n >= 1; v is not modified */
+/* 0 if a run needing about `bytes` of memory fits this machine (at most 80 % of its
+ * physical memory); else prints "rove CMD: needs about ... (what to shrink)" and returns
+ * -1, so that a large shape is refused instead of being killed by the kernel midway. */
+int cli_check_memory(const char *cmd, double bytes, const char *shrink);
 /* The q-quantile (0 <= q <= 1, linear between order statistics) of v[0..n-1], n <= 64. */
 double cli_quantile(const double *v, int n, double q);
 

@@ -90,6 +90,10 @@ static int make_data(const demo_decoder_opts *o, dec_data *d) {
   d->runs = o->kv != ROVE_DTYPE_F32 ? DEC_RUNS : 2;
   const size_t wbytes = sizeof(float) * (size_t)(d->dm * d->dm);
   const size_t xbytes = sizeof(float) * (size_t)(d->total * d->dm);
+  if (cli_check_memory("demo", (double)DEC_LAYERS * 4 * (double)wbytes +
+                                   (2.0 * d->runs + 2) * (double)xbytes * 2, /* + caches */
+                       "--heads, --dim, --prompt or --steps") != 0)
+    return -2;
   cli_rng rng;
   cli_rng_seed(&rng, o->seed ^ 0x9e3779b97f4a7c15ull);
   for (int l = 0; l < DEC_LAYERS; l++)
@@ -420,8 +424,9 @@ static void print_typed_diff(const demo_decoder_opts *o, const dec_data *d) {
 
 int demo_decoder(const demo_decoder_opts *o) {
   dec_data d = {0};
-  if (make_data(o, &d) != 0) {
-    fprintf(stderr, "rove demo: out of memory for the toy decoder\n");
+  const int made = make_data(o, &d);
+  if (made != 0) {
+    if (made == -1) fprintf(stderr, "rove demo: out of memory for the toy decoder\n");
     free_data(&d);
     return CLI_EXIT_FAIL;
   }

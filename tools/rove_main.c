@@ -7,13 +7,15 @@
 #include "common.h"
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    cli_print_usage(stdout);
-    return CLI_EXIT_OK;
-  }
+  static const char *const commands[] = {"info", "demo", "check", "bench", "version"};
+  if (argc < 2) return cli_usage_error(NULL, "no command"); /* an error, as for a bad one */
   const char *cmd = argv[1];
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
-    if (argc > 2) return cli_usage_error("help", "unexpected argument '%s'", argv[2]);
+    /* `rove help CMD`: the one usage text covers every command */
+    int known = argc == 2;
+    for (size_t i = 0; argc == 3 && i < sizeof commands / sizeof commands[0]; i++)
+      known |= strcmp(argv[2], commands[i]) == 0;
+    if (argc > 3 || !known) return cli_usage_error("help", "unexpected argument '%s'", argv[2]);
     cli_print_usage(stdout);
     return CLI_EXIT_OK;
   }

@@ -44,3 +44,14 @@ def test_train_example_learns(tmp_path):
         assert float(m.group(2)) < 0.9 * float(m.group(1)), out
     rows = (tmp_path / "train_rove_gpt.tsv").read_text().splitlines()
     assert len(rows) == 61 and rows[0].startswith("#"), rows[:3]
+
+
+def test_examples_refuse_bad_arguments():
+    """Arguments the examples cannot honour are usage errors (exit 2, the reason named),
+    before any work: an offset past the sequence once trained on nothing and printed nan."""
+    for script, args, says in (("train_rove_gpt.py", ["--seq", "32", "--offset", "32"], "--offset"),
+                               ("train_rove_gpt.py", ["--steps", "0"], "--steps"),
+                               ("hf_rove.py", ["--new", "0"], "--new")):
+        r = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and says in r.stderr, (script, args, r.returncode, r.stderr)
