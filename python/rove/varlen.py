@@ -187,9 +187,9 @@ def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles):
         class VarlenFunction(torch.autograd.Function):
             @staticmethod
             def forward(ctx, q, k, v, qa, ka, plan, cq, ck, q_pos, kv_pos):
+                bare = lambda a: a.detach() if _tensor.is_torch(a) else a  # noqa: E731
                 out, lse = _varlen(plan, q.detach(), k.detach(), v.detach(), cq, ck, q_pos,
-                                   kv_pos, None if qa is None else qa.detach(),
-                                   None if ka is None else ka.detach(), True)
+                                   kv_pos, bare(qa), bare(ka), True)
                 # angles saved as tensors: autograd refuses a backward after an in-place
                 # edit of them (q_pos / kv_pos are private copies: _flat_positions)
                 ctx.save_for_backward(q, k, v, out, lse, qa, ka)

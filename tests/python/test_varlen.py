@@ -310,3 +310,23 @@ def test_empty_tensors_and_negated_out_views():
     neg4 = torch._neg_view(buf4)
     rove.attention(q[None], k[None], k[None], out=neg4)
     assert torch.equal(neg4, rove.attention(q[None], k[None], k[None]))
+
+
+def test_numpy_angles_under_autograd():
+    """numpy angles beside torch q that requires grad: float64 works (and matches the
+    torch angles' gradients), another dtype is the forward's TypeError."""
+    g = np.random.default_rng(6)
+    q, k, v, cq, ck = _packed(g)
+    qa = g.uniform(-9, 9, (q.shape[0], 2, 16))
+    ka = g.uniform(-9, 9, (k.shape[0], 2, 16))
+    grads = []
+    for make in (lambda a: a, torch.from_numpy):
+        tq = torch.tensor(q, requires_grad=True)
+        rove.attention_varlen(tq, torch.tensor(k), torch.tensor(v), cq, ck, q_angles=make(qa),
+                              kv_angles=make(ka)).square().sum().backward()
+        grads.append(tq.grad)
+    assert torch.equal(grads[0], grads[1])
+    with pytest.raises(TypeError, match="float64"):
+        rove.attention_varlen(torch.tensor(q, requires_grad=True), torch.tensor(k),
+                              torch.tensor(v), cq, ck, q_angles=qa.astype(np.float32),
+                              kv_angles=ka.astype(np.float32))
