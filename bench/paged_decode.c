@@ -13,6 +13,10 @@
  *   paged/B     one rove_paged_cache_attention call over all 32 sequences, blocks of B
  *               tokens (B = 16384: one block per sequence, the contiguous layout through
  *               the paged path), filled in interleaved chunks so that blocks scatter
+ *   tmajor/B    (PAGED_TOKEN_MAJOR=1 only) one rove_paged_attention call over a copy of
+ *               paged/B's pool in flash-attn's token-major order ([n_blocks][block_size]
+ *               [n_kv_heads][head_dim], ROVE_PAGED_TOKEN_MAJOR, on 2 MB pages), the
+ *               cache's block tables passed in; not for q8
  * All caches hold the same tokens; K and V together are far larger than the L3, so
  * every call reads them from DRAM. Prints each median, GB/s of K+V bytes as stored, and
  * % of the read reference. */
@@ -138,6 +142,35 @@ int main(int argc, char **argv) {
   if (!buf || !buf4k) return 1;
   for (size_t i = 0; i < words; i++) buf[i] = i, buf4k[i] = i;
   double t_read[ROUNDS], t_read4k[ROUNDS], t_cont[ROUNDS], t_paged[MAXB][ROUNDS];
+  /* token-major copies of each pool (PAGED_TOKEN_MAJOR=1) and the tables to read them */
+  const int tmaj = getenv("PAGED_TOKEN_MAJOR") && atoi(getenv("PAGED_TOKEN_MAJOR")) &&
+                   type != ROVE_DTYPE_Q8;
+  double t_tm[MAXB][ROUNDS];
+  rove_paged_kv tm[MAXB];
+  int32_t *tabs[MAXB] = {NULL}, maxb[MAXB] = {0};
+  for (int b = 0; tmaj && b < nb; b++) {
+    rove_paged_kv hm;
+    CHECK(rove_paged_cache_view(pc[b], &hm));
+    const size_t es = type == ROVE_DTYPE_F32 ? 4 : 2, row = es * (size_t)d;
+    const size_t pool = (size_t)hm.n_blocks * (size_t)bsz[b] * (size_t)Hkv * row;
+    char *tk = bench_alloc_huge(pool), *tv = bench_alloc_huge(pool);
+    if (!tk || !tv) return 1;
+    for (size_t bl = 0; bl < (size_t)hm.n_blocks; bl++)
+      for (size_t h = 0; h < (size_t)Hkv; h++)
+        for (size_t r = 0; r < (size_t)bsz[b]; r++) {
+          const size_t src = ((bl * Hkv + h) * bsz[b] + r) * row, dst = ((bl * bsz[b] + r) * Hkv + h) * row;
+          memcpy(tk + dst, (const char *)hm.k + src, row);
+          memcpy(tv + dst, (const char *)hm.v + src, row);
+        }
+    tm[b] = hm;
+    tm[b].k = tk, tm[b].v = tv, tm[b].layout = ROVE_PAGED_TOKEN_MAJOR;
+    maxb[b] = 16384 / bsz[b] + 1;
+    tabs[b] = malloc(sizeof(int32_t) * (size_t)NS * (size_t)maxb[b]);
+    for (int s = 0; s < NS; s++) {
+      int32_t got;
+      CHECK(rove_paged_seq_block_table(pc[b], ids[b][s], tabs[b] + s * maxb[b], maxb[b], &got));
+    }
+  }
   uint64_t sink = 0;
   rove_paged_args a;
   memset(&a, 0, sizeof a);
@@ -161,6 +194,12 @@ int main(int argc, char **argv) {
       t0 = bench_now();
       CHECK(rove_paged_cache_attention(pc[b], ids[b], &a));
       if (r >= 0) t_paged[b][r] = bench_now() - t0;
+      if (!tmaj) continue;
+      rove_paged_args e = a;
+      e.seq_lens = len, e.block_tables = tabs[b], e.max_blocks = maxb[b];
+      t0 = bench_now();
+      CHECK(rove_paged_attention(p, &tm[b], &e));
+      if (r >= 0) t_tm[b][r] = bench_now() - t0;
     }
   }
   const double rd = bench_median(t_read, ROUNDS);
@@ -181,9 +220,15 @@ int main(int argc, char **argv) {
     snprintf(name, sizeof name, "paged/%d", bsz[b]);
     printf("%-14s %10.3f %8.2f %8.1f   (paged / contiguous %.3f)\n", name, pt * 1e3, bytes / pt * 1e-9,
            100.0 * rd / pt, pt / ct);
+    if (!tmaj) continue;
+    const double tt = bench_median(t_tm[b], ROUNDS);
+    snprintf(name, sizeof name, "tmajor/%d", bsz[b]);
+    printf("%-14s %10.3f %8.2f %8.1f   (paged / contiguous %.3f)\n", name, tt * 1e3, bytes / tt * 1e-9,
+           100.0 * rd / tt, tt / ct);
   }
   for (int s = 0; s < NS; s++) rove_kv_cache_destroy(kc[s]);
   for (int b = 0; b < nb; b++) rove_paged_cache_destroy(pc[b]);
+  for (int b = 0; tmaj && b < nb; b++) free((void *)tm[b].k), free((void *)tm[b].v), free(tabs[b]);
   free(k), free(v), free(q), free(out), free(buf), free(buf4k);
   rove_plan_destroy(p);
   return 0;

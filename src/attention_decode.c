@@ -242,6 +242,7 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
 static int rows_heads_walk(const rove_fwd *f, int64_t rows) {
   const int32_t ty = f->k_type, d = (int32_t)f->p->cfg.head_dim;
   return f->p->kern->attn_rows_heads && !f->p->rows_paced && ty == f->v_type &&
+         f->kv_hstride >= f->ks && /* head-major: a token-major pool keeps per-head calls */
          (ty == ROVE_DTYPE_BF16 || ty == ROVE_DTYPE_F16) && rows == 1 && (d <= 64 || d == 128);
 }
 

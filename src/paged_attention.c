@@ -23,6 +23,10 @@ rove_status rove_paged_check_pool(const rove_plan *p, const rove_paged_kv *kv,
       kv->type >= ROVE_DTYPE_COUNT)
     return ROVE_ERR_INVALID_ARGUMENT;
   if (kv->type == ROVE_DTYPE_Q8 && (!kv->k_scale || !kv->v_scale)) return ROVE_ERR_INVALID_ARGUMENT;
+  if (kv->layout != ROVE_PAGED_HEAD_MAJOR && kv->layout != ROVE_PAGED_TOKEN_MAJOR)
+    return ROVE_ERR_INVALID_ARGUMENT;
+  /* the row kernels take a Q8 row's scales as contiguous per KV head's rows */
+  if (kv->layout == ROVE_PAGED_TOKEN_MAJOR && kv->type == ROVE_DTYPE_Q8) return ROVE_ERR_UNSUPPORTED;
   int64_t elems;
   if (!rove_mul_i64((int64_t)kv->n_blocks * kv->block_size, (int64_t)p->cfg.n_kv_heads * p->cfg.head_dim,
                     &elems) ||
@@ -129,7 +133,11 @@ rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const ro
     b->out_stride = a->out_stride;
     b->q_pos = (a->q_pos ? a->q_pos : qpos) + q0;
     b->q_angles = a->q_angles ? a->q_angles + q0 * aw : NULL;
-    views[s] = (rove_kv_view){.k = kv->k, .v = kv->v, .hstride = bs * d, .tstride = d,
+    /* head h's row r of a block: head-major at h bs d + r d, token-major at h d + r Hkv d */
+    const int tm = kv->layout == ROVE_PAGED_TOKEN_MAJOR;
+    const int64_t hkv = p->cfg.n_kv_heads;
+    views[s] = (rove_kv_view){.k = kv->k, .v = kv->v, .hstride = tm ? d : bs * d,
+                              .tstride = tm ? hkv * d : d,
                               .type = kv->type, .kscale = kv->k_scale, .vscale = kv->v_scale,
                               .len = (int32_t)len, .pos = kp, .pos_bstride = len,
                               .blocks = tables[s], .block_shift = shift,

@@ -99,7 +99,7 @@ rove_status rove_paged_cache_view(const rove_paged_cache *c, rove_paged_kv *out)
   if (!c || !out) return ROVE_ERR_INVALID_ARGUMENT;
   *out = (rove_paged_kv){.k = c->k, .v = c->v, .k_scale = c->kscale, .v_scale = c->vscale,
                          .pos = c->pos, .type = (rove_dtype)c->type, .block_size = c->bs,
-                         .n_blocks = c->n_blocks};
+                         .n_blocks = c->n_blocks, .layout = ROVE_PAGED_HEAD_MAJOR};
   return ROVE_OK;
 }
 

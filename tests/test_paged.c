@@ -191,6 +191,36 @@ static void run_case(const pcase *c, int n, const int32_t *len, const int32_t *n
   assert_int_equal(rove_paged_attention(p, &kv, &e), ROVE_OK);
   assert_memory_equal(ext, out, sizeof(float) * (size_t)(tq * wq));
   assert_memory_equal(else_, lse, sizeof(float) * (size_t)(tq * c->H));
+  /* the same pool token-major (flash-attn's order, read in place): the same bits; Q8 pools
+   * are refused that way */
+  {
+    const size_t es = c->type == ROVE_DTYPE_F32 ? 4 : c->type == ROVE_DTYPE_Q8 ? 1 : 2;
+    const size_t row = es * (size_t)c->d;
+    const size_t bytes = (size_t)kv.n_blocks * (size_t)c->bs * (size_t)c->Hkv * row;
+    char *tk = malloc(bytes), *tv = malloc(bytes);
+    assert_true(tk && tv);
+    for (int64_t b = 0; b < kv.n_blocks; b++)
+      for (int64_t h = 0; h < c->Hkv; h++)
+        for (int64_t r = 0; r < c->bs; r++) {
+          const size_t hm = (size_t)(((b * c->Hkv + h) * c->bs + r)) * row;
+          const size_t tmo = (size_t)(((b * c->bs + r) * c->Hkv + h)) * row;
+          memcpy(tk + tmo, (const char *)kv.k + hm, row);
+          memcpy(tv + tmo, (const char *)kv.v + hm, row);
+        }
+    rove_paged_kv tm = kv;
+    tm.k = tk, tm.v = tv, tm.layout = ROVE_PAGED_TOKEN_MAJOR;
+    memset(ext, 0, sizeof(float) * (size_t)(tq * wq));
+    if (c->type == ROVE_DTYPE_Q8) {
+      assert_int_equal(rove_paged_attention(p, &tm, &e), ROVE_ERR_UNSUPPORTED);
+    } else {
+      assert_int_equal(rove_paged_attention(p, &tm, &e), ROVE_OK);
+      assert_memory_equal(ext, out, sizeof(float) * (size_t)(tq * wq));
+      assert_memory_equal(else_, lse, sizeof(float) * (size_t)(tq * c->H));
+    }
+    tm.layout = 2;
+    assert_int_equal(rove_paged_attention(p, &tm, &e), ROVE_ERR_INVALID_ARGUMENT);
+    free(tk), free(tv);
+  }
   free(out), free(lse), free(ref), free(rlse), free(ext), free(else_);
   unbuild(&w);
   rove_plan_destroy(p);

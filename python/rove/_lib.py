@@ -32,6 +32,7 @@ ROTATE_ROVE = ROTATE_ROPE | ROTATE_V | ROTATE_O
 MAX_HEAD_DIM = 1024
 DTYPE_F32, DTYPE_BF16, DTYPE_F16, DTYPE_Q8 = range(4)  # rove_dtype (names: DTYPE_BY_NAME)
 Q8_BLOCK = 32  # ROVE_Q8_BLOCK
+PAGED_HEAD_MAJOR, PAGED_TOKEN_MAJOR = 0, 1  # rove_paged_layout
 CPU_FEATURES = {  # bit -> name, as rove_cpu_features() reports them
     1 << 0: "avx2", 1 << 1: "fma", 1 << 2: "avx512f", 1 << 3: "avx512dq",
     1 << 4: "avx512vl", 1 << 5: "avx512bw", 1 << 6: "avx512bf16", 1 << 8: "neon",
@@ -130,11 +131,12 @@ class AttentionGrads(Structure):
 
 
 class PagedKV(Structure):
-    """rove_paged_kv: a block pool, k / v [n_blocks][n_kv_heads][block_size][head_dim] of
-    ``type``, Q8 scales, the positions [n_blocks][block_size] (or NULL)."""
+    """rove_paged_kv: a block pool, k / v [n_blocks][n_kv_heads][block_size][head_dim]
+    (layout 0) or [n_blocks][block_size][n_kv_heads][head_dim] (layout 1) of ``type``, Q8
+    scales, the positions [n_blocks][block_size] (or NULL)."""
     _fields_ = [("k", c_void_p), ("v", c_void_p), ("k_scale", c_void_p), ("v_scale", c_void_p),
                 ("pos", c_void_p), ("type", c_enum), ("block_size", c_int32),
-                ("n_blocks", c_int32)]
+                ("n_blocks", c_int32), ("layout", c_int32)]
 
 
 class PagedArgs(Structure):

@@ -466,7 +466,8 @@ def _dense(x, name, shape=None, dtype=None):
 
 def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None, *,
                     plan=None, pos_pool=None, k_scale=None, v_scale=None, dtype=None,
-                    q_pos=None, q_angles=None, return_lse=False, **options):
+                    q_pos=None, q_angles=None, return_lse=False, layout="head_major",
+                    **options):
     """Attention of packed query rows over an engine's own block pool
     (rove_paged_attention; the layout of this module's docstring), one call for all
     sequences.
@@ -486,10 +487,11 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     rove.Plan (rotate=, causal=, rope=, ...). q_pos, q_angles, return_lse and the result
     as PagedKVCache.attention.
 
-    Note for flash-attn and vLLM users: their caches are [num_blocks, block_size,
-    n_kv_heads, head_dim] (token-major); this pool is head-major. Such a pool can pass
-    every shape check here (block_size and n_kv_heads swapped) and give a wrong answer:
-    hand in ``pool.transpose(1, 2).contiguous()`` (a copy) or keep the pool head-major.
+    ``layout="token_major"`` reads pools of [n_blocks, block_size, n_kv_heads, head_dim]
+    in place: flash-attn's ``flash_attn_with_kvcache`` and vLLM's CPU caches (float32,
+    bfloat16, float16; not q8). The same values give the same bits in either layout.
+    Name it: with the default "head_major" such a pool can pass every shape check
+    (block_size and n_kv_heads swapped) and give a wrong answer.
     """
     pt = plan if isinstance(plan, Plan) else None
     vq, ts = _queries(q, *((pt.n_heads, pt.head_dim) if pt else ()))
@@ -497,8 +499,15 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     kobj, kp, t = _dense(k_pool, "k_pool")
     if len(k_pool.shape) != 4 or k_pool.shape[3] != D:
         raise ValueError(f"k_pool has shape {tuple(k_pool.shape)}; expected [n_blocks, "
-                         f"n_kv_heads, block_size, head_dim={D}]")
-    nb, Hk, bs, _ = shape = tuple(k_pool.shape)
+                         + ("block_size, n_kv_heads" if layout == "token_major" else
+                            "n_kv_heads, block_size") + f", head_dim={D}]")
+    if layout not in ("head_major", "token_major"):
+        raise ValueError(f"layout must be 'head_major' or 'token_major' (got {layout!r})")
+    tm = layout == "token_major"
+    if tm:
+        nb, bs, Hk, _ = shape = tuple(k_pool.shape)
+    else:
+        nb, Hk, bs, _ = shape = tuple(k_pool.shape)
     if nb <= 0:
         raise ValueError("k_pool has no blocks")
     _int32("n_blocks", nb)
@@ -511,7 +520,10 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
                         ": one storage type for all")
     if (pt is None and (Hk <= 0 or H % Hk)) or (pt and Hk != pt.n_kv_heads):
         raise ValueError(f"k_pool has {Hk} KV heads for {H} query heads")
-    kv = _lib.PagedKV(k=kp, v=vp, type=t, block_size=bs, n_blocks=nb)
+    if tm and t == _Q8:
+        raise _lib.RoveUnsupported("rove_paged_attention", _lib.ERR_UNSUPPORTED,
+                              "a q8 pool is read head-major only")
+    kv = _lib.PagedKV(k=kp, v=vp, type=t, block_size=bs, n_blocks=nb, layout=_lib.PAGED_TOKEN_MAJOR if tm else _lib.PAGED_HEAD_MAJOR)
     if (t == _Q8) != (k_scale is not None or v_scale is not None) or (
             t == _Q8 and (k_scale is None or v_scale is None)):
         raise ValueError("a q8 pool takes k_scale and v_scale (both), other types neither")

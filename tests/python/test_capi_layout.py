@@ -39,10 +39,12 @@ CONSTANTS = {
     "ROVE_DTYPE_F16": L.DTYPE_F16, "ROVE_DTYPE_Q8": L.DTYPE_Q8,
     "ROVE_DTYPE_COUNT": L.DTYPE_COUNT,  # the binding's table is read from rove_dtype_name
     "ROVE_Q8_BLOCK": L.Q8_BLOCK,
+    "ROVE_PAGED_HEAD_MAJOR": L.PAGED_HEAD_MAJOR,
+    "ROVE_PAGED_TOKEN_MAJOR": L.PAGED_TOKEN_MAJOR,
 }
 CONSTANTS.update({f"ROVE_CPU_{n.upper()}": b for b, n in L.CPU_FEATURES.items()})
 ENUMS = ["rove_status", "rove_isa", "rove_pairing", "rove_scaling", "rove_rotary_placement",
-         "rove_dtype"]
+         "rove_dtype", "rove_paged_layout"]
 
 
 @pytest.fixture(scope="module")

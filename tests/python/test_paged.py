@@ -316,6 +316,19 @@ def test_paged_attention_over_the_view_equals_the_cache(rng, dtype):
     again = rove.paged_attention(q, pool.k, pool.v, tables, LENS, cu, plan=plan,
                                  pos_pool=pool.pos, k_scale=pool.k_scale, v_scale=pool.v_scale)
     assert np.array_equal(again, want)
+    # flash-attn's token-major order [n_blocks, block_size, n_kv_heads, head_dim], read in
+    # place: the same bits (q8 is refused that way)
+    tk, tv = (np.ascontiguousarray(x.transpose(0, 2, 1, 3)) for x in (pool.k, pool.v))
+    kw = dict(plan=plan, pos_pool=pool.pos, dtype=dtype, return_lse=True, layout="token_major")
+    if dtype == "q8":
+        with pytest.raises(rove.RoveUnsupported):
+            rove.paged_attention(q, tk, tv, tables, LENS, cu, k_scale=pool.k_scale,
+                                 v_scale=pool.v_scale, **kw)
+    else:
+        got, lse = rove.paged_attention(q, tk, tv, tables, LENS, cu, **kw)
+        assert np.array_equal(got, want) and np.array_equal(lse, want_lse)
+        with pytest.raises(ValueError, match="layout"):
+            rove.paged_attention(q, tk, tv, tables, LENS, cu, plan=plan, layout="thd")
 
 
 def test_bad_block_tables(rng):
