@@ -139,6 +139,29 @@ static void attend(world *w, const rove_plan *p, const rove_attention_config *rc
     if (st == ROVE_OK) {
       FZ_CHECK(H, memcmp(out, out2, (size_t)(cu[n] * wq) * 4) == 0, "caller's tables != cache (out)");
       FZ_CHECK(H, memcmp(lse, lse2, (size_t)(cu[n] * rc->n_heads) * 4) == 0, "caller's tables != cache (lse)");
+      /* the same pool token-major (flash-attn's order): the same bits, or refused for Q8 */
+      const size_t es = kv.type == ROVE_DTYPE_F32 ? 4 : kv.type == ROVE_DTYPE_Q8 ? 1 : 2;
+      const size_t row = es * (size_t)rc->head_dim, nkv = (size_t)rc->n_kv_heads;
+      const size_t bs = (size_t)kv.block_size, pool = (size_t)kv.n_blocks * bs * nkv * row;
+      char *tk = fz_alloc(pool), *tv = fz_alloc(pool);
+      for (size_t b = 0; b < (size_t)kv.n_blocks; b++)
+        for (size_t h = 0; h < nkv; h++)
+          for (size_t r = 0; r < bs; r++) {
+            memcpy(tk + ((b * bs + r) * nkv + h) * row, (const char *)kv.k + ((b * nkv + h) * bs + r) * row, row);
+            memcpy(tv + ((b * bs + r) * nkv + h) * row, (const char *)kv.v + ((b * nkv + h) * bs + r) * row, row);
+          }
+      rove_paged_kv tm = kv;
+      tm.k = tk, tm.v = tv, tm.layout = ROVE_PAGED_TOKEN_MAJOR;
+      const rove_status stm = rove_paged_attention(p, &tm, &a);
+      fz_check_status(H, stm);
+      if (kv.type == ROVE_DTYPE_Q8) {
+        FZ_CHECK(H, stm == ROVE_ERR_UNSUPPORTED, "a token-major Q8 pool accepted");
+      } else {
+        FZ_CHECK(H, stm == ROVE_OK, "a token-major pool refused");
+        FZ_CHECK(H, memcmp(out, out2, (size_t)(cu[n] * wq) * 4) == 0, "token-major != head-major (out)");
+        FZ_CHECK(H, memcmp(lse, lse2, (size_t)(cu[n] * rc->n_heads) * 4) == 0, "token-major != head-major (lse)");
+      }
+      free(tk), free(tv);
     }
   }
   free(q), free(qp), free(out), free(lse), free(out2), free(lse2);
