@@ -37,7 +37,7 @@ extern "C" {
 /** @name Version */
 /**@{*/
 #define ROVE_VERSION_MAJOR 0
-#define ROVE_VERSION_MINOR 2
+#define ROVE_VERSION_MINOR 3
 #define ROVE_VERSION_PATCH 0
 /** Encoded as major*10000 + minor*100 + patch. */
 #define ROVE_VERSION (ROVE_VERSION_MAJOR * 10000 + ROVE_VERSION_MINOR * 100 + ROVE_VERSION_PATCH)
@@ -708,8 +708,8 @@ ROVE_API rove_status rove_kv_cache_positions(const rove_kv_cache *c, int32_t *po
  *   v_scale   rove_q8_blocks = ceil(head_dim / ROVE_Q8_BLOCK)
  *   pos       [n_blocks][block_size] int32: the position of each stored token
  * That is the head-major layout (ROVE_PAGED_HEAD_MAJOR, the default and librove's own
- * pool). flash-attn's and vLLM's CPU caches are token-major, and are read in place with
- * layout = ROVE_PAGED_TOKEN_MAJOR:
+ * pool; FlashInfer's "HND"). flash-attn's caches (and FlashInfer's "NHD") are token-major,
+ * and are read in place with layout = ROVE_PAGED_TOKEN_MAJOR:
  *   k, v      [n_blocks][block_size][n_kv_heads][head_dim] elements of `type` (F32, BF16,
  *             F16; a token-major Q8 pool is ROVE_ERR_UNSUPPORTED)
  *   pos       [n_blocks][block_size] int32, as above

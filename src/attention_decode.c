@@ -186,10 +186,13 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
       const char *pk = rove_fwd_raw(f->k, f->k_type, rove_fwd_kelem(f, b, kvh, ahead));
       const char *pv = rove_fwd_raw(f->v, f->v_type, rove_fwd_velem(f, b, kvh, ahead));
       const int64_t m = j1 - ahead < bs ? j1 - ahead : bs;
-      for (int64_t x = 0; x < m * row_bytes; x += 64) {
-        __builtin_prefetch(pk + x, 0, 3);
-        __builtin_prefetch(pv + x, 0, 3);
-      }
+      /* the block's rows of this KV head: contiguous (head-major) or ks elements apart */
+      const int64_t rs = f->ks * rove_dtype_size(f->k_type);
+      for (int64_t r = 0; r < (rs == row_bytes ? 1 : m); r++)
+        for (int64_t x = 0; x < (rs == row_bytes ? m : 1) * row_bytes; x += 64) {
+          __builtin_prefetch(pk + r * rs + x, 0, 3);
+          __builtin_prefetch(pv + r * rs + x, 0, 3);
+        }
     }
     rows_piece(f, t, b, kvh, j, j + n, cls, 0, 0);
   }

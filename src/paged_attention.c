@@ -3,7 +3,9 @@
  *
  * Sequence s is the batch-1 KV-cache call over its own keys: a view (rove_kv_view) whose
  * token j lives in block table[j / block_size], row j % block_size, of the pool laid out
- * [n_blocks][n_kv_heads][block_size][head_dim]. The attention driver reads keys through
+ * [n_blocks][n_kv_heads][block_size][head_dim] (head-major), or [n_blocks][block_size]
+ * [n_kv_heads][head_dim] (token-major: the view's head and token strides swapped). The
+ * attention driver reads keys through
  * rove_fwd_kelem / rove_fwd_run_len, so the row kernel reads each block's rows in place
  * (calls split at block boundaries) and the tile paths gather them block by block: no
  * copy of K or V. The positions of a sequence's keys are gathered into one int32 array

@@ -397,3 +397,9 @@ def dtype_parse(name: str):
     return out.value if lib.rove_dtype_parse(raw, ctypes.byref(out)) == OK else None
 
 VERSION = lib.rove_version_string().decode()
+# The structs above mirror rove.h of 0.3 (rove_paged_kv.layout is new there): an older
+# librove (ROVE_LIBRARY pointing at an old build) would read them wrongly, silently.
+MIN_LIBRARY = (0, 3)
+if tuple(int(x) for x in VERSION.split(".")[:2]) < MIN_LIBRARY:
+    raise ImportError(f"the loaded librove is {VERSION} ({LIBRARY_PATH}); this package needs "
+                      f"{MIN_LIBRARY[0]}.{MIN_LIBRARY[1]} or newer")

@@ -488,10 +488,13 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     as PagedKVCache.attention.
 
     ``layout="token_major"`` reads pools of [n_blocks, block_size, n_kv_heads, head_dim]
-    in place: flash-attn's ``flash_attn_with_kvcache`` and vLLM's CPU caches (float32,
-    bfloat16, float16; not q8). The same values give the same bits in either layout.
-    Name it: with the default "head_major" such a pool can pass every shape check
-    (block_size and n_kv_heads swapped) and give a wrong answer.
+    in place: flash-attn's ``flash_attn_with_kvcache`` order and FlashInfer's "NHD"
+    (float32, bfloat16, float16; not q8); the default "head_major" is FlashInfer's "HND".
+    The same values give the same bits in either layout. The layout must be named right:
+    a pool given with the other layout can pass every shape check (block_size and
+    n_kv_heads read swapped) and give a wrong answer. Pass ``plan=`` (its n_kv_heads is
+    then checked against the pool) or ``pos_pool`` to catch most such mistakes; when
+    n_kv_heads == block_size nothing can.
     """
     pt = plan if isinstance(plan, Plan) else None
     vq, ts = _queries(q, *((pt.n_heads, pt.head_dim) if pt else ()))
