@@ -715,8 +715,9 @@ ROVE_API rove_status rove_kv_cache_positions(const rove_kv_cache *c, int32_t *po
  *   pos       [n_blocks][block_size] int32, as above
  * The same values give the same bits in either layout; the row kernel then reads one
  * head's rows n_kv_heads * head_dim elements apart instead of contiguous (session 26, Zen
- * 4, one thread, 32 sequences: fp32 12 x 64 blocks of 16 1.09x the contiguous cache's
- * time, of 64 0.95x; 32:8 x 128 1.05-1.06x; bf16 12 x 64 1.14-1.22x).
+ * 4, 32 sequences, blocks of 16-64, the contiguous cache's time: fp32 12 x 64 1.06-1.12x
+ * on one thread and 1.03-1.06x on two, 32:8 x 128 1.04-1.11x, bf16 12 x 64 1.15-1.16x,
+ * where head-major pools take 0.91-1.07x; BENCHMARKS.md).
  * Token t of a sequence with block table bt lives in block bt[t / block_size], row
  * t % block_size. A block may appear in the tables of several sequences (a shared prefix)
  * but at most once in each. Speed: decode reads a pool at scattered blocks, so an engine's
