@@ -186,10 +186,12 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
       const char *pk = rove_fwd_raw(f->k, f->k_type, rove_fwd_kelem(f, b, kvh, ahead));
       const char *pv = rove_fwd_raw(f->v, f->v_type, rove_fwd_velem(f, b, kvh, ahead));
       const int64_t m = j1 - ahead < bs ? j1 - ahead : bs;
-      /* the block's rows of this KV head: contiguous (head-major) or ks elements apart */
-      const int64_t rs = f->ks * rove_dtype_size(f->k_type);
-      for (int64_t r = 0; r < (rs == row_bytes ? 1 : m); r++)
-        for (int64_t x = 0; x < (rs == row_bytes ? m : 1) * row_bytes; x += 64) {
+      /* the block's m rows of this KV head, rs bytes apart: one piece when contiguous
+       * (head-major), else row by row (token-major) */
+      const int64_t rs = f->ks * rove_dtype_size(f->k_type), dense = rs == row_bytes;
+      const int64_t pieces = dense ? 1 : m, bytes = dense ? m * row_bytes : row_bytes;
+      for (int64_t r = 0; r < pieces; r++)
+        for (int64_t x = 0; x < bytes; x += 64) {
           __builtin_prefetch(pk + r * rs + x, 0, 3);
           __builtin_prefetch(pv + r * rs + x, 0, 3);
         }

@@ -117,6 +117,9 @@ rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const ro
   const int64_t d = p->cfg.head_dim, bs = kv->block_size, H = p->cfg.n_heads;
   const int64_t qs = a->q_stride ? a->q_stride : H * d, os = a->out_stride ? a->out_stride : H * d;
   const int64_t aw = (int64_t)p->cfg.n_kv_heads * p->half;
+  /* head h's row r of a block: head-major at h bs d + r d, token-major at h d + r Hkv d */
+  const int tm = kv->layout == ROVE_PAGED_TOKEN_MAJOR;
+  const int64_t hkv = p->cfg.n_kv_heads;
   int64_t at = 0;
   for (int32_t s = 0; s < n; s++) {
     const int64_t q0 = a->cu_seqlens_q[s], nq = a->cu_seqlens_q[s + 1] - q0, len = lens[s];
@@ -135,9 +138,6 @@ rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const ro
     b->out_stride = a->out_stride;
     b->q_pos = (a->q_pos ? a->q_pos : qpos) + q0;
     b->q_angles = a->q_angles ? a->q_angles + q0 * aw : NULL;
-    /* head h's row r of a block: head-major at h bs d + r d, token-major at h d + r Hkv d */
-    const int tm = kv->layout == ROVE_PAGED_TOKEN_MAJOR;
-    const int64_t hkv = p->cfg.n_kv_heads;
     views[s] = (rove_kv_view){.k = kv->k, .v = kv->v, .hstride = tm ? d : bs * d,
                               .tstride = tm ? hkv * d : d,
                               .type = kv->type, .kscale = kv->k_scale, .vscale = kv->v_scale,

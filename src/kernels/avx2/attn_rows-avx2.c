@@ -124,7 +124,9 @@ static const scores_fn scores_tab[ROVE_DTYPE_COUNT][3] = {
  * a fixed offset from k and its scales one from ksc, where 8 row and 8 scale pointers did
  * not fit the registers (Zen 4 with AVX2, 12 x 64 and 32 x 128, one thread: decode
  * 1.35-1.41x faster). fp32, bf16 and f16 rows measured 0.90-0.97x this way and keep
- * scores_body. The same sections in the same order as scores_body, so the same bits. */
+ * scores_body. The same sections in the same order as scores_body, so the same bits. (Not
+ * scores_body with constant arguments: gcc 12 then reports its dead masked tail section
+ * as undefined behaviour, -Werror=aggressive-loop-optimizations.) */
 INLINE __m256 scores_dense_q8(const float *q, const void *k, const float *ksc, const int D) {
   __m256 acc[8];
   const char *row[8];

@@ -229,7 +229,9 @@ static const scores_fn scores_tab[ROVE_DTYPE_COUNT][3] = {
  * elements apart (a cache's rows, or a pool block's), D = d = 64 or 128 a constant: every
  * key row is then a fixed offset from k and its Q8 scales one from ksc. With a pointer per
  * key (16 for one row, and 16 more for Q8 scales) gcc kept the accumulators of q8 rows on
- * the stack. The same sections in the same order as scores_body, so the same bits. */
+ * the stack. The same sections in the same order as scores_body, so the same bits. (Not
+ * scores_body with constant arguments: gcc 12 then reports its dead masked tail section
+ * as undefined behaviour, -Werror=aggressive-loop-optimizations.) */
 INLINE __m512 scores_dense_body(const float *q, const void *k, const float *ksc, const int D,
                                 const int RG, const int T) {
   const int KEYS = 16 / RG, NX = RG == 4 ? 2 : 4, W = 16 * NX;
