@@ -796,6 +796,42 @@ typedef struct rove_paged_args {
 ROVE_API rove_status rove_paged_attention(const rove_plan *p, const rove_paged_kv *kv,
                                           const rove_paged_args *a);
 
+/**
+ * Write @p n_tokens new tokens into a pool the caller owns (vLLM's reshape_and_cache,
+ * flash-attn's in-place cache append): token t's K and V rows of every KV head go to slot
+ * slots[t] = block * block_size + row of @p kv, in its layout, rotated into the global
+ * frame and rounded to the pool's type exactly as rove_paged_append stores them (K:
+ * m R_p k with ROVE_ROTATE_K, V: R_p v with ROVE_ROTATE_V; Q8 rows with their scales), so
+ * that rove_paged_attention over the pool gives the bits of rove_paged_cache_attention
+ * over the same tokens. kv's k, v, k_scale, v_scale and pos are written: they must point
+ * at writable memory (the struct is const for the readers). The token's position goes to
+ * kv->pos[slot] when kv->pos is set; with kv->pos NULL (token t of a sequence at position
+ * t) pos[t] must be the token's index in its sequence, which this call cannot check.
+ * @param slots   [n_tokens] int64 (vLLM's slot_mapping): a slot in [0, n_blocks *
+ *                block_size), or negative to skip the token (padding: its K, V and
+ *                angles are not used); no slot twice
+ * @param k, v    [n_tokens][n_kv_heads][head_dim] of @p in_type (F32, BF16, F16) with
+ *                token strides in elements (0 = dense)
+ * @param pos     [n_tokens] the tokens' positions (the rotation's, and the masks')
+ * @param angles  NULL, or [n_tokens][n_kv_heads][rotary_dim/2] finite explicit angles
+ *                (Selective RoPE, as rove_paged_append) used instead of the positions'
+ * Tokens are staged (rotated and rounded, one extra copy of the new rows) before any is
+ * written, so a failure writes nothing. Bitwise identical for any thread count.
+ * @return ROVE_OK (n_tokens 0: nothing done); ROVE_ERR_INVALID_ARGUMENT (NULL plan, pool,
+ *         slots, k, v or pos, n_tokens < 0, a bad pool as rove_paged_attention, a slot
+ *         past the pool or repeated, a stride below the dense width, a stored token's
+ *         non-finite angle, a
+ *         value the pool's type cannot hold as rove_kv_cache_create_typed describes, a pool
+ *         array overlapping another or an input); ROVE_ERR_UNSUPPORTED (a token-major Q8
+ *         pool); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. The pool is untouched on
+ *         failure.
+ */
+ROVE_API rove_status rove_paged_store(const rove_plan *p, const rove_paged_kv *kv,
+                                      int32_t n_tokens, const int64_t *slots, const void *k,
+                                      int64_t k_stride, const void *v, int64_t v_stride,
+                                      rove_dtype in_type, const int32_t *pos,
+                                      const double *angles);
+
 /** librove's own pool and block allocator: sequences are small integer ids; blocks are
  *  reference counted, so a fork shares its parent's blocks and a write into a shared
  *  block copies it first (copy-on-write). The cache borrows its plan. Mutating calls must

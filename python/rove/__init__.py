@@ -20,7 +20,7 @@ from .attention import Plan, attention, clear_plan_cache, get_plan
 from .gla import GLAPlan, gla, gla_recurrent
 from .kvcache import KVCache
 from .merge import merge_partials
-from .paged import PagedKVCache, PagedPool, paged_attention
+from .paged import PagedKVCache, PagedPool, paged_attention, paged_store
 from .varlen import attention_varlen
 from .rope import RopeConfig, inv_freq
 from .rotate import rotate, rotate_angles
@@ -35,7 +35,7 @@ __all__ = [
     "RoveInternalError", "RoveInvalidArgument", "RoveOutOfMemory", "RovePoolExhausted",
     "RoveSizeOverflow", "RoveUnsupported", "SelectivePhaseWeights", "attention",
     "attention_varlen", "clear_plan_cache", "get_plan", "gla", "gla_recurrent", "info",
-    "inv_freq", "merge_partials", "paged_attention", "rotate", "rotate_angles",
+    "inv_freq", "merge_partials", "paged_attention", "paged_store", "rotate", "rotate_angles",
     "selective_angles", "selective_phase", "selective_temperatures", "__version__",
 ]
 

@@ -330,6 +330,8 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_merge_partials": (c_enum, [c_int32, _P, _P, c_int32, c_int32, c_int32, c_int32, _P,
                                      _P]),
     "rove_paged_attention": (c_enum, [_P, POINTER(PagedKV), POINTER(PagedArgs)]),
+    "rove_paged_store": (c_enum, [_P, POINTER(PagedKV), c_int32, _P, _P, c_int64, _P, c_int64,
+                                  c_enum, _P, _P]),
     "rove_paged_cache_create": (c_enum, [_P, c_enum, c_int32, c_int32, c_int32,
                                          POINTER(c_void_p)]),
     "rove_paged_cache_destroy": (None, [_P]),

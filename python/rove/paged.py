@@ -7,7 +7,8 @@ PagedKVCache is librove's own pool and block allocator (rove_paged_cache: sequen
 small integer ids, blocks are reference counted, a fork shares its parent's blocks and
 copies one only when it writes into it). paged_attention() attends over an engine's own
 pool in the documented layout (rove_paged_attention), e.g. the one PagedKVCache.view()
-returns:
+returns, and paged_store() writes new tokens into such a pool in place by slot
+(rove_paged_store, vLLM's reshape_and_cache):
 
     k, v     [n_blocks, n_kv_heads, block_size, head_dim] of the storage type: float32,
              bfloat16 (torch.bfloat16, or its bits as numpy uint16), float16, or int8 (q8)
@@ -428,10 +429,10 @@ class PagedKVCache(_lib.OwnedHandle):
                          arr(kv.pos, shape[:1] + shape[2:3], i4), self.dtype)
 
 
-def _dense(x, name, shape=None, dtype=None):
+def _dense(x, name, shape=None, dtype=None, write=False):
     """(object, pointer, rove_dtype) of pool memory: a C-contiguous CPU array (of exactly
-    ``shape``, and numpy ``dtype`` when given, else a pool type), read in place, never
-    copied."""
+    ``shape``, and numpy ``dtype`` when given, else a pool type), read (or with ``write``
+    written) in place, never copied."""
     torch = _tensor._torch() if _tensor.is_torch(x) else None
     if torch is not None:
         _tensor._torch_checks(x, name, "", torch)
@@ -461,7 +462,54 @@ def _dense(x, name, shape=None, dtype=None):
     if not ok:
         raise ValueError(f"{name} must be C-contiguous: librove reads the pool in place "
                          "(a pool is never copied)")
+    if write and torch is None and not x.flags.writeable:
+        raise ValueError(f"{name} is a read-only array: librove writes the pool in place")
     return x, ptr, t
+
+
+def _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale, pos_pool, write=False):
+    """The caller's pool checked (its shapes, one storage type, the layout): (PagedKV,
+    the arrays to keep alive, (n_blocks, n_kv_heads, block_size, rove_dtype))."""
+    if layout not in ("head_major", "token_major"):
+        raise ValueError(f"layout must be 'head_major' or 'token_major' (got {layout!r})")
+    tm = layout == "token_major"
+    kobj, kp, t = _dense(k_pool, "k_pool", write=write)
+    if len(k_pool.shape) != 4 or k_pool.shape[3] != D:
+        raise ValueError(f"k_pool has shape {tuple(k_pool.shape)}; expected [n_blocks, "
+                         + ("block_size, n_kv_heads" if tm else "n_kv_heads, block_size")
+                         + f", head_dim={D}]")
+    if tm:
+        nb, bs, Hk, _ = shape = tuple(k_pool.shape)
+    else:
+        nb, Hk, bs, _ = shape = tuple(k_pool.shape)
+    if nb <= 0:
+        raise ValueError("k_pool has no blocks")
+    _int32("n_blocks", nb)
+    if bs <= 0 or bs & (bs - 1) or bs > 65536:
+        raise ValueError(f"k_pool's block_size {bs} must be a power of two, 1 .. 65536")
+    vobj, vp, tv = _dense(v_pool, "v_pool", shape, write=write)
+    if tv != t or (dtype is not None and parse_dtype(dtype) != t):
+        raise TypeError(f"k_pool is {_dtype_str(k_pool)}, v_pool {_dtype_str(v_pool)}"
+                        + (f", dtype={dtype!r}" if dtype is not None else "") +
+                        ": one storage type for all")
+    if tm and t == _Q8:
+        raise _lib.RoveUnsupported("rove_paged_attention", _lib.ERR_UNSUPPORTED,
+                                   "a q8 pool is read head-major only")
+    kv = _lib.PagedKV(k=kp, v=vp, type=t, block_size=bs, n_blocks=nb,
+                      layout=_lib.PAGED_TOKEN_MAJOR if tm else _lib.PAGED_HEAD_MAJOR)
+    if (t == _Q8) != (k_scale is not None or v_scale is not None) or (
+            t == _Q8 and (k_scale is None or v_scale is None)):
+        raise ValueError("a q8 pool takes k_scale and v_scale (both), other types neither")
+    keep = [kobj, vobj]
+    if t == _Q8:
+        sshape = shape[:3] + (-(-D // _lib.Q8_BLOCK),)
+        keep += [_dense(k_scale, "k_scale", sshape, np.float32, write),
+                 _dense(v_scale, "v_scale", sshape, np.float32, write)]
+        kv.k_scale, kv.v_scale = keep[2][1], keep[3][1]
+    if pos_pool is not None:
+        keep.append(_dense(pos_pool, "pos_pool", (nb, bs), np.int32, write))
+        kv.pos = keep[-1][1]
+    return kv, keep, (nb, Hk, bs, t)
 
 
 def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None, *,
@@ -499,46 +547,10 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     pt = plan if isinstance(plan, Plan) else None
     vq, ts = _queries(q, *((pt.n_heads, pt.head_dim) if pt else ()))
     T, H, D = vq.shape
-    kobj, kp, t = _dense(k_pool, "k_pool")
-    if len(k_pool.shape) != 4 or k_pool.shape[3] != D:
-        raise ValueError(f"k_pool has shape {tuple(k_pool.shape)}; expected [n_blocks, "
-                         + ("block_size, n_kv_heads" if layout == "token_major" else
-                            "n_kv_heads, block_size") + f", head_dim={D}]")
-    if layout not in ("head_major", "token_major"):
-        raise ValueError(f"layout must be 'head_major' or 'token_major' (got {layout!r})")
-    tm = layout == "token_major"
-    if tm:
-        nb, bs, Hk, _ = shape = tuple(k_pool.shape)
-    else:
-        nb, Hk, bs, _ = shape = tuple(k_pool.shape)
-    if nb <= 0:
-        raise ValueError("k_pool has no blocks")
-    _int32("n_blocks", nb)
-    if bs <= 0 or bs & (bs - 1) or bs > 65536:
-        raise ValueError(f"k_pool's block_size {bs} must be a power of two, 1 .. 65536")
-    vobj, vp, tv = _dense(v_pool, "v_pool", shape)
-    if tv != t or (dtype is not None and parse_dtype(dtype) != t):
-        raise TypeError(f"k_pool is {_dtype_str(k_pool)}, v_pool {_dtype_str(v_pool)}"
-                        + (f", dtype={dtype!r}" if dtype is not None else "") +
-                        ": one storage type for all")
+    kv, keep, (nb, Hk, bs, t) = _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale,
+                                      pos_pool)
     if (pt is None and (Hk <= 0 or H % Hk)) or (pt and Hk != pt.n_kv_heads):
         raise ValueError(f"k_pool has {Hk} KV heads for {H} query heads")
-    if tm and t == _Q8:
-        raise _lib.RoveUnsupported("rove_paged_attention", _lib.ERR_UNSUPPORTED,
-                              "a q8 pool is read head-major only")
-    kv = _lib.PagedKV(k=kp, v=vp, type=t, block_size=bs, n_blocks=nb, layout=_lib.PAGED_TOKEN_MAJOR if tm else _lib.PAGED_HEAD_MAJOR)
-    if (t == _Q8) != (k_scale is not None or v_scale is not None) or (
-            t == _Q8 and (k_scale is None or v_scale is None)):
-        raise ValueError("a q8 pool takes k_scale and v_scale (both), other types neither")
-    keep = []
-    if t == _Q8:
-        sshape = shape[:3] + (-(-D // _lib.Q8_BLOCK),)
-        keep += [_dense(k_scale, "k_scale", sshape, np.float32),
-                 _dense(v_scale, "v_scale", sshape, np.float32)]
-        kv.k_scale, kv.v_scale = keep[0][1], keep[1][1]
-    if pos_pool is not None:
-        keep.append(_dense(pos_pool, "pos_pool", (nb, bs), np.int32))
-        kv.pos = keep[-1][1]
     tables = _ints(block_tables, "block_tables", (None, None), ("n_seqs", "max_blocks"))
     n, max_blocks = _int32("n_seqs", tables.shape[0]), _int32("max_blocks", tables.shape[1])
     lens = _ints(seq_lens, "seq_lens", (n,))
@@ -561,3 +573,73 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     return _attend(plan, "rove_paged_attention", call, vq, ts, cu, q_pos, q_angles, return_lse,
                   lambda: "a block table entry a sequence reads is outside [0, n_blocks) or "
                           "repeated in its row")
+
+
+def paged_store(k, v, k_pool, v_pool, slot_mapping, positions, *, plan=None, pos_pool=None,
+                k_scale=None, v_scale=None, angles=None, dtype=None, layout="head_major",
+                **options) -> None:
+    """Write n new tokens into an engine's own pool, in place (rove_paged_store; vLLM's
+    reshape_and_cache): token i's K and V rows of every KV head go to slot
+    ``slot_mapping[i]`` = block * block_size + row, rotated into the global frame and
+    rounded to the pool's type exactly as PagedKVCache.append stores them, so that
+    paged_attention() over the pool gives PagedKVCache.attention's bits.
+
+    k, v [n, n_kv_heads, head_dim] float32, bfloat16 or float16 (one dtype for both;
+    numpy or CPU torch). slot_mapping [n] integers: a slot in [0, n_blocks * block_size),
+    or negative to skip the token (padding); no slot twice. positions [n] integers: the
+    tokens' positions (written to pos_pool[slot] when pos_pool is given; without a
+    pos_pool they must be each token's index in its sequence, paged_attention's
+    default). angles: None or float64 [n, n_kv_heads, rotary_dim/2] explicit angles
+    (Selective RoPE). The pool arrays (k_pool, v_pool, k_scale, v_scale, pos_pool, in
+    paged_attention's layouts) must be C-contiguous and writable. The plan: ``plan=`` (the one the attention will use), or
+    rove.get_plan(n_kv_heads, n_kv_heads, head_dim, **options): the store depends on the
+    rotation only (rotate=, rope=, ...), never on the query heads. Raises
+    RoveInvalidArgument (the pool untouched) for a slot past the pool or repeated, a value
+    the pool's type cannot hold, an input inside the pool."""
+    vk, vv = _tensor.view_float(k, "k"), _tensor.view_float(v, "v")
+    if vk.dtype != vv.dtype:
+        raise TypeError(f"k is {_dtype_str(k)} and v is {_dtype_str(v)}: paged_store() takes "
+                        "k and v of one dtype (float32, bfloat16 or float16)")
+    if len(vk.shape) != 3 or tuple(vk.shape) != tuple(vv.shape):
+        raise ValueError(f"k {tuple(vk.shape)} / v {tuple(vv.shape)}: expected one shape "
+                         "[n, n_kv_heads, head_dim]")
+    n, Hk_in, D = vk.shape
+    kv, keep, (nb, Hk, bs, t) = _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale,
+                                      pos_pool, write=True)
+    if Hk_in != Hk:
+        raise ValueError(f"k has {Hk_in} KV heads, k_pool {Hk}")
+    if isinstance(plan, Plan) and (plan.n_kv_heads, plan.head_dim) != (Hk, D):
+        raise ValueError(f"the plan has {plan.n_kv_heads} KV heads of {plan.head_dim}; the "
+                         f"pool {Hk} of {D}")
+    plan = _plan(plan, (Hk, Hk, D), options)
+    n = _int32("the tokens stored", n)
+    sm = _tensor.to_numpy(slot_mapping, "slot_mapping")
+    if sm.dtype == np.bool_ or not np.issubdtype(sm.dtype, np.integer):
+        raise TypeError(f"slot_mapping must hold integers (got dtype {sm.dtype})")
+    if sm.shape != (n,):
+        raise ValueError(f"slot_mapping has shape {sm.shape}; expected [{n}]")
+    if sm.dtype.kind == "u" and sm.size and int(sm.max()) > 2 ** 63 - 1:
+        raise ValueError("slot_mapping has values past int64")
+    slots = np.array(sm, dtype=np.int64, order="C", copy=True)  # librove's own copy
+    pp_obj, pp = _tensor.positions(positions, "positions", 1, n)
+    if pp is None:
+        raise ValueError("positions are required: the tokens' positions rotate them")
+    a_obj, ap = (None, None) if angles is None else _angles(
+        angles, "angles", (n, Hk, plan.rotary_dim // 2))
+    if n == 0:
+        return
+    (lk, ks), (lv, vs) = _token_rows(vk), _token_rows(vv)
+    st = _lib.lib.rove_paged_store(plan._ptr, ctypes.byref(kv), n, slots.ctypes.data, lk.ptr,
+                                   ks, lv.ptr, vs, lk.dtype, pp, ap)
+    detail = ""
+    if st == _lib.ERR_INVALID_ARGUMENT:
+        cap = nb * bs
+        if np.any(slots >= cap):
+            detail = f"a slot is past the pool's {cap} (n_blocks * block_size)"
+        elif len(np.unique(slots[slots >= 0])) != int(np.count_nonzero(slots >= 0)):
+            detail = "a slot appears twice"
+        else:
+            detail = (_UNREPRESENTABLE.get(_lib.dtype_name(t), "") or
+                      "an input overlaps the pool, or a value does not fit its type")
+    _lib.check("rove_paged_store", st, detail)
+    del lk, lv, pp_obj, a_obj, keep
