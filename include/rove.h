@@ -37,7 +37,7 @@ extern "C" {
 /** @name Version */
 /**@{*/
 #define ROVE_VERSION_MAJOR 0
-#define ROVE_VERSION_MINOR 3
+#define ROVE_VERSION_MINOR 4
 #define ROVE_VERSION_PATCH 0
 /** Encoded as major*10000 + minor*100 + patch. */
 #define ROVE_VERSION (ROVE_VERSION_MAJOR * 10000 + ROVE_VERSION_MINOR * 100 + ROVE_VERSION_PATCH)
@@ -713,6 +713,12 @@ ROVE_API rove_status rove_kv_cache_positions(const rove_kv_cache *c, int32_t *po
  *   k, v      [n_blocks][block_size][n_kv_heads][head_dim] elements of `type` (F32, BF16,
  *             F16; a token-major Q8 pool is ROVE_ERR_UNSUPPORTED)
  *   pos       [n_blocks][block_size] int32, as above
+ * Either layout may step block_stride elements from one block to the next instead of a
+ * block's size, so that K and V can interleave per block in one allocation: FlashInfer's
+ * 5-D caches [n_blocks][2][block_size][n_kv_heads][head_dim] ("NHD", token-major) and
+ * [n_blocks][2][n_kv_heads][block_size][head_dim] ("HND", head-major) are read and written
+ * in place with k = the cache, v = k + n_kv_heads * block_size * head_dim elements and
+ * block_stride twice that (not for Q8).
  * The same values give the same bits in either layout; the row kernel then reads one
  * head's rows n_kv_heads * head_dim elements apart instead of contiguous (session 26, Zen
  * 4, 32 sequences, blocks of 16-64, the contiguous cache's time: fp32 12 x 64 1.06-1.12x
@@ -745,6 +751,12 @@ typedef struct rove_paged_kv {
   int32_t block_size;              /**< tokens per block: a power of two, 1 .. 65536 */
   int32_t n_blocks;                /**< blocks in the pool, > 0 */
   int32_t layout;                  /**< rove_paged_layout: 0 head-major, 1 token-major */
+  /** Elements from the start of one block of k (and of v) to the next: 0 = dense
+   *  (n_kv_heads * block_size * head_dim); more for pools that interleave K and V per block,
+   *  e.g. FlashInfer's [n_blocks][2][...] caches (k = cache, v = cache + that dense size,
+   *  block_stride 2 x it). Within a block the layout above. F32, BF16, F16 (a Q8 pool is
+   *  dense: ROVE_ERR_UNSUPPORTED). */
+  int64_t block_stride;
 } rove_paged_kv;
 
 /** Batched decode over sequences of different lengths (rove_paged_attention). Zero-
@@ -788,10 +800,11 @@ typedef struct rove_paged_args {
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/pool/args/q/out, bad cu, a
  *         negative length, a block table entry out of range or repeated within one
  *         sequence, a table longer than max_blocks, block_size not a power of two, an
- *         unknown layout, a Q8 pool without scales, default query positions with more rows than keys,
+ *         unknown layout, a block_stride below a block, a Q8 pool without scales, default query positions with more rows than keys,
  *         out or lse overlapping an array the call reads: q, the pool's K, V, scales and
  *         positions, cu_seqlens_q, seq_lens, block_tables, q_pos, q_angles);
- *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY.
+ *         ROVE_ERR_UNSUPPORTED (a Q8 pool token-major or with a block_stride other than a
+ *         block's size); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY.
  */
 ROVE_API rove_status rove_paged_attention(const rove_plan *p, const rove_paged_kv *kv,
                                           const rove_paged_args *a);
@@ -822,8 +835,8 @@ ROVE_API rove_status rove_paged_attention(const rove_plan *p, const rove_paged_k
  *         past the pool or repeated, a stride below the dense width, a stored token's
  *         non-finite angle, a
  *         value the pool's type cannot hold as rove_kv_cache_create_typed describes, a pool
- *         array overlapping another or an input); ROVE_ERR_UNSUPPORTED (a token-major Q8
- *         pool); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. The pool is untouched on
+ *         array overlapping another or an input, K's and V's blocks sharing bytes);
+ *         ROVE_ERR_UNSUPPORTED (as rove_paged_attention); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. The pool is untouched on
  *         failure.
  */
 ROVE_API rove_status rove_paged_store(const rove_plan *p, const rove_paged_kv *kv,

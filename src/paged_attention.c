@@ -18,8 +18,7 @@
 #include "attention_internal.h"
 #include "paged_internal.h"
 
-rove_status rove_paged_check_pool(const rove_plan *p, const rove_paged_kv *kv,
-                                  int32_t *shift, int64_t *pool_bytes) {
+rove_status rove_paged_check_pool(const rove_plan *p, const rove_paged_kv *kv, rove_paged_geom *g) {
   if (!kv || !kv->k || !kv->v || kv->n_blocks <= 0 || kv->block_size <= 0 ||
       kv->block_size > 65536 || (kv->block_size & (kv->block_size - 1)) || (int)kv->type < 0 ||
       kv->type >= ROVE_DTYPE_COUNT)
@@ -27,17 +26,21 @@ rove_status rove_paged_check_pool(const rove_plan *p, const rove_paged_kv *kv,
   if (kv->type == ROVE_DTYPE_Q8 && (!kv->k_scale || !kv->v_scale)) return ROVE_ERR_INVALID_ARGUMENT;
   if (kv->layout != ROVE_PAGED_HEAD_MAJOR && kv->layout != ROVE_PAGED_TOKEN_MAJOR)
     return ROVE_ERR_INVALID_ARGUMENT;
-  /* the row kernels take a Q8 row's scales as contiguous per KV head's rows */
-  if (kv->layout == ROVE_PAGED_TOKEN_MAJOR && kv->type == ROVE_DTYPE_Q8) return ROVE_ERR_UNSUPPORTED;
+  const int64_t block = (int64_t)kv->block_size * p->cfg.n_kv_heads * p->cfg.head_dim; /* < 2^63 */
+  if (kv->block_stride != 0 && kv->block_stride < block) return ROVE_ERR_INVALID_ARGUMENT;
+  /* the row kernels find a Q8 row's scales from its element offset (dense head rows) */
+  if (kv->type == ROVE_DTYPE_Q8 &&
+      (kv->layout == ROVE_PAGED_TOKEN_MAJOR || (kv->block_stride != 0 && kv->block_stride != block)))
+    return ROVE_ERR_UNSUPPORTED;
+  const int64_t stride = kv->block_stride ? kv->block_stride : block;
   int64_t elems;
-  if (!rove_mul_i64((int64_t)kv->n_blocks * kv->block_size, (int64_t)p->cfg.n_kv_heads * p->cfg.head_dim,
-                    &elems) ||
+  if (!rove_mul_i64(kv->n_blocks - 1, stride, &elems) || !rove_add_i64(elems, block, &elems) ||
       elems > INT64_MAX / 8)
     return ROVE_ERR_SIZE_OVERFLOW;
   int32_t sh = 0;
   while ((1 << sh) < kv->block_size) sh++;
-  *shift = sh;
-  *pool_bytes = elems * rove_dtype_size(kv->type);
+  *g = (rove_paged_geom){.shift = sh, .block_elems = block, .block_stride = stride,
+                         .pool_bytes = elems * rove_dtype_size(kv->type)};
   return ROVE_OK;
 }
 
@@ -85,10 +88,11 @@ static rove_status check_tensors(const rove_plan *p, const rove_paged_kv *kv, in
 rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const rove_paged_args *a,
                            const rove_tensor_types *types, const int32_t *const *tables,
                            const int32_t *lens) {
-  int32_t shift;
-  int64_t pool_bytes, tq;
-  rove_status st = rove_paged_check_pool(p, kv, &shift, &pool_bytes);
+  rove_paged_geom g;
+  int64_t tq;
+  rove_status st = rove_paged_check_pool(p, kv, &g);
   if (st != ROVE_OK) return st;
+  const int32_t shift = g.shift;
   if (types && (!rove_dtype_is_tensor(types->q) || !rove_dtype_is_tensor(types->out) ||
                 types->k != ROVE_DTYPE_F32 || types->v != ROVE_DTYPE_F32))
     return ROVE_ERR_INVALID_ARGUMENT;
@@ -97,7 +101,7 @@ rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const ro
   const int32_t n = a->n_seqs;
   if (n <= 0 || !a->q || !a->out || !rove_check_cu(a->cu_seqlens_q, n, &tq))
     return ROVE_ERR_INVALID_ARGUMENT;
-  st = check_tensors(p, kv, pool_bytes, a, tq, qe, oe);
+  st = check_tensors(p, kv, g.pool_bytes, a, tq, qe, oe);
   if (st != ROVE_OK) return st;
   /* keys whose positions are gathered: those of sequences with queries */
   int64_t keys = 0;
@@ -143,7 +147,7 @@ rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const ro
                               .type = kv->type, .kscale = kv->k_scale, .vscale = kv->v_scale,
                               .len = (int32_t)len, .pos = kp, .pos_bstride = len,
                               .blocks = tables[s], .block_shift = shift,
-                              .block_stride = (int64_t)p->cfg.n_kv_heads * bs * d};
+                              .block_stride = g.block_stride};
   }
   st = rove_fwd_calls(p, n, args, views, types, a->lse, a->cu_seqlens_q, tq);
   free(args), free(views), free(kpos), free(qpos);
@@ -155,10 +159,10 @@ rove_status rove_paged_attention_typed(const rove_plan *p, const rove_paged_kv *
   if (!p || !kv || !a || a->n_seqs <= 0 || !a->q || !a->out || !a->seq_lens ||
       !a->block_tables || a->max_blocks < 0)
     return ROVE_ERR_INVALID_ARGUMENT;
-  int32_t shift;
-  int64_t pool_bytes;
-  rove_status st = rove_paged_check_pool(p, kv, &shift, &pool_bytes);
+  rove_paged_geom g;
+  rove_status st = rove_paged_check_pool(p, kv, &g);
   if (st != ROVE_OK) return st;
+  const int32_t shift = g.shift;
   /* every table entry a sequence reads: in range, and no block twice in one sequence
    * (a bitmap over the pool, set then cleared per sequence) */
   const int32_t n = a->n_seqs;

@@ -45,10 +45,10 @@ rove_status rove_paged_cache_create(const rove_plan *p, rove_dtype type, int32_t
   if (!p || !out || max_seqs <= 0) return ROVE_ERR_INVALID_ARGUMENT;
   rove_paged_kv probe = {.k = p, .v = p, .k_scale = (const float *)p, .v_scale = (const float *)p,
                          .type = type, .block_size = block_size, .n_blocks = n_blocks};
-  int32_t shift;
-  int64_t bytes;
-  rove_status st = rove_paged_check_pool(p, &probe, &shift, &bytes);
+  rove_paged_geom g;
+  rove_status st = rove_paged_check_pool(p, &probe, &g);
   if (st != ROVE_OK) return st;
+  const int32_t shift = g.shift;
   const int64_t d = p->cfg.head_dim, rows = (int64_t)n_blocks * block_size * p->cfg.n_kv_heads;
   int64_t scales = 0;
   if (type == ROVE_DTYPE_Q8 && (!rove_mul_i64(rows, rove_q8_blocks((int32_t)d), &scales) ||
@@ -60,8 +60,8 @@ rove_status rove_paged_cache_create(const rove_plan *p, rove_dtype type, int32_t
                           .n_blocks = n_blocks, .max_seqs = max_seqs,
                           .block_elems = (int64_t)p->cfg.n_kv_heads * block_size * d,
                           .block_scales = scales / n_blocks, .n_free = n_blocks};
-  c->k = rove_alloc_large((size_t)bytes);
-  c->v = rove_alloc_large((size_t)bytes);
+  c->k = rove_alloc_large((size_t)g.pool_bytes);
+  c->v = rove_alloc_large((size_t)g.pool_bytes);
   c->pos = rove_alloc(sizeof(int32_t) * (size_t)n_blocks * (size_t)block_size);
   c->ref = calloc((size_t)n_blocks, sizeof(int32_t));
   c->free_stack = malloc(sizeof(int32_t) * (size_t)n_blocks);

@@ -7,9 +7,18 @@
 
 #include "plan.h"
 
-/* The pool's fields valid: *shift = log2(block_size), *pool_bytes = bytes of K (= V). */
-rove_status rove_paged_check_pool(const rove_plan *p, const rove_paged_kv *kv, int32_t *shift,
-                                  int64_t *pool_bytes);
+/* A checked pool's geometry. K and V share it. */
+typedef struct rove_paged_geom {
+  int32_t shift;        /* log2(block_size) */
+  int64_t block_elems;  /* elements of one block of K (V): n_kv_heads block_size head_dim */
+  int64_t block_stride; /* elements from one block of K (V) to the next: kv->block_stride,
+                           or block_elems for 0 */
+  int64_t pool_bytes;   /* bytes from K's (V's) first element to the end of its last block */
+} rove_paged_geom;
+
+/* The pool's fields valid (ROVE_ERR_UNSUPPORTED: a token-major or block-strided Q8 pool),
+ * and its geometry. */
+rove_status rove_paged_check_pool(const rove_plan *p, const rove_paged_kv *kv, rove_paged_geom *g);
 
 /* a over the pool with sequence s's keys lens[s], its block table tables[s] (entries
  * trusted: in range, no repeats); a->seq_lens / block_tables are not read. types: NULL

@@ -28,7 +28,8 @@
 typedef struct {
   const rove_plan *p;
   const rove_paged_kv *kv;
-  int32_t n, shift;
+  rove_paged_geom g;
+  int32_t n;
   const int64_t *slots;
   const void *k, *v;
   int64_t ks, vs;
@@ -99,7 +100,7 @@ static void scatter_task(int64_t t, int tid, void *vctx) {
   const rove_paged_kv *kv = s->kv;
   const int32_t d = s->p->cfg.head_dim, hkv = s->p->cfg.n_kv_heads, bs = kv->block_size;
   const int32_t nsc = kv->type == ROVE_DTYPE_Q8 ? rove_q8_blocks(d) : 0;
-  const size_t row_bytes = (size_t)d * (size_t)rove_dtype_size(kv->type);
+  const size_t esz = (size_t)rove_dtype_size(kv->type), row_bytes = (size_t)d * esz;
   /* the pool is the caller's writable memory; rove_paged_kv is const for the readers */
   char *pk = (char *)(uintptr_t)kv->k, *pv = (char *)(uintptr_t)kv->v;
   float *sk = (float *)(uintptr_t)kv->k_scale, *sv = (float *)(uintptr_t)kv->v_scale;
@@ -108,18 +109,20 @@ static void scatter_task(int64_t t, int tid, void *vctx) {
   for (int64_t i = chunk_lo(t); i < chunk_hi(s, t); i++) {
     const int64_t slot = s->slots[i];
     if (slot < 0) continue;
-    const int64_t blk = slot >> s->shift, row = slot & (bs - 1);
+    const int64_t blk = slot >> s->g.shift, row = slot & (bs - 1);
     if (ppos) ppos[slot] = s->pos[i];
     for (int32_t h = 0; h < hkv; h++) {
-      /* the row's index in rows of head_dim elements: head-major [blk][h][row],
-       * token-major [blk][row][h] */
-      const int64_t r = token_major ? (blk * bs + row) * hkv + h : (blk * hkv + h) * bs + row;
+      /* the row within its block, in rows of head_dim elements: head-major [h][row],
+       * token-major [row][h]; blocks block_stride elements apart */
+      const int64_t r = token_major ? row * hkv + h : (int64_t)h * bs + row;
+      const size_t dst = (size_t)(blk * s->g.block_stride) * esz + (size_t)r * row_bytes;
       const int64_t src = (int64_t)h * s->n + i; /* staged row */
-      memcpy(pk + (size_t)r * row_bytes, s->stage_k + (size_t)src * row_bytes, row_bytes);
-      memcpy(pv + (size_t)r * row_bytes, s->stage_v + (size_t)src * row_bytes, row_bytes);
-      if (nsc) {
-        memcpy(sk + r * nsc, s->scale_k + src * nsc, sizeof(float) * (size_t)nsc);
-        memcpy(sv + r * nsc, s->scale_v + src * nsc, sizeof(float) * (size_t)nsc);
+      memcpy(pk + dst, s->stage_k + (size_t)src * row_bytes, row_bytes);
+      memcpy(pv + dst, s->stage_v + (size_t)src * row_bytes, row_bytes);
+      if (nsc) { /* a Q8 pool is dense: its scale rows follow the element rows */
+        const int64_t sr = blk * hkv * bs + r;
+        memcpy(sk + sr * nsc, s->scale_k + src * nsc, sizeof(float) * (size_t)nsc);
+        memcpy(sv + sr * nsc, s->scale_v + src * nsc, sizeof(float) * (size_t)nsc);
       }
     }
   }
@@ -150,8 +153,22 @@ static rove_status check_slots(const int64_t *slots, int32_t n, int64_t tokens) 
   return st;
 }
 
-/* The pool's arrays (written) against the inputs (read), and against each other. */
-static int overlaps(const rove_plan *p, const rove_paged_kv *kv, int64_t pool_bytes, int32_t n,
+/* Whether K's and V's blocks share a byte. Their extents may interleave (a pool of [n_blocks]
+ * [2][block] elements: k at the K half, v at the V half, blocks 2 blocks apart); with one
+ * period S = block_stride bytes and blocks of B bytes, V's blocks sit at an offset r =
+ * |v - k| mod S from K's in every period, and miss them iff B <= r <= S - B. */
+static int kv_collide(const rove_paged_kv *kv, const rove_paged_geom *g) {
+  const size_t esz = (size_t)rove_dtype_size(kv->type), span = (size_t)g->pool_bytes;
+  if (!rove_overlap(kv->k, span, kv->v, span)) return 0;
+  const uintptr_t a = (uintptr_t)kv->k, b = (uintptr_t)kv->v;
+  const uint64_t S = (uint64_t)g->block_stride * esz, B = (uint64_t)g->block_elems * esz;
+  const uint64_t r = (uint64_t)(a > b ? a - b : b - a) % S;
+  return !(r >= B && r + B <= S);
+}
+
+/* The pool's arrays (written) against the inputs (read), and against each other (K and V:
+ * kv_collide). */
+static int overlaps(const rove_plan *p, const rove_paged_kv *kv, const rove_paged_geom *g, int32_t n,
                     const int64_t *slots, const void *k, int64_t ek, const void *v, int64_t ev,
                     int32_t in_type, const int32_t *pos, const double *angles, int64_t na) {
   const int64_t tokens = (int64_t)kv->n_blocks * kv->block_size; /* fits: check_pool */
@@ -160,8 +177,9 @@ static int overlaps(const rove_plan *p, const rove_paged_kv *kv, int64_t pool_by
                                            (size_t)rove_q8_blocks(p->cfg.head_dim) * sizeof(float))
                          : 0;
   const size_t isz = (size_t)rove_dtype_size(in_type);
-  const rove_span out[5] = {{kv->k, (size_t)pool_bytes},
-                            {kv->v, (size_t)pool_bytes},
+  const size_t pool_bytes = (size_t)g->pool_bytes;
+  const rove_span out[5] = {{kv->k, pool_bytes},
+                            {kv->v, pool_bytes},
                             {bsc ? kv->k_scale : NULL, bsc},
                             {bsc ? kv->v_scale : NULL, bsc},
                             {kv->pos, kv->pos ? rove_span_bytes(tokens, sizeof(int32_t)) : 0}};
@@ -174,9 +192,9 @@ static int overlaps(const rove_plan *p, const rove_paged_kv *kv, int64_t pool_by
     if (!out[i].p) continue;
     if (rove_overlap_any(out[i].p, out[i].bytes, in, 5)) return 1;
     for (int j = i + 1; j < 5; j++)
-      if (rove_overlap(out[i].p, out[i].bytes, out[j].p, out[j].bytes)) return 1;
+      if (i + j > 1 && rove_overlap(out[i].p, out[i].bytes, out[j].p, out[j].bytes)) return 1;
   }
-  return 0;
+  return kv_collide(kv, g);
 }
 
 rove_status rove_paged_store(const rove_plan *p, const rove_paged_kv *kv, int32_t n_tokens,
@@ -185,9 +203,8 @@ rove_status rove_paged_store(const rove_plan *p, const rove_paged_kv *kv, int32_
                              const int32_t *pos, const double *angles) {
   if (!p || !kv || !slots || !k || !v || !pos || n_tokens < 0 || !rove_dtype_is_tensor(in_type))
     return ROVE_ERR_INVALID_ARGUMENT;
-  int32_t shift;
-  int64_t pool_bytes;
-  rove_status st = rove_paged_check_pool(p, kv, &shift, &pool_bytes);
+  rove_paged_geom g;
+  rove_status st = rove_paged_check_pool(p, kv, &g);
   if (st != ROVE_OK || n_tokens == 0) return st;
   const int32_t d = p->cfg.head_dim, hkv = p->cfg.n_kv_heads;
   const int64_t width = (int64_t)hkv * d;
@@ -204,7 +221,7 @@ rove_status rove_paged_store(const rove_plan *p, const rove_paged_kv *kv, int32_
   if (angles) /* a skipped token's angles are not used */
     for (int32_t i = 0; i < n_tokens; i++)
       if (slots[i] >= 0 && !rove_angles_finite(angles + i * tab_w, tab_w)) return ROVE_ERR_INVALID_ARGUMENT;
-  if (overlaps(p, kv, pool_bytes, n_tokens, slots, k, ek, v, ev, in_type, pos, angles, na))
+  if (overlaps(p, kv, &g, n_tokens, slots, k, ek, v, ev, in_type, pos, angles, na))
     return ROVE_ERR_INVALID_ARGUMENT;
   st = check_slots(slots, n_tokens, (int64_t)kv->n_blocks * kv->block_size);
   if (st != ROVE_OK) return st;
@@ -223,7 +240,7 @@ rove_status rove_paged_store(const rove_plan *p, const rove_paged_kv *kv, int32_
     rove_free(stage), rove_free(scratch), free(bad);
     return ROVE_ERR_OUT_OF_MEMORY;
   }
-  store_ctx s = {p, kv, n_tokens, shift, slots, k, v, ks, vs, in_type, pos, angles, tab_w,
+  store_ctx s = {p, kv, g, n_tokens, slots, k, v, ks, vs, in_type, pos, angles, tab_w,
                  stage, stage + row_bytes,
                  nsc ? (float *)(stage + 2 * row_bytes) : NULL,
                  nsc ? (float *)(stage + 2 * row_bytes + scale_bytes) : NULL,

@@ -219,6 +219,36 @@ static void run_case(const pcase *c, int n, const int32_t *len, const int32_t *n
     }
     tm.layout = 2;
     assert_int_equal(rove_paged_attention(p, &tm, &e), ROVE_ERR_INVALID_ARGUMENT);
+    /* K and V interleaved per block ([n_blocks][2][block], FlashInfer's 5-D caches) in
+     * either layout, through block_stride: the same bits; Q8 pools are dense only */
+    const size_t blk = bytes / (size_t)kv.n_blocks; /* bytes of one block */
+    char *kvb = malloc(2 * bytes);
+    assert_non_null(kvb);
+    for (int layout = 0; layout < 2; layout++) {
+      for (int64_t b = 0; b < kv.n_blocks; b++) {
+        memcpy(kvb + (size_t)(2 * b) * blk, (layout ? tk : (const char *)kv.k) + (size_t)b * blk, blk);
+        memcpy(kvb + (size_t)(2 * b + 1) * blk, (layout ? tv : (const char *)kv.v) + (size_t)b * blk, blk);
+      }
+      rove_paged_kv il = kv;
+      il.k = kvb, il.v = kvb + blk, il.layout = layout;
+      il.block_stride = (int64_t)(2 * blk / es);
+      memset(ext, 0, sizeof(float) * (size_t)(tq * wq));
+      if (c->type == ROVE_DTYPE_Q8) {
+        assert_int_equal(rove_paged_attention(p, &il, &e), ROVE_ERR_UNSUPPORTED);
+        continue;
+      }
+      assert_int_equal(rove_paged_attention(p, &il, &e), ROVE_OK);
+      assert_memory_equal(ext, out, sizeof(float) * (size_t)(tq * wq));
+      assert_memory_equal(else_, lse, sizeof(float) * (size_t)(tq * c->H));
+      il.block_stride = (int64_t)(blk / es) - 1; /* below a block */
+      assert_int_equal(rove_paged_attention(p, &il, &e), ROVE_ERR_INVALID_ARGUMENT);
+    }
+    kv.block_stride = (int64_t)(blk / es); /* dense, named: as 0 */
+    memset(ext, 0, sizeof(float) * (size_t)(tq * wq));
+    assert_int_equal(rove_paged_attention(p, &kv, &e), ROVE_OK);
+    assert_memory_equal(ext, out, sizeof(float) * (size_t)(tq * wq));
+    kv.block_stride = 0;
+    free(kvb);
     free(tk), free(tv);
   }
   free(out), free(lse), free(ref), free(rlse), free(ext), free(else_);

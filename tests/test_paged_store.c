@@ -20,7 +20,8 @@ typedef struct {
   int H, Hkv, d, bs, angles, threads;
   rove_dtype type, in_type;
   int32_t layout;
-  int yarn; /* YaRN (attention factor m != 1), interleaved pairs */
+  int yarn;       /* YaRN (attention factor m != 1), interleaved pairs */
+  int interleave; /* K and V blocks interleaved in one buffer (block_stride = 2 blocks) */
 } scase;
 
 static size_t esize(rove_dtype t) { return t == ROVE_DTYPE_F32 ? 4 : t == ROVE_DTYPE_Q8 ? 1 : 2; }
@@ -52,21 +53,36 @@ static void to_bf16(uint16_t *dst, const float *x, int64_t n) {
 /* A caller's pool of the cache's shape, filled with a byte pattern. */
 typedef struct {
   rove_paged_kv kv;
-  char *k, *v;
+  char *k, *v; /* v: k + one block when interleaved */
   float *ks, *vs;
   int32_t *pos;
-  size_t row, bytes, sbytes;
+  size_t row, bytes, sbytes, step; /* step: bytes from one block to the next */
 } pool;
+
+/* Row r (in rows of head_dim elements) of block b of base. */
+static char *row_at(const pool *o, char *base, int64_t b, int64_t r) {
+  return base + (size_t)b * o->step + (size_t)r * o->row;
+}
 
 static void pool_make(pool *o, const scase *c, int32_t n_blocks) {
   memset(o, 0, sizeof *o);
   const int64_t rows = (int64_t)n_blocks * c->bs * c->Hkv;
   o->row = esize(c->type) * (size_t)c->d;
   o->bytes = (size_t)rows * o->row;
-  o->k = malloc(o->bytes), o->v = malloc(o->bytes);
+  o->step = o->bytes / (size_t)n_blocks;
+  if (c->interleave) {
+    o->k = malloc(2 * o->bytes), o->v = o->k ? o->k + o->step : NULL;
+    o->step *= 2;
+    o->kv.block_stride = (int64_t)(o->step / esize(c->type));
+  } else {
+    o->k = malloc(o->bytes), o->v = malloc(o->bytes);
+  }
   o->pos = malloc(sizeof(int32_t) * (size_t)n_blocks * (size_t)c->bs);
   assert_true(o->k && o->v && o->pos);
-  memset(o->k, 0x5a, o->bytes), memset(o->v, 0xa5, o->bytes);
+  for (int64_t b = 0; b < n_blocks; b++) {
+    memset(o->k + (size_t)b * o->step, 0x5a, o->step / (c->interleave ? 2 : 1));
+    memset(o->v + (size_t)b * o->step, 0xa5, o->step / (c->interleave ? 2 : 1));
+  }
   memset(o->pos, 0x77, sizeof(int32_t) * (size_t)n_blocks * (size_t)c->bs);
   o->kv.k = o->k, o->kv.v = o->v, o->kv.pos = o->pos;
   o->kv.type = c->type, o->kv.block_size = c->bs, o->kv.n_blocks = n_blocks, o->kv.layout = c->layout;
@@ -79,7 +95,10 @@ static void pool_make(pool *o, const scase *c, int32_t n_blocks) {
   }
 }
 
-static void pool_free(pool *o) { free(o->k), free(o->v), free(o->ks), free(o->vs), free(o->pos); }
+static void pool_free(pool *o) {
+  if (o->kv.block_stride == 0) free(o->v);
+  free(o->k), free(o->ks), free(o->vs), free(o->pos);
+}
 
 /* the bytes of a pool, to check "untouched" */
 typedef struct {
@@ -207,12 +226,12 @@ static void store_case(const scase *c, uint64_t seed) {
       const int64_t b = tables[s * MAXB + j / c->bs], row = j % c->bs;
       assert_int_equal(o.pos[b * c->bs + row], cv.pos[b * c->bs + row]);
       for (int64_t h = 0; h < c->Hkv; h++) {
-        const int64_t hm = (b * c->Hkv + h) * c->bs + row, mine = tm ? (b * c->bs + row) * c->Hkv + h : hm;
-        assert_memory_equal(o.k + (size_t)mine * o.row, (const char *)cv.k + (size_t)hm * o.row, o.row);
-        assert_memory_equal(o.v + (size_t)mine * o.row, (const char *)cv.v + (size_t)hm * o.row, o.row);
-        if (c->type == ROVE_DTYPE_Q8) {
-          assert_memory_equal(o.ks + mine * nsc, cv.k_scale + hm * nsc, sizeof(float) * (size_t)nsc);
-          assert_memory_equal(o.vs + mine * nsc, cv.v_scale + hm * nsc, sizeof(float) * (size_t)nsc);
+        const int64_t hm = (b * c->Hkv + h) * c->bs + row, mine = tm ? row * c->Hkv + h : h * c->bs + row;
+        assert_memory_equal(row_at(&o, o.k, b, mine), (const char *)cv.k + (size_t)hm * o.row, o.row);
+        assert_memory_equal(row_at(&o, o.v, b, mine), (const char *)cv.v + (size_t)hm * o.row, o.row);
+        if (c->type == ROVE_DTYPE_Q8) { /* Q8: dense and head-major, scale rows as hm */
+          assert_memory_equal(o.ks + hm * nsc, cv.k_scale + hm * nsc, sizeof(float) * (size_t)nsc);
+          assert_memory_equal(o.vs + hm * nsc, cv.v_scale + hm * nsc, sizeof(float) * (size_t)nsc);
         }
       }
     }
@@ -220,8 +239,9 @@ static void store_case(const scase *c, uint64_t seed) {
   for (int s = 0; s < NSEQ; s++)
     for (int32_t j = len[s]; j % c->bs; j++) {
       const int64_t b = tables[s * MAXB + j / c->bs], row = j % c->bs;
-      const int64_t mine = tm ? (b * c->bs + row) * c->Hkv : (b * c->Hkv) * c->bs + row;
-      assert_int_equal((uint8_t)o.k[(size_t)mine * o.row], 0x5a);
+      const int64_t mine = tm ? row * c->Hkv : row; /* head 0 */
+      assert_int_equal((uint8_t)*row_at(&o, o.k, b, mine), 0x5a);
+      assert_int_equal((uint8_t)*row_at(&o, o.v, b, mine), 0xa5);
       assert_int_equal(o.pos[b * c->bs + row], 0x77777777);
       untouched++;
     }
@@ -270,7 +290,8 @@ static void test_store_equals_append(void **state) {
             const int gqa = (int)(seed % 2);
             scase c = {rots[ri], gqa ? 4 : 2, 2, ti == 3 ? 40 : 32, bss[bi], angles,
                        1 + (int)(seed % 3 == 0), types[ti],
-                       seed % 4 == 1 ? ROVE_DTYPE_BF16 : ROVE_DTYPE_F32, layout, seed % 3 == 2};
+                       seed % 4 == 1 ? ROVE_DTYPE_BF16 : ROVE_DTYPE_F32, layout, seed % 3 == 2,
+                       ti != 3 && seed % 5 < 2};
             store_case(&c, seed++);
           }
 }
@@ -279,7 +300,7 @@ static void test_store_equals_append(void **state) {
 static void test_store_errors(void **state) {
   (void)state;
   scase c = {ROVE_ROTATE_K | ROVE_ROTATE_V, 2, 2, 32, 16, 0, 2, ROVE_DTYPE_F16, ROVE_DTYPE_F32,
-             ROVE_PAGED_HEAD_MAJOR, 0};
+             ROVE_PAGED_HEAD_MAJOR, 0, 0};
   rove_plan *p = make_plan(&c, 2);
   pool o;
   pool_make(&o, &c, 40); /* 640 slots */
@@ -338,6 +359,24 @@ static void test_store_errors(void **state) {
   assert_int_equal(rove_paged_store(p, &same, N, slots, k, 0, v, 0, ROVE_DTYPE_F32, pos, NULL), ROVE_ERR_INVALID_ARGUMENT);
   same = o.kv, same.layout = 2;
   assert_int_equal(rove_paged_store(p, &same, N, slots, k, 0, v, 0, ROVE_DTYPE_F32, pos, NULL), ROVE_ERR_INVALID_ARGUMENT);
+  /* block strides: below a block; K and V interleaved so that their blocks share bytes
+   * (v half a block after k), or not (v one block after k: fine, tested above) */
+  const int64_t blk = 2 * 16 * 32; /* elements of a block: Hkv x bs x d */
+  same = o.kv, same.block_stride = blk - 1;
+  assert_int_equal(rove_paged_store(p, &same, N, slots, k, 0, v, 0, ROVE_DTYPE_F32, pos, NULL), ROVE_ERR_INVALID_ARGUMENT);
+  {
+    char *il = malloc((size_t)(2 * blk * 2 * 20)); /* 20 blocks of f16 K and V */
+    assert_non_null(il);
+    memset(il, 0x5a, (size_t)(2 * blk * 2 * 20));
+    rove_paged_kv ik = o.kv;
+    ik.k = il, ik.v = il + blk, ik.n_blocks = 20, ik.pos = NULL, ik.block_stride = 2 * blk;
+    assert_int_equal(rove_paged_store(p, &ik, 4, slots, k, 0, v, 0, ROVE_DTYPE_F32, pos, NULL), ROVE_ERR_INVALID_ARGUMENT);
+    ik.v = il + 3 * blk; /* one and a half blocks of f16 after k: V block b at K's 2b+1 */
+    assert_int_equal(rove_paged_store(p, &ik, 4, slots, k, 0, v, 0, ROVE_DTYPE_F32, pos, NULL), ROVE_ERR_INVALID_ARGUMENT);
+    ik.v = il + 2 * blk; /* one block of f16 after k */
+    assert_int_equal(rove_paged_store(p, &ik, 4, slots, k, 0, v, 0, ROVE_DTYPE_F32, pos, NULL), ROVE_OK);
+    free(il);
+  }
   expect_untouched(&s0, &o);
   /* a Q8 pool: NaN cannot be stored; token-major is unsupported */
   scase c8 = c;
@@ -350,6 +389,8 @@ static void test_store_errors(void **state) {
   assert_int_equal(rove_paged_store(p, &o8.kv, N, slots, k, 0, v, 0, ROVE_DTYPE_F32, pos, NULL), ROVE_ERR_INVALID_ARGUMENT);
   k[(N - 2) * wkv] = 0.5f;
   same = o8.kv, same.layout = ROVE_PAGED_TOKEN_MAJOR;
+  assert_int_equal(rove_paged_store(p, &same, N, slots, k, 0, v, 0, ROVE_DTYPE_F32, pos, NULL), ROVE_ERR_UNSUPPORTED);
+  same = o8.kv, same.block_stride = 2 * blk;
   assert_int_equal(rove_paged_store(p, &same, N, slots, k, 0, v, 0, ROVE_DTYPE_F32, pos, NULL), ROVE_ERR_UNSUPPORTED);
   same = o8.kv, same.v_scale = NULL;
   assert_int_equal(rove_paged_store(p, &same, N, slots, k, 0, v, 0, ROVE_DTYPE_F32, pos, NULL), ROVE_ERR_INVALID_ARGUMENT);

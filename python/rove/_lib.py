@@ -133,10 +133,11 @@ class AttentionGrads(Structure):
 class PagedKV(Structure):
     """rove_paged_kv: a block pool, k / v [n_blocks][n_kv_heads][block_size][head_dim]
     (layout 0) or [n_blocks][block_size][n_kv_heads][head_dim] (layout 1) of ``type``, Q8
-    scales, the positions [n_blocks][block_size] (or NULL)."""
+    scales, the positions [n_blocks][block_size] (or NULL); block_stride: elements from one
+    block to the next (0: dense)."""
     _fields_ = [("k", c_void_p), ("v", c_void_p), ("k_scale", c_void_p), ("v_scale", c_void_p),
                 ("pos", c_void_p), ("type", c_enum), ("block_size", c_int32),
-                ("n_blocks", c_int32), ("layout", c_int32)]
+                ("n_blocks", c_int32), ("layout", c_int32), ("block_stride", c_int64)]
 
 
 class PagedArgs(Structure):
@@ -399,9 +400,10 @@ def dtype_parse(name: str):
     return out.value if lib.rove_dtype_parse(raw, ctypes.byref(out)) == OK else None
 
 VERSION = lib.rove_version_string().decode()
-# The structs above mirror rove.h of 0.3 (rove_paged_kv.layout is new there): an older
-# librove (ROVE_LIBRARY pointing at an old build) would read them wrongly, silently.
-MIN_LIBRARY = (0, 3)
+# The structs above mirror rove.h of 0.4 (rove_paged_kv.layout was new in 0.3, its
+# block_stride in 0.4): an older librove (ROVE_LIBRARY pointing at an old build) would read
+# them wrongly, silently.
+MIN_LIBRARY = (0, 4)
 if tuple(int(x) for x in VERSION.split(".")[:2]) < MIN_LIBRARY:
     raise ImportError(f"the loaded librove is {VERSION} ({LIBRARY_PATH}); this package needs "
                       f"{MIN_LIBRARY[0]}.{MIN_LIBRARY[1]} or newer")

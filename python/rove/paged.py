@@ -429,10 +429,28 @@ class PagedKVCache(_lib.OwnedHandle):
                          arr(kv.pos, shape[:1] + shape[2:3], i4), self.dtype)
 
 
-def _dense(x, name, shape=None, dtype=None, write=False):
+def _block_stride(x):
+    """Elements from one block (index of dim 0) of x to the next, when x's other dims are
+    C-contiguous (a slice kv[:, 0] of an [n_blocks, 2, ...] cache); else None."""
+    if _tensor.is_torch(x):
+        strides, item = list(x.stride()), 1
+    else:
+        strides, item = list(x.strides), x.itemsize
+    want = item
+    for n, s in zip(reversed(x.shape[1:]), reversed(strides[1:])):
+        if n != 1 and s != want:
+            return None
+        want *= n
+    if strides[0] < want or strides[0] % item:
+        return None
+    return strides[0] // item
+
+
+def _dense(x, name, shape=None, dtype=None, write=False, blocked=False):
     """(object, pointer, rove_dtype) of pool memory: a C-contiguous CPU array (of exactly
     ``shape``, and numpy ``dtype`` when given, else a pool type), read (or with ``write``
-    written) in place, never copied."""
+    written) in place, never copied. ``blocked``: dim 0 may also step further than the
+    rest (_block_stride)."""
     torch = _tensor._torch() if _tensor.is_torch(x) else None
     if torch is not None:
         _tensor._torch_checks(x, name, "", torch)
@@ -459,9 +477,12 @@ def _dense(x, name, shape=None, dtype=None, write=False):
                                                "uint16), float16 or int8 (q8)"))
     if shape is not None and tuple(x.shape) != tuple(shape):
         raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {tuple(shape)}")
+    if not ok and blocked and len(x.shape) > 1 and _block_stride(x) is not None:
+        ok = True
     if not ok:
-        raise ValueError(f"{name} must be C-contiguous: librove reads the pool in place "
-                         "(a pool is never copied)")
+        raise ValueError(f"{name} must be C-contiguous" + (
+            " (or a block-strided slice such as kv_cache[:, 0])" if blocked else "") +
+            ": librove reads the pool in place (a pool is never copied)")
     if write and torch is None and not x.flags.writeable:
         raise ValueError(f"{name} is a read-only array: librove writes the pool in place")
     return x, ptr, t
@@ -473,7 +494,7 @@ def _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale, pos_pool, write=Fa
     if layout not in ("head_major", "token_major"):
         raise ValueError(f"layout must be 'head_major' or 'token_major' (got {layout!r})")
     tm = layout == "token_major"
-    kobj, kp, t = _dense(k_pool, "k_pool", write=write)
+    kobj, kp, t = _dense(k_pool, "k_pool", write=write, blocked=True)
     if len(k_pool.shape) != 4 or k_pool.shape[3] != D:
         raise ValueError(f"k_pool has shape {tuple(k_pool.shape)}; expected [n_blocks, "
                          + ("block_size, n_kv_heads" if tm else "n_kv_heads, block_size")
@@ -487,7 +508,7 @@ def _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale, pos_pool, write=Fa
     _int32("n_blocks", nb)
     if bs <= 0 or bs & (bs - 1) or bs > 65536:
         raise ValueError(f"k_pool's block_size {bs} must be a power of two, 1 .. 65536")
-    vobj, vp, tv = _dense(v_pool, "v_pool", shape, write=write)
+    vobj, vp, tv = _dense(v_pool, "v_pool", shape, write=write, blocked=True)
     if tv != t or (dtype is not None and parse_dtype(dtype) != t):
         raise TypeError(f"k_pool is {_dtype_str(k_pool)}, v_pool {_dtype_str(v_pool)}"
                         + (f", dtype={dtype!r}" if dtype is not None else "") +
@@ -495,8 +516,16 @@ def _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale, pos_pool, write=Fa
     if tm and t == _Q8:
         raise _lib.RoveUnsupported("rove_paged_attention", _lib.ERR_UNSUPPORTED,
                                    "a q8 pool is read head-major only")
+    kst, vst = _block_stride(k_pool), _block_stride(v_pool)
+    if kst != vst:
+        raise ValueError(f"k_pool steps {kst} elements from block to block, v_pool {vst}: "
+                         "librove takes one block stride for both")
+    if t == _Q8 and kst != Hk * bs * D:
+        raise _lib.RoveUnsupported("rove_paged_attention", _lib.ERR_UNSUPPORTED,
+                                   "a q8 pool is dense (no block stride)")
     kv = _lib.PagedKV(k=kp, v=vp, type=t, block_size=bs, n_blocks=nb,
-                      layout=_lib.PAGED_TOKEN_MAJOR if tm else _lib.PAGED_HEAD_MAJOR)
+                      layout=_lib.PAGED_TOKEN_MAJOR if tm else _lib.PAGED_HEAD_MAJOR,
+                      block_stride=kst)
     if (t == _Q8) != (k_scale is not None or v_scale is not None) or (
             t == _Q8 and (k_scale is None or v_scale is None)):
         raise ValueError("a q8 pool takes k_scale and v_scale (both), other types neither")
@@ -535,6 +564,9 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     rove.Plan (rotate=, causal=, rope=, ...). q_pos, q_angles, return_lse and the result
     as PagedKVCache.attention.
 
+    k_pool and v_pool may also be block-strided (dim 0 steps further than a block, the
+    rest dense: K = kv_cache[:, 0] and V = kv_cache[:, 1] of FlashInfer's 5-D
+    [n_blocks, 2, ...] caches, read in place; one stride for both; not q8).
     ``layout="token_major"`` reads pools of [n_blocks, block_size, n_kv_heads, head_dim]
     in place: flash-attn's ``flash_attn_with_kvcache`` order and FlashInfer's "NHD"
     (float32, bfloat16, float16; not q8); the default "head_major" is FlashInfer's "HND".

@@ -197,3 +197,42 @@ def test_store_errors():
     assert np.array_equal(kp, before) and np.array_equal(vp, before)
     rove.paged_store(k, v, kp, vp, [-1, 5, 6, -1], pos, plan=plan)  # padding skipped
     assert np.array_equal(kp[0, :, 0], before[0, :, 0]) and not np.array_equal(kp[0, :, 5], 0)
+
+
+@pytest.mark.parametrize("layout", ["token_major", "head_major"])
+def test_flashinfer_combined_cache(layout):
+    """FlashInfer's 5-D paged cache [n_blocks, 2, ...]: K = cache[:, 0] and V = cache[:, 1]
+    are block-strided slices (rove_paged_kv.block_stride), stored and read in place; the
+    results are rove.PagedKVCache's bit for bit."""
+    plan = rove.Plan(HQ, HK, D)
+    rng = np.random.default_rng(11)
+    cache = rove.PagedKVCache(plan, n_blocks=8, block_size=BS, dtype="bf16")
+    s = cache.new_sequence()
+    k, v = torch.from_numpy(randn(rng, 50, HK, D)), torch.from_numpy(randn(rng, 50, HK, D))
+    cache.append(s, k, v)
+    bt = cache.block_table(s)
+    inner = (BS, HK, D) if layout == "token_major" else (HK, BS, D)
+    kv = torch.zeros((8, 2) + inner, dtype=torch.bfloat16)
+    rove.paged_store(k, v, kv[:, 0], kv[:, 1], _slots([bt], [50], BS), np.arange(50), plan=plan,
+                     layout=layout)
+    view = cache.view()
+    for j in range(50):
+        b, r = int(bt[j // BS]), j % BS
+        got = kv[b, 0, r] if layout == "token_major" else kv[b, 0, :, r]
+        assert np.array_equal(got.view(torch.int16).numpy().view(np.uint16), view.k[b, :, r])
+    q = torch.from_numpy(randn(rng, 2, HQ, D))
+    want = cache.attention([s], q)
+    got = rove.paged_attention(q, kv[:, 0], kv[:, 1], bt[None], [50], plan=plan, layout=layout)
+    assert torch.equal(got, want)
+    with pytest.raises(ValueError, match="one block stride"):
+        rove.paged_attention(q, kv[:, 0], kv[:, 1].contiguous(), bt[None], [50], plan=plan,
+                             layout=layout)
+    with pytest.raises(ValueError, match="C-contiguous"):  # heads and dims not dense
+        rove.paged_attention(q, kv[:, 0].transpose(1, 2), kv[:, 1].transpose(1, 2), bt[None],
+                             [50], plan=plan, layout="head_major" if layout == "token_major"
+                             else "token_major")
+    q8 = np.zeros((8, 2, HK, BS, D), np.int8)
+    sc = np.zeros((8, HK, BS, 2), np.float32)
+    with pytest.raises(rove.RoveUnsupported, match="dense"):
+        rove.paged_attention(q.numpy(), q8[:, 0], q8[:, 1], bt[None], [50], plan=plan,
+                             k_scale=sc, v_scale=sc)
