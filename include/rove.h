@@ -828,8 +828,10 @@ ROVE_API rove_status rove_paged_attention(const rove_plan *p, const rove_paged_k
  * @param pos     [n_tokens] the tokens' positions (the rotation's, and the masks')
  * @param angles  NULL, or [n_tokens][n_kv_heads][rotary_dim/2] finite explicit angles
  *                (Selective RoPE, as rove_paged_append) used instead of the positions'
- * Tokens are staged (rotated and rounded, one extra copy of the new rows) before any is
- * written, so a failure writes nothing. Bitwise identical for any thread count.
+ * A failure writes nothing: when a scan of the inputs cannot rule out a value the type
+ * cannot hold, the rows are staged (one extra copy) before any is written; otherwise
+ * (an F32 pool, or finite inputs well inside the type's range) they go straight to their
+ * slots. Bitwise identical for any thread count.
  * @return ROVE_OK (n_tokens 0: nothing done); ROVE_ERR_INVALID_ARGUMENT (NULL plan, pool,
  *         slots, k, v or pos, n_tokens < 0, a bad pool as rove_paged_attention, a slot
  *         past the pool or repeated, a stride below the dense width, a stored token's

@@ -13,6 +13,13 @@ static float *row_scale(const rove_plan *p, float *scale, int64_t e) {
 int rove_cache_store(const rove_plan *p, int32_t type, void *buf, float *scale, int64_t dst,
                      const void *x, int32_t in_type, int64_t ss, int64_t n, const rove_rot *r,
                      float mul, float *rowbuf) {
+  return rove_cache_store_rows(p, type, buf, scale, dst, p->cfg.head_dim, x, in_type, ss, n, r,
+                               mul, rowbuf);
+}
+
+int rove_cache_store_rows(const rove_plan *p, int32_t type, void *buf, float *scale, int64_t dst,
+                          int64_t ds, const void *x, int32_t in_type, int64_t ss, int64_t n,
+                          const rove_rot *r, float mul, float *rowbuf) {
   const int32_t d = p->cfg.head_dim;
   /* fp32 source rows: the caller's; typed ones widened into rowbuf first */
   const float *rows = rowbuf;
@@ -22,11 +29,11 @@ int rove_cache_store(const rove_plan *p, int32_t type, void *buf, float *scale, 
   else
     p->kern->to_f32(rowbuf, d, x, ss, NULL, n, d, in_type);
   if (type == ROVE_DTYPE_F32) { /* rotate straight into the storage */
-    p->kern->rotate((float *)buf + dst, d, rows, rs, n, d, r, mul, 1.0f, 0);
+    p->kern->rotate((float *)buf + dst, ds, rows, rs, n, d, r, mul, 1.0f, 0);
     return 0;
   }
   p->kern->rotate(rowbuf, d, rows, rs, n, d, r, mul, 1.0f, 0); /* in place if typed input */
-  return p->kern->from_f32((char *)buf + dst * rove_dtype_size(type), d, row_scale(p, scale, dst),
+  return p->kern->from_f32((char *)buf + dst * rove_dtype_size(type), ds, row_scale(p, scale, dst),
                            rowbuf, d, n, d, type);
 }
 

@@ -18,6 +18,11 @@
 int rove_cache_store(const rove_plan *p, int32_t type, void *buf, float *scale, int64_t dst,
                      const void *x, int32_t in_type, int64_t ss, int64_t n, const rove_rot *r,
                      float mul, float *rowbuf);
+/* rove_cache_store with the stored rows ds elements apart (ds = head_dim for Q8, whose
+ * scales are found from the element offset). */
+int rove_cache_store_rows(const rove_plan *p, int32_t type, void *buf, float *scale, int64_t dst,
+                          int64_t ds, const void *x, int32_t in_type, int64_t ss, int64_t n,
+                          const rove_rot *r, float mul, float *rowbuf);
 
 /* Rotate n <= ROVE_CACHE_CHUNK stored rows at element e of buf by r. fp32 rows in place;
  * typed rows are widened into rowbuf [n][head_dim], rotated and rounded back, or, with

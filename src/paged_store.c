@@ -1,20 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* New tokens into a pool the caller owns (rove_paged_store, rove.h): the external-memory
  * counterpart of rove_paged_append, as vLLM's reshape_and_cache is of its paged kernels.
+ * Rows are rotated into the global frame and rounded to the pool's type exactly as
+ * rove_paged_append does (rove_cache_store_rows: K m R_p k, V R_p v with ROVE_ROTATE_V).
  *
- * Two phases, so that nothing is half-written when a value does not fit the pool's type:
- *  1. stage: every KV head's K and V rows of the n new tokens, rotated into the global
- *     frame and rounded to the pool's type exactly as rove_paged_append does
- *     (rove_cache_store: K m R_p k, V R_p v with ROVE_ROTATE_V), into a staging buffer
- *     laid out as one head-major block of n rows: [n_kv_heads][n][head_dim] elements
- *     (Q8: then [n_kv_heads][n][rove_q8_blocks] scales, the row at element e owning those
- *     at e / head_dim * rove_q8_blocks, as rove_cache_store expects);
- *  2. scatter (only when every value fitted): each staged row copied to its slot's row of
- *     the pool, slot = block * block_size + row, in the pool's layout; its position into
- *     the pool's pos.
- * Both phases run in chunks of ROVE_CACHE_CHUNK tokens, one task per chunk. The staging
- * costs one extra copy of the new rows; the store of a decode step is small next to its
- * attention, and a prefill's next to its projections. */
+ * Nothing may be half-written when a value does not fit the pool's type. A scan of the
+ * inputs first bounds every rotated value (cannot_fail); when none can fail (an F32 pool,
+ * or finite inputs far inside the type's range: the usual case) the rows go straight to
+ * their slots, a run of consecutive slots within one block per call. Otherwise two phases:
+ *  1. stage: the rows into a staging buffer laid out as one head-major block of n rows,
+ *     [n_kv_heads][n][head_dim] elements (Q8: then [n_kv_heads][n][rove_q8_blocks]
+ *     scales, the row at element e owning those at e / head_dim * rove_q8_blocks);
+ *  2. scatter (only when every value fitted): each staged row copied to its slot's row.
+ * Everything runs in chunks of ROVE_CACHE_CHUNK tokens, one task per chunk; positions go
+ * to the pool's pos with the rows. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +37,7 @@ typedef struct {
   const int32_t *pos;
   const double *angles; /* NULL or [n][n_kv_heads][half] */
   int64_t tab_w;        /* table floats per token: half, or n_kv_heads * half with angles */
+  int direct;                       /* rows straight to their slots (cannot_fail) */
   char *stage_k, *stage_v;          /* [n_kv_heads][n][head_dim] of the pool's type */
   float *scale_k, *scale_v;         /* Q8: [n_kv_heads][n][q8_blocks], else NULL */
   float *scratch;                   /* per thread: cos, sin [chunk][tab_w], rows [chunk][d] */
@@ -50,47 +51,135 @@ static int64_t chunk_hi(const store_ctx *s, int64_t t) {
   return hi < s->n ? hi : s->n;
 }
 
-/* Phase 1, tokens [lo, hi): the rotation table, then every head's K and V rows of each run
- * of stored tokens. */
-static void stage_task(int64_t t, int tid, void *vctx) {
+/* The pool's arrays: the caller's writable memory (rove_paged_kv is const for readers). */
+static char *wr(const void *p) { return (char *)(uintptr_t)p; }
+
+/* Tokens [i, i + m) (rows a.. of the chunk's table) of every head: to the staging block,
+ * or (direct) to the pool, where they are consecutive slots of one block. */
+static int store_run(const store_ctx *s, int64_t i, int64_t m, int64_t a, const float *cs,
+                     const float *sn, float *rowbuf) {
+  const rove_plan *p = s->p;
+  const rove_paged_kv *kv = s->kv;
+  const int32_t d = p->cfg.head_dim, half = p->half, hkv = p->cfg.n_kv_heads, bs = kv->block_size;
+  const uint32_t rot = p->cfg.rotate;
+  const int on_k = (rot & ROVE_ROTATE_K) != 0, on_v = (rot & ROVE_ROTATE_V) != 0;
+  const int64_t esz = rove_dtype_size(s->in_type), w = s->tab_w;
+  const int tm = kv->layout == ROVE_PAGED_TOKEN_MAJOR;
+  const int64_t blk = s->slots[i] >> s->g.shift, row = s->slots[i] & (bs - 1);
+  char *bk = s->direct ? wr(kv->k) : s->stage_k, *bv = s->direct ? wr(kv->v) : s->stage_v;
+  float *sk = s->direct ? (float *)wr(kv->k_scale) : s->scale_k;
+  float *sv = s->direct ? (float *)wr(kv->v_scale) : s->scale_v;
+  const int64_t ds = s->direct && tm ? (int64_t)hkv * d : d; /* elements between its rows */
+  int bad = 0;
+  for (int32_t h = 0; h < hkv; h++) {
+    const int64_t off = a * w + (s->angles ? (int64_t)h * half : 0);
+    const rove_rot rk = rove_plan_rot(p, on_k ? cs + off : NULL, on_k ? sn + off : NULL, w);
+    const rove_rot rv = rove_plan_rot(p, on_v ? cs + off : NULL, on_v ? sn + off : NULL, w);
+    /* staged: row h n + i; direct: block blk (block_stride apart), row [h][row] head-major
+     * or [row][h] token-major (Q8 pools are head-major and dense) */
+    const int64_t dst = s->direct ? blk * s->g.block_stride + (tm ? row * hkv + h : (int64_t)h * bs + row) * d
+                                  : ((int64_t)h * s->n + i) * d;
+    const char *xk = (const char *)s->k + (i * s->ks + (int64_t)h * d) * esz;
+    const char *xv = (const char *)s->v + (i * s->vs + (int64_t)h * d) * esz;
+    bad |= rove_cache_store_rows(p, kv->type, bk, sk, dst, ds, xk, s->in_type, s->ks, m, &rk,
+                                 (float)p->attn_factor, rowbuf);
+    bad |= rove_cache_store_rows(p, kv->type, bv, sv, dst, ds, xv, s->in_type, s->vs, m, &rv,
+                                 1.0f, rowbuf);
+  }
+  if (s->direct && kv->pos)
+    for (int64_t j = 0; j < m; j++) ((int32_t *)wr(kv->pos))[s->slots[i + j]] = s->pos[i + j];
+  return bad;
+}
+
+/* Tokens [lo, hi) of chunk t: the rotation table, then each run of stored tokens (padding
+ * tokens, slot < 0, are neither read nor checked): staged, any run; direct, consecutive
+ * slots within one block. */
+static void rows_task(int64_t t, int tid, void *vctx) {
   store_ctx *s = vctx;
   const rove_plan *p = s->p;
-  const int32_t d = p->cfg.head_dim, half = p->half, hkv = p->cfg.n_kv_heads;
   const int64_t lo = chunk_lo(t), n = chunk_hi(s, t) - lo, w = s->tab_w;
+  const int64_t bmask = s->kv->block_size - 1;
   float *cs = s->scratch + (int64_t)tid * s->thread_floats, *sn = cs + ROVE_CACHE_CHUNK * w;
   float *rowbuf = sn + ROVE_CACHE_CHUNK * w;
   if (s->angles)
     rove_angle_table(p->kern, cs, sn, s->angles + lo * w, n * w);
   else
-    rove_rope_table(cs, sn, p->inv_freq, half, p->rope_step, s->pos + lo, 0, n);
-  const uint32_t rot = p->cfg.rotate;
-  const int on_k = (rot & ROVE_ROTATE_K) != 0, on_v = (rot & ROVE_ROTATE_V) != 0;
-  const int64_t esz = rove_dtype_size(s->in_type);
-  const int32_t type = s->kv->type;
-  /* runs of stored tokens: a padding token (negative slot) is neither read nor checked,
-   * so its garbage cannot fail the call */
+    rove_rope_table(cs, sn, p->inv_freq, p->half, p->rope_step, s->pos + lo, 0, n);
+  const int64_t *sl = s->slots + lo;
   for (int64_t a = 0; a < n;) {
-    if (s->slots[lo + a] < 0) {
+    if (sl[a] < 0) {
       a++;
       continue;
     }
     int64_t b = a + 1;
-    while (b < n && s->slots[lo + b] >= 0) b++;
-    const int64_t i = lo + a, m = b - a;
-    for (int32_t h = 0; h < hkv; h++) {
-      const int64_t off = a * w + (s->angles ? (int64_t)h * half : 0);
-      const rove_rot rk = rove_plan_rot(p, on_k ? cs + off : NULL, on_k ? sn + off : NULL, w);
-      const rove_rot rv = rove_plan_rot(p, on_v ? cs + off : NULL, on_v ? sn + off : NULL, w);
-      const int64_t dst = ((int64_t)h * s->n + i) * d;
-      const char *xk = (const char *)s->k + (i * s->ks + (int64_t)h * d) * esz;
-      const char *xv = (const char *)s->v + (i * s->vs + (int64_t)h * d) * esz;
-      s->bad[t] |= rove_cache_store(p, type, s->stage_k, s->scale_k, dst, xk, s->in_type, s->ks,
-                                    m, &rk, (float)p->attn_factor, rowbuf);
-      s->bad[t] |= rove_cache_store(p, type, s->stage_v, s->scale_v, dst, xv, s->in_type, s->vs,
-                                    m, &rv, 1.0f, rowbuf);
-    }
+    if (s->direct)
+      while (b < n && sl[b] == sl[b - 1] + 1 && (sl[b] & bmask) != 0) b++;
+    else
+      while (b < n && sl[b] >= 0) b++;
+    s->bad[t] |= store_run(s, lo + a, b - a, a, cs, sn, rowbuf);
     a = b;
   }
+}
+
+/* 16-bit words of any input (an fp32's halves included): reading them aliases. */
+typedef int16_t __attribute__((may_alias)) i16_alias;
+
+/* max(t, the magnitude bits of u[0], u[step], ... u[(n - 1) step]); inlined with step a
+ * constant, so that the loop vectorises. */
+static inline __attribute__((always_inline)) int16_t max_words(const i16_alias *u, int64_t n,
+                                                               int step, int16_t t) {
+  for (int64_t e = 0; e < n; e++) {
+    const int16_t a = (int16_t)(u[e * step] & 0x7fff);
+    t = a > t ? a : t;
+  }
+  return t;
+}
+
+/* Whether no stored token's rotated rows can fail to fit the pool's type (rove_kv_cache_
+ * create_typed): an F32 pool never fails; otherwise the largest finite input magnitude M
+ * bounds every rotated value by 2 M max(m, 1) (a pair rotates as a c - b s, |c|, |s| <= 1;
+ * K's rotated dims times m), with margin for the fp32 rounding, and that bound must lie
+ * inside the type's range (F16 65504, BF16 3e38, Q8 1e38 and no NaN or infinity: Q8 stores
+ * finite values only; F16 and BF16 store NaN and infinities as such). */
+static int cannot_fail(const store_ctx *s) {
+  const int32_t type = s->kv->type;
+  if (type == ROVE_DTYPE_F32) return 1;
+  const int64_t width = (int64_t)s->p->cfg.n_kv_heads * s->p->cfg.head_dim;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "cannot_fail reads the high half of an fp32 as the second 16-bit word"
+#endif
+  /* The largest |x| from 16-bit magnitude words (their bit order is the magnitudes'):
+   * BF16 and F16 elements, or the high half of each fp32 (sign, exponent, 7 mantissa
+   * bits; little-endian), so that gcc vectorises the loop with the baseline ISA (SSE2 has
+   * a 16-bit integer max, no 32-bit one). A word of all-ones exponent is an infinity or a
+   * NaN: unbounded. */
+  const int f32 = s->in_type == ROVE_DTYPE_F32, step = f32 ? 2 : 1;
+  const uint32_t special = s->in_type == ROVE_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+  int16_t t16 = 0;
+  for (int32_t i = 0; i < s->n; i++) {
+    if (s->slots[i] < 0) continue;
+    for (int kv = 0; kv < 2; kv++) {
+      const int64_t at = (int64_t)i * (kv ? s->vs : s->ks) * step + (f32 ? 1 : 0);
+      const i16_alias *u = (const i16_alias *)(kv ? s->v : s->k) + at;
+      t16 = f32 ? max_words(u, width, 2, t16) : max_words(u, width, 1, t16);
+    }
+  }
+  const uint32_t b = (uint32_t)t16;
+  float big;
+  if (b >= special) {
+    big = INFINITY;
+  } else if (s->in_type == ROVE_DTYPE_F16) { /* (1024 + f) 2^(e - 25), or f 2^-24 */
+    big = (float)ldexp((b >> 10) ? 1024 + (b & 0x3ff) : (b & 0x3ff),
+                       (b >> 10) ? (int)(b >> 10) - 25 : -24);
+  } else { /* BF16 exact; fp32 below the next high half (one more mantissa step) */
+    const uint32_t bits = (b + (uint32_t)f32) << 16;
+    memcpy(&big, &bits, sizeof big);
+  }
+  const int nonfinite = isinf(big);
+  const double m = s->p->attn_factor > 1 ? s->p->attn_factor : 1.0;
+  const double bound = 2.001 * (double)big * m;
+  if (type == ROVE_DTYPE_Q8) return !nonfinite && bound < 1e38; /* also no NaN: inf above */
+  return bound < (type == ROVE_DTYPE_F16 ? 65504.0 : 3e38);
 }
 
 /* Phase 2, tokens [lo, hi): each staged row to its slot (negative slots: skipped). */
@@ -101,10 +190,9 @@ static void scatter_task(int64_t t, int tid, void *vctx) {
   const int32_t d = s->p->cfg.head_dim, hkv = s->p->cfg.n_kv_heads, bs = kv->block_size;
   const int32_t nsc = kv->type == ROVE_DTYPE_Q8 ? rove_q8_blocks(d) : 0;
   const size_t esz = (size_t)rove_dtype_size(kv->type), row_bytes = (size_t)d * esz;
-  /* the pool is the caller's writable memory; rove_paged_kv is const for the readers */
-  char *pk = (char *)(uintptr_t)kv->k, *pv = (char *)(uintptr_t)kv->v;
-  float *sk = (float *)(uintptr_t)kv->k_scale, *sv = (float *)(uintptr_t)kv->v_scale;
-  int32_t *ppos = (int32_t *)(uintptr_t)kv->pos;
+  char *pk = wr(kv->k), *pv = wr(kv->v);
+  float *sk = (float *)wr(kv->k_scale), *sv = (float *)wr(kv->v_scale);
+  int32_t *ppos = (int32_t *)wr(kv->pos);
   const int token_major = kv->layout == ROVE_PAGED_TOKEN_MAJOR;
   for (int64_t i = chunk_lo(t); i < chunk_hi(s, t); i++) {
     const int64_t slot = s->slots[i];
@@ -226,31 +314,38 @@ rove_status rove_paged_store(const rove_plan *p, const rove_paged_kv *kv, int32_
   st = check_slots(slots, n_tokens, (int64_t)kv->n_blocks * kv->block_size);
   if (st != ROVE_OK) return st;
 
-  /* staging: K and V rows, then K and V scales; per-thread tables and fp32 rows */
+  /* per-thread tables and fp32 rows; unless direct, the staging: K and V rows, then K and
+   * V scales */
   const int64_t tasks = (n_tokens + ROVE_CACHE_CHUNK - 1) / ROVE_CACHE_CHUNK;
   const int32_t threads = rove_team_size(p->cfg.n_threads, tasks);
   const int typed = kv->type != ROVE_DTYPE_F32 || in_type != ROVE_DTYPE_F32;
   const int64_t per_thread = 2 * ROVE_CACHE_CHUNK * tab_w + (typed ? (int64_t)ROVE_CACHE_CHUNK * d : 0);
-  const size_t row_bytes = ((size_t)stage_elems * (size_t)esz + 63) / 64 * 64;
-  const size_t scale_bytes = ((size_t)rows * (size_t)nsc * sizeof(float) + 63) / 64 * 64;
-  char *stage = rove_alloc(2 * row_bytes + 2 * scale_bytes);
+  store_ctx s = {p, kv, g, n_tokens, slots, k, v, ks, vs, in_type, pos, angles, tab_w, 0,
+                 NULL, NULL, NULL, NULL, NULL, per_thread, NULL};
+  s.direct = cannot_fail(&s);
+  const size_t row_bytes = s.direct ? 0 : ((size_t)stage_elems * (size_t)esz + 63) / 64 * 64;
+  const size_t scale_bytes = s.direct ? 0 : ((size_t)rows * (size_t)nsc * sizeof(float) + 63) / 64 * 64;
+  char *stage = s.direct ? NULL : rove_alloc(2 * row_bytes + 2 * scale_bytes);
   float *scratch = rove_alloc((size_t)threads * (size_t)per_thread * sizeof(float));
   int *bad = calloc((size_t)tasks, sizeof(int));
-  if (!stage || !scratch || !bad) {
+  if ((!s.direct && !stage) || !scratch || !bad) {
     rove_free(stage), rove_free(scratch), free(bad);
     return ROVE_ERR_OUT_OF_MEMORY;
   }
-  store_ctx s = {p, kv, g, n_tokens, slots, k, v, ks, vs, in_type, pos, angles, tab_w,
-                 stage, stage + row_bytes,
-                 nsc ? (float *)(stage + 2 * row_bytes) : NULL,
-                 nsc ? (float *)(stage + 2 * row_bytes + scale_bytes) : NULL,
-                 scratch, per_thread, bad};
-  rove_parallel_for(p->cfg.n_threads, tasks, stage_task, &s);
+  if (stage) {
+    s.stage_k = stage, s.stage_v = stage + row_bytes;
+    s.scale_k = nsc ? (float *)(stage + 2 * row_bytes) : NULL;
+    s.scale_v = nsc ? (float *)(stage + 2 * row_bytes + scale_bytes) : NULL;
+  }
+  s.scratch = scratch, s.bad = bad;
+  rove_parallel_for(p->cfg.n_threads, tasks, rows_task, &s);
   int any = 0;
   for (int64_t t = 0; t < tasks; t++) any |= bad[t];
+  /* direct: nothing can have failed (cannot_fail); staged: a value the pool's type cannot
+   * hold leaves the pool untouched */
   if (any)
-    st = ROVE_ERR_INVALID_ARGUMENT; /* a value the pool's type cannot hold: nothing written */
-  else
+    st = ROVE_ERR_INVALID_ARGUMENT;
+  else if (!s.direct)
     rove_parallel_for(p->cfg.n_threads, tasks, scatter_task, &s);
   rove_free(stage), rove_free(scratch), free(bad);
   return st;
