@@ -822,7 +822,8 @@ ROVE_API rove_status rove_paged_attention(const rove_plan *p, const rove_paged_k
  * t) pos[t] must be the token's index in its sequence, which this call cannot check.
  * @param slots   [n_tokens] int64 (vLLM's slot_mapping): a slot in [0, n_blocks *
  *                block_size), or negative to skip the token (padding: its K, V and
- *                angles are not used); no slot twice
+ *                angles are not used, its position and angles must be readable); no
+ *                slot twice
  * @param k, v    [n_tokens][n_kv_heads][head_dim] of @p in_type (F32, BF16, F16) with
  *                token strides in elements (0 = dense)
  * @param pos     [n_tokens] the tokens' positions (the rotation's, and the masks')
@@ -832,8 +833,9 @@ ROVE_API rove_status rove_paged_attention(const rove_plan *p, const rove_paged_k
  * cannot hold, the rows are staged (one extra copy) before any is written; otherwise
  * (an F32 pool, or finite inputs well inside the type's range) they go straight to their
  * slots. Bitwise identical for any thread count.
- * @return ROVE_OK (n_tokens 0: nothing done); ROVE_ERR_INVALID_ARGUMENT (NULL plan, pool,
- *         slots, k, v or pos, n_tokens < 0, a bad pool as rove_paged_attention, a slot
+ * @return ROVE_OK (n_tokens 0: nothing done, slots, k, v, pos may be NULL);
+ *         ROVE_ERR_INVALID_ARGUMENT (NULL plan or pool, NULL slots, k, v or pos with
+ *         tokens, n_tokens < 0, a bad pool as rove_paged_attention, a slot
  *         past the pool or repeated, a stride below the dense width, a stored token's
  *         non-finite angle, a
  *         value the pool's type cannot hold as rove_kv_cache_create_typed describes, a pool

@@ -92,8 +92,8 @@ static int store_run(const store_ctx *s, int64_t i, int64_t m, int64_t a, const 
 }
 
 /* Tokens [lo, hi) of chunk t: the rotation table, then each run of stored tokens (padding
- * tokens, slot < 0, are neither read nor checked): staged, any run; direct, consecutive
- * slots within one block. */
+ * tokens, slot < 0: their K and V are neither read nor checked; their positions or angles
+ * feed the table, unused): staged, any run; direct, consecutive slots within one block. */
 static void rows_task(int64_t t, int tid, void *vctx) {
   store_ctx *s = vctx;
   const rove_plan *p = s->p;
@@ -289,11 +289,11 @@ rove_status rove_paged_store(const rove_plan *p, const rove_paged_kv *kv, int32_
                              const int64_t *slots, const void *k, int64_t k_stride,
                              const void *v, int64_t v_stride, rove_dtype in_type,
                              const int32_t *pos, const double *angles) {
-  if (!p || !kv || !slots || !k || !v || !pos || n_tokens < 0 || !rove_dtype_is_tensor(in_type))
-    return ROVE_ERR_INVALID_ARGUMENT;
+  if (!p || !kv || n_tokens < 0 || !rove_dtype_is_tensor(in_type)) return ROVE_ERR_INVALID_ARGUMENT;
   rove_paged_geom g;
   rove_status st = rove_paged_check_pool(p, kv, &g);
-  if (st != ROVE_OK || n_tokens == 0) return st;
+  if (st != ROVE_OK || n_tokens == 0) return st; /* nothing to store: the arrays may be NULL */
+  if (!slots || !k || !v || !pos) return ROVE_ERR_INVALID_ARGUMENT;
   const int32_t d = p->cfg.head_dim, hkv = p->cfg.n_kv_heads;
   const int64_t width = (int64_t)hkv * d;
   const int64_t tab_w = angles ? (int64_t)hkv * p->half : p->half;

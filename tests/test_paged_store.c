@@ -335,6 +335,7 @@ static void test_store_errors(void **state) {
   assert_int_equal(rove_paged_store(p, kv, N, slots, k, 0, v, 0, ROVE_DTYPE_Q8, pos, NULL), ROVE_ERR_INVALID_ARGUMENT);
   assert_int_equal(rove_paged_store(p, kv, N, slots, k, 63, v, 0, ROVE_DTYPE_F32, pos, NULL), ROVE_ERR_INVALID_ARGUMENT);
   assert_int_equal(rove_paged_store(p, kv, 0, slots, k, 0, v, 0, ROVE_DTYPE_F32, pos, NULL), ROVE_OK);
+  assert_int_equal(rove_paged_store(p, kv, 0, NULL, NULL, 0, NULL, 0, ROVE_DTYPE_F32, NULL, NULL), ROVE_OK);
   expect_untouched(&s0, &o);
   /* slots: past the pool, repeated (also far apart, in different chunks) */
   slots[N - 1] = 640;

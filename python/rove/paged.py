@@ -436,6 +436,8 @@ def _block_stride(x):
         strides, item = list(x.stride()), 1
     else:
         strides, item = list(x.strides), x.itemsize
+    if x.shape[0] == 1:  # one block: its dim-0 stride is never used (numpy may say 0)
+        strides[0] = item * int(np.prod(x.shape[1:], dtype=np.int64))
     want = item
     for n, s in zip(reversed(x.shape[1:]), reversed(strides[1:])):
         if n != 1 and s != want:
@@ -488,7 +490,8 @@ def _dense(x, name, shape=None, dtype=None, write=False, blocked=False):
     return x, ptr, t
 
 
-def _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale, pos_pool, write=False):
+def _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale, pos_pool, write=False,
+          fn="rove_paged_attention"):
     """The caller's pool checked (its shapes, one storage type, the layout): (PagedKV,
     the arrays to keep alive, (n_blocks, n_kv_heads, block_size, rove_dtype))."""
     if layout not in ("head_major", "token_major"):
@@ -514,15 +517,13 @@ def _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale, pos_pool, write=Fa
                         + (f", dtype={dtype!r}" if dtype is not None else "") +
                         ": one storage type for all")
     if tm and t == _Q8:
-        raise _lib.RoveUnsupported("rove_paged_attention", _lib.ERR_UNSUPPORTED,
-                                   "a q8 pool is read head-major only")
+        raise _lib.RoveUnsupported(fn, _lib.ERR_UNSUPPORTED, "a q8 pool is head-major only")
     kst, vst = _block_stride(k_pool), _block_stride(v_pool)
     if kst != vst:
         raise ValueError(f"k_pool steps {kst} elements from block to block, v_pool {vst}: "
                          "librove takes one block stride for both")
     if t == _Q8 and kst != Hk * bs * D:
-        raise _lib.RoveUnsupported("rove_paged_attention", _lib.ERR_UNSUPPORTED,
-                                   "a q8 pool is dense (no block stride)")
+        raise _lib.RoveUnsupported(fn, _lib.ERR_UNSUPPORTED, "a q8 pool is dense (no block stride)")
     kv = _lib.PagedKV(k=kp, v=vp, type=t, block_size=bs, n_blocks=nb,
                       layout=_lib.PAGED_TOKEN_MAJOR if tm else _lib.PAGED_HEAD_MAJOR,
                       block_stride=kst)
@@ -623,7 +624,9 @@ def paged_store(k, v, k_pool, v_pool, slot_mapping, positions, *, plan=None, pos
     pos_pool they must be each token's index in its sequence, paged_attention's
     default). angles: None or float64 [n, n_kv_heads, rotary_dim/2] explicit angles
     (Selective RoPE). The pool arrays (k_pool, v_pool, k_scale, v_scale, pos_pool, in
-    paged_attention's layouts) must be C-contiguous and writable. The plan: ``plan=`` (the one the attention will use), or
+    paged_attention's layouts) must be C-contiguous (or block-strided, as there) and
+    writable; a torch tensor carries no read-only flag, so never wrap PagedKVCache.view()'s
+    arrays with torch.from_numpy to store into them. The plan: ``plan=`` (the one the attention will use), or
     rove.get_plan(n_kv_heads, n_kv_heads, head_dim, **options): the store depends on the
     rotation only (rotate=, rope=, ...), never on the query heads. Raises
     RoveInvalidArgument (the pool untouched) for a slot past the pool or repeated, a value
@@ -637,7 +640,7 @@ def paged_store(k, v, k_pool, v_pool, slot_mapping, positions, *, plan=None, pos
                          "[n, n_kv_heads, head_dim]")
     n, Hk_in, D = vk.shape
     kv, keep, (nb, Hk, bs, t) = _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale,
-                                      pos_pool, write=True)
+                                      pos_pool, write=True, fn="rove_paged_store")
     if Hk_in != Hk:
         raise ValueError(f"k has {Hk_in} KV heads, k_pool {Hk}")
     if isinstance(plan, Plan) and (plan.n_kv_heads, plan.head_dim) != (Hk, D):
@@ -646,6 +649,8 @@ def paged_store(k, v, k_pool, v_pool, slot_mapping, positions, *, plan=None, pos
     plan = _plan(plan, (Hk, Hk, D), options)
     n = _int32("the tokens stored", n)
     sm = _tensor.to_numpy(slot_mapping, "slot_mapping")
+    if sm.size == 0 and sm.dtype == np.float64:  # np.asarray([])
+        sm = sm.astype(np.int64)
     if sm.dtype == np.bool_ or not np.issubdtype(sm.dtype, np.integer):
         raise TypeError(f"slot_mapping must hold integers (got dtype {sm.dtype})")
     if sm.shape != (n,):
@@ -653,9 +658,16 @@ def paged_store(k, v, k_pool, v_pool, slot_mapping, positions, *, plan=None, pos
     if sm.dtype.kind == "u" and sm.size and int(sm.max()) > 2 ** 63 - 1:
         raise ValueError("slot_mapping has values past int64")
     slots = np.array(sm, dtype=np.int64, order="C", copy=True)  # librove's own copy
+    if positions is not None and n == 0:
+        positions = np.zeros(0, np.int32)  # [] is float64 to numpy
     pp_obj, pp = _tensor.positions(positions, "positions", 1, n)
     if pp is None:
         raise ValueError("positions are required: the tokens' positions rotate them")
+    if angles is not None and np.any(slots < 0):  # a padding token's angles are not used
+        angles = _tensor.to_numpy(angles, "angles")
+        if angles.shape[:1] == (n,) and np.issubdtype(angles.dtype, np.floating):
+            angles = angles.copy()
+            angles[slots < 0] = 0
     a_obj, ap = (None, None) if angles is None else _angles(
         angles, "angles", (n, Hk, plan.rotary_dim // 2))
     if n == 0:
@@ -671,7 +683,9 @@ def paged_store(k, v, k_pool, v_pool, slot_mapping, positions, *, plan=None, pos
         elif len(np.unique(slots[slots >= 0])) != int(np.count_nonzero(slots >= 0)):
             detail = "a slot appears twice"
         else:
-            detail = (_UNREPRESENTABLE.get(_lib.dtype_name(t), "") or
-                      "an input overlaps the pool, or a value does not fit its type")
+            detail = ("an input (k, v, slot_mapping, positions, angles) overlaps a pool array, "
+                      "or K's and V's blocks share memory" +
+                      (", or " + _UNREPRESENTABLE[_lib.dtype_name(t)]
+                       if _lib.dtype_name(t) in _UNREPRESENTABLE else ""))
     _lib.check("rove_paged_store", st, detail)
     del lk, lv, pp_obj, a_obj, keep

@@ -195,8 +195,39 @@ def test_store_errors():
         rove.paged_store(k, v, np.zeros((4, 4, BS, D), np.float32),
                          np.zeros((4, 4, BS, D), np.float32), [0, 1, 2, 3], pos, plan=plan)
     assert np.array_equal(kp, before) and np.array_equal(vp, before)
-    rove.paged_store(k, v, kp, vp, [-1, 5, 6, -1], pos, plan=plan)  # padding skipped
+    with pytest.raises(rove.RoveUnsupported, match="rove_paged_store"):
+        q8 = np.zeros((8, HK, BS, D), np.int8)  # blocks 0, 2, 4, 6 / 1, 3, 5, 7: strided
+        rove.paged_store(k, v, q8[::2], q8[1::2], [0, 1, 2, 3], pos, plan=plan,
+                         k_scale=np.zeros((4, HK, BS, 2), np.float32),
+                         v_scale=np.zeros((4, HK, BS, 2), np.float32))
+    with pytest.raises(rove.RoveInvalidArgument, match="overlaps"):  # K and V one array
+        rove.paged_store(k, v, kp, kp, [0, 1, 2, 3], pos, plan=plan)
+    assert np.array_equal(kp, before) and np.array_equal(vp, before)
+    # padding skipped: its K, V and angles are not used (NaN there is fine)
+    ang = np.full((4, HK, D // 2), 0.5)
+    ang[0] = ang[3] = np.nan
+    rove.paged_store(k, v, kp, vp, [-1, 5, 6, -1], pos, plan=plan, angles=ang)
     assert np.array_equal(kp[0, :, 0], before[0, :, 0]) and not np.array_equal(kp[0, :, 5], 0)
+    with pytest.raises(ValueError, match="non-finite"):  # a stored token's NaN angle
+        rove.paged_store(k, v, kp, vp, [-1, 5, 6, 7], pos, plan=plan, angles=ang)
+    rove.paged_store(k[:0], v[:0], kp, vp, [], [], plan=plan)  # nothing to store
+
+
+def test_one_block_pool_any_first_stride():
+    """numpy and torch call a one-block array contiguous whatever its first stride."""
+    plan = rove.Plan(HQ, HK, D)
+    rng = np.random.default_rng(13)
+    k, v = randn(rng, 3, HK, D), randn(rng, 3, HK, D)
+    kp = np.broadcast_to(np.zeros((1, HK, BS, D), np.float32), (1, HK, BS, D)).copy()
+    kp1 = np.lib.stride_tricks.as_strided(kp, strides=(0,) + kp.strides[1:])
+    vp = np.zeros((1, HK, BS, D), np.float32)
+    rove.paged_store(k, v, kp1, vp, [0, 1, 2], [0, 1, 2], plan=plan)
+    cache = rove.PagedKVCache(plan, n_blocks=1, block_size=BS)
+    s = cache.new_sequence()
+    cache.append(s, k, v)
+    q = randn(rng, 1, HQ, D)
+    assert np.array_equal(rove.paged_attention(q, kp1, vp, [[0]], [3], plan=plan),
+                          cache.attention([s], q))
 
 
 @pytest.mark.parametrize("layout", ["token_major", "head_major"])
