@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The examples run: rove_numpy.py agrees with its float64 reference, hf_rove.py with sdpa,
-and train_rove_gpt.py learns through librove's backward."""
+train_rove_gpt.py learns through librove's backward, and paged_serving.py's engine-owned
+pools equal rove.PagedKVCache bit for bit and SDPA to float rounding."""
 import re
 import subprocess
 import sys
@@ -46,12 +47,31 @@ def test_train_example_learns(tmp_path):
     assert len(rows) == 61 and rows[0].startswith("#"), rows[:3]
 
 
+def test_paged_serving_example():
+    """examples/paged_serving.py: requests arrive, prefill, decode together, finish and free
+    their blocks; every step equals rove.PagedKVCache, the outputs SDPA (float64)."""
+    for mode in ("rove", "rope"):
+        out = subprocess.run([sys.executable, str(ROOT / "examples" / "paged_serving.py"),
+                              "--steps", "14", "--rotate", mode], check=True,
+                             capture_output=True, text=True, timeout=600).stdout
+        assert "bit for bit" in out, out
+        m = re.search(r"vs SDPA .*: ([0-9.e+-]+) \(relative", out)
+        # the reference rounds its float64-rotated K and V to bf16, librove its fp32-rotated
+        # ones: an element near a rounding boundary may land one bf16 step apart (2^-8);
+        # a sign, pairing or layout mistake is O(1)
+        assert m and float(m.group(1)) < 1e-3, out
+        m = re.search(r"(\d+) requests", out)
+        assert m and int(m.group(1)) >= 4, out
+
+
 def test_examples_refuse_bad_arguments():
     """Arguments the examples cannot honour are usage errors (exit 2, the reason named),
     before any work: an offset past the sequence once trained on nothing and printed nan."""
     for script, args, says in (("train_rove_gpt.py", ["--seq", "32", "--offset", "32"], "--offset"),
                                ("train_rove_gpt.py", ["--steps", "0"], "--steps"),
-                               ("hf_rove.py", ["--new", "0"], "--new")):
+                               ("hf_rove.py", ["--new", "0"], "--new"),
+                               ("paged_serving.py", ["--block-size", "12"], "--block-size"),
+                               ("paged_serving.py", ["--heads", "6", "--kv-heads", "4"], "--heads")):
         r = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and says in r.stderr, (script, args, r.returncode, r.stderr)
