@@ -78,6 +78,7 @@ int main(int argc, char **argv) {
   if (type == ROVE_DTYPE_Q8) {
     const size_t sb = sizeof(float) * (size_t)(n_blocks * BS * Hkv) * (size_t)((d + ROVE_Q8_BLOCK - 1) / ROVE_Q8_BLOCK);
     sk = malloc(sb), sv = malloc(sb);
+    if (!sk || !sv) die("scales", ROVE_ERR_OUT_OF_MEMORY);
   }
   if (!pk || !pv) die("pool", ROVE_ERR_OUT_OF_MEMORY);
   memset(pk, 0, (size_t)n_blocks * block), memset(pv, 0, (size_t)n_blocks * block);

@@ -3,7 +3,7 @@
 # set by `pip install .`; see pyproject.toml). The wheel gets librove's real file as
 # rove/librove.so, next to rove/__init__.py, which loads it by absolute path
 # (python/rove/_lib.py): no LD_LIBRARY_PATH, no system-wide librove. Its SONAME stays
-# librove.so.0; a library loaded by path does not need a file of that name. Wheels
+# librove.so.0.<minor>; a library loaded by path does not need a file of that name. Wheels
 # cannot hold symlinks, so the SONAME/namelink links are not installed (they would be
 # two more copies). Only the COMPONENT python is installed into the wheel
 # (install.components in pyproject.toml), so the C package's headers, CMake and

@@ -41,15 +41,18 @@ pc=$(find "$prefix" -name rove.pc -path '*/pkgconfig/*' | head -n 1)
 [ -n "$pc" ] || fail "rove.pc was not installed"
 libdir=$(dirname "$(dirname "$pc")")
 echo "lib dir: $libdir"
-for f in "$libdir/librove.so" "$libdir/librove.so.0" "$prefix/include/rove.h" \
+# the SONAME link: librove.so.<major>.<minor> while the major is 0 (CMakeLists.txt)
+soname=$(objdump -p "$libdir/librove.so" | sed -n 's/^ *SONAME *//p')
+case $soname in librove.so.0.[0-9]*) ;; *) fail "SONAME '$soname' is not librove.so.0.<minor>" ;; esac
+for f in "$libdir/librove.so" "$libdir/$soname" "$prefix/include/rove.h" \
          "$libdir/cmake/rove/roveConfig.cmake" "$libdir/cmake/rove/roveConfigVersion.cmake" \
          "$libdir/cmake/rove/roveTargets.cmake"; do
   [ -e "$f" ] || fail "missing $f"
 done
 [ -L "$libdir/librove.so" ] || fail "librove.so is not a namelink"
-[ -L "$libdir/librove.so.0" ] || fail "librove.so.0 is not a symlink"
-real=$(readlink "$libdir/librove.so.0")
-case $real in librove.so.0.*) ;; *) fail "librove.so.0 points to '$real'" ;; esac
+[ -L "$libdir/$soname" ] || fail "$soname is not a symlink"
+real=$(readlink "$libdir/$soname")
+case $real in "$soname".*) ;; *) fail "$soname points to '$real'" ;; esac
 [ -f "$libdir/$real" ] || fail "missing $libdir/$real"
 ls -l "$libdir"/librove*
 

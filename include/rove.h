@@ -718,7 +718,10 @@ ROVE_API rove_status rove_kv_cache_positions(const rove_kv_cache *c, int32_t *po
  * 5-D caches [n_blocks][2][block_size][n_kv_heads][head_dim] ("NHD", token-major) and
  * [n_blocks][2][n_kv_heads][block_size][head_dim] ("HND", head-major) are read and written
  * in place with k = the cache, v = k + n_kv_heads * block_size * head_dim elements and
- * block_stride twice that (not for Q8).
+ * block_stride twice that (not for Q8). The bitwise equalities below hold when block_stride
+ * is a multiple of a row's step (head_dim head-major, n_kv_heads * head_dim token-major),
+ * as FlashInfer's is; otherwise blocks of 16 and 32 are read one call per block, equal to
+ * float rounding.
  * The same values give the same bits in either layout; the row kernel then reads one
  * head's rows n_kv_heads * head_dim elements apart instead of contiguous (session 26, Zen
  * 4, 32 sequences, blocks of 16-64, the contiguous cache's time: fp32 12 x 64 1.06-1.12x
@@ -814,9 +817,10 @@ ROVE_API rove_status rove_paged_attention(const rove_plan *p, const rove_paged_k
  * flash-attn's in-place cache append): token t's K and V rows of every KV head go to slot
  * slots[t] = block * block_size + row of @p kv, in its layout, rotated into the global
  * frame and rounded to the pool's type exactly as rove_paged_append stores them (K:
- * m R_p k with ROVE_ROTATE_K, V: R_p v with ROVE_ROTATE_V; Q8 rows with their scales), so
- * that rove_paged_attention over the pool gives the bits of rove_paged_cache_attention
- * over the same tokens. kv's k, v, k_scale, v_scale and pos are written: they must point
+ * m R_p k with ROVE_ROTATE_K, V: R_p v with ROVE_ROTATE_V; Q8 rows with their scales): the
+ * stored bytes are the append's, so rove_paged_attention over the pool gives the bits of
+ * rove_paged_cache_attention over the same tokens (with a block_stride that is a multiple
+ * of a row's step, above; else to float rounding). kv's k, v, k_scale, v_scale and pos are written: they must point
  * at writable memory (the struct is const for the readers). The token's position goes to
  * kv->pos[slot] when kv->pos is set; with kv->pos NULL (token t of a sequence at position
  * t) pos[t] must be the token's index in its sequence, which this call cannot check.

@@ -43,6 +43,7 @@ typedef struct {
   float *scratch;                   /* per thread: cos, sin [chunk][tab_w], rows [chunk][d] */
   int64_t thread_floats;
   int *bad;                         /* [task] */
+  int16_t *top;                     /* [task]: cannot_fail's scan of the chunk */
 } store_ctx;
 
 static int64_t chunk_lo(int64_t t) { return t * ROVE_CACHE_CHUNK; }
@@ -135,35 +136,46 @@ static inline __attribute__((always_inline)) int16_t max_words(const i16_alias *
   return t;
 }
 
+/* The largest |x| of chunk t's stored tokens, from 16-bit magnitude words (their bit order
+ * is the magnitudes'): BF16 and F16 elements, or the high half of each fp32 (sign,
+ * exponent, 7 mantissa bits; little-endian), so that gcc vectorises the loop with the
+ * baseline ISA (SSE2 has a 16-bit integer max, no 32-bit one). */
+static void scan_task(int64_t t, int tid, void *vctx) {
+  (void)tid;
+  store_ctx *s = vctx;
+  const int64_t width = (int64_t)s->p->cfg.n_kv_heads * s->p->cfg.head_dim;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "scan_task reads the high half of an fp32 as the second 16-bit word"
+#endif
+  const int f32 = s->in_type == ROVE_DTYPE_F32, step = f32 ? 2 : 1;
+  int16_t t16 = 0;
+  for (int64_t i = chunk_lo(t); i < chunk_hi(s, t); i++) {
+    if (s->slots[i] < 0) continue;
+    for (int kv = 0; kv < 2; kv++) {
+      const int64_t at = i * (kv ? s->vs : s->ks) * step + (f32 ? 1 : 0);
+      const i16_alias *u = (const i16_alias *)(kv ? s->v : s->k) + at;
+      t16 = f32 ? max_words(u, width, 2, t16) : max_words(u, width, 1, t16);
+    }
+  }
+  s->top[t] = t16;
+}
+
 /* Whether no stored token's rotated rows can fail to fit the pool's type (rove_kv_cache_
  * create_typed): an F32 pool never fails; otherwise the largest finite input magnitude M
  * bounds every rotated value by 2 M max(m, 1) (a pair rotates as a c - b s, |c|, |s| <= 1;
  * K's rotated dims times m), with margin for the fp32 rounding, and that bound must lie
  * inside the type's range (F16 65504, BF16 3e38, Q8 1e38 and no NaN or infinity: Q8 stores
- * finite values only; F16 and BF16 store NaN and infinities as such). */
-static int cannot_fail(const store_ctx *s) {
+ * finite values only; F16 and BF16 store NaN and infinities as such). The scan runs one
+ * task per chunk, as the stores do. */
+static int cannot_fail(store_ctx *s, int64_t tasks) {
   const int32_t type = s->kv->type;
   if (type == ROVE_DTYPE_F32) return 1;
-  const int64_t width = (int64_t)s->p->cfg.n_kv_heads * s->p->cfg.head_dim;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "cannot_fail reads the high half of an fp32 as the second 16-bit word"
-#endif
-  /* The largest |x| from 16-bit magnitude words (their bit order is the magnitudes'):
-   * BF16 and F16 elements, or the high half of each fp32 (sign, exponent, 7 mantissa
-   * bits; little-endian), so that gcc vectorises the loop with the baseline ISA (SSE2 has
-   * a 16-bit integer max, no 32-bit one). A word of all-ones exponent is an infinity or a
-   * NaN: unbounded. */
-  const int f32 = s->in_type == ROVE_DTYPE_F32, step = f32 ? 2 : 1;
-  const uint32_t special = s->in_type == ROVE_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+  rove_parallel_for(s->p->cfg.n_threads, tasks, scan_task, s);
   int16_t t16 = 0;
-  for (int32_t i = 0; i < s->n; i++) {
-    if (s->slots[i] < 0) continue;
-    for (int kv = 0; kv < 2; kv++) {
-      const int64_t at = (int64_t)i * (kv ? s->vs : s->ks) * step + (f32 ? 1 : 0);
-      const i16_alias *u = (const i16_alias *)(kv ? s->v : s->k) + at;
-      t16 = f32 ? max_words(u, width, 2, t16) : max_words(u, width, 1, t16);
-    }
-  }
+  for (int64_t t = 0; t < tasks; t++) t16 = s->top[t] > t16 ? s->top[t] : t16;
+  /* a word of all-ones exponent is an infinity or a NaN: unbounded */
+  const uint32_t special = s->in_type == ROVE_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+  const int f32 = s->in_type == ROVE_DTYPE_F32;
   const uint32_t b = (uint32_t)t16;
   float big;
   if (b >= special) {
@@ -321,8 +333,12 @@ rove_status rove_paged_store(const rove_plan *p, const rove_paged_kv *kv, int32_
   const int typed = kv->type != ROVE_DTYPE_F32 || in_type != ROVE_DTYPE_F32;
   const int64_t per_thread = 2 * ROVE_CACHE_CHUNK * tab_w + (typed ? (int64_t)ROVE_CACHE_CHUNK * d : 0);
   store_ctx s = {p, kv, g, n_tokens, slots, k, v, ks, vs, in_type, pos, angles, tab_w, 0,
-                 NULL, NULL, NULL, NULL, NULL, per_thread, NULL};
-  s.direct = cannot_fail(&s);
+                 NULL, NULL, NULL, NULL, NULL, per_thread, NULL, NULL};
+  int16_t *top = malloc(sizeof(int16_t) * (size_t)tasks);
+  if (!top) return ROVE_ERR_OUT_OF_MEMORY;
+  s.top = top;
+  s.direct = cannot_fail(&s, tasks);
+  free(top);
   const size_t row_bytes = s.direct ? 0 : ((size_t)stage_elems * (size_t)esz + 63) / 64 * 64;
   const size_t scale_bytes = s.direct ? 0 : ((size_t)rows * (size_t)nsc * sizeof(float) + 63) / 64 * 64;
   char *stage = s.direct ? NULL : rove_alloc(2 * row_bytes + 2 * scale_bytes);

@@ -465,7 +465,7 @@ def _dense(x, name, shape=None, dtype=None, write=False, blocked=False):
         match = dtype is None or x.dtype == getattr(torch, np.dtype(dtype).name)
     elif isinstance(x, np.ndarray):
         t = _NP_POOL.get(x.dtype)
-        if x.flags.c_contiguous and not x.flags.aligned:
+        if not x.flags.aligned:
             raise ValueError(f"{name} is not aligned to its element size: librove reads "
                              "the pool in place (a pool is never copied)")
         ok, ptr = x.flags.c_contiguous, x.__array_interface__["data"][0]
