@@ -55,18 +55,27 @@ static int64_t chunk_hi(const store_ctx *s, int64_t t) {
 /* The pool's arrays: the caller's writable memory (rove_paged_kv is const for readers). */
 static char *wr(const void *p) { return (char *)(uintptr_t)p; }
 
+/* The element offset in K (V) of slot `slot`'s row of KV head h: blocks block_stride
+ * elements apart, within one the row [h][row] head-major or [row][h] token-major. A Q8
+ * pool is dense and head-major, so its row's scales are those of row offset / head_dim. */
+static int64_t pool_row(const store_ctx *s, int64_t slot, int32_t h) {
+  const int64_t bs = s->kv->block_size, hkv = s->p->cfg.n_kv_heads;
+  const int64_t blk = slot >> s->g.shift, row = slot & (bs - 1);
+  const int64_t r = s->kv->layout == ROVE_PAGED_TOKEN_MAJOR ? row * hkv + h : h * bs + row;
+  return blk * s->g.block_stride + r * s->p->cfg.head_dim;
+}
+
 /* Tokens [i, i + m) (rows a.. of the chunk's table) of every head: to the staging block,
  * or (direct) to the pool, where they are consecutive slots of one block. */
 static int store_run(const store_ctx *s, int64_t i, int64_t m, int64_t a, const float *cs,
                      const float *sn, float *rowbuf) {
   const rove_plan *p = s->p;
   const rove_paged_kv *kv = s->kv;
-  const int32_t d = p->cfg.head_dim, half = p->half, hkv = p->cfg.n_kv_heads, bs = kv->block_size;
+  const int32_t d = p->cfg.head_dim, half = p->half, hkv = p->cfg.n_kv_heads;
   const uint32_t rot = p->cfg.rotate;
   const int on_k = (rot & ROVE_ROTATE_K) != 0, on_v = (rot & ROVE_ROTATE_V) != 0;
   const int64_t esz = rove_dtype_size(s->in_type), w = s->tab_w;
   const int tm = kv->layout == ROVE_PAGED_TOKEN_MAJOR;
-  const int64_t blk = s->slots[i] >> s->g.shift, row = s->slots[i] & (bs - 1);
   char *bk = s->direct ? wr(kv->k) : s->stage_k, *bv = s->direct ? wr(kv->v) : s->stage_v;
   float *sk = s->direct ? (float *)wr(kv->k_scale) : s->scale_k;
   float *sv = s->direct ? (float *)wr(kv->v_scale) : s->scale_v;
@@ -76,10 +85,9 @@ static int store_run(const store_ctx *s, int64_t i, int64_t m, int64_t a, const 
     const int64_t off = a * w + (s->angles ? (int64_t)h * half : 0);
     const rove_rot rk = rove_plan_rot(p, on_k ? cs + off : NULL, on_k ? sn + off : NULL, w);
     const rove_rot rv = rove_plan_rot(p, on_v ? cs + off : NULL, on_v ? sn + off : NULL, w);
-    /* staged: row h n + i; direct: block blk (block_stride apart), row [h][row] head-major
-     * or [row][h] token-major (Q8 pools are head-major and dense) */
-    const int64_t dst = s->direct ? blk * s->g.block_stride + (tm ? row * hkv + h : (int64_t)h * bs + row) * d
-                                  : ((int64_t)h * s->n + i) * d;
+    /* staged: row h n + i; direct: the pool's row of slot i (the run's next slots follow,
+     * ds elements apart) */
+    const int64_t dst = s->direct ? pool_row(s, s->slots[i], h) : ((int64_t)h * s->n + i) * d;
     const char *xk = (const char *)s->k + (i * s->ks + (int64_t)h * d) * esz;
     const char *xv = (const char *)s->v + (i * s->vs + (int64_t)h * d) * esz;
     bad |= rove_cache_store_rows(p, kv->type, bk, sk, dst, ds, xk, s->in_type, s->ks, m, &rk,
@@ -199,28 +207,22 @@ static void scatter_task(int64_t t, int tid, void *vctx) {
   (void)tid;
   const store_ctx *s = vctx;
   const rove_paged_kv *kv = s->kv;
-  const int32_t d = s->p->cfg.head_dim, hkv = s->p->cfg.n_kv_heads, bs = kv->block_size;
+  const int32_t d = s->p->cfg.head_dim, hkv = s->p->cfg.n_kv_heads;
   const int32_t nsc = kv->type == ROVE_DTYPE_Q8 ? rove_q8_blocks(d) : 0;
   const size_t esz = (size_t)rove_dtype_size(kv->type), row_bytes = (size_t)d * esz;
   char *pk = wr(kv->k), *pv = wr(kv->v);
   float *sk = (float *)wr(kv->k_scale), *sv = (float *)wr(kv->v_scale);
   int32_t *ppos = (int32_t *)wr(kv->pos);
-  const int token_major = kv->layout == ROVE_PAGED_TOKEN_MAJOR;
   for (int64_t i = chunk_lo(t); i < chunk_hi(s, t); i++) {
     const int64_t slot = s->slots[i];
     if (slot < 0) continue;
-    const int64_t blk = slot >> s->g.shift, row = slot & (bs - 1);
     if (ppos) ppos[slot] = s->pos[i];
     for (int32_t h = 0; h < hkv; h++) {
-      /* the row within its block, in rows of head_dim elements: head-major [h][row],
-       * token-major [row][h]; blocks block_stride elements apart */
-      const int64_t r = token_major ? row * hkv + h : (int64_t)h * bs + row;
-      const size_t dst = (size_t)(blk * s->g.block_stride) * esz + (size_t)r * row_bytes;
-      const int64_t src = (int64_t)h * s->n + i; /* staged row */
-      memcpy(pk + dst, s->stage_k + (size_t)src * row_bytes, row_bytes);
-      memcpy(pv + dst, s->stage_v + (size_t)src * row_bytes, row_bytes);
-      if (nsc) { /* a Q8 pool is dense: its scale rows follow the element rows */
-        const int64_t sr = blk * hkv * bs + r;
+      const int64_t e = pool_row(s, slot, h), src = (int64_t)h * s->n + i; /* staged row */
+      memcpy(pk + (size_t)e * esz, s->stage_k + (size_t)src * row_bytes, row_bytes);
+      memcpy(pv + (size_t)e * esz, s->stage_v + (size_t)src * row_bytes, row_bytes);
+      if (nsc) {
+        const int64_t sr = e / d; /* Q8: dense, head-major */
         memcpy(sk + sr * nsc, s->scale_k + src * nsc, sizeof(float) * (size_t)nsc);
         memcpy(sv + sr * nsc, s->scale_v + src * nsc, sizeof(float) * (size_t)nsc);
       }

@@ -194,7 +194,7 @@ static void run_case(const pcase *c, int n, const int32_t *len, const int32_t *n
   /* the same pool token-major (flash-attn's order, read in place): the same bits; Q8 pools
    * are refused that way */
   {
-    const size_t es = c->type == ROVE_DTYPE_F32 ? 4 : c->type == ROVE_DTYPE_Q8 ? 1 : 2;
+    const size_t es = rove_test_dtype_size(c->type);
     const size_t row = es * (size_t)c->d;
     const size_t bytes = (size_t)kv.n_blocks * (size_t)c->bs * (size_t)c->Hkv * row;
     char *tk = malloc(bytes), *tv = malloc(bytes);

@@ -27,8 +27,6 @@ typedef struct {
                      the rotated values inside it), which still fits */
 } scase;
 
-static size_t esize(rove_dtype t) { return t == ROVE_DTYPE_F32 ? 4 : t == ROVE_DTYPE_Q8 ? 1 : 2; }
-
 static rove_plan *make_plan(const scase *c, int threads) {
   rove_attention_config cfg;
   rove_attention_config_init(&cfg, c->H, c->Hkv, c->d);
@@ -70,13 +68,13 @@ static char *row_at(const pool *o, char *base, int64_t b, int64_t r) {
 static void pool_make(pool *o, const scase *c, int32_t n_blocks) {
   memset(o, 0, sizeof *o);
   const int64_t rows = (int64_t)n_blocks * c->bs * c->Hkv;
-  o->row = esize(c->type) * (size_t)c->d;
+  o->row = rove_test_dtype_size(c->type) * (size_t)c->d;
   o->bytes = (size_t)rows * o->row;
   o->step = o->bytes / (size_t)n_blocks;
   if (c->interleave) {
     o->k = malloc(2 * o->bytes), o->v = o->k ? o->k + o->step : NULL;
     o->step *= 2;
-    o->kv.block_stride = (int64_t)(o->step / esize(c->type));
+    o->kv.block_stride = (int64_t)(o->step / rove_test_dtype_size(c->type));
   } else {
     o->k = malloc(o->bytes), o->v = malloc(o->bytes);
   }

@@ -126,3 +126,7 @@ int rove_out_over_untouched(const float *out, int64_t n) {
     if (out[i] != 321.0f) return 0;
   return 1;
 }
+
+size_t rove_test_dtype_size(rove_dtype t) {
+  return t == ROVE_DTYPE_F32 ? 4 : t == ROVE_DTYPE_Q8 ? 1 : 2;
+}

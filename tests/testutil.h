@@ -63,6 +63,8 @@ int rove_has_bits(const float *x, uint32_t bits);
 float *rove_out_over(int64_t n, const void *src, size_t n_src, void **copy);
 /* 1 if the first n - 2 floats of an rove_out_over output are still 321.0f. */
 int rove_out_over_untouched(const float *out, int64_t n);
+/* Bytes of one stored element of t (Q8: the int8, its scales apart). */
+size_t rove_test_dtype_size(rove_dtype t);
 
 /* max_i |a_i - b_i| / max(max_i |b_i|, tiny) over n floats vs doubles. */
 double rove_max_rel_err_fd(const float *a, const double *b, int64_t n);
