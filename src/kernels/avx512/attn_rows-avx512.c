@@ -11,7 +11,9 @@
  *      the q vectors of a section (64 floats, 32 for RG = 4) stay in registers. A
  *      transpose-style tree then reduces the 16 accumulators to one vector of 16 scores
  *      (30 shuffles + 15 adds instead of 16 horizontal sums), stored into each row's
- *      scratch [64]. Groups after the first re-read the block's keys from L1.
+ *      scratch [64]. Groups after the first re-read the block's keys from L1. On AMD a
+ *      group of 4 rows over dense fp32 K at d = 64 or 128 takes the GQA group path's scores
+ *      instead (attn_rows_g4-avx512.c: two keys a line at a time; the same bits).
  *   2. softcap; keys past nk and, on calls the driver marks, invisible pairs become -inf
  *      (selected, whatever their K rows hold; 16-key groups no row sees are not scored);
  *      online softmax per row: m' = max(m, max s), alpha = exp(m - m'), p = exp(s - m'),
@@ -108,39 +110,6 @@ INLINE __m512 load16(const void *p, int64_t i, __mmask16 mk, const int T, float 
 INLINE float q8_scale(const float *sc, int32_t c, int32_t d, const int T, const int masked) {
   return T == ROVE_DTYPE_Q8 && (!masked || c < d) ? sc[c / ROVE_Q8_BLOCK] : 0.0f;
 }
-
-/* Sum of the 16 lanes of each acc[s], the sum of slot s landing in lane 4 (s % 4) + s / 4:
- *   pairs of slots  -> 256-bit halves added  (8 vectors: lanes 0-7 slot 2i, 8-15 slot 2i+1)
- *   pairs of those  -> 128-bit lanes added   (4 vectors: 128-bit lane L = slot 4i + L)
- *   floats 0,1 + 2,3 within the lanes, then 0 + 1: element 4L + f holds slot L + 4f. */
-INLINE __m512 reduce16(const __m512 acc[16]) {
-  __m512 w[8], x[4], y[2];
-  for (int i = 0; i < 8; i++)
-    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2 * i], acc[2 * i + 1], 0x44),
-                         _mm512_shuffle_f32x4(acc[2 * i], acc[2 * i + 1], 0xEE));
-  for (int i = 0; i < 4; i++)
-    x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0x88),
-                         _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0xDD));
-  for (int i = 0; i < 2; i++)
-    y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0x44),
-                         _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0xEE));
-  return _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
-}
-
-/* Slot of the accumulator that reduce16 returns in lane e. */
-#define SLOT(e) ((e) / 4 + 4 * ((e) % 4))
-
-/* Keep the loads of K in source order (key by key, each key's vectors in address order):
- * an empty volatile asm that takes the loaded vector pins it to a register at its place
- * among the asms, which keep their order, and keeps the load out of the FMA. That does
- * not forbid hoisting a later load above it; gcc 12 and clang 14 at -O3 emit the loads
- * key by key with it (not a language guarantee). Without it gcc -O3 interleaves the
- * unrolled keys (the first vector of 7 keys, then the second of each ...), a walk 256
- * bytes apart that a Zen 4's hardware prefetchers do not follow: without software
- * prefetch, K alone read at half the speed. The walk of attn_rows_heads relies on them;
- * with the software prefetch of the other paths the order measured the same
- * (docs/performance.md, "The order of the K loads"). No arithmetic changes. */
-#define ROVE_IN_ORDER(v) __asm__ volatile("" : "+v"(v))
 
 /* One section of scores_body: the 16 * NX dims from c (masked: the last, past d). */
 INLINE void scores_section(__m512 acc[16], const float *q, int32_t d, const char *const row[16],
@@ -348,6 +317,9 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
     const scores_dense_fn fd = b->ks == d && (d == 64 || d == 128)
                                    ? scores_dense_tab[b->kt][RG == 4 ? 2 : RG - 1][d == 128]
                                    : NULL;
+    /* the GQA group path's scores (attn_rows_g4-avx512.c) for dense fp32 rows on CPUs
+     * without the paced preference: the next block's K requested beside the reads */
+    const int g4 = fd && RG == 4 && !t->paced && b->kt == ROVE_DTYPE_F32;
     for (int32_t j = 0; j < b->nb; j += 16) {
       if (!(any >> j & 0xFFFFu)) continue;
       const int32_t i = j >> b->run_shift, ji = j & (b->run - 1); /* run i, its key ji */
@@ -366,9 +338,13 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
         const int32_t n = n16 - jj < keys ? n16 - jj : keys;
         const char *kr = kj + jj * b->ks * ke;
         const float *kscr = kscj ? kscj + (int64_t)jj * nblk : NULL;
-        const __m512 s = fd && n == keys ? fd(t->q + (int64_t)r0 * d, kr, kscr)
-                                         : f(t->q + (int64_t)r0 * d, d, kr, b->ks, kscr, nblk, n);
-        if (kn) prefetch_bytes(kn + jj * b->ks * ke, keys, b->ks * ke, d * ke);
+        const float *qr = t->q + (int64_t)r0 * d;
+        const char *knr = kn ? kn + jj * b->ks * ke : NULL;
+        const int g4n = g4 && n == keys; /* requests knr itself */
+        const __m512 s = g4n           ? rove_rows_g4_scores_f32__avx512(qr, (const float *)kr, knr, d)
+                         : fd && n == keys ? fd(qr, kr, kscr)
+                                           : f(qr, d, kr, b->ks, kscr, nblk, n);
+        if (knr && !g4n) prefetch_bytes(knr, keys, b->ks * ke, d * ke);
         /* lanes [r keys, r keys + n) of s are row r0 + r's keys j + jj .. */
         for (int32_t r = 0; r < RG; r++)
           _mm512_mask_storeu_ps(t->scratch + (r0 + r) * BLK + j + jj - r * keys,

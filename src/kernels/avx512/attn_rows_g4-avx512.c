@@ -1,11 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* The AVX-512 row kernel's GQA group path (rows-avx512.h; used by attn_rows-avx512.c's
- * block()): P V of 4 query rows over a run of a block's keys, every key visible to each
- * row, fp32 V. The arithmetic and its order are the row kernel's (pv_body with R = 4), so
- * the results are the same bits; what differs is the walk: one call per run, d in
- * sections of 32 floats (8 accumulators, against pv_body's 64 and 16), and per key the
- * lines of the next block's V rows that the section owns prefetched beside its read.
- * Only fp32 V: bf16 and f16 V measured slower this way (docs/performance.md). */
+ * block_scores() and block_pv()) on CPUs without the paced preference (AMD):
+ *  - scores of 4 query rows against 4 keys of fp32 rows d = 64 or 128 floats apart:
+ *    two keys at a time, both read a line at a time side by side (line c of key 0, line
+ *    c of key 1, then line c + 1 ...), q as the FMAs' memory operand, the next block's
+ *    same two lines requested beside each pair of reads;
+ *  - P V of 4 query rows over a run of a block's keys, every key visible to each row,
+ *    fp32 V: one call per run, d in sections of 32 floats (8 accumulators, against
+ *    pv_body's 64 and 16), and per key the lines of the next block's V rows that the
+ *    section owns prefetched beside its read.
+ * The arithmetic and its order are the row kernel's (scores_body with RG = 4, pv_body
+ * with R = 4), so the results are the same bits; only the walk differs. Only fp32 K and V:
+ * bf16 and f16 V measured slower this way (docs/performance.md). */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -19,6 +25,48 @@ INLINE void prefetch_128(const char *base, int64_t off) {
   const uintptr_t a = (uintptr_t)base + (uintptr_t)off;
   _mm_prefetch((const char *)a, _MM_HINT_T2);
   _mm_prefetch((const char *)(a + 64), _MM_HINT_T2);
+}
+
+/* Scores of 4 rows against 4 keys (rows D floats apart), D = 64 or 128 a constant: keys
+ * (0, 1) then (2, 3), each pair line by line. Key j of row r accumulates in SLOT(4 r + j)
+ * over d in order, as scores_body does (RG = 4: sections of 32 floats, every key's
+ * section before the next section; per accumulator the same FMAs in the same order). The
+ * q pointer passes an empty asm per pair so that gcc reads q from L1 as the FMAs' memory
+ * operand instead of holding its 4 D / 16 vectors in registers (with 16 accumulators
+ * they would spill). On a Zen 4 (32:8 x 128, one thread, `ab_decode`, alternated):
+ * 1.02-1.06x faster than scores_body with the 32 requests of the next block's rows after
+ * each call (docs/performance.md, session 28). */
+INLINE __m512 g4_scores_body(const float *q, const float *k, const char *kn, const int D) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int s = 0; s < 16; s++) acc[s] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++) {
+    const float *qq = q, *k0 = k + 2 * h * D, *k1 = k0 + D;
+    __asm__ volatile("" : "+r"(qq));
+#pragma GCC unroll 8
+    for (int x = 0; x < D / 16; x++) {
+      if (kn) { /* the same lines of the next block's two keys */
+        _mm_prefetch(kn + (int64_t)(2 * h * D + 16 * x) * 4, _MM_HINT_T2);
+        _mm_prefetch(kn + (int64_t)((2 * h + 1) * D + 16 * x) * 4, _MM_HINT_T2);
+      }
+      __m512 a = _mm512_loadu_ps(k0 + 16 * x), b = _mm512_loadu_ps(k1 + 16 * x);
+      ROVE_IN_ORDER(a);
+      ROVE_IN_ORDER(b);
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; r++) {
+        const __m512 qv = _mm512_loadu_ps(qq + r * D + 16 * x);
+        acc[SLOT(4 * r + 2 * h)] = _mm512_fmadd_ps(qv, a, acc[SLOT(4 * r + 2 * h)]);
+        acc[SLOT(4 * r + 2 * h + 1)] = _mm512_fmadd_ps(qv, b, acc[SLOT(4 * r + 2 * h + 1)]);
+      }
+    }
+  }
+  return reduce16(acc);
+}
+
+__m512 rove_rows_g4_scores_f32__avx512(const float *q, const float *k, const char *kn,
+                                       int32_t d) {
+  return d == 64 ? g4_scores_body(q, k, kn, 64) : g4_scores_body(q, k, kn, 128);
 }
 
 /* Step 3 for 4 rows, the 32 floats from c of o [4][d]: O = alpha O + sum_{j < nb} p_j V[j]
