@@ -33,9 +33,10 @@ INLINE void prefetch_128(const char *base, int64_t off) {
  * section before the next section; per accumulator the same FMAs in the same order). The
  * q pointer passes an empty asm per pair so that gcc reads q from L1 as the FMAs' memory
  * operand instead of holding its 4 D / 16 vectors in registers (with 16 accumulators
- * they would spill). On a Zen 4 (32:8 x 128, one thread, `ab_decode`, alternated):
- * 1.02-1.06x faster than scores_body with the 32 requests of the next block's rows after
- * each call (docs/performance.md, session 28). */
+ * they would spill). On a Zen 4 (one thread, 32768 keys, `ab_decode` against the build
+ * before, alternated): 1.01-1.04x faster at 32:8 x 128 and 1.04-1.05x at 32:8 x 64 than
+ * scores_body with the 32 requests of the next block's rows after each call; bf16 and f16
+ * K measured 0.91-0.94x this way (docs/performance.md, "Session 28"). */
 INLINE __m512 g4_scores_body(const float *q, const float *k, const char *kn, const int D) {
   __m512 acc[16];
 #pragma GCC unroll 16
