@@ -47,9 +47,10 @@ INLINE __m512 g4_scores_body(const float *q, const float *k, const char *kn, con
     __asm__ volatile("" : "+r"(qq));
 #pragma GCC unroll 8
     for (int x = 0; x < D / 16; x++) {
-      if (kn) { /* the same lines of the next block's two keys */
-        _mm_prefetch(kn + (int64_t)(2 * h * D + 16 * x) * 4, _MM_HINT_T2);
-        _mm_prefetch(kn + (int64_t)((2 * h + 1) * D + 16 * x) * 4, _MM_HINT_T2);
+      if (kn) { /* the same line of the next block's two keys (integer addresses) */
+        const uintptr_t a = (uintptr_t)kn + (uintptr_t)(2 * h * D + 16 * x) * 4;
+        _mm_prefetch((const char *)a, _MM_HINT_T2);
+        _mm_prefetch((const char *)(a + 4 * D), _MM_HINT_T2);
       }
       __m512 a = _mm512_loadu_ps(k0 + 16 * x), b = _mm512_loadu_ps(k1 + 16 * x);
       ROVE_IN_ORDER(a);
