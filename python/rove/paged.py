@@ -150,9 +150,15 @@ def _short(s, rows, keys):
             "those of its last keys; give q_pos")
 
 
-def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail):
+def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail, out=None,
+            reads=None):
     """One rove_paged_(cache_)attention call through ``call(args, types)`` (types: None,
-    or the rove_tensor_types of a bf16 / f16 q and out); fresh out (and lse)."""
+    or the rove_tensor_types of a bf16 / f16 q or out). out: None (a fresh output of q's
+    kind and dtype) or the caller's [total_q, n_heads, head_dim] (float32, bfloat16 or
+    float16: its dtype is the output's type), written in place when its heads and dims are
+    dense, else computed aside and copied in; reads: the arrays the call reads (by name),
+    to say which one an overlapping out= shares memory with."""
+    from .attention import _copy_back, _prepare_out
     T, H, D = vq.shape
     a = _lib.PagedArgs()
     a.n_seqs, a.cu_seqlens_q = len(cu) - 1, cu.ctypes.data
@@ -161,17 +167,24 @@ def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail):
     qa = None
     if q_angles is not None:
         qa, a.q_angles = _angles(q_angles, "q_angles", (T, plan.n_kv_heads, plan.rotary_dim // 2))
-    out, a.out = _tensor.empty(vq.torch, (T, H, D), rdt=vq.dtype)  # out of q's type
+    result, ov, a.out_stride, tmp = _prepare_out(out, vq.torch, False, 3, (1, T, H, D),
+                                                 dtype=vq.dtype)
+    a.out = ov.ptr
     lse = None
     if return_lse:
         lse, a.lse = _tensor.empty(vq.torch, (H, T))
     types = None  # float32 q and out: the untyped calls; else the pool's K/V stay F32 here
-    if vq.dtype != _F32:
-        types = _lib.TensorTypes(vq.dtype, _F32, _F32, vq.dtype)
+    if vq.dtype != _F32 or ov.dtype != _F32:
+        types = _lib.TensorTypes(vq.dtype, _F32, _F32, ov.dtype)
     st = call(a, types)
     del qp, qa
-    _lib.check(fn, st, detail() if st == _lib.ERR_INVALID_ARGUMENT else "")
-    return (out, lse) if return_lse else out
+    why = ""
+    if st == _lib.ERR_INVALID_ARGUMENT:
+        why = (out is not None and _tensor.overlap_detail(out, **(reads or {}))) or detail()
+    _lib.check(fn, st, why)
+    if tmp is not None:
+        _copy_back(result, tmp, vq.torch)
+    return (result, lse) if return_lse else result
 
 
 def _plan(plan, shape, plan_kw):
@@ -372,7 +385,7 @@ class PagedKVCache(_lib.OwnedHandle):
                     self.dtype, "") if self.dtype != "f32" else ""}.get(st, ""))
 
     def attention(self, seqs, q, rows=None, *, cu_seqlens_q=None, q_pos=None, q_angles=None,
-                  return_lse=False):
+                  return_lse=False, out=None):
         """Attention of packed query rows over the sequences ``seqs`` (ids, repeats
         allowed, any order), each over its own tokens, in one call.
 
@@ -384,7 +397,10 @@ class PagedKVCache(_lib.OwnedHandle):
         keys) or int [total_q]; q_angles: float64 [total_q, n_kv_heads, rotary_dim/2],
         needed for sequences filled with angles when the plan rotates Q or O. Returns
         out [total_q, n_heads, head_dim] of q's kind and dtype (rounded once), and with
-        return_lse the LSE float32 [n_heads, total_q] (a sequence with rows and no keys: 0 and -inf)."""
+        return_lse the LSE float32 [n_heads, total_q] (a sequence with rows and no keys: 0 and -inf).
+        ``out=`` [total_q, n_heads, head_dim] (float32, bfloat16 or float16, of q's kind;
+        its dtype is the output's type) is written and returned instead of a fresh output
+        (in place when its heads and dims are dense; it must not overlap q)."""
         p = self.plan
         ids = _ints(seqs, "seqs", (None,), ("n_seqs",))
         vq, ts = _queries(q, p.n_heads, p.head_dim)
@@ -395,7 +411,7 @@ class PagedKVCache(_lib.OwnedHandle):
                 if types is None else _lib.lib.rove_paged_cache_attention_typed(
                     self._ptr, ids.ctypes.data, ctypes.byref(a), ctypes.byref(types))),
                            vq, ts, cu, q_pos, q_angles, return_lse,
-                           lambda: self._why(ids, cu, q_pos, q_angles))
+                           lambda: self._why(ids, cu, q_pos, q_angles), out, {"q": q})
 
     def _why(self, ids, cu, q_pos, q_angles) -> str:
         """Detail of a ROVE_ERR_INVALID_ARGUMENT from attention (looked for only after
@@ -545,7 +561,7 @@ def _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale, pos_pool, write=Fa
 def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None, *,
                     plan=None, pos_pool=None, k_scale=None, v_scale=None, dtype=None,
                     q_pos=None, q_angles=None, return_lse=False, layout="head_major",
-                    **options):
+                    out=None, **options):
     """Attention of packed query rows over an engine's own block pool
     (rove_paged_attention; the layout of this module's docstring), one call for all
     sequences.
@@ -562,8 +578,8 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     pos_pool: None (token t of every sequence at position t) or int32 [n_blocks,
     block_size]. The plan: ``plan=`` (a rove.Plan; PagedKVCache.plan for its pool), or
     rove.get_plan(heads of q and k_pool, head_dim, **options) with the options of
-    rove.Plan (rotate=, causal=, rope=, ...). q_pos, q_angles, return_lse and the result
-    as PagedKVCache.attention.
+    rove.Plan (rotate=, causal=, rope=, ...). q_pos, q_angles, return_lse, out= and the
+    result as PagedKVCache.attention (out= must not overlap q or the pools).
 
     k_pool and v_pool may also be block-strided (dim 0 steps further than a block, the
     rest dense: K = kv_cache[:, 0] and V = kv_cache[:, 1] of FlashInfer's 5-D
@@ -604,8 +620,10 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
         return _lib.lib.rove_paged_attention_typed(plan._ptr, ctypes.byref(kv), ctypes.byref(a),
                                                    ctypes.byref(types))
     return _attend(plan, "rove_paged_attention", call, vq, ts, cu, q_pos, q_angles, return_lse,
-                  lambda: "a block table entry a sequence reads is outside [0, n_blocks) or "
-                          "repeated in its row")
+                   lambda: "a block table entry a sequence reads is outside [0, n_blocks) or "
+                           "repeated in its row", out,
+                   {"q": q, "k_pool": k_pool, "v_pool": v_pool, "k_scale": k_scale,
+                    "v_scale": v_scale, "pos_pool": pos_pool})
 
 
 def paged_store(k, v, k_pool, v_pool, slot_mapping, positions, *, plan=None, pos_pool=None,

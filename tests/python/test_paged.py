@@ -331,6 +331,74 @@ def test_paged_attention_over_the_view_equals_the_cache(rng, dtype):
             rove.paged_attention(q, tk, tv, tables, LENS, cu, plan=plan, layout="thd")
 
 
+def test_out_buffers(rng, torch):
+    """out= (an engine's reused output buffer) in PagedKVCache.attention and
+    paged_attention: written in place and returned when its heads and dims are dense, else
+    computed aside and copied in; the same bits as a fresh output; its dtype is the
+    output's (rounded once); a wrong shape, kind or dtype, a read-only array and an out=
+    over q or over a pool say so, and leave it untouched."""
+    plan = rove.Plan(H, HK, D, rotate="rove")
+    c, ids, ks, vs, pos = build(rng, plan, "f32", 16, LENS, [0, 7, 0, 0])
+    cu = np.concatenate([[0], np.cumsum(ROWS)])
+    T = int(cu[-1])
+    q = randn(rng, T, H, D)
+    want, want_lse = c.attention(ids, q, cu_seqlens_q=cu, return_lse=True)
+    pool, tables = c.view(), _tables(c, ids)
+    kw = dict(plan=plan, pos_pool=pool.pos)
+
+    def both(out, qq=q, **more):
+        a = c.attention(ids, qq, cu_seqlens_q=cu, out=out, **more)
+        b = rove.paged_attention(qq, pool.k, pool.v, tables, LENS, cu, out=out, **kw, **more)
+        return a, b
+
+    out = np.full((T, H, D), np.nan, np.float32)
+    a, b = both(out)
+    assert a is out and b is out and np.array_equal(out, want)
+    out[:] = np.nan
+    (a, lse), _ = both(out, return_lse=True)
+    assert a is out and np.array_equal(out, want) and np.array_equal(lse, want_lse)
+    # heads and dims not dense (a slice of a wider buffer): computed aside, copied in
+    wide = np.full((T, H, 2 * D), 7.0, np.float32)
+    a, b = both(wide[:, :, :D])
+    assert np.array_equal(wide[:, :, :D], want) and (wide[:, :, D:] == 7.0).all()
+    # any token stride is written in place (rows of a larger [T][H][D] buffer)
+    rows = np.full((2 * T, H, D), 7.0, np.float32)
+    both(rows[::2])
+    assert np.array_equal(rows[::2], want) and (rows[1::2] == 7.0).all()
+    # torch: a bfloat16 / float16 out from a float32 q holds the float32 result rounded once
+    tq = torch.from_numpy(q)
+    for tdt in (torch.bfloat16, torch.float16, torch.float32):
+        o = torch.empty((T, H, D), dtype=tdt)
+        a, b = both(o, tq)
+        assert a is o and b is o and torch.equal(o, torch.from_numpy(want).to(tdt))
+    # bad out=: nothing written
+    keep = np.full((T, H, D), 5.0, np.float32)
+    for bad, err, match in ((np.zeros((T, H, D + 1), np.float32), ValueError, "shape"),
+                            (torch.zeros((T, H, D)), TypeError, "same kind"),
+                            (np.zeros((T, H, D), np.float64), TypeError, "float32")):
+        for f in (lambda o: c.attention(ids, q, cu_seqlens_q=cu, out=o),
+                  lambda o: rove.paged_attention(q, pool.k, pool.v, tables, LENS, cu, out=o, **kw)):
+            with pytest.raises(err, match=match):
+                f(bad)
+    ro = keep.copy()
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        c.attention(ids, q, cu_seqlens_q=cu, out=ro)
+    qq = q.copy()
+    with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps q"):
+        c.attention(ids, qq, cu_seqlens_q=cu, out=qq)
+    with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps q"):
+        rove.paged_attention(qq, pool.k, pool.v, tables, LENS, cu, out=qq, **kw)
+    assert np.array_equal(qq, q)
+    # an engine's writable pool given as out= of its own attention: refused, untouched
+    kp = np.array(pool.k)
+    before = kp.copy()
+    over = kp.reshape(-1)[:T * H * D].reshape(T, H, D)
+    with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps k_pool"):
+        rove.paged_attention(q, kp, pool.v, tables, LENS, cu, out=over, **kw)
+    assert kp.tobytes() == before.tobytes()  # (unused pool rows may hold NaN bits)
+
+
 def test_bad_block_tables(rng):
     plan = rove.Plan(4, 2, 32)
     c, ids, ks, vs, pos = build(rng, plan, "f32", 16, (40, 20))
