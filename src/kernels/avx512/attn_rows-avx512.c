@@ -12,8 +12,9 @@
  *      transpose-style tree then reduces the 16 accumulators to one vector of 16 scores
  *      (30 shuffles + 15 adds instead of 16 horizontal sums), stored into each row's
  *      scratch [64]. Groups after the first re-read the block's keys from L1. On AMD a
- *      group of 4 rows over dense fp32 K at d = 64 or 128 takes the GQA group path's scores
- *      instead (attn_rows_g4-avx512.c: two keys a line at a time; the same bits).
+ *      group of 4 rows against 4 keys of dense fp32 K at d = 64 or 128 takes the GQA group
+ *      path's scores instead (attn_rows_g4-avx512.c: two keys a line at a time; the same
+ *      bits).
  *   2. softcap; keys past nk and, on calls the driver marks, invisible pairs become -inf
  *      (selected, whatever their K rows hold; 16-key groups no row sees are not scored);
  *      online softmax per row: m' = max(m, max s), alpha = exp(m - m'), p = exp(s - m'),
@@ -304,7 +305,8 @@ static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32
 /* Step 1: the scores of every row against the keys of b into scratch rows [r][64] (key
  * groups of 16 no row sees are skipped: their lanes stay garbage, step 2 selects -inf).
  * paced: after each scores call of the first row group, the next block's K rows at the
- * same indices (b->kn) are prefetched; else a burst per 16 keys (rove_rows_burst). */
+ * same indices (b->kn) are prefetched (the GQA group path's scores request them during
+ * the call instead); else a burst per 16 keys (rove_rows_burst). */
 static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64_t any,
                          int paced) {
   const int32_t d = t->d, nblk = rove_q8_blocks(d);

@@ -11,7 +11,7 @@
  *    section owns prefetched beside its read.
  * The arithmetic and its order are the row kernel's (scores_body with RG = 4, pv_body
  * with R = 4), so the results are the same bits; only the walk differs. Only fp32 K and V:
- * bf16 and f16 V measured slower this way (docs/performance.md). */
+ * bf16 and f16 K and V measured slower this way (docs/performance.md). */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -33,10 +33,11 @@ INLINE void prefetch_128(const char *base, int64_t off) {
  * section before the next section; per accumulator the same FMAs in the same order). The
  * q pointer passes an empty asm per pair so that gcc reads q from L1 as the FMAs' memory
  * operand instead of holding its 4 D / 16 vectors in registers (with 16 accumulators
- * they would spill). On a Zen 4 (one thread, 32768 keys, `ab_decode` against the build
- * before, alternated): 1.01-1.04x faster at 32:8 x 128 and 1.04-1.05x at 32:8 x 64 than
- * scores_body with the 32 requests of the next block's rows after each call; bf16 and f16
- * K measured 0.91-0.94x this way (docs/performance.md, "Session 28"). */
+ * they would spill). On a Zen 4 (`ab_decode` against the build before, alternated), in
+ * place of scores_dense_body followed by the requests of the next block's 4 rows (16 at
+ * d = 64, 32 at d = 128): 1.026 and 1.048x faster at 32:8 x 128, 1.056 and 1.092x at 32:8
+ * x 64 (32768 keys, one thread); 0.98x at 8192 keys and on two threads. bf16 and f16 K
+ * measured 0.91-0.94x this way (docs/performance.md, "Session 28"). */
 INLINE __m512 g4_scores_body(const float *q, const float *k, const char *kn, const int D) {
   __m512 acc[16];
 #pragma GCC unroll 16
@@ -48,9 +49,9 @@ INLINE __m512 g4_scores_body(const float *q, const float *k, const char *kn, con
 #pragma GCC unroll 8
     for (int x = 0; x < D / 16; x++) {
       if (kn) { /* the same line of the next block's two keys (integer addresses) */
-        const uintptr_t a = (uintptr_t)kn + (uintptr_t)(2 * h * D + 16 * x) * 4;
-        _mm_prefetch((const char *)a, _MM_HINT_T2);
-        _mm_prefetch((const char *)(a + 4 * D), _MM_HINT_T2);
+        const uintptr_t pa = (uintptr_t)kn + (uintptr_t)(2 * h * D + 16 * x) * 4;
+        _mm_prefetch((const char *)pa, _MM_HINT_T2);
+        _mm_prefetch((const char *)(pa + 4 * D), _MM_HINT_T2);
       }
       __m512 a = _mm512_loadu_ps(k0 + 16 * x), b = _mm512_loadu_ps(k1 + 16 * x);
       ROVE_IN_ORDER(a);

@@ -42,7 +42,9 @@ INLINE __m512 reduce16(const __m512 acc[16]) {
  * bytes apart that a Zen 4's hardware prefetchers do not follow: without software
  * prefetch, K alone read at half the speed. The walk of attn_rows_heads relies on them;
  * with the software prefetch of the other paths the order measured the same
- * (docs/performance.md, "The order of the K loads"). No arithmetic changes. */
+ * (docs/performance.md, "The order of the K loads"). The GQA group path's scores
+ * (attn_rows_g4-avx512.c) use it to keep each pair of keys' loads side by side, line c of
+ * key 0 then line c of key 1. No arithmetic changes. */
 #define ROVE_IN_ORDER(v) __asm__ volatile("" : "+v"(v))
 
 /* ---- The GQA group path: P V of 4 query rows that see every key of the block ----
@@ -58,9 +60,12 @@ void rove_rows_g4_pv_f32__avx512(float *o, int32_t d, const char *v, int64_t vb,
                                  const char *vn, int linear);
 
 /* ---- The GQA group path: scores of 4 query rows ----
- * Used on CPUs without the paced preference (AMD) by every group of 4 query rows over fp32
- * K rows d = 64 or 128 floats apart (a cache's, or a pool block's), masked or not (the
- * mask is applied after the scores): q [4][d] against the 4 keys at k. Returns lane e =
+ * Used on CPUs without the paced preference (AMD) by a group of 4 query rows against 4 real
+ * keys (the 1-3 keys left at the end of a 16-key group take scores_body) of fp32 K rows d =
+ * 64 or 128 floats apart (a cache's, a pool block's, or the caller's rows rotated into
+ * scratch), masked or not (the mask is applied after the scores), also inside
+ * attn_rows_heads (which the driver takes only for one row of bf16 / f16; kernels.h):
+ * q [4][d] against the 4 keys at k. Returns lane e =
  * row e / 4, key e % 4: the same FMAs in the same order into each key's accumulator as
  * scores_body with RG = 4 (attn_rows-avx512.c), and the same reduce16, so the same bits.
  * kn: the next block's rows of the same 4 keys, requested beside the reads (NULL: none). */
