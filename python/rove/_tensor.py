@@ -247,6 +247,20 @@ def _extent(x):
     return lo, hi
 
 
+def mark_written(*xs) -> None:
+    """Tell autograd that librove wrote these torch tensors in place (through their data
+    pointers, which torch does not see): their version counters go up, so a graph that
+    saved one of them refuses a later backward, as it does after x.copy_(...). Nothing
+    for numpy arrays or None (or on a torch without torch.autograd.graph.increment_version)."""
+    t = _torch()
+    if t is None:
+        return
+    inc = getattr(getattr(t.autograd, "graph", None), "increment_version", None)
+    for x in xs:
+        if inc is not None and isinstance(x, t.Tensor):
+            inc(x)
+
+
 def overlap_detail(out, **inputs) -> str:
     """For an invalid-argument status: which inputs out= shares memory with ('' for none).
     librove refuses an output that overlaps an input (it would write over what it reads);

@@ -197,6 +197,11 @@ def _prepare_out(out, torch_kind, bhsd, ndim, shape4, name="out", dtype=_tensor.
     resolved = ov.torch and ov.obj is not out  # a conj / neg view: ov holds a resolved copy
     if ov.torch != torch_kind:
         raise TypeError(f"{name} must be the same kind (numpy/torch) as q")
+    if len(ov.shape) != ndim:
+        raise ValueError(f"{name} has shape {tuple(ov.shape)}; expected the shape of q")
+    if ov.torch and any(st == 0 and n > 1 for n, st in zip(out.shape, out.stride())):
+        raise ValueError(f"{name} has elements that share memory (a stride-0 view such as "
+                         "expand()): it cannot hold the output")
     if not ov.torch and not out.flags.writeable:
         raise ValueError(f"{name} is read-only")
     lv = _logical(ov, name, bhsd, ndim)
@@ -320,10 +325,14 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
         st = _lib.lib.rove_kv_cache_attention_typed(cache._ptr, a, types)
         fn = "rove_kv_cache_attention_typed"
     del lk, lv, qp, kp, qa, ka  # kept alive until here: C read them
+    # (the overlap C refuses is with what it was given: out itself only when not computed
+    # aside)
     _lib.check(fn, st, _tensor.overlap_detail(out, q=q, k=k, v=v)
-               if st == _lib.ERR_INVALID_ARGUMENT and out is not None else "")
+               if st == _lib.ERR_INVALID_ARGUMENT and out is not None and tmp is None else "")
     if tmp is not None:
         _copy_back(result, tmp, vq.torch)
+    elif out is not None:
+        _tensor.mark_written(result)
     if return_lse:
         return result, (lse[0] if ndim == 3 else lse)
     return result

@@ -133,6 +133,8 @@ class GLAPlan(_lib.SharedHandle):
         del keep
         _lib.check(fn, st, "g (log decays) must be finite and <= 0 and the angles finite"
                    if st == _lib.ERR_INVALID_ARGUMENT else "")
+        if out is not None:
+            _tensor.mark_written(o)
         return (o, fs) if return_final_state else o
 
 

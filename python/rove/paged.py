@@ -156,8 +156,9 @@ def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail, out
     or the rove_tensor_types of a bf16 / f16 q or out). out: None (a fresh output of q's
     kind and dtype) or the caller's [total_q, n_heads, head_dim] (float32, bfloat16 or
     float16: its dtype is the output's type), written in place when its heads and dims are
-    dense, else computed aside and copied in; reads: the arrays the call reads (by name),
-    to say which one an overlapping out= shares memory with."""
+    dense, else computed aside and copied in; reads(): the arrays the call reads in place
+    (by name; called only after a refusal), to say which one an overlapping out= shares
+    memory with."""
     from .attention import _copy_back, _prepare_out
     T, H, D = vq.shape
     a = _lib.PagedArgs()
@@ -177,13 +178,18 @@ def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail, out
     if vq.dtype != _F32 or ov.dtype != _F32:
         types = _lib.TensorTypes(vq.dtype, _F32, _F32, ov.dtype)
     st = call(a, types)
-    del qp, qa
     why = ""
     if st == _lib.ERR_INVALID_ARGUMENT:
-        why = (out is not None and _tensor.overlap_detail(out, **(reads or {}))) or detail()
+        # what C was given: q as read (a copy when its heads and dims were not dense), the
+        # positions and angles; out itself only when it was not computed aside
+        seen = dict(q=vq.obj, q_pos=qp, q_angles=qa, **(reads() if reads else {}))
+        why = (out is not None and tmp is None and _tensor.overlap_detail(out, **seen)) or detail()
+    del qp, qa
     _lib.check(fn, st, why)
     if tmp is not None:
         _copy_back(result, tmp, vq.torch)
+    elif out is not None:
+        _tensor.mark_written(result)
     return (result, lse) if return_lse else result
 
 
@@ -400,7 +406,10 @@ class PagedKVCache(_lib.OwnedHandle):
         return_lse the LSE float32 [n_heads, total_q] (a sequence with rows and no keys: 0 and -inf).
         ``out=`` [total_q, n_heads, head_dim] (float32, bfloat16 or float16, of q's kind;
         its dtype is the output's type) is written and returned instead of a fresh output
-        (in place when its heads and dims are dense; it must not overlap q)."""
+        (in place when its heads and dims are dense). C refuses an out= whose address range
+        meets q's (or the pool's, the positions' or the angles'), even when interleaved
+        without a common element; one computed aside (heads and dims not dense) is not
+        checked that way."""
         p = self.plan
         ids = _ints(seqs, "seqs", (None,), ("n_seqs",))
         vq, ts = _queries(q, p.n_heads, p.head_dim)
@@ -411,7 +420,15 @@ class PagedKVCache(_lib.OwnedHandle):
                 if types is None else _lib.lib.rove_paged_cache_attention_typed(
                     self._ptr, ids.ctypes.data, ctypes.byref(a), ctypes.byref(types))),
                            vq, ts, cu, q_pos, q_angles, return_lse,
-                           lambda: self._why(ids, cu, q_pos, q_angles), out, {"q": q})
+                           lambda: self._why(ids, cu, q_pos, q_angles), out, self._pool_arrays)
+
+    def _pool_arrays(self) -> dict:
+        """The pool's arrays by name (for naming what an out= overlaps; called by
+        attention(), which holds self._lock)."""
+        v = self._view()
+        return {"the cache's pool": v.k, "the cache's pool (V)": v.v,
+                "the cache's scales": v.k_scale, "the cache's scales (V)": v.v_scale,
+                "the cache's positions": v.pos}
 
     def _why(self, ids, cu, q_pos, q_angles) -> str:
         """Detail of a ROVE_ERR_INVALID_ARGUMENT from attention (looked for only after
@@ -431,9 +448,13 @@ class PagedKVCache(_lib.OwnedHandle):
         """The pool as read-only numpy arrays (PagedPool: k, v, k_scale, v_scale, pos,
         dtype), in the layout paged_attention() takes; no copy. They keep the cache
         alive and show its current contents."""
-        kv = _lib.PagedKV()
         with self._lock:
-            _lib.check("rove_paged_cache_view", _lib.lib.rove_paged_cache_view(self._ptr, kv))
+            return self._view()
+
+    def _view(self) -> PagedPool:
+        """view(), the caller holding self._lock."""
+        kv = _lib.PagedKV()
+        _lib.check("rove_paged_cache_view", _lib.lib.rove_paged_cache_view(self._ptr, kv))
         p, t = self.plan, int(kv.type)
         shape = (self.n_blocks, p.n_kv_heads, self.block_size, p.head_dim)
         arr = lambda ptr, shp, ts: np.asarray(_PoolMemory(self, ptr, shp, ts))  # noqa: E731
@@ -579,7 +600,8 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     block_size]. The plan: ``plan=`` (a rove.Plan; PagedKVCache.plan for its pool), or
     rove.get_plan(heads of q and k_pool, head_dim, **options) with the options of
     rove.Plan (rotate=, causal=, rope=, ...). q_pos, q_angles, return_lse, out= and the
-    result as PagedKVCache.attention (out= must not overlap q or the pools).
+    result as PagedKVCache.attention (out='s address range must not meet q's, the pools'
+    or the other inputs').
 
     k_pool and v_pool may also be block-strided (dim 0 steps further than a block, the
     rest dense: K = kv_cache[:, 0] and V = kv_cache[:, 1] of FlashInfer's 5-D
@@ -599,7 +621,8 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     kv, keep, (nb, Hk, bs, t) = _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale,
                                       pos_pool)
     if (pt is None and (Hk <= 0 or H % Hk)) or (pt and Hk != pt.n_kv_heads):
-        raise ValueError(f"k_pool has {Hk} KV heads for {H} query heads")
+        raise ValueError(f"k_pool has {Hk} KV heads for {H} query heads" +
+                         (f" (the plan has n_kv_heads={pt.n_kv_heads})" if pt else ""))
     tables = _ints(block_tables, "block_tables", (None, None), ("n_seqs", "max_blocks"))
     n, max_blocks = _int32("n_seqs", tables.shape[0]), _int32("max_blocks", tables.shape[1])
     lens = _ints(seq_lens, "seq_lens", (n,))
@@ -622,8 +645,8 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     return _attend(plan, "rove_paged_attention", call, vq, ts, cu, q_pos, q_angles, return_lse,
                    lambda: "a block table entry a sequence reads is outside [0, n_blocks) or "
                            "repeated in its row", out,
-                   {"q": q, "k_pool": k_pool, "v_pool": v_pool, "k_scale": k_scale,
-                    "v_scale": v_scale, "pos_pool": pos_pool})
+                   lambda: {"k_pool": k_pool, "v_pool": v_pool, "k_scale": k_scale,
+                            "v_scale": v_scale, "pos_pool": pos_pool})
 
 
 def paged_store(k, v, k_pool, v_pool, slot_mapping, positions, *, plan=None, pos_pool=None,
@@ -706,4 +729,5 @@ def paged_store(k, v, k_pool, v_pool, slot_mapping, positions, *, plan=None, pos
                       (", or " + _UNREPRESENTABLE[_lib.dtype_name(t)]
                        if _lib.dtype_name(t) in _UNREPRESENTABLE else ""))
     _lib.check("rove_paged_store", st, detail)
+    _tensor.mark_written(k_pool, v_pool, k_scale, v_scale, pos_pool)
     del lk, lv, pp_obj, a_obj, keep

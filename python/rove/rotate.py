@@ -72,6 +72,8 @@ def _run(x, rope, layout, inplace, threads, inverse, call):
     if n_tokens > 2 ** 31 - 1:
         raise ValueError("x has more than 2^31-1 rows")
     call(plan, lv.ptr, n_tokens, n_heads, stride, kind, (b, s, h, d))
+    if back is None and inplace:
+        _tensor.mark_written(t)
     if back is not None:
         res = back.obj
         if bhsd:

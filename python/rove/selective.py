@@ -320,6 +320,7 @@ def selective_phase(x, weights: SelectivePhaseWeights, conv_state=None):
         cs, csp = _tensor.contiguous(conv_state, "conv_state", np.float32, cshape, writable=True)
     phi, pp = _tensor.empty(v.torch, (B, T, weights.n_heads, weights.n_pairs))
     st = _lib.lib.rove_selective_phase(weights._c(), B, T, v4.ptr, ts, csp, pp)
-    del v, v4, cs
+    del v, v4
     _lib.check("rove_selective_phase", st)
+    _tensor.mark_written(cs)  # the convolution state, updated in place
     return phi[0] if ndim == 2 else phi

@@ -138,9 +138,11 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
         fn = "rove_attention_varlen_typed"
     del keep
     _lib.check(fn, st, _tensor.overlap_detail(out, q=q, k=k, v=v)
-               if st == _lib.ERR_INVALID_ARGUMENT and out is not None else "")
+               if st == _lib.ERR_INVALID_ARGUMENT and out is not None and tmp is None else "")
     if tmp is not None:
         _copy_back(result, tmp, vq.torch)
+    elif out is not None:
+        _tensor.mark_written(result)
     return result, lse
 
 

@@ -10,6 +10,7 @@ import copy
 import gc
 import pickle
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -371,25 +372,53 @@ def test_out_buffers(rng, torch):
         o = torch.empty((T, H, D), dtype=tdt)
         a, b = both(o, tq)
         assert a is o and b is o and torch.equal(o, torch.from_numpy(want).to(tdt))
-    # bad out=: nothing written
-    keep = np.full((T, H, D), 5.0, np.float32)
-    for bad, err, match in ((np.zeros((T, H, D + 1), np.float32), ValueError, "shape"),
-                            (torch.zeros((T, H, D)), TypeError, "same kind"),
-                            (np.zeros((T, H, D), np.float64), TypeError, "float32")):
-        for f in (lambda o: c.attention(ids, q, cu_seqlens_q=cu, out=o),
-                  lambda o: rove.paged_attention(q, pool.k, pool.v, tables, LENS, cu, out=o, **kw)):
+    # bad out=: refused, nothing written
+    calls = (lambda o: c.attention(ids, q, cu_seqlens_q=cu, out=o),
+             lambda o: rove.paged_attention(q, pool.k, pool.v, tables, LENS, cu, out=o, **kw))
+    ro = np.full((T, H, D), 5.0, np.float32)
+    ro.flags.writeable = False
+    for bad, err, match in ((np.full((T, H, D + 1), 5.0, np.float32), ValueError, "shape"),
+                            (np.full((1, T, H, D), 5.0, np.float32), ValueError, "out has shape"),
+                            (torch.full((T, H, D), 5.0), TypeError, "same kind"),
+                            (np.full((T, H, D), 5.0, np.float64), TypeError, "float32"),
+                            (ro, ValueError, "read-only")):
+        for f in calls:
             with pytest.raises(err, match=match):
                 f(bad)
-    ro = keep.copy()
-    ro.flags.writeable = False
-    with pytest.raises(ValueError, match="read-only"):
-        c.attention(ids, q, cu_seqlens_q=cu, out=ro)
+            assert (bad == 5.0).all()
     qq = q.copy()
     with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps q"):
         c.attention(ids, qq, cu_seqlens_q=cu, out=qq)
     with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps q"):
         rove.paged_attention(qq, pool.k, pool.v, tables, LENS, cu, out=qq, **kw)
     assert np.array_equal(qq, q)
+    # the cause named is what C was given: a non-dense q and out (both copied) with a bad
+    # block table blame the table, not an overlap of the caller's arrays
+    wide = np.zeros((T, H, 2 * D), np.float32)
+    wide[:, :, :D] = q
+    bad_tables = tables.copy()
+    bad_tables[0, 0] = 10 ** 6
+    with pytest.raises(rove.RoveInvalidArgument, match="block table entry"):
+        rove.paged_attention(wide[:, :, :D], pool.k, pool.v, bad_tables, LENS, cu,
+                             out=wide[:, :, D:], **kw)
+    # an out= over q's positions: named
+    qpos = np.zeros(T * H * D, np.float32)
+    pos_view = qpos[:T].view(np.int32)
+    pos_view[:] = np.concatenate([np.arange(n) + (ln - n) for n, ln in zip(ROWS, LENS)])
+    with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps q_pos"):
+        rove.paged_attention(q, pool.k, pool.v, tables, LENS, cu, q_pos=pos_view,
+                             out=qpos.reshape(T, H, D), **kw)
+    with pytest.raises(ValueError, match="n_kv_heads=1"):
+        rove.paged_attention(q, pool.k, pool.v, tables, LENS, cu, plan=rove.Plan(H, 1, D))
+    # the cache's own memory as out= of its attention: refused, named, untouched
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns about a read-only numpy array
+        tpool = torch.from_numpy(pool.k)
+    before = pool.k.tobytes()
+    with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps the cache's pool"):
+        c.attention(ids, torch.from_numpy(q), cu_seqlens_q=cu,
+                    out=tpool.reshape(-1)[:T * H * D].view(T, H, D))
+    assert pool.k.tobytes() == before
     # an engine's writable pool given as out= of its own attention: refused, untouched
     kp = np.array(pool.k)
     before = kp.copy()
