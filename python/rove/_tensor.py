@@ -207,6 +207,8 @@ def contiguous(x, name: str, dtype, shape=None, writable=False):
         raise ValueError(f"{name} has shape {tuple(v.shape)}, expected {tuple(shape)}")
     obj = v.obj
     if v.torch:
+        if writable:
+            check_inplace(obj, name)
         if obj.requires_grad:
             obj = obj.detach()
         ok = obj.is_contiguous()
@@ -245,6 +247,17 @@ def _extent(x):
     lo = ptr + sum(min(0, (n - 1) * st) for n, st in zip(shape, strides))
     hi = ptr + sum(max(0, (n - 1) * st) for n, st in zip(shape, strides)) + es
     return lo, hi
+
+
+def check_inplace(x, name: str) -> None:
+    """Refuse a torch tensor that torch itself would not let an in-place op update: an
+    inference tensor outside torch.inference_mode() (librove writes through the data
+    pointer, which torch cannot stop, so librove checks first)."""
+    t = _torch()
+    if (t is not None and isinstance(x, t.Tensor) and x.is_inference()
+            and not t.is_inference_mode_enabled()):
+        raise RuntimeError(f"{name} is an inference tensor: torch allows no in-place update "
+                           "of it outside torch.inference_mode()")
 
 
 def mark_written(*xs) -> None:

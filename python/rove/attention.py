@@ -199,6 +199,7 @@ def _prepare_out(out, torch_kind, bhsd, ndim, shape4, name="out", dtype=_tensor.
         raise TypeError(f"{name} must be the same kind (numpy/torch) as q")
     if len(ov.shape) != ndim:
         raise ValueError(f"{name} has shape {tuple(ov.shape)}; expected the shape of q")
+    _tensor.check_inplace(out, name)
     if ov.torch and any(st == 0 and n > 1 for n, st in zip(out.shape, out.stride())):
         raise ValueError(f"{name} has elements that share memory (a stride-0 view such as "
                          "expand()): it cannot hold the output")

@@ -524,6 +524,8 @@ def _dense(x, name, shape=None, dtype=None, write=False, blocked=False):
             ": librove reads the pool in place (a pool is never copied)")
     if write and torch is None and not x.flags.writeable:
         raise ValueError(f"{name} is a read-only array: librove writes the pool in place")
+    if write:
+        _tensor.check_inplace(x, name)
     return x, ptr, t
 
 

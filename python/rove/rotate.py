@@ -22,6 +22,7 @@ def _target(x, v: _tensor.View, inplace: bool):
             raise ValueError("x is read-only (inplace=True)")
         if v.torch and x.requires_grad:
             raise RuntimeError("x requires grad: librove has no backward yet")
+        _tensor.check_inplace(x, "x")
         return x
     if v.torch:
         return x.detach().clone(memory_format=__import__("torch").contiguous_format)

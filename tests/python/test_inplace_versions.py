@@ -105,3 +105,29 @@ def test_out_checks_before_the_call(rng, torch):
     with pytest.raises(ValueError, match="stride-0"):
         rove.attention(q[None], q[None, :, :HK], q[None, :, :HK],
                        out=torch.empty(1, 1, H, D).expand(1, T, H, D))
+
+
+def test_inference_tensors_outside_inference_mode(rng, torch):
+    """torch refuses in-place updates of an inference tensor outside
+    torch.inference_mode(); so does librove, before writing (inside, it writes)."""
+    H, HK, D, T = 4, 2, 64, 3
+    q = torch.from_numpy(randn(rng, 1, T, H, D))
+    k = torch.from_numpy(randn(rng, 1, 10, HK, D))
+    with torch.inference_mode():
+        out = torch.full((1, T, H, D), 7.0)
+        x = torch.ones(1, 4, 2, 16)
+        pk = torch.zeros(2, HK, 16, D)
+        pv = torch.zeros(2, HK, 16, D)
+    plan = rove.Plan(H, HK, D)
+    for call in (lambda: rove.attention(q, k, k, out=out),
+                 lambda: rove.rotate(x, inplace=True),
+                 lambda: rove.paged_store(k[0, :1], k[0, :1], pk, pv, np.array([0]), [0],
+                                          plan=plan)):
+        with pytest.raises(RuntimeError, match="inference tensor"):
+            call()
+    assert (out == 7.0).all() and (x == 1.0).all() and (pk == 0).all()
+    with torch.inference_mode():
+        rove.attention(q, k, k, out=out)
+        rove.rotate(x, inplace=True)
+        rove.paged_store(k[0, :1], k[0, :1], pk, pv, np.array([0]), [0], plan=plan)
+    assert torch.equal(out, rove.attention(q, k, k)) and not (pk == 0).all()
