@@ -336,8 +336,9 @@ rove_status rove_paged_store(const rove_plan *p, const rove_paged_kv *kv, int32_
   const int64_t per_thread = 2 * ROVE_CACHE_CHUNK * tab_w + (typed ? (int64_t)ROVE_CACHE_CHUNK * d : 0);
   store_ctx s = {p, kv, g, n_tokens, slots, k, v, ks, vs, in_type, pos, angles, tab_w, 0,
                  NULL, NULL, NULL, NULL, NULL, per_thread, NULL, NULL};
-  int16_t *top = malloc(sizeof(int16_t) * (size_t)tasks);
-  if (!top) return ROVE_ERR_OUT_OF_MEMORY;
+  /* the scan's per-chunk maxima: not needed for an F32 pool (it never fails) */
+  int16_t *top = kv->type == ROVE_DTYPE_F32 ? NULL : malloc(sizeof(int16_t) * (size_t)tasks);
+  if (kv->type != ROVE_DTYPE_F32 && !top) return ROVE_ERR_OUT_OF_MEMORY;
   s.top = top;
   s.direct = cannot_fail(&s, tasks);
   free(top);
