@@ -99,7 +99,8 @@ rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const ro
   const int64_t qe = rove_dtype_size(types ? types->q : ROVE_DTYPE_F32);
   const int64_t oe = rove_dtype_size(types ? types->out : ROVE_DTYPE_F32);
   const int32_t n = a->n_seqs;
-  if (n <= 0 || !a->q || !a->out || !rove_check_cu(a->cu_seqlens_q, n, &tq))
+  /* q and out may be NULL when no sequence has query rows (as rove_attention_varlen's) */
+  if (n <= 0 || !rove_check_cu(a->cu_seqlens_q, n, &tq) || (tq > 0 && (!a->q || !a->out)))
     return ROVE_ERR_INVALID_ARGUMENT;
   st = check_tensors(p, kv, g.pool_bytes, a, tq, qe, oe);
   if (st != ROVE_OK) return st;
@@ -156,8 +157,9 @@ rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const ro
 
 rove_status rove_paged_attention_typed(const rove_plan *p, const rove_paged_kv *kv,
                                        const rove_paged_args *a, const rove_tensor_types *types) {
-  if (!p || !kv || !a || a->n_seqs <= 0 || !a->q || !a->out || !a->seq_lens ||
-      !a->block_tables || a->max_blocks < 0)
+  /* q and out: checked by rove_paged_run (NULL allowed when there are no query rows) */
+  if (!p || !kv || !a || a->n_seqs <= 0 || !a->seq_lens || !a->block_tables ||
+      a->max_blocks < 0)
     return ROVE_ERR_INVALID_ARGUMENT;
   rove_paged_geom g;
   rove_status st = rove_paged_check_pool(p, kv, &g);

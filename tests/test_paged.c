@@ -743,6 +743,19 @@ static void test_bad_tables(void **state) {
   REJECT(ROVE_ERR_INVALID_ARGUMENT, a.out = (float *)q + 1, a.out = out);  /* overlaps q */
   REJECT(ROVE_ERR_INVALID_ARGUMENT, a.out = k + 100, a.out = out);         /* overlaps the pool */
   REJECT(ROVE_ERR_INVALID_ARGUMENT, a.n_seqs = 0, a.n_seqs = 2);
+  REJECT(ROVE_ERR_INVALID_ARGUMENT, a.q = NULL, a.q = q);                  /* with rows */
+  REJECT(ROVE_ERR_INVALID_ARGUMENT, a.out = NULL, a.out = out);
+  { /* no query rows: q and out may be NULL; nothing is written, the tables still checked */
+    int32_t cu0[3] = {0, 0, 0};
+    const rove_paged_args a0 = a;
+    a.cu_seqlens_q = cu0, a.q = NULL, a.out = NULL;
+    assert_int_equal(rove_paged_attention(p, &kv, &a), ROVE_OK);
+    tables[0][2] = 8;
+    assert_int_equal(rove_paged_attention(p, &kv, &a), ROVE_ERR_INVALID_ARGUMENT);
+    tables[0][2] = 2;
+    a = a0;
+    assert_true(rove_has_bits(out, ROVE_GUARD_CANARY));
+  }
   { /* out or lse over any other array the call reads (each read per group or task, while
      * other tasks already write): tables, lengths, cu, q_pos, the pool's positions and Q8
      * scales; the same arrays elsewhere are accepted */

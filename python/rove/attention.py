@@ -133,7 +133,9 @@ class Plan(_lib.SharedHandle):
         ptr = ctypes.c_void_p()
         st = _lib.lib.rove_plan_create(c, ctypes.byref(ptr))
         del keep
-        _lib.check("rove_plan_create", st)
+        _lib.check("rove_plan_create", st,
+                   f"head_dim {d} is above librove's ROVE_MAX_HEAD_DIM ({_lib.MAX_HEAD_DIM})"
+                   if d > _lib.MAX_HEAD_DIM else "")
         self._ptr = ptr.value
         self._finalizer = weakref.finalize(self, _lib.lib.rove_plan_destroy, ptr.value)
         r = _lib.AttentionConfig()
@@ -357,8 +359,10 @@ _plans_lock = threading.Lock()
 def get_plan(n_heads, n_kv_heads, head_dim, *, rotate="rove", causal=True, window=0,
              softcap=0.0, scale=None, rope=None, isa="auto", threads=None) -> Plan:
     """A cached Plan for these values (an LRU of PLAN_CACHE_SIZE plans, thread-safe)."""
-    key = (n_heads, n_kv_heads, head_dim, rotate, causal, window, softcap, scale, rope,
-           isa, threads)
+    # each value with its type: Python's 3 == 3.0 and True == 1 must not let a wrongly
+    # typed argument find a cached plan and skip Plan's checks
+    key = tuple((type(x), x) for x in (n_heads, n_kv_heads, head_dim, rotate, causal, window,
+                                        softcap, scale, rope, isa, threads))
     try:
         hash(key)
     except TypeError:

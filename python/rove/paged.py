@@ -129,8 +129,6 @@ def _queries(q, H=None, D=None):
     if len(vq.shape) != 3 or (H is not None and tuple(vq.shape[1:]) != (H, D)):
         want = "n_heads, head_dim" if H is None else f"n_heads={H}, head_dim={D}"
         raise ValueError(f"q has shape {tuple(vq.shape)}; expected [total_q, {want}]")
-    if vq.shape[0] <= 0:
-        raise ValueError("q has no rows")
     _int32("total_q (q's rows)", vq.shape[0])
     return _token_rows(vq)
 

@@ -55,12 +55,15 @@ def _flags(rotate: str):
 
 
 def _setup_context(ctx, inputs, output):
-    """Both ops: q, k, v first; the rest of the inputs go to the backward op as they are."""
+    """Both ops: q, k, v first; the rest of the inputs go to the backward op, the tensors
+    among them (positions, cu_seqlens) as private copies, as rove.attention keeps them: an
+    in-place edit of the caller's tensor between the forward and the backward must not
+    change the gradients."""
     q, k, v = inputs[:3]
     out, lse = output
     ctx.mark_non_differentiable(lse)  # as rove.attention's: the LSE gets no gradient
     ctx.save_for_backward(q, k, v, out, lse)
-    ctx.args = tuple(inputs[3:])
+    ctx.args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in inputs[3:])
 
 
 def _f32_like(*xs):
@@ -167,6 +170,9 @@ def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
                     window=window, softcap=softcap, scale=scale, rope=_rope(rope_json))
     cq = _varlen._cu(cu_seqlens_q, "cu_seqlens_q", None)
     ck = _varlen._cu(cu_seqlens_k, "cu_seqlens_k", cq.shape[0])
+    # [total] or [1, total], as the forward takes them (rove.attention_varlen)
+    q_pos = _varlen._flat_positions(q_pos, "q_pos", q.shape[0])
+    kv_pos = _varlen._flat_positions(kv_pos, "kv_pos", k.shape[0])
     dq, dk, dv, _, _ = _varlen._backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos,
                                          None, None, False, False)
     return dq, dk, dv

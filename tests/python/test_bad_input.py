@@ -103,6 +103,21 @@ def test_parameters(qkv, no_c_call, kw, exc, msg):
         rove.attention(*qkv, **kw)
 
 
+@pytest.mark.parametrize("good,bad", [
+    (dict(window=3), dict(window=3.0)),
+    (dict(causal=True), dict(causal=1.0)),
+    (dict(threads=1), dict(threads=True)),
+    (dict(softcap=0.0), dict(softcap=False)),
+])
+def test_parameters_after_a_cached_plan(qkv, good, bad):
+    """A wrongly typed value equal to a cached plan's (3.0 == 3, True == 1 in Python)
+    is refused as it is without one: the plan cache does not skip the checks."""
+    rove.clear_plan_cache()
+    rove.attention(*qkv, **good)
+    with pytest.raises(TypeError):
+        rove.attention(*qkv, **bad)
+
+
 def test_positions(qkv, torch, no_c_call):
     q, k, v = qkv
     with pytest.raises(ValueError, match="outside int32"):
@@ -187,7 +202,8 @@ def test_c_errors_carry_the_status(qkv):
     with pytest.raises(rove.RoveUnsupported) as e:
         rove.Plan(4, 2, 32, isa=missing[0])
     assert e.value.status == 2 and "rove_plan_create" in str(e.value)
-    with pytest.raises(rove.RoveUnsupported):
-        rove.Plan(1, 1, 2048)  # head_dim > ROVE_MAX_HEAD_DIM
+    with pytest.raises(rove.RoveUnsupported, match="head_dim 2048 is above librove's "
+                       f"ROVE_MAX_HEAD_DIM \\({_lib.MAX_HEAD_DIM}\\)"):
+        rove.Plan(1, 1, 2048)  # not "on this CPU or build": the message says what
     assert issubclass(rove.RoveOutOfMemory, MemoryError)
     assert issubclass(rove.RoveSizeOverflow, OverflowError)

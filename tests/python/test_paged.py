@@ -332,6 +332,29 @@ def test_paged_attention_over_the_view_equals_the_cache(rng, dtype):
             rove.paged_attention(q, tk, tv, tables, LENS, cu, plan=plan, layout="thd")
 
 
+def test_a_step_with_no_query_rows(rng, torch):
+    """q with 0 rows (an engine step that attends nothing) gives empty outputs and LSE
+    from the cache and from an engine's pool, numpy and torch, as attention_varlen does;
+    the block tables are still checked."""
+    plan = rove.Plan(H, HK, D, rotate="rove")
+    c, ids, ks, vs, pos = build(rng, plan, "f32", 16, LENS)
+    pool, tables = c.view(), _tables(c, ids)
+    for q in (np.zeros((0, H, D), np.float32), torch.zeros(0, H, D),
+              torch.zeros(0, H, D, dtype=torch.bfloat16)):
+        out, lse = c.attention(ids, q, return_lse=True)
+        assert out.shape == (0, H, D) and out.dtype == q.dtype and lse.shape == (H, 0)
+        got, lse = rove.paged_attention(q, pool.k, pool.v, tables, LENS, plan=plan,
+                                        pos_pool=pool.pos, return_lse=True)
+        assert got.shape == (0, H, D) and lse.shape == (H, 0)
+    buf = torch.empty(0, H, D)
+    assert c.attention(ids, torch.zeros(0, H, D), out=buf) is buf
+    bad = tables.copy()
+    bad[1, 0] = c.n_blocks
+    with pytest.raises(rove.RoveInvalidArgument):
+        rove.paged_attention(np.zeros((0, H, D), np.float32), pool.k, pool.v, bad, LENS,
+                             plan=plan, pos_pool=pool.pos)
+
+
 def test_out_buffers(rng, torch):
     """out= (an engine's reused output buffer) in PagedKVCache.attention and
     paged_attention: written in place and returned when its heads and dims are dense, else

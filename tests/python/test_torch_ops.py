@@ -122,3 +122,44 @@ def test_compiled_training_lse_and_double_backward(rng):
     _, lse = rove.torch_ops.attention(q4.clone().requires_grad_(True), k4, k4, layout="bhsd",
                                       return_lse=True)
     assert not lse.requires_grad
+
+
+def test_varlen_op_positions_as_1_by_total(rng):
+    """[1, total] positions, which rove.attention_varlen takes, train through the op too:
+    the gradients of rove.attention_varlen (the backward op flattens them as the forward)."""
+    q, k, v, cu = _packed(rng)
+    qp = (torch.arange(q.shape[0], dtype=torch.int64) % 5 + 3).reshape(1, -1)
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    twins = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    dout = torch.from_numpy(randn(rng, *q.shape))
+    kw = dict(q_pos=qp, kv_pos=qp, rotate="rope", causal=False)
+    (rove.torch_ops.attention_varlen(*leaves, cu, cu, **kw) * dout).sum().backward()
+    (rove.attention_varlen(*twins, cu, cu, **kw) * dout).sum().backward()
+    for a, b in zip(leaves, twins):
+        assert a.grad is not None and torch.equal(a.grad, b.grad)
+
+
+@pytest.mark.parametrize("op", ["attention", "attention_varlen"])
+def test_ops_keep_their_positions(rng, op):
+    """The ops' backward uses the positions (and cu_seqlens) of the forward: an in-place
+    edit of the caller's tensors in between changes no gradient (as rove.attention's)."""
+    q, k, v, cu = _packed(rng)
+    if op == "attention":
+        q, k, v = (x.reshape(1, *x.shape) for x in (q, k, v))
+
+    def grads(edit):
+        leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+        pos, c = torch.arange(q.shape[-3], dtype=torch.int64) + 2, cu.clone()
+        if op == "attention":
+            out = rove.torch_ops.attention(*leaves, q_pos=pos, kv_pos=pos, rotate="rope")
+        else:
+            out = rove.torch_ops.attention_varlen(*leaves, c, c, q_pos=pos, kv_pos=pos,
+                                                  rotate="rope")
+        if edit:
+            pos.mul_(3).add_(100)
+            c[1:-1] = c[-1]  # every row to the last sequence
+        out.square().sum().backward()
+        return [x.grad for x in leaves]
+
+    for a, b in zip(grads(False), grads(True)):
+        assert torch.equal(a, b)
