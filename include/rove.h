@@ -884,7 +884,7 @@ ROVE_API rove_status rove_paged_seq_create(rove_paged_cache *c, int32_t *seq);
 /** A new sequence holding @p parent's tokens: it shares all of the parent's blocks (no
  *  copy); the first write into a shared block (append into a partly filled last block,
  *  shift) copies that block. @return as rove_paged_seq_create; ROVE_ERR_INVALID_ARGUMENT
- *  for an unknown parent. */
+ *  for an unknown parent; ROVE_ERR_OUT_OF_MEMORY (the child's block table). */
 ROVE_API rove_status rove_paged_seq_fork(rove_paged_cache *c, int32_t parent, int32_t *child);
 /** Release a sequence and its references to its blocks. */
 ROVE_API rove_status rove_paged_seq_free(rove_paged_cache *c, int32_t seq);
