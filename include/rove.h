@@ -802,8 +802,8 @@ typedef struct rove_paged_args {
  * -inf. Everything (block tables included) is checked before anything is written.
  * q and out may be NULL when total_q = 0 (a step with no query rows does nothing).
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/pool/args, NULL q/out with
- *         rows, bad cu, a negative length, a block table entry out of range or repeated within one
- *         sequence, a table longer than max_blocks, block_size not a power of two, an
+ *         rows, bad cu, a negative length, a block table entry out of range or repeated
+ *         within one sequence, a table longer than max_blocks, block_size not a power of two, an
  *         unknown layout, a block_stride below a block, a Q8 pool without scales, default query positions with more rows than keys,
  *         out or lse overlapping an array the call reads: q, the pool's K, V, scales and
  *         positions, cu_seqlens_q, seq_lens, block_tables, q_pos, q_angles);
