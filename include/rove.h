@@ -50,9 +50,13 @@ extern "C" {
 typedef enum rove_status {
   ROVE_OK = 0,                /**< success */
   ROVE_ERR_INVALID_ARGUMENT,  /**< NULL pointer, bad size, bad enum, NaN parameter, overlap */
-  ROVE_ERR_UNSUPPORTED,       /**< valid request this CPU or build cannot serve */
+  /** a valid request librove cannot serve: an ISA this CPU or build lacks, head_dim
+   *  above ROVE_MAX_HEAD_DIM, or a combination the call documents as unsupported */
+  ROVE_ERR_UNSUPPORTED,
   ROVE_ERR_OUT_OF_MEMORY,     /**< an allocation failed; nothing was written */
-  ROVE_ERR_SIZE_OVERFLOW,     /**< an element or byte count does not fit int64/size_t */
+  /** an element or byte count does not fit int64/size_t, a position would leave int32,
+   *  or a KV cache's capacity would be exceeded (each call says which it checks) */
+  ROVE_ERR_SIZE_OVERFLOW,
   ROVE_ERR_INTERNAL,          /**< a bug in librove: please report it */
   ROVE_ERR_POOL_EXHAUSTED     /**< a paged cache has too few free blocks (or sequence
                                    slots) for the request; nothing was changed */

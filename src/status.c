@@ -9,7 +9,7 @@ const char *rove_status_string(rove_status s) {
   switch (s) {
     case ROVE_OK: return "ok";
     case ROVE_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case ROVE_ERR_UNSUPPORTED: return "unsupported on this CPU or build";
+    case ROVE_ERR_UNSUPPORTED: return "unsupported (by this CPU or build, or for these arguments)";
     case ROVE_ERR_OUT_OF_MEMORY: return "out of memory";
     case ROVE_ERR_SIZE_OVERFLOW: return "size overflow";
     case ROVE_ERR_INTERNAL: return "internal error (a librove bug)";

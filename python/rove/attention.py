@@ -330,8 +330,11 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
     del lk, lv, qp, kp, qa, ka  # kept alive until here: C read them
     # (the overlap C refuses is with what it was given: out itself only when not computed
     # aside)
-    _lib.check(fn, st, _tensor.overlap_detail(out, q=q, k=k, v=v)
-               if st == _lib.ERR_INVALID_ARGUMENT and out is not None and tmp is None else "")
+    why = ""
+    if st == _lib.ERR_INVALID_ARGUMENT:
+        why = ((out is not None and tmp is None and _tensor.overlap_detail(out, q=q, k=k, v=v))
+               or (cache._attention_detail(Lq, q_pos, q_angles) if cache is not None else ""))
+    _lib.check(fn, st, why)
     if tmp is not None:
         _copy_back(result, tmp, vq.torch)
     elif out is not None:

@@ -86,6 +86,10 @@ class GLAPlan(_lib.SharedHandle):
                           return_final_state, out)
 
     def _call(self, fn, q, k, v, g, angles, initial_state, return_final_state, out):
+        if _tensor.is_torch(q) and isinstance(angles, np.ndarray):
+            # numpy float64 angles with torch inputs, as rove.attention takes them (a
+            # private torch copy; any other numpy array is refused below as it was)
+            angles = _autograd.angle_tensor(angles)
         if _autograd.needs_grad(q, k, v, g, angles, initial_state):
             return _gla_autograd.gla(self, fn, q, k, v, g, angles, initial_state,
                                      return_final_state, out)
@@ -99,13 +103,16 @@ class GLAPlan(_lib.SharedHandle):
         B, T = ((1,) + tuple(vq.shape))[-4:-2] if nd == 3 else vq.shape[:2]
         H, K, V = self.n_heads, self.key_dim, self.value_dim
         lead = (B, T) if nd == 4 else (T,)
-        keep = []
+        keep = {}  # name -> what C reads (a contiguous copy where one was made)
 
         def arr(x, name, last, dtype=np.float32):
             obj, ptr = _tensor.contiguous(x, name, dtype, lead + (H, last))
             if _tensor.is_torch(obj) != vq.torch:
-                raise TypeError("q, k, v, g must all be numpy arrays or all torch tensors")
-            keep.append(obj)
+                kinds = ("a torch tensor", "a numpy array")
+                raise TypeError(f"{name} is {kinds[vq.torch]} and q {kinds[not vq.torch]}: "
+                                "q, k, v, g and angles must all be numpy arrays or all "
+                                "torch tensors")
+            keep[name] = obj
             return ptr
 
         if B <= 0 or T <= 0:
@@ -121,7 +128,7 @@ class GLAPlan(_lib.SharedHandle):
         if initial_state is not None:
             s0, a.initial_state = _tensor.contiguous(initial_state, "initial_state",
                                                      np.float32, sshape)
-            keep.append(s0)
+            keep["initial_state"] = s0
         fs = None
         if return_final_state:
             fs, a.final_state = _tensor.empty(vq.torch, sshape)
@@ -130,9 +137,13 @@ class GLAPlan(_lib.SharedHandle):
         else:
             o, a.out = _tensor.contiguous(out, "out", np.float32, lead + (H, V), writable=True)
         st = getattr(_lib.lib, fn)(self._ptr, a)
+        why = ""
+        if st == _lib.ERR_INVALID_ARGUMENT:  # an out= over an input C read, else the values
+            why = ((out is not None and _tensor.overlap_detail(o, **keep)) or
+                   "g (log decays) must be finite and <= 0" +
+                   (" and the angles finite" if angles is not None else ""))
         del keep
-        _lib.check(fn, st, "g (log decays) must be finite and <= 0 and the angles finite"
-                   if st == _lib.ERR_INVALID_ARGUMENT else "")
+        _lib.check(fn, st, why)
         if out is not None:
             _tensor.mark_written(o)
         return (o, fs) if return_final_state else o
@@ -143,7 +154,9 @@ _lock = threading.Lock()
 
 
 def _plan(H, K, V, **kw) -> GLAPlan:
-    key = (H, K, V) + tuple(sorted(kw.items()))
+    # each value with its type, as rove.get_plan's key (3.0 == 3 must not skip the checks)
+    key = tuple((type(x), x) for x in (H, K, V)) + tuple(
+        (n, type(x), x) for n, x in sorted(kw.items()))
     with _lock:
         p = _plans.get(key)
         if p is not None:

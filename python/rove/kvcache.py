@@ -126,6 +126,24 @@ class KVCache(_lib.OwnedHandle):
                     "a cache filled by append_angles() takes only append_angles()")
         return _UNREPRESENTABLE.get(self.dtype, "")
 
+    def _overflow(self, n: int) -> str:
+        """Detail of a ROVE_ERR_SIZE_OVERFLOW from an append of n tokens per row."""
+        if len(self) + n > self.capacity:
+            return f"{len(self)} + {n} tokens exceed the capacity {self.capacity}"
+        return "a position would pass int32's maximum (2**31 - 1)"
+
+    def _attention_detail(self, q_len: int, q_pos, q_angles) -> str:
+        """Detail of a ROVE_ERR_INVALID_ARGUMENT from attention() (the tensors were
+        checked before the call)."""
+        rotates_q = self.plan.rotate & (_lib.ROTATE_Q | _lib.ROTATE_O)
+        if self._kind == "angles" and q_angles is None and rotates_q:
+            return ("the cache holds keys rotated by explicit angles (append_angles): give "
+                    "q_angles")
+        if q_pos is None and q_len > len(self):
+            return (f"{q_len} query rows over {len(self)} cached tokens: the default query "
+                    "positions are those of the last tokens; give q_pos")
+        return ""
+
     def _kv(self, k, v, layout, typed=True):
         bhsd = _layout(layout)
         if typed:
@@ -164,8 +182,7 @@ class KVCache(_lib.OwnedHandle):
                 st = _lib.lib.rove_kv_cache_append_typed(self._ptr, n, lk.ptr, ks, lv.ptr, vs,
                                                          pp, lk.dtype)
             _lib.check(fn, st,
-                       f"{len(self)} + {n} tokens exceed the capacity {self.capacity}"
-                       if st == _lib.ERR_SIZE_OVERFLOW else
+                       self._overflow(n) if st == _lib.ERR_SIZE_OVERFLOW else
                        self._invalid("positions") if st == _lib.ERR_INVALID_ARGUMENT else "")
             self._kind = "positions"
         del lk, lv, p
@@ -185,8 +202,7 @@ class KVCache(_lib.OwnedHandle):
             st = _lib.lib.rove_kv_cache_append_angles(self._ptr, n, lk.ptr, ks, lv.ptr, vs,
                                                       pp, ap)
             _lib.check("rove_kv_cache_append_angles", st,
-                       f"{len(self)} + {n} tokens exceed the capacity {self.capacity}"
-                       if st == _lib.ERR_SIZE_OVERFLOW else
+                       self._overflow(n) if st == _lib.ERR_SIZE_OVERFLOW else
                        self._invalid("angles") if st == _lib.ERR_INVALID_ARGUMENT else "")
             self._kind = "angles"
         del lk, lv, p, a
@@ -212,9 +228,15 @@ class KVCache(_lib.OwnedHandle):
                 raise ValueError(f"shift needs 0 <= start <= end <= len ({n}); got "
                                  f"start={a[0]}, end={a[1]}")
             st = _lib.lib.rove_kv_cache_shift(self._ptr, *a)
-            _lib.check("rove_kv_cache_shift", st,
-                       "the shifted rows: " + _UNREPRESENTABLE.get(self.dtype, "")
-                       if st == _lib.ERR_INVALID_ARGUMENT and self.dtype != "f32" else "")
+            why = ""
+            if st == _lib.ERR_INVALID_ARGUMENT and self.dtype != "f32":
+                why = "the shifted rows: " + _UNREPRESENTABLE.get(self.dtype, "")
+            elif st == _lib.ERR_SIZE_OVERFLOW:
+                why = f"a shifted position would leave int32 (delta {a[2]})"
+            elif st == _lib.ERR_UNSUPPORTED and self._kind == "angles":
+                why = ("a cache filled by append_angles() cannot be shifted (its tokens were "
+                       "rotated by explicit angles, not by positions)")
+            _lib.check("rove_kv_cache_shift", st, why)
 
     def truncate(self, length: int) -> None:
         """Keep the first ``length`` tokens (0 <= length <= len(self))."""

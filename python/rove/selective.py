@@ -51,9 +51,9 @@ def selective_angles(phi, temp=None, carry=None):
     cin = cp = None
     if carry is not None:
         cin, cp = _tensor.contiguous(carry, "carry", np.float64, cshape)
-    arr = p.numpy() if _tensor.is_torch(p) else p
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("phi has non-finite values")
+    for name, x in (("phi", p), ("temp", tmp), ("carry", cin)):  # finite, as librove needs
+        if x is not None and not np.all(np.isfinite(x.numpy() if _tensor.is_torch(x) else x)):
+            raise ValueError(f"{name} has non-finite values")
     torch_kind = _tensor.is_torch(p)
     angles, ap = _tensor.empty(torch_kind, (B, T, H, P), np.float64)
     cout, cop = _tensor.empty(torch_kind, cshape, np.float64)

@@ -204,6 +204,6 @@ def test_c_errors_carry_the_status(qkv):
     assert e.value.status == 2 and "rove_plan_create" in str(e.value)
     with pytest.raises(rove.RoveUnsupported, match="head_dim 2048 is above librove's "
                        f"ROVE_MAX_HEAD_DIM \\({_lib.MAX_HEAD_DIM}\\)"):
-        rove.Plan(1, 1, 2048)  # not "on this CPU or build": the message says what
+        rove.Plan(1, 1, 2048)  # not a CPU or build limit: the message says what
     assert issubclass(rove.RoveOutOfMemory, MemoryError)
     assert issubclass(rove.RoveSizeOverflow, OverflowError)

@@ -102,6 +102,16 @@ def test_errors(rng):
         rove.KVCache("plan", 1, 4)
     with pytest.raises(ValueError, match="capacity"):
         rove.KVCache(plan, 1, 0)
+    with pytest.raises(rove.RoveInvalidArgument, match="12 query rows over 10 cached tokens"):
+        c.attention(np.concatenate([q, q[:, :2]], axis=1))  # default q_pos: the last 12
+    # positions past int32: named as such, not as the capacity
+    p = rove.KVCache(plan, 1, 4)
+    p.append(k[:1, :1], v[:1, :1], pos=[2 ** 31 - 1])
+    with pytest.raises(rove.RoveSizeOverflow, match="int32") as e:
+        p.append(k[:1, :1], v[:1, :1])
+    assert "capacity" not in str(e.value) and len(p) == 1
+    with pytest.raises(rove.RoveSizeOverflow, match="leave int32"):
+        p.shift(0, 1, 1)
 
 
 def test_angle_cache(rng):
@@ -116,5 +126,7 @@ def test_angle_cache(rng):
     assert rel_err(got, want) < 1e-5
     with pytest.raises(rove.RoveInvalidArgument):
         c.append(k[:, :1], v[:, :1])  # a position append into an angle cache
-    with pytest.raises(rove.RoveUnsupported):
+    with pytest.raises(rove.RoveUnsupported, match="cannot be shifted"):
         c.shift(0, 24, 3)  # no R_delta for tokens rotated by angles
+    with pytest.raises(rove.RoveInvalidArgument, match="give q_angles"):
+        c.attention(q[:, -1:])

@@ -298,3 +298,36 @@ def test_gla_torch_and_errors(rng, torch):
         rove.gla(q.astype(np.float64), k, v, g)
     with pytest.raises(ValueError, match="shape"):
         rove.gla(q, k[..., :8], v, g)
+    # an out= over an input is named as such (not blamed on g), before anything is written
+    tv = torch.from_numpy(v.copy())
+    with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps v"):
+        rove.gla(*(torch.from_numpy(x) for x in (q, k)), tv, torch.from_numpy(g), out=tv)
+    assert np.array_equal(tv.numpy(), v)
+    with pytest.raises(TypeError, match="k is a numpy array and q a torch tensor"):
+        rove.gla(torch.from_numpy(q), k, v, g)
+    # numpy float64 angles with torch inputs, with and without gradients (as
+    # rove.attention takes them): the values of torch angles
+    ang = rng.uniform(-3, 3, size=(B, T, H, K // 2))
+    tq = torch.from_numpy(q).requires_grad_(True)
+    tkvg = [torch.from_numpy(x) for x in (k, v, g)]
+    want = rove.gla(tq.detach(), *tkvg, angles=torch.from_numpy(ang))
+    assert torch.equal(rove.gla(tq.detach(), *tkvg, angles=ang), want)
+    got = rove.gla(tq, *tkvg, angles=ang)
+    got.sum().backward()
+    assert torch.equal(got.detach(), want) and tq.grad is not None
+
+
+def test_angles_refuse_non_finite_temp_and_carry(rng, monkeypatch):
+    """A NaN or inf temp or carry is a ValueError naming it, before librove is called (as
+    a non-finite phi is)."""
+    phi = randn(rng, 1, 6, 2, 4)
+
+    def spy(*a):
+        raise AssertionError("librove was called with input Python should have rejected")
+    monkeypatch.setattr(rove._lib.lib, "rove_selective_angles", spy)
+    for name, kw in (("temp", dict(temp=np.array([1.0, np.nan, 1.0, 1.0]))),
+                     ("carry", dict(carry=np.full((1, 2, 4), np.inf))),
+                     ("phi", dict())):
+        with pytest.raises(ValueError, match=f"{name} has non-finite values"):
+            rove.selective_angles(np.where(np.arange(4) == 0, np.nan, phi).astype(np.float32)
+                                  if name == "phi" else phi, **kw)
