@@ -13,9 +13,10 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
     /* `rove help CMD`: the one usage text covers every command */
     int known = argc == 2;
-    for (size_t i = 0; argc == 3 && i < sizeof commands / sizeof commands[0]; i++)
+    for (size_t i = 0; argc >= 3 && i < sizeof commands / sizeof commands[0]; i++)
       known |= strcmp(argv[2], commands[i]) == 0;
-    if (argc > 3 || !known) return cli_usage_error("help", "unexpected argument '%s'", argv[2]);
+    if (argc > 3 || !known) /* the first argument that is not a command's name */
+      return cli_usage_error("help", "unexpected argument '%s'", argv[known ? 3 : 2]);
     cli_print_usage(stdout);
     return CLI_EXIT_OK;
   }
