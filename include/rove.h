@@ -775,7 +775,8 @@ typedef struct rove_paged_args {
   const int32_t *cu_seqlens_q;
   /** rove_paged_attention: [n_seqs] keys per sequence (cache_seqlens), >= 0; and
    *  [n_seqs][max_blocks] block tables whose first ceil(seq_lens[s] / block_size)
-   *  entries are read. rove_paged_cache_attention: NULL (the cache has them). */
+   *  entries are read (block_tables may be NULL when max_blocks is 0: every sequence
+   *  has 0 keys). rove_paged_cache_attention: NULL (the cache has them). */
   const int32_t *seq_lens, *block_tables;
   int32_t max_blocks;              /**< row stride of block_tables */
   const float *q;                  /**< [total_q][n_heads][head_dim] */
@@ -806,11 +807,13 @@ typedef struct rove_paged_args {
  * -inf. Everything (block tables included) is checked before anything is written.
  * q and out may be NULL when total_q = 0 (a step with no query rows does nothing).
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/pool/args, NULL q/out with
- *         rows, bad cu, a negative length, a block table entry out of range or repeated
- *         within one sequence, a table longer than max_blocks, block_size not a power of two, an
- *         unknown layout, a block_stride below a block, a Q8 pool without scales, default query positions with more rows than keys,
- *         out or lse overlapping an array the call reads: q, the pool's K, V, scales and
- *         positions, cu_seqlens_q, seq_lens, block_tables, q_pos, q_angles);
+ *         rows, NULL block_tables with max_blocks > 0, bad cu, a negative length, a
+ *         block table entry out of range or repeated within one sequence, a table longer
+ *         than max_blocks, block_size not a power of two, an unknown layout, a
+ *         block_stride below a block, a Q8 pool without scales, default query positions
+ *         with more rows than keys, out or lse overlapping an array the call reads: q,
+ *         the pool's K, V, scales and positions, cu_seqlens_q, seq_lens, block_tables,
+ *         q_pos, q_angles);
  *         ROVE_ERR_UNSUPPORTED (a Q8 pool token-major or with a block_stride other than a
  *         block's size); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY.
  */

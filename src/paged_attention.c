@@ -157,9 +157,10 @@ rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const ro
 
 rove_status rove_paged_attention_typed(const rove_plan *p, const rove_paged_kv *kv,
                                        const rove_paged_args *a, const rove_tensor_types *types) {
-  /* q and out: checked by rove_paged_run (NULL allowed when there are no query rows) */
-  if (!p || !kv || !a || a->n_seqs <= 0 || !a->seq_lens || !a->block_tables ||
-      a->max_blocks < 0)
+  /* q and out: checked by rove_paged_run (NULL allowed when there are no query rows);
+   * block_tables NULL only with max_blocks 0 (then every sequence has 0 keys) */
+  if (!p || !kv || !a || a->n_seqs <= 0 || !a->seq_lens || a->max_blocks < 0 ||
+      (!a->block_tables && a->max_blocks > 0))
     return ROVE_ERR_INVALID_ARGUMENT;
   rove_paged_geom g;
   rove_status st = rove_paged_check_pool(p, kv, &g);
@@ -177,7 +178,7 @@ rove_status rove_paged_attention_typed(const rove_plan *p, const rove_paged_kv *
   for (int32_t s = 0; s < n && st == ROVE_OK; s++) {
     const int64_t len = a->seq_lens[s];
     const int64_t nb = len > 0 ? ((len - 1) >> shift) + 1 : 0;
-    tables[s] = a->block_tables + (int64_t)s * a->max_blocks;
+    tables[s] = a->block_tables ? a->block_tables + (int64_t)s * a->max_blocks : NULL;
     if (len < 0 || nb > a->max_blocks) st = ROVE_ERR_INVALID_ARGUMENT;
     int64_t i = 0;
     for (; i < nb && st == ROVE_OK; i++) {

@@ -734,6 +734,19 @@ static void test_bad_tables(void **state) {
   REJECT(ROVE_ERR_INVALID_ARGUMENT, lens[1] = -1, lens[1] = 20);
   REJECT(ROVE_ERR_INVALID_ARGUMENT, lens[1] = 1, lens[1] = 20);            /* 2 rows, 1 key */
   REJECT(ROVE_ERR_INVALID_ARGUMENT, a.block_tables = NULL, a.block_tables = &tables[0][0]);
+  { /* no keys at all: max_blocks 0 and block_tables NULL (an empty table) are accepted */
+    int32_t l0[2] = {0, 0}, qp[3] = {5, 6, 7};
+    const rove_paged_args a0 = a;
+    a.seq_lens = l0, a.block_tables = NULL, a.max_blocks = 0, a.q_pos = qp;
+    assert_int_equal(rove_paged_attention(p, &kv, &a), ROVE_OK);
+    for (int i = 0; i < 3 * 128; i++) assert_true(out[i] == 0.0f);
+    l0[1] = 1; /* a key needs a table */
+    assert_int_equal(rove_paged_attention(p, &kv, &a), ROVE_ERR_INVALID_ARGUMENT);
+    a.max_blocks = 1; /* NULL with a non-zero stride */
+    assert_int_equal(rove_paged_attention(p, &kv, &a), ROVE_ERR_INVALID_ARGUMENT);
+    a = a0;
+    rove_fill_bits(out, 3 * 128, ROVE_GUARD_CANARY);
+  }
   REJECT(ROVE_ERR_INVALID_ARGUMENT, a.seq_lens = NULL, a.seq_lens = lens);
   REJECT(ROVE_ERR_INVALID_ARGUMENT, cu[1] = 4, cu[1] = 1);                 /* decreasing */
   REJECT(ROVE_ERR_INVALID_ARGUMENT, cu[0] = 1, cu[0] = 0);
