@@ -88,9 +88,14 @@ windows, softcap, GQA), with ``register()`` (with or without a cache) and with
 ``apply()``; an ``apply()`` model trains without a cache (``use_cache=False``), librove
 then rotating q and k (RoVE: v and the output) itself inside autograd, by the tokens'
 ``position_ids``, which must be the token index plus a constant per row (left padding) or
-packed sequences; other positions raise. Half-precision q / k /
-v that require grad, and keys that require grad on their way into a cache, raise instead
-of cutting the graph. Attention dropout > 0 is refused.
+packed sequences; other positions raise. Half-precision q / k / v that require grad, and
+an ``apply()`` forward with a cache and grad enabled, give their output (inference without
+``torch.no_grad()``), and a backward through it raises instead of cutting the graph.
+Attention dropout > 0 is refused.
+
+``torch.compile``: the attention and mask functions and ``apply``'s hooks are wrapped in
+``torch.compiler.disable`` (graph breaks around librove's ctypes calls). Threads: an
+``apply``ed model keeps each forward's positions per thread, so several threads may run it.
 """
 from __future__ import annotations
 
@@ -122,6 +127,20 @@ stats = {"k_rows": 0, "v_rows": 0, "attention_calls": 0, "fallback_calls": 0,
          "packed_calls": 0}
 _threads: Optional[int] = None
 _lock = threading.Lock()
+
+
+def _eager(fn, name: str):
+    """fn kept out of torch.compile's tracing (a graph break around it): librove's calls
+    go through ctypes and NumPy and create plans (weakref.finalize), which dynamo cannot
+    trace -- a compiled model failed with dynamo's 'Guard failed on the same frame'. The
+    wrapper is named `name`, the module-level name it is bound to, so that pickle (torch.save
+    of an apply()ed model, whose hooks it holds) finds it."""
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    if disable is None:
+        return fn
+    wrapped = disable(fn)
+    wrapped.__name__ = wrapped.__qualname__ = name
+    return wrapped
 
 
 def set_threads(n: Optional[int]) -> None:
@@ -464,10 +483,42 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
             raise ValueError(f"rove attention: {name} is on {t.device}; librove runs on the CPU")
     state = getattr(module, "_rove_apply", None)
     train = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    why = None  # inputs that require grad, but no gradient librove can give
     if train and any(t.dtype != torch.float32 for t in (query, key, value)):
-        raise RuntimeError("rove attention: gradients are computed for float32 q, k and v only "
-                           f"(q / k / v are {query.dtype} / {key.dtype} / {value.dtype}, e.g. "
-                           "under autocast): run under torch.no_grad(), or train in float32")
+        why = ("rove attention: gradients are computed for float32 q, k and v only (q / k / v "
+               f"were {query.dtype} / {key.dtype} / {value.dtype}, e.g. under autocast): "
+               "train in float32")
+    elif train and state is not None and state.call is not None and state.call.kv_rotated:
+        why = ("rove.hf.apply: a cache's keys are rotated outside autograd: train without a "
+               "cache (pass use_cache=False)")
+    if why is not None:
+        # inference without torch.no_grad() (a model called directly) works as with sdpa;
+        # a backward through this output raises `why`: a gradient is never silently cut
+        return _NoGradient.apply(
+            why, lambda: _attend(module, state, query, key, value, attention_mask, softcap,
+                                 scaling, is_causal, sliding_window, False),
+            query, key, value), None
+    return _attend(module, state, query, key, value, attention_mask, softcap, scaling,
+                   is_causal, sliding_window, train), None
+
+
+class _NoGradient(torch.autograd.Function):
+    """An output computed without autograd from inputs that require grad: forward runs
+    run(); backward raises RuntimeError(why)."""
+
+    @staticmethod
+    def forward(ctx, why, run, *inputs):
+        ctx.why = why
+        return run()
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(ctx.why)
+
+
+def _attend(module, state, query, key, value, attention_mask, softcap, scaling, is_causal,
+            sliding_window, train):
+    """rove_attention_forward's work after its checks: the output [b, q, h, d]."""
     B, H, Lq, D = query.shape
     Lk = key.shape[2]
     info = _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window)
@@ -493,7 +544,7 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
             out = _applied_training(state, query, key, value, info, softcap, scaling)
         else:
             out = _applied_attention(module, state, query, key, value, info, softcap, scaling)
-    return out, None
+    return out
 
 
 # ----------------------------------------------------------------------------------------
@@ -520,7 +571,27 @@ class _ApplyState:
         rp = {} if config.model_type in ("gptj", "codegen") else hf_rope_parameters(config, layer_type)
         self.rope_type = rp.get("rope_type", rp.get("type", "default"))
         self._ropes = {}
-        self.call = None
+        self._local = threading.local()
+
+    # The current forward's positions and RoPE (_Call), set by _pre_hook and cleared by
+    # _post_hook. Per thread: one model may run forwards in several threads at once, each
+    # with its own position_ids.
+    @property
+    def call(self):
+        return getattr(self._local, "call", None)
+
+    @call.setter
+    def call(self, c):
+        self._local.call = c
+
+    def __getstate__(self):  # deepcopy / pickle: no thread's forward travels with it
+        d = dict(self.__dict__)
+        d.pop("_local", None)
+        return d
+
+    def __setstate__(self, d):
+        self.__dict__.update(d)
+        self._local = threading.local()
 
     def rope(self, seq_len: int):
         """(RopeConfig, attention factor m, rotary dim) for a forward whose longest
@@ -603,10 +674,8 @@ def _rotate_kv(state, call, key, value):
     if key.dtype not in _DTYPES or value.dtype not in _DTYPES:
         raise TypeError(f"rove.hf.apply: keys/values are {key.dtype}/{value.dtype}; librove "
                         "takes float32, bfloat16 or float16 tensors")
-    if torch.is_grad_enabled() and (key.requires_grad or value.requires_grad):
-        raise RuntimeError("rove.hf.apply: keys require grad, but a cache's keys are rotated "
-                           "outside autograd: train without a cache (pass use_cache=False), or "
-                           "run under torch.no_grad() / model.generate()")
+    # keys that require grad are rotated outside autograd too (the attention's output then
+    # raises on backward: rove_attention_forward)
     pos = pos.to(torch.int64).numpy()
     with torch.no_grad():
         k = _rotated(key, pos, call.rope, call.m,
@@ -619,6 +688,9 @@ def _rotate_kv(state, call, key, value):
     return k, value
 
 
+_rotate_kv_eager = _eager(_rotate_kv, "_rotate_kv_eager")
+
+
 class _RotatingCache:
     """Wraps a transformers cache for one attention call: update() rotates the new K/V
     first. Everything else is the wrapped cache's."""
@@ -629,7 +701,7 @@ class _RotatingCache:
 
     def update(self, key_states, value_states, *args, **kwargs):
         state = self._state
-        k, v = _rotate_kv(state, state.call, key_states, value_states)
+        k, v = _rotate_kv_eager(state, state.call, key_states, value_states)
         return self._cache.update(k, v, *args, **kwargs)
 
     def __getattr__(self, name):
@@ -803,8 +875,12 @@ def _model_rotary_check(model, states):
                 raise ValueError(f"rove.hf.apply: GPT-J rotary table has {buf.shape[-1]} dims, "
                                  f"rope_config_from_hf gives {rdim}")
             if buf is not None and buf.shape[0] > 1:  # sin(1 * w_k) of row 1
-                hf = torch.asin(buf[1, : rdim // 2].double()).numpy()
-                if not np.allclose(hf, w, rtol=1e-5, atol=1e-7):
+                # compared as sines, to the rounding of the table's dtype (a bf16 / fp16
+                # model's table is rounded by model.to(dtype), as in the branch below)
+                rtol, atol = {torch.bfloat16: (2.0 ** -8, 0.0),
+                              torch.float16: (2.0 ** -11, 2.0 ** -25)}.get(buf.dtype, (1e-5, 1e-7))
+                hf = buf[1, : rdim // 2].detach().double().cpu().numpy()
+                if not np.allclose(hf, np.sin(w), rtol=rtol, atol=atol):
                     raise ValueError("rove.hf.apply: GPT-J frequencies differ from librove's")
             continue
         # seq_len 1: dynamic NTK's unscaled base and LongRoPE's short factors, which the
@@ -829,13 +905,20 @@ def _model_rotary_check(model, states):
                              f"{float(hf_m)} (layer type {lt!r})")
 
 
+_attention_eager = _eager(rove_attention_forward, "_attention_eager")
+_mask_eager = _eager(rove_mask, "_mask_eager")
+_pre_hook_eager = _eager(_pre_hook, "_pre_hook_eager")
+_post_hook_eager = _eager(_post_hook, "_post_hook_eager")
+
+
 def register(name: str = NAME) -> str:
-    """Register the "rove" attention and mask functions with transformers (idempotent)."""
+    """Register the "rove" attention and mask functions with transformers (idempotent).
+    Both run outside torch.compile's graphs: a compiled model calls them eagerly."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
     with _lock:
-        AttentionInterface.register(name, rove_attention_forward)
-        AttentionMaskInterface.register(name, rove_mask)
+        AttentionInterface.register(name, _attention_eager)
+        AttentionMaskInterface.register(name, _mask_eager)
     return name
 
 
@@ -876,8 +959,8 @@ def apply(model, mode: str = "rope", *, threads: Optional[int] = None):
         st = _ApplyState(mode, config, lt_rope, int(hd))
         m._rove_apply, m._rove_order = st, order
         states.append(st)
-        hooks.append(m.register_forward_pre_hook(_pre_hook, with_kwargs=True))
-        hooks.append(m.register_forward_hook(_post_hook, with_kwargs=True))
+        hooks.append(m.register_forward_pre_hook(_pre_hook_eager, with_kwargs=True))
+        hooks.append(m.register_forward_hook(_post_hook_eager, with_kwargs=True))
     try:
         _model_rotary_check(model, states)
     except Exception:

@@ -335,12 +335,22 @@ def test_training_dtype_and_weights_are_refused():
     with pytest.raises(ValueError, match="dropout"):
         mod(ids)
     mod.eval()
-    half = copy.deepcopy(mod).to(torch.bfloat16)  # grads: float32 only, never a silent cut
+    # grads: float32 only, never a silent cut. A forward with grad enabled (a model called
+    # without torch.no_grad()) gives the no_grad logits; a backward through it raises.
+    half = copy.deepcopy(mod).to(torch.bfloat16)
+    with torch.no_grad():
+        want = half(ids).logits
+    got = half(ids).logits
+    assert got.requires_grad and torch.equal(got.detach(), want)
     with pytest.raises(RuntimeError, match="float32"):
-        half(ids)
-    applied = RH.apply(_build("llama3", "eager"), "rope")
-    with pytest.raises(RuntimeError, match="use_cache=False"):  # training with a cache
-        applied(ids, use_cache=True)
+        got.float().sum().backward()
+    applied = RH.apply(_build("llama3", "eager"), "rope")  # training with a cache
+    with torch.no_grad():
+        want = applied(ids, use_cache=True).logits
+    got = applied(ids, use_cache=True).logits
+    assert got.requires_grad and torch.equal(got.detach(), want)
+    with pytest.raises(RuntimeError, match="use_cache=False"):
+        got.sum().backward()
     with torch.no_grad(), pytest.raises(ValueError, match="attention weights"):
         mod(ids, output_attentions=True)
     with torch.no_grad(), pytest.raises(TypeError, match="float32, bfloat16 or float16"):
@@ -428,7 +438,7 @@ def test_apply_training_gradients(family):
 
 
 # ---- half-precision models ----------------------------------------------------------------
-HALF_FAMILIES = ["llama3", "qwen2", "gemma2", "phi3"]
+HALF_FAMILIES = ["llama3", "qwen2", "gemma2", "phi3", "gptj"]  # gptj: apply() checks its sin table
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -628,3 +638,89 @@ def test_register_deepseek_v3_mla():
     ids, _ = _prompt(ref, check=False)
     with torch.no_grad():
         assert _rel(mod(ids).logits, ref(ids).logits) <= RTOL
+
+
+# ---- threads and torch.compile ---------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["rope", "rove"])
+def test_apply_forwards_in_several_threads(mode):
+    """One apply()ed model run from 4 threads at once, each with its own position_ids
+    (and length): every forward equals the same forward run alone. The positions of the
+    forward in flight are per thread (they were one slot per module: other threads'
+    positions, wrong logits without an error, or 'attention ran outside the patched
+    module forward')."""
+    import threading
+    ref = _build("llama3", "sdpa")
+    model = RH.apply(_build("llama3", "eager", ref.state_dict()), mode)
+    jobs = []
+    for i in range(4):
+        g = torch.Generator().manual_seed(50 + i)
+        n = 12 + 3 * i
+        ids = torch.randint(3, H.VOCAB, (1, n), generator=g)
+        pos = torch.cat([torch.arange(n // 2), torch.arange(n - n // 2) + n // 2 + 60 * i])[None]
+        jobs.append((ids, pos))
+    with torch.no_grad():
+        want = [model(ids, position_ids=pos, use_cache=False).logits for ids, pos in jobs]
+    errors, bad = [], []
+
+    def run(i):
+        ids, pos = jobs[i]
+        try:
+            for _ in range(15):
+                with torch.no_grad():
+                    got = model(ids, position_ids=pos, use_cache=False).logits
+                if not torch.equal(got, want[i]):
+                    bad.append(i)
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert not bad, f"{len(bad)} forwards gave other logits than alone"
+
+
+@pytest.mark.parametrize("how", ["register", "apply"])
+def test_compiled_model(how):
+    """torch.compile of a model with attention "rove" (register) or apply()ed: librove's
+    functions run eagerly between the compiled graphs, with cold plan caches (dynamo used
+    to trace plan creation and fail its own guard on every call), and the logits equal
+    the uncompiled model's."""
+    from rove.attention import clear_plan_cache
+    ref = _build("llama3", "sdpa")
+    model = _build("llama3", "rove", ref.state_dict())
+    if how == "apply":
+        model = RH.apply(model, "rope")
+    ids = [torch.randint(3, H.VOCAB, (1, n), generator=torch.Generator().manual_seed(n))
+           for n in (16, 16, 24)]
+    with torch.no_grad():
+        want = [model(x).logits for x in ids]
+    clear_plan_cache()
+    RH._rotate_plans.clear()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="eager")
+    calls = RH.stats["attention_calls"]
+    with torch.no_grad():
+        got = [compiled(x).logits for x in ids]
+        r = ref(ids[0]).logits
+    assert RH.stats["attention_calls"] >= calls + 3 * model.config.num_hidden_layers
+    for g, w in zip(got, want):
+        assert _rel(g, w) <= 1e-6
+    assert _rel(want[0], r) <= RTOL
+
+
+def test_applied_model_saves_and_loads():
+    """torch.save / torch.load of a whole apply()ed model (its hooks and per-module state
+    are pickled; the per-thread forward state is not): the loaded model gives the same
+    logits."""
+    import io
+    model = RH.apply(_build("llama3", "eager"), "rove")
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    x = torch.randint(3, H.VOCAB, (1, 12), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert torch.equal(loaded(x).logits, model(x).logits)
