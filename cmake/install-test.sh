@@ -86,8 +86,11 @@ if [ -f "$readme" ]; then
 fi
 
 step "example via find_package(rove)"
+# the example asks for no component: it must configure where MPI cannot be found, even
+# with librove_mpi installed (CMAKE_DISABLE_FIND_PACKAGE_MPI makes MPI unfindable)
 "$cmake" -S "$examples" -B "$tmp/build-example" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$cflags" -DCMAKE_BUILD_TYPE=Release
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$cflags" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_DISABLE_FIND_PACKAGE_MPI=TRUE
 found=$(sed -n 's/^rove_DIR:PATH=//p' "$tmp/build-example/CMakeCache.txt")
 [ "$found" = "$libdir/cmake/rove" ] || fail "find_package(rove) found '$found', not $libdir/cmake/rove"
 "$cmake" --build "$tmp/build-example"
@@ -99,6 +102,12 @@ out_cm=$(LD_LIBRARY_PATH=$libdir "$tmp/build-example/hello_rove") || fail "hello
 echo "$out_cm"
 [ "$out_pc" = "$out_cm" ] || fail "the two builds of the example print different output"
 LD_LIBRARY_PATH=$libdir "$tmp/build-example/selective_gla" || fail "selective_gla exited non-zero"
+
+mpilib=$(find "$prefix" -name 'librove_mpi.so.*.*' | head -n 1)
+if [ -n "$mpilib" ]; then
+  step "installed librove_mpi finds librove beside it (RUNPATH \$ORIGIN)"
+  readelf -d "$mpilib" | grep -q 'R.*PATH.*\$ORIGIN' || fail "$mpilib has no RUNPATH \$ORIGIN"
+fi
 
 if [ -x "$prefix/bin/rove" ]; then
   step "installed rove info"

@@ -91,10 +91,11 @@ typedef enum rove_mpi_split {
  * (not collective; no MPI call): every rank may call it for any rank.
  * @param pos  NULL (only the count is wanted) or out: at least @p cap positions
  * @param cap  entries @p pos can hold (ignored when @p pos is NULL)
- * @param n    out: the number of tokens of the rank (0 when seq_len < the chunk count)
+ * @param n    out: the number of tokens of the rank (possibly 0 when seq_len is below the
+ *             chunk count: n_ranks, or 2 n_ranks for zig-zag)
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL @p n, seq_len < 0, n_ranks < 1, rank
  *         outside 0 .. n_ranks-1, an unknown kind, @p cap too small); ROVE_ERR_SIZE_OVERFLOW
- *         (pos0 + seq_len - 1 above INT32_MAX, or 2 n_ranks above INT32_MAX). @p pos and
+ *         (pos0 + seq_len - 1 above INT32_MAX, or, for zig-zag, 2 n_ranks above INT32_MAX). @p pos and
  *         @p n untouched on failure.
  */
 ROVE_API rove_status rove_mpi_split_positions(rove_mpi_split kind, int32_t seq_len, int32_t n_ranks,

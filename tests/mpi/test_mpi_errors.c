@@ -156,6 +156,26 @@ static void test_ring_errors(void **state) {
   mt_check(untouched(&f), "ring: an output was written by a failed call");
   /* and a good call works afterwards */
   expect_all("good call", rove_mpi_ring_attention(f.p, &f.a, MPI_COMM_WORLD), ROVE_OK);
+  /* plans that compute the same agree: a softcap of -0 (no cap, as 0) on one rank; and,
+   * where nothing rotates, another theta on one rank */
+  rove_plan *neg = plan_of(H, HKV, D, 1, -0.0f);
+  expect_all("softcap -0 on one rank",
+             rove_mpi_ring_attention(mt_rank == victim ? neg : f.p, &f.a, MPI_COMM_WORLD), ROVE_OK);
+  rove_plan_destroy(neg);
+  rove_plan *th[2][2]; /* [rotates][theta 1e4 or 5e5] */
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < 2; i++) {
+      rove_attention_config c;
+      rove_attention_config_init(&c, H, HKV, D);
+      c.rotate = r ? ROVE_ROTATE_ROVE : 0, c.n_threads = 1, c.rope.theta = i ? 500000.0 : 10000.0;
+      assert_int_equal(rove_plan_create(&c, &th[r][i]), ROVE_OK);
+    }
+  expect_all("theta differs, nothing rotated",
+             rove_mpi_ring_attention(th[0][mt_rank == victim], &f.a, MPI_COMM_WORLD), ROVE_OK);
+  expect_all("theta differs, RoVE", /* with rotations it changes the result: refused */
+             rove_mpi_ring_attention(th[1][mt_rank == victim], &f.a, MPI_COMM_WORLD),
+             ROVE_ERR_INVALID_ARGUMENT);
+  for (int r = 0; r < 2; r++) rove_plan_destroy(th[r][0]), rove_plan_destroy(th[r][1]);
   teardown_ring(&f);
   mt_end();
 }
