@@ -149,7 +149,8 @@ static int parse_i64(const char *s, int64_t *out) {
 
 static int parse_u64(const char *s, uint64_t *out) {
   char *end = NULL;
-  if (!*s || *s == '-' || *s == '+' || isspace((unsigned char)*s)) return -1;
+  if (*s == '+' && isdigit((unsigned char)s[1])) s++; /* "+5", as the signed options take */
+  if (!isdigit((unsigned char)*s)) return -1; /* strtoull would take "-5", " 5", "+-5" */
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
   if (*end != '\0') return -1;

@@ -73,8 +73,11 @@ int cmd_info(int argc, char **argv) {
   printf("chosen ISA:      %s", rove_isa_name(rove_best_isa()));
   if (cap && *cap) {
     rove_isa named = ROVE_ISA_AUTO; /* librove matches the lower-case names exactly */
-    if (rove_isa_parse(cap, &named) == ROVE_OK && named != ROVE_ISA_AUTO)
+    const int ok = rove_isa_parse(cap, &named) == ROVE_OK;
+    if (ok && named != ROVE_ISA_AUTO)
       printf(" (capped by ROVE_ISA=%s)", cap);
+    else if (ok)
+      printf(" (ROVE_ISA=%s: no cap)", cap);
     else
       printf(" (ROVE_ISA=%s is not an ISA name and is ignored)", cap);
   }

@@ -6,8 +6,21 @@
 #include "commands.h"
 #include "common.h"
 
+static int run(int argc, char **argv);
+
+/* The command's exit code, or 1 when what it printed could not be written (a full disk,
+ * a closed pipe: `rove info > /dev/full` must not report success). */
 int main(int argc, char **argv) {
-  static const char *const commands[] = {"info", "demo", "check", "bench", "version"};
+  const int rc = run(argc, argv);
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "rove: cannot write the output\n");
+    return rc == CLI_EXIT_OK ? 1 : rc;
+  }
+  return rc;
+}
+
+static int run(int argc, char **argv) {
+  static const char *const commands[] = {"info", "demo", "check", "bench", "version", "help"};
   if (argc < 2) return cli_usage_error(NULL, "no command"); /* an error, as for a bad one */
   const char *cmd = argv[1];
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
@@ -21,6 +34,10 @@ int main(int argc, char **argv) {
     return CLI_EXIT_OK;
   }
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+    if (argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+      cli_print_usage(stdout); /* as every other command's --help */
+      return CLI_EXIT_OK;
+    }
     if (argc > 2) return cli_usage_error("version", "unexpected argument '%s'", argv[2]);
     printf("rove (librove) %s\n", rove_version_string());
     return CLI_EXIT_OK;
