@@ -216,11 +216,14 @@ def selective_angles(phi, temp, carry):
     """rove.selective_angles recorded for autograd: (angles, carry_out)."""
     global _ANGLES_FUNCTION
     torch = _tensor._torch()
+    # numpy float64 temp / carry (selective_temperatures returns numpy) as the no-grad path
+    # takes them: private torch copies (constants of the graph)
+    temp, carry = angle_tensor(temp), angle_tensor(carry)
     for name, x, dt in (("phi", phi, torch.float32), ("temp", temp, torch.float64),
                         ("carry", carry, torch.float64)):
         if x is not None and not _tensor.is_torch(x):
-            raise TypeError(f"{name} must be a torch tensor when phi, temp or carry requires "
-                            "grad")
+            raise TypeError(f"{name} must be a torch tensor (or, temp and carry, a float64 "
+                            "numpy array) when phi, temp or carry requires grad")
         if x is not None and x.dtype != dt:
             raise TypeError(f"{name} is {x.dtype}: expected {dt}")
     if _ANGLES_FUNCTION is None:

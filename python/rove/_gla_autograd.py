@@ -29,6 +29,12 @@ def check(q, k, v, g, angles, initial_state, out):
                                       initial_state.dtype != t.float32):
         raise TypeError("initial_state must be a float32 torch tensor when gradients are "
                         "computed")
+    if angles is not None and not _tensor.is_torch(angles):  # (native float64 numpy was
+        # already made a torch copy by GLAPlan._call)
+        what = f"a numpy array of {angles.dtype}" if hasattr(angles, "dtype") else \
+            f"a {type(angles).__name__}"
+        raise TypeError(f"angles is {what}: with torch inputs angles must be a float64 torch "
+                        "tensor or a float64 numpy array in native byte order")
     if _tensor.is_torch(angles) and angles.requires_grad and angles.dtype != t.float64:
         raise TypeError(f"angles is {angles.dtype}: angles are float64")
     if out is not None:

@@ -49,7 +49,17 @@ class GLAPlan(_lib.SharedHandle):
         c.isa = _params.isa(isa)
         c.n_threads = _params.threads(threads)
         ptr = ctypes.c_void_p()
-        _lib.check("rove_gla_plan_create", _lib.lib.rove_gla_plan_create(c, ctypes.byref(ptr)))
+        st = _lib.lib.rove_gla_plan_create(c, ctypes.byref(ptr))
+        r = c.rotary_dim or K
+        why = ""
+        if st == _lib.ERR_INVALID_ARGUMENT and c.rotate and r % 2:
+            why = (f"rotary_dim {r} is odd: rotations need pairs (give rotate='none' for GLA "
+                   "without angles, or an even rotary_dim)")
+        elif (st == _lib.ERR_INVALID_ARGUMENT and c.rotate & (_lib.ROTATE_V | _lib.ROTATE_O)
+              and V < r):
+            why = (f"value_dim {V} < rotary_dim {r}: rotating v or the output needs "
+                   "value_dim >= rotary_dim")
+        _lib.check("rove_gla_plan_create", st, why)
         self._ptr = ptr.value
         self._finalizer = weakref.finalize(self, _lib.lib.rove_gla_plan_destroy, ptr.value)
         self.n_heads, self.key_dim, self.value_dim = H, K, V
@@ -180,8 +190,10 @@ def _shapes(q, v):
 def gla(q, k, v, g, *, angles=None, scale=None, rotate="rope", rotary_dim=0,
         pairing="half", chunk=None, initial_state=None, return_final_state=False,
         threads=None, isa="auto", out=None):
-    """Chunked GLA (prefill) with a cached GLAPlan; see GLAPlan.forward."""
+    """Chunked GLA (prefill) with a cached GLAPlan; see GLAPlan.forward. rotate applies
+    only with angles: without them the plan rotates nothing (so any key_dim works)."""
     H, K, V = _shapes(q, v)
+    rotate = rotate if angles is not None else "none"
     p = _plan(H, K, V, scale=scale, rotate=rotate, rotary_dim=rotary_dim, pairing=pairing,
               chunk=chunk, isa=isa, threads=threads)
     return p.forward(q, k, v, g, angles=angles, initial_state=initial_state,
@@ -191,8 +203,10 @@ def gla(q, k, v, g, *, angles=None, scale=None, rotate="rope", rotary_dim=0,
 def gla_recurrent(q, k, v, g, *, angles=None, scale=None, rotate="rope", rotary_dim=0,
                   pairing="half", initial_state=None, return_final_state=False,
                   threads=None, isa="auto", out=None):
-    """Token-by-token GLA (decode) with a cached GLAPlan; see GLAPlan.recurrent."""
+    """Token-by-token GLA (decode) with a cached GLAPlan; see GLAPlan.recurrent (rotate
+    applies only with angles, as in gla)."""
     H, K, V = _shapes(q, v)
+    rotate = rotate if angles is not None else "none"
     p = _plan(H, K, V, scale=scale, rotate=rotate, rotary_dim=rotary_dim, pairing=pairing,
               isa=isa, threads=threads)
     return p.recurrent(q, k, v, g, angles=angles, initial_state=initial_state,

@@ -163,3 +163,9 @@ def test_refusals():
         rove.gla(q, q, q, g, angles=torch.zeros(1, 4, 2, 4, requires_grad=True))
     with pytest.raises(TypeError, match="torch"):
         rove.gla(q, np.zeros((1, 4, 2, 8), np.float32), q, g)
+    # angles that are not float64 (numpy float32, big-endian float64, a list) with torch
+    # inputs that require grad: a TypeError naming them (was an AttributeError)
+    for bad in (np.zeros((1, 4, 2, 4), np.float32), np.zeros((1, 4, 2, 4), ">f8"),
+                np.zeros((1, 4, 2, 4)).tolist()):
+        with pytest.raises(TypeError, match="angles is a"):
+            rove.gla(q, q, q, g, angles=bad)

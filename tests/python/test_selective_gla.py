@@ -317,6 +317,40 @@ def test_gla_torch_and_errors(rng, torch):
     assert torch.equal(got.detach(), want) and tq.grad is not None
 
 
+def test_gla_without_angles_takes_any_key_dim(rng):
+    """rove.gla without angles rotates nothing, whatever rotate says (it applies only with
+    angles): an odd key_dim, or value_dim < key_dim with rotate="rove", work; a GLAPlan
+    that must rotate says why it cannot."""
+    for K, V, rot in ((9, 9, "rope"), (8, 4, "rove")):
+        q, k = randn(rng, 1, 6, 2, K), randn(rng, 1, 6, 2, K)
+        v, g = randn(rng, 1, 6, 2, V), -rng.uniform(0, 1, size=(1, 6, 2, K)).astype(np.float32)
+        want = rove.gla(q, k, v, g, rotate="none")
+        assert np.array_equal(rove.gla(q, k, v, g, rotate=rot), want)
+        assert np.array_equal(rove.gla_recurrent(q, k, v, g, rotate=rot),
+                              rove.gla_recurrent(q, k, v, g, rotate="none"))
+    with pytest.raises(rove.RoveInvalidArgument, match="rotary_dim 9 is odd"):
+        rove.GLAPlan(2, 9, 9)
+    with pytest.raises(rove.RoveInvalidArgument, match="value_dim 4 < rotary_dim 8"):
+        rove.GLAPlan(2, 8, 4, rotate="rove")
+
+
+def test_selective_angles_numpy_temp_with_grad(rng, torch):
+    """The differentiable selective_angles takes numpy float64 temp / carry (as
+    selective_temperatures returns them, and as the no-grad path takes them): the same
+    angles, gradients for phi; numpy phi with a learned temp says phi must be torch."""
+    phi = torch.from_numpy(randn(rng, 1, 5, 2, 4))
+    temp = rove.selective_temperatures(4)
+    carry = rng.uniform(-1, 1, size=(1, 2, 4))
+    want, wc = rove.selective_angles(phi, temp, carry)
+    p = phi.clone().requires_grad_(True)
+    got, gc = rove.selective_angles(p, temp, carry)
+    assert torch.equal(got.detach(), want) and torch.equal(gc.detach(), wc)
+    got.sum().backward()
+    assert p.grad is not None and p.grad.shape == p.shape
+    with pytest.raises(TypeError, match="phi must be a torch tensor"):
+        rove.selective_angles(phi.numpy(), torch.from_numpy(temp).requires_grad_(True))
+
+
 def test_angles_refuse_non_finite_temp_and_carry(rng, monkeypatch):
     """A NaN or inf temp or carry is a ValueError naming it, before librove is called (as
     a non-finite phi is)."""
