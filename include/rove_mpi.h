@@ -95,8 +95,8 @@ typedef enum rove_mpi_split {
  *             chunk count: n_ranks, or 2 n_ranks for zig-zag)
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL @p n, seq_len < 0, n_ranks < 1, rank
  *         outside 0 .. n_ranks-1, an unknown kind, @p cap too small); ROVE_ERR_SIZE_OVERFLOW
- *         (pos0 + seq_len - 1 above INT32_MAX, or, for zig-zag, 2 n_ranks above INT32_MAX). @p pos and
- *         @p n untouched on failure.
+ *         (pos0 + seq_len - 1 above INT32_MAX, or, for zig-zag, 2 n_ranks above
+ *         INT32_MAX). @p pos and @p n untouched on failure.
  */
 ROVE_API rove_status rove_mpi_split_positions(rove_mpi_split kind, int32_t seq_len, int32_t n_ranks,
                                               int32_t rank, int32_t pos0, int32_t *pos, int32_t cap,

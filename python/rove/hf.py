@@ -791,7 +791,7 @@ def _applied_training(state, query, key, value, info, softcap, scaling):
     if call is None:
         raise RuntimeError("rove.hf.apply: attention ran outside the patched module forward")
     B, H, Lq, D = query.shape
-    if call.kv_rotated or key.shape[2] != Lq:
+    if key.shape[2] != Lq:  # (a cache's rotated keys never get here: rove_attention_forward)
         raise RuntimeError("rove.hf.apply: training runs without a cache (pass use_cache=False)")
     pos = (call.pos.expand(B, Lq) if call.pos.shape[0] == 1 else call.pos).to(torch.int64).numpy()
     if pos.shape != (B, Lq):

@@ -39,8 +39,8 @@ def selective_angles(phi, temp=None, carry=None):
     Differentiable for torch tensors that require grad (phi float32, temp / carry float64):
     the backward is rove_selective_angles_backward.
     """
-    grads = [x for x in (phi, temp, carry) if _tensor.is_torch(x) and x.requires_grad]
-    if grads and _tensor._torch().is_grad_enabled():
+    if any(_tensor.is_torch(x) and x.requires_grad for x in (phi, temp, carry)) and \
+            _tensor._torch().is_grad_enabled():
         if not _tensor.is_torch(phi):
             raise TypeError("phi must be a torch tensor when temp or carry requires grad "
                             "(gradients are recorded for torch tensors only)")

@@ -5,8 +5,9 @@
  * window, the resolved scale and the softcap (their bits; a softcap of -0 as 0), and,
  * when the plan rotates anything, rotary dim, pairing, placement, and the double inverse
  * frequencies and attention factor that the rope config resolves to (so every scaling
- * and freq_factors is covered without listing its fields). The ISA and the thread count are left out: ranks may differ in them (their
- * results then agree to float rounding instead of bitwise). Kept to 62 bits so that the
+ * and freq_factors is covered without listing its fields). The ISA and the thread count
+ * are left out: ranks may differ in them (their results then agree to float rounding
+ * instead of bitwise). Kept to 62 bits so that the
  * agreement can negate it. */
 #include <string.h>
 
