@@ -444,7 +444,8 @@ typedef struct rove_attention_grads {
  * rotation an angle drives contributes, e.g. a key angle through K and, for RoVE, V).
  * Bitwise identical for any thread count (no atomics: dk / dv and dq are accumulated by
  * disjoint tasks in a fixed order).
- * The inner loops are portable C on every ISA (no SIMD kernel yet).
+ * The tile loops have a kernel per ISA (scalar, AVX2, AVX-512, NEON), each checked against
+ * the scalar one.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT as rove_attention_forward, and for a NULL
  *         @p g, dout, dq, dk, dv or a->lse, a gradient stride below the dense width, or a
  *         gradient that overlaps an input (q, k, v, out, lse, dout, the angles, the
@@ -503,7 +504,8 @@ typedef enum rove_dtype {
    *  shorter when head_dim is not a multiple), stored as int8 q in [-127, 127] with one
    *  fp32 scale per block, x = scale * q, scale = max|x| / 127 of the block, q =
    *  round-to-nearest-even(x * 127 / max|x|) (llama.cpp's q8_0 shape with an fp32 scale:
-   *  fp16 scales underflow for blocks of tiny values). 1.125 bytes per element at
+   *  fp16 scales underflow for blocks of tiny values); a block with max|x| below 2^-100
+   *  is stored as zeros (scale 0). 1.125 bytes per element at
    *  head_dim 64 or 128 (3.56x less than fp32). */
   ROVE_DTYPE_Q8,
   ROVE_DTYPE_COUNT /**< number of types (not a type) */
@@ -586,7 +588,8 @@ ROVE_API rove_status rove_kv_cache_create(const rove_plan *p, int32_t batch, int
  * the double oracle at 1k, 16k and 64k keys and at positions near 2^20): each stored
  * element carries a relative error of at most 2^-8 (BF16, 8 significant bits) or 2^-11
  * (F16, 11 bits; absolute 2^-25 below 2^-14), Q8 an absolute error of at most scale/2 =
- * max|x_block| / 254. The output,
+ * max|x_block| / 254 (a block with max|x| below 2^-100 is stored as zeros: an error of at
+ * most 2^-100). The output,
  * a convex mix of the V rows, inherits the V error, and the K error moves each logit by at
  * most scale |q| |dk|. Measured (q, k uniform in +-1.5, v in +-1, head_dim 64-128,
  * every ISA): max |out - exact| / max|v| <= 2.4e-4 (BF16), 3.3e-5 (F16), 7.4e-4 (Q8)
@@ -638,7 +641,8 @@ ROVE_API rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, co
 /**
  * Attention of new queries against the cache. Uses a->batch (must equal the cache's),
  * q_len, q, q_stride, out, out_stride, q_pos, lse exactly as rove_attention_forward; a->k,
- * a->v and a->kv_pos must be NULL and a->kv_len 0 (the cache supplies them). With q_pos
+ * a->v and a->kv_pos must be NULL and a->kv_len, a->k_stride and a->v_stride 0 (the cache
+ * supplies them). With q_pos
  * NULL the queries take the positions of the last q_len cached tokens (they are usually
  * the tokens just appended), so q_len must not exceed the cache length then.
  * @return as rove_attention_forward; ROVE_ERR_INVALID_ARGUMENT also for an empty cache.

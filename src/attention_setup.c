@@ -244,7 +244,8 @@ rove_status rove_fwd_init_team(rove_fwd *f, const rove_plan *p, const rove_atten
     f->k_type = types->k;
     f->v_type = types->v;
   }
-  if (kv ? (a->k || a->v || a->kv_pos || a->kv_len != 0 || kv->len <= 0)
+  if (kv ? (a->k || a->v || a->kv_pos || a->kv_len != 0 || a->k_stride || a->v_stride ||
+            kv->len <= 0)
          : (!a->k || !a->v || a->kv_len <= 0))
     return ROVE_ERR_INVALID_ARGUMENT;
   f->p = p;

@@ -128,6 +128,9 @@ static void gemm_slice(int64_t slice, int tid, void *ctx) {
       memcpy(g->c + i * n + j0, g->bias + j0, sizeof(float) * (size_t)w);
   const float beta = g->bias ? 1.0f : 0.0f;
   if (g->rows == 1) { /* a decode step: a matrix-vector product streams B at memory speed */
+    /* y zeroed first: some OpenBLAS releases (0.3.27) scale y by beta = 0 as a product,
+     * so a NaN left in the caller's y (or in reused workspace) would survive */
+    if (!g->bias) memset(g->c + j0, 0, sizeof(float) * (size_t)w);
     cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)w, (int)k, 1.0f, g->b + j0 * k, (int)k, g->a,
                 1, beta, g->c + j0, 1);
     return;

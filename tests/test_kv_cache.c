@@ -318,6 +318,12 @@ static void test_bad_input(void **state) {
   a.k = s.k;
   assert_int_equal(rove_kv_cache_attention(c, &a), ROVE_ERR_INVALID_ARGUMENT);
   a.k = NULL;
+  a.k_stride = 64; /* K/V strides belong to the cache: refused, never ignored */
+  assert_int_equal(rove_kv_cache_attention(c, &a), ROVE_ERR_INVALID_ARGUMENT);
+  a.k_stride = 0;
+  a.v_stride = -7;
+  assert_int_equal(rove_kv_cache_attention(c, &a), ROVE_ERR_INVALID_ARGUMENT);
+  a.v_stride = 0;
   assert_int_equal(rove_kv_cache_attention(c, &a), ROVE_OK);
   assert_int_equal(rove_kv_cache_shift(c, 0, 7, 1), ROVE_ERR_INVALID_ARGUMENT);
   assert_int_equal(rove_kv_cache_shift(c, 3, 2, 1), ROVE_ERR_INVALID_ARGUMENT);

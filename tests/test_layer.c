@@ -157,6 +157,7 @@ static void check_forward(const lcase *c, uint64_t seed) {
   const int64_t ny = pr.rows * c->d_model;
   rove_guarded y;
   rove_guarded_alloc(&y, ny, 3);
+  for (int64_t i = 0; i < ny; i++) y.data[i] = NAN; /* y is output only: nothing of it may survive */
   assert_int_equal(rove_layer_forward(pr.layer, c->batch, c->n, pr.x, pr.pos, y.data), ROVE_OK);
   assert_true(rove_guarded_intact(&y));
   double *ref = reference(&pr);
@@ -206,6 +207,13 @@ static void test_forward_mqa_window_long(void **state) {
   (void)state;
   const lcase c = {4, 1, 64, 96, 1, 150, ROVE_ROTATE_ROVE, ALL_BIASES, 0, 2, ROVE_PAIRING_HALF, 50};
   check_forward(&c, 7);
+}
+
+/* One token: the projections are matrix-vector products (sgemv), without biases. */
+static void test_forward_one_token(void **state) {
+  (void)state;
+  const lcase c = {4, 2, 16, 48, 1, 1, ROVE_ROTATE_ROVE, 0, 0, 1, ROVE_PAIRING_HALF, 0};
+  check_forward(&c, 9);
 }
 
 /* The layer keeps its own copy of the weights. */
@@ -447,6 +455,7 @@ int main(void) {
       cmocka_unit_test(test_forward_rope_partial_biases),
       cmocka_unit_test(test_forward_explicit_positions),
       cmocka_unit_test(test_forward_mqa_window_long),
+    cmocka_unit_test(test_forward_one_token),
       cmocka_unit_test(test_weights_are_copied),
       cmocka_unit_test(test_cached_equals_full),
       cmocka_unit_test(test_cached_capacity),
