@@ -77,6 +77,22 @@ def angle_tensor(a):
     return a
 
 
+def first_order_only(backward):
+    """A backward (already once_differentiable) that refuses to run with grad mode on, as
+    it is under create_graph=True: its gradients are not themselves differentiable, and
+    once_differentiable's error comes only from a backward through them, so a loss linear
+    in the output (out.sum()) would lose the second-order term without a word."""
+    import functools
+
+    @functools.wraps(backward)
+    def guarded(ctx, *grads):
+        if _tensor._torch().is_grad_enabled():
+            raise RuntimeError("rove: a double backward (create_graph=True) is not supported: "
+                               "librove's gradients are not differentiable")
+        return backward(ctx, *grads)
+    return guarded
+
+
 def _make_function():
     torch = _tensor._torch()
     from torch.autograd.function import once_differentiable
@@ -95,7 +111,8 @@ def _make_function():
             return out, lse
 
         @staticmethod
-        @once_differentiable  # no double backward: raises instead of a silent cut
+        @first_order_only  # no double backward: raises instead of a silent cut
+        @once_differentiable
         def backward(ctx, dout, dlse):
             q, k, v, out, lse, q_angles, kv_angles = ctx.saved_tensors
             plan, q_pos, kv_pos, layout = ctx.meta

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 
-from . import _lib, _tensor
+from . import _autograd, _lib, _tensor
 
 _FUNCTION = None
 
@@ -59,7 +59,8 @@ def _make_function():
             return out, fs
 
         @staticmethod
-        @once_differentiable  # no double backward: raises instead of a silent cut
+        @_autograd.first_order_only  # no double backward: raises instead of a silent cut
+        @once_differentiable
         def backward(ctx, dout, dfinal):
             q, k, v, g, angles, s0, out = ctx.saved_tensors
             need = ctx.needs_input_grad

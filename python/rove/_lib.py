@@ -36,7 +36,7 @@ PAGED_HEAD_MAJOR, PAGED_TOKEN_MAJOR = 0, 1  # rove_paged_layout
 CPU_FEATURES = {  # bit -> name, as rove_cpu_features() reports them
     1 << 0: "avx2", 1 << 1: "fma", 1 << 2: "avx512f", 1 << 3: "avx512dq",
     1 << 4: "avx512vl", 1 << 5: "avx512bw", 1 << 6: "avx512bf16", 1 << 8: "neon",
-    1 << 9: "fp16", 1 << 10: "bf16", 1 << 11: "sve"}
+    1 << 9: "fp16", 1 << 10: "bf16", 1 << 11: "sve", 1 << 12: "f16c"}
 
 c_enum = c_int  # every rove.h enum is an int-sized C enum (checked by the layout test)
 

@@ -175,7 +175,9 @@ def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
     kv_pos = _varlen._flat_positions(kv_pos, "kv_pos", k.shape[0])
     dq, dk, dv, _, _ = _varlen._backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos,
                                          None, None, False, False)
-    return dq, dk, dv
+    # contiguous, as the fake kernel declares (_varlen._backward keeps each input's layout,
+    # a permuted one too, which compiled graphs would take for the declared strides)
+    return dq.contiguous(), dk.contiguous(), dv.contiguous()
 
 
 @_varlen_bwd_op.register_fake

@@ -200,7 +200,8 @@ def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles):
                 return out, lse
 
             @staticmethod
-            @once_differentiable  # no double backward: raises instead of a silent cut
+            @_autograd.first_order_only  # no double backward: raises instead of a silent cut
+            @once_differentiable
             def backward(ctx, dout, dlse):
                 q, k, v, out, lse, qa, ka = ctx.saved_tensors
                 plan, cq, ck, q_pos, kv_pos = ctx.meta

@@ -74,6 +74,12 @@ def c_layout(tmp_path_factory):
     return {k: int(v) for k, v in (line.split() for line in out.splitlines())}
 
 
+def test_cpu_features_complete():
+    """Every ROVE_CPU_* flag of rove.h has a name in the binding (rove.info() lists them)."""
+    flags = set(re.findall(r"\b(ROVE_CPU_[A-Z0-9_]+)\s*=", HEADER.read_text()))
+    assert flags and flags == {f"ROVE_CPU_{n.upper()}" for n in L.CPU_FEATURES.values()}
+
+
 @pytest.mark.parametrize("cname", sorted(L.STRUCTS))
 def test_struct_layout(c_layout, cname):
     S = L.STRUCTS[cname]

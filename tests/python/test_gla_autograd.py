@@ -117,6 +117,18 @@ def test_3d_inputs_and_only_some_requiring_grad():
     assert torch.equal(out.detach(), want)
 
 
+def test_double_backward_raises():
+    """create_graph=True is refused, a loss linear in the output included (its second-order
+    term would otherwise be dropped without a word), as is a backward through a gradient."""
+    gen = np.random.default_rng(6)
+    q, k, v = (torch.tensor(gen.uniform(-1, 1, (1, 5, 2, 8)), dtype=torch.float32,
+                            requires_grad=True) for _ in range(3))
+    g = torch.tensor(-gen.uniform(0, 1, (1, 5, 2, 8)), dtype=torch.float32)
+    for loss in (lambda o: o.sum(), lambda o: o.square().sum()):
+        with pytest.raises(RuntimeError, match="double backward"):
+            torch.autograd.grad(loss(rove.gla(q, k, v, g)), q, create_graph=True)
+
+
 @pytest.mark.filterwarnings("ignore:Input #")  # gradcheck prefers float64 inputs
 def test_gradcheck_float32():
     """torch.autograd.gradcheck of librove's GLA forward against its backward (finite

@@ -65,6 +65,20 @@ def test_varlen_opcheck(rng, dtype):
                           test_utils=utils)
 
 
+def test_varlen_backward_op_with_permuted_inputs(rng):
+    """The backward op's gradients have the strides its fake kernel declares (contiguous)
+    when q, k, v are dense but permuted ([H, T, d] storage seen as [T, H, d])."""
+    q, k, v, cu = _packed(rng)
+    q, k, v = (x.transpose(0, 1).contiguous().transpose(0, 1) for x in (q, k, v))
+    assert not q.is_contiguous()
+    out, lse = torch.ops.rove.attention_varlen(q, k, v, cu, cu, None, None, "rove", True, 0,
+                                               0.0, None, "")
+    torch.library.opcheck(torch.ops.rove.attention_varlen_backward.default,
+                          (torch.ones_like(out), q, k, v, out, lse, cu, cu, None, None, "rove",
+                           True, 0, 0.0, None, ""),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
 def test_varlen_compile_and_gradients(rng):
     """torch.compile(fullgraph=True) around the op gives the eager values; its gradients
     are rove.attention_varlen's (one rove_attention_backward per sequence)."""
@@ -113,9 +127,18 @@ def test_compiled_training_lse_and_double_backward(rng):
             assert x.grad is not None and torch.equal(x.grad, y.grad)
         for f in (op, eager):
             c = [x.clone().requires_grad_(True) for x in xs]
-            dq = torch.autograd.grad(f(*c).square().sum(), c[0], create_graph=True)[0]
-            with pytest.raises(RuntimeError):
+            with pytest.raises(RuntimeError):  # eager: at create_graph; the op: below
+                dq = torch.autograd.grad(f(*c).square().sum(), c[0], create_graph=True)[0]
                 dq.sum().backward()
+        # a loss linear in the output: no graph through grad_output, so the eager paths
+        # refuse create_graph itself (the op's gradient requires grad through its backward
+        # op, which has no autograd and raises)
+        c = [x.clone().requires_grad_(True) for x in xs]
+        with pytest.raises(RuntimeError, match="double backward"):
+            torch.autograd.grad(eager(*c).sum(), c[0], create_graph=True)
+        dq = torch.autograd.grad(op(*c).sum(), c[0], create_graph=True)[0]
+        with pytest.raises(RuntimeError):
+            dq.sum().backward()
     lq = q.clone().requires_grad_(True)
     _, lse = rove.torch_ops.attention_varlen(lq, k, v, cu, cu, return_lse=True)
     assert not lse.requires_grad
