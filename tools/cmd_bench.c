@@ -279,6 +279,9 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
 static int bench_prefill(const bench_opts *o) {
   int rc = 0;
   const int64_t max_elems = (int64_t)o->max_n * o->heads * 128;
+  /* Q, K, V, out, and the library's packed K and V */
+  if (cli_check_memory("bench", 6.0 * sizeof(float) * (double)max_elems, "--max-n or --heads") != 0)
+    return -1;
   bench_bufs b = {malloc(sizeof(float) * max_elems), malloc(sizeof(float) * max_elems),
                   malloc(sizeof(float) * max_elems), malloc(sizeof(float) * max_elems)};
   if (!b.q || !b.k || !b.v || !b.out) {

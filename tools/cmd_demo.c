@@ -67,6 +67,10 @@ static void free_data(demo_data *d) {
 static int make_data(const demo_opts *o, demo_data *d) {
   d->elems = (int64_t)o->n * o->heads * o->dim;
   const size_t nf = (size_t)d->elems * sizeof(float);
+  /* Q, K, V and out, the fp64 reference, and the library's packed K and V */
+  if (cli_check_memory("demo", (4.0 * 4 + 8 + 2 * 4) * (double)d->elems,
+                       "--n, --heads or --dim") != 0)
+    return -1;
   d->q = malloc(nf);
   d->k = malloc(nf);
   d->v = malloc(nf);
