@@ -60,7 +60,7 @@ fuzz_one() {
 }
 
 # The harnesses run $jobs at a time (each is one process on one thread): on 2 cores the
-# 9 harnesses take 5 rounds of $seconds instead of 9.
+# 10 harnesses take 5 rounds of $seconds instead of 10.
 names=()
 while read -r name; do
   [ -n "$name" ] || continue
