@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Internal to the AVX-512 row kernel (attn_rows-avx512.c) and its GQA group path
+/* Internal to the AVX-512 row kernel (attn_rows-avx512.c, its scores in
+ * attn_rows_scores-avx512.c) and its GQA group path
  * (attn_rows_g4-avx512.c): their shared definitions and the group path's interface. */
 #ifndef ROVE_ROWS_AVX512_H
 #define ROVE_ROWS_AVX512_H
@@ -67,9 +68,70 @@ void rove_rows_g4_pv_f32__avx512(float *o, int32_t d, const char *v, int64_t vb,
  * attn_rows_heads (which the driver takes only for one row of bf16 / f16; kernels.h):
  * q [4][d] against the 4 keys at k. Returns lane e =
  * row e / 4, key e % 4: the same FMAs in the same order into each key's accumulator as
- * scores_body with RG = 4 (attn_rows-avx512.c), and the same reduce16, so the same bits.
+ * scores_body with RG = 4 (attn_rows_scores-avx512.c), and the same reduce16, so the same
+ * bits.
  * kn: the next block's rows of the same 4 keys, requested beside the reads (NULL: none). */
 __m512 rove_rows_g4_scores_f32__avx512(const float *q, const float *k, const char *kn,
                                        int32_t d);
+
+/* ---- Loads and prefetches shared by the row kernel's files ---- */
+
+/* Prefetch the row_bytes of rows [0, n) from p (stride in bytes); addresses formed as
+ * integers may lie past the buffer (harmless). always_inline: a function of prefetches
+ * alone has no visible effect to gcc and its calls are dropped. */
+INLINE void prefetch_bytes(const void *p, int64_t n, int64_t stride, int64_t row_bytes) {
+  for (int64_t j = 0; j < n; j++) {
+    const uintptr_t a = (uintptr_t)p + (uintptr_t)j * (uintptr_t)stride;
+    for (int64_t c = 0; c < row_bytes; c += 64)
+      _mm_prefetch((const char *)(a + (uintptr_t)c), _MM_HINT_T2);
+  }
+}
+
+static inline __mmask16 lanes(int32_t n) { /* lanes 0 .. n-1, n clamped to [0, 16] */
+  return (__mmask16)(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1u);
+}
+
+#define ESZ ROVE_ESZ
+
+/* 16 elements of type T from element i of p as floats; Q8: times the block's scale sc.
+ * masked: only the lanes of mk are read (the others are 0), for the section past d; else
+ * plain loads (on Zen 4 masked loads in the P V loop cost a quarter of the GQA decode
+ * time: 32:8 x 128, 8192 keys, 5.0 ms against 4.0). */
+INLINE __m512 load16(const void *p, int64_t i, __mmask16 mk, const int T, float sc,
+                     const int masked) {
+  if (T == ROVE_DTYPE_BF16 || T == ROVE_DTYPE_F16) {
+    const uint16_t *h = (const uint16_t *)p + i;
+    const __m256i x = masked ? _mm256_maskz_loadu_epi16(mk, h) : _mm256_loadu_si256((const __m256i *)h);
+    if (T == ROVE_DTYPE_F16) return _mm512_cvtph_ps(x);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
+  }
+  if (T == ROVE_DTYPE_Q8) {
+    const int8_t *b = (const int8_t *)p + i;
+    const __m128i x = masked ? _mm_maskz_loadu_epi8(mk, b) : _mm_loadu_si128((const __m128i *)b);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), _mm512_set1_ps(sc));
+  }
+  return masked ? _mm512_maskz_loadu_ps(mk, (const float *)p + i) : _mm512_loadu_ps((const float *)p + i);
+}
+
+/* The Q8 scale of element c of a row (scales sc, one per 32 elements), 0 past d (where
+ * the load is masked off and the block would not exist). Only a masked section (the last,
+ * past d) can reach past d: the others skip the test (with it, pv_body compared and
+ * branched per vector and key; the same value either way). */
+INLINE float q8_scale(const float *sc, int32_t c, int32_t d, const int T, const int masked) {
+  return T == ROVE_DTYPE_Q8 && (!masked || c < d) ? sc[c / ROVE_Q8_BLOCK] : 0.0f;
+}
+
+/* ---- The row kernel's scores (attn_rows_scores-avx512.c) ----
+ * Scores of RG query rows q [RG][d] against the n <= 16 / RG real keys from k (stride ks
+ * elements of the table's type; Q8 scales ksc, nblk per row; the keys past n repeat key
+ * n - 1): lane e = row e / (16 / RG), key e % (16 / RG). [type][0, 1, 2 for RG = 1, 2, 4]. */
+typedef __m512 (*rove_rows_scores_fn)(const float *q, int32_t d, const void *k, int64_t ks,
+                                      const float *ksc, int32_t nblk, int32_t n);
+extern const rove_rows_scores_fn rove_rows_scores_tab__avx512[ROVE_DTYPE_COUNT][3];
+/* The same for 16 / RG real keys whose rows lie d = 64 or 128 elements apart (the same
+ * bits): [type][RG as above][0, 1 for d = 64, 128]. */
+typedef __m512 (*rove_rows_scores_dense_fn)(const float *q, const void *k, const float *ksc);
+extern const rove_rows_scores_dense_fn
+    rove_rows_scores_dense_tab__avx512[ROVE_DTYPE_COUNT][3][2];
 
 #endif
