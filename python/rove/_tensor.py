@@ -209,6 +209,9 @@ def contiguous(x, name: str, dtype, shape=None, writable=False):
     if v.torch:
         if writable:
             check_inplace(obj, name)
+            if x.is_neg() or x.is_conj():  # view() resolved it into a copy: writes would be lost
+                raise ValueError(f"{name} is a lazily negated or conjugated view (its memory "
+                                 "does not hold its values), so it cannot be written in place")
         if obj.requires_grad:
             obj = obj.detach()
         ok = obj.is_contiguous()

@@ -90,17 +90,27 @@ class KVCache(_lib.OwnedHandle):
     def __init__(self, plan: Plan, batch: int, capacity: int, dtype="float32"):
         if not isinstance(plan, Plan):
             raise TypeError(f"plan must be a rove.Plan, not {type(plan).__name__}")
-        self.plan = plan
-        self.batch = _params.positive_int("batch", batch)
+        # read-only (properties below): C borrows the plan, and the batch sizes the arrays
+        self._plan = plan
+        self._batch = _params.positive_int("batch", batch)
         cap = _params.positive_int("capacity", capacity)
         t = parse_dtype(dtype)
         ptr = ctypes.c_void_p()
         _lib.check("rove_kv_cache_create_typed", _lib.lib.rove_kv_cache_create_typed(
-            plan._ptr, self.batch, cap, t, ctypes.byref(ptr)))
+            plan._ptr, self._batch, cap, t, ctypes.byref(ptr)))
         self._ptr = ptr.value
         self._finalizer = weakref.finalize(self, _lib.lib.rove_kv_cache_destroy, ptr.value)
         self._lock = threading.Lock()
         self._kind = None  # "positions" or "angles", fixed by the first append
+
+    @property
+    def plan(self) -> Plan:
+        """The plan the cache was made with (kept alive by the cache; not reassignable)."""
+        return self._plan
+
+    @property
+    def batch(self) -> int:
+        return self._batch
 
     @property
     def capacity(self) -> int:

@@ -249,6 +249,14 @@ class PagedKVCache(_lib.OwnedHandle):
         self._lock = threading.Lock()
         self._angles = {}  # seq -> its rows were rotated by explicit angles
 
+    # set once in __init__: C borrows the plan, and the geometry sizes every view and check
+    _FIXED = frozenset({"plan", "n_blocks", "block_size", "max_seqs", "dtype"})
+
+    def __setattr__(self, name, value):
+        if name in self._FIXED and name in self.__dict__:
+            raise AttributeError(f"PagedKVCache.{name} is fixed when the cache is made")
+        super().__setattr__(name, value)
+
     def __repr__(self):
         return (f"rove.PagedKVCache(n_blocks={self.n_blocks}, block_size={self.block_size}, "
                 f"free_blocks={self.free_blocks}, max_seqs={self.max_seqs}, "

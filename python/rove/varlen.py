@@ -12,7 +12,9 @@ from . import _autograd, _lib, _tensor
 
 def _cu(x, name, n):
     a = np.ascontiguousarray(_tensor.to_numpy(x, name))
-    if a.ndim != 1 or a.shape[0] < 2 or not np.issubdtype(a.dtype, np.integer):
+    if not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"{name} must be an integer array, not {a.dtype}")
+    if a.ndim != 1 or a.shape[0] < 2:
         raise ValueError(f"{name} must be a 1-D integer array [n_seqs + 1] (got {a.shape}, {a.dtype})")
     if n is not None and a.shape[0] != n:
         raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length")

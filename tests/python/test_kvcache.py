@@ -112,6 +112,12 @@ def test_errors(rng):
     assert "capacity" not in str(e.value) and len(p) == 1
     with pytest.raises(rove.RoveSizeOverflow, match="leave int32"):
         p.shift(0, 1, 1)
+    # the plan (which C borrows) and the batch are fixed: reassigning them would free the
+    # plan under the cache or make Python size arrays the C cache does not have
+    for name, value in (("plan", rove.Plan(4, 2, 64)), ("batch", 1)):
+        with pytest.raises(AttributeError):
+            setattr(c, name, value)
+    assert c.plan is plan and c.batch == 2
 
 
 def test_angle_cache(rng):

@@ -623,6 +623,10 @@ def test_construction_and_bad_input(rng):
     assert repr(c) == ("rove.PagedKVCache(n_blocks=8, block_size=16, free_blocks=8, "
                        "max_seqs=3, dtype='f16')")
     plan = c.plan
+    for name in ("plan", "n_blocks", "block_size", "max_seqs", "dtype"):  # fixed at creation
+        with pytest.raises(AttributeError, match="fixed"):
+            setattr(c, name, rove.Plan(4, 2, 32) if name == "plan" else 4)
+    assert c.plan is plan and (c.n_blocks, c.block_size, c.max_seqs) == (8, 16, 3)
     with pytest.raises(rove.RoveInvalidArgument, match="power of two"):
         rove.PagedKVCache(plan, n_blocks=8, block_size=24)
     with pytest.raises(ValueError, match="n_blocks"):

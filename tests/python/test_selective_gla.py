@@ -303,6 +303,12 @@ def test_gla_torch_and_errors(rng, torch):
     with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps v"):
         rove.gla(*(torch.from_numpy(x) for x in (q, k)), tv, torch.from_numpy(g), out=tv)
     assert np.array_equal(tv.numpy(), v)
+    # an out= whose memory does not hold its values (a lazily negated view) is refused:
+    # its resolved copy would take the result and the caller's tensor stay as it was
+    neg = torch.zeros(B, T, H, V, dtype=torch.complex64).conj().imag
+    assert neg.is_neg()
+    with pytest.raises(ValueError, match="lazily negated"):
+        rove.gla(*(torch.from_numpy(x) for x in (q, k, v, g)), out=neg)
     with pytest.raises(TypeError, match="k is a numpy array and q a torch tensor"):
         rove.gla(torch.from_numpy(q), k, v, g)
     # numpy float64 angles with torch inputs, with and without gradients (as

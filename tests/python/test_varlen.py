@@ -77,6 +77,8 @@ def test_bad_cu():
         rove.attention_varlen(q, k, v, cq[:-1], ck)
     with pytest.raises(ValueError):
         rove.attention_varlen(q, k, v, cq + 1, ck + 1)
+    with pytest.raises(TypeError, match="integer array, not float64"):  # a dtype: TypeError
+        rove.attention_varlen(q, k, v, cq.astype(np.float64), ck)
 
 
 def test_bad_cu_unsigned_and_clear_messages():
