@@ -44,21 +44,30 @@
 /* ---- rove_default_threads: OMP_NUM_THREADS, else the CPUs this process may use ---------- */
 
 #ifdef ROVE_HAVE_THREADS
-/* The first entry of an OMP_NUM_THREADS-style list ("8" or "8,4"), or 0 when unset or not a
- * positive number. Capped at ROVE_MAX_THREADS by the caller. */
+/* The first entry of an OMP_NUM_THREADS list ("8" or "8,4"), or 0 when it is unset or not
+ * a list of positive numbers, read as libgomp reads it (checked against
+ * omp_get_max_threads): each entry [blanks][+]digits[blanks], entries separated by commas;
+ * a 0, a sign other than +, any other character or an empty entry ("3,") makes the whole
+ * variable invalid. Capped at ROVE_MAX_THREADS by the caller. */
 static int32_t env_threads(void) {
   const char *s = getenv("OMP_NUM_THREADS");
   if (!s) return 0;
-  while (*s == ' ' || *s == '\t') s++;
-  int64_t v = 0;
-  int digits = 0;
-  for (; *s >= '0' && *s <= '9'; s++, digits++) {
-    v = v * 10 + (*s - '0');
-    if (v > ROVE_MAX_THREADS) v = ROVE_MAX_THREADS + 1; /* saturates: capped below */
+  int64_t first = 0;
+  for (int k = 0;; k++) {
+    while (*s == ' ' || *s == '\t') s++;
+    if (*s == '+') s++;
+    int64_t v = 0;
+    int digits = 0;
+    for (; *s >= '0' && *s <= '9'; s++, digits++) {
+      v = v * 10 + (*s - '0');
+      if (v > ROVE_MAX_THREADS) v = ROVE_MAX_THREADS + 1; /* saturates: capped below */
+    }
+    while (*s == ' ' || *s == '\t') s++;
+    if (!digits || v < 1) return 0;
+    if (k == 0) first = v;
+    if (*s == '\0') return (int32_t)first;
+    if (*s++ != ',') return 0;
   }
-  while (*s == ' ' || *s == '\t') s++;
-  if (!digits || v < 1 || (*s != '\0' && *s != ',')) return 0;
-  return (int32_t)v;
 }
 
 static int32_t cpus_available(void) {
@@ -394,12 +403,22 @@ __attribute__((destructor)) static void pools_shutdown(void) {
   pthread_mutex_unlock(&pools_lock);
 }
 
-/* Runs the job on up to nt threads; returns 0 when it ran (else the caller runs it alone). */
+/* Runs the job on up to nt threads; returns 0 when it ran (else the caller runs it alone).
+ * The calling thread is not cancellable meanwhile: a pthread_cancel that found it waiting
+ * for its team (pthread_cond_wait is a cancellation point) would unwind the stack that
+ * holds the job's context while the workers still run it, and leave the pool taken and
+ * its mutex held. A cancel request so takes effect at the caller's next cancellation
+ * point after the call. */
 static int parallel(int32_t nt, int64_t n, body_fn body, void *ctx, blocked_range *blk,
                     int32_t nblk, int each) {
   if (nt <= 1 || in_job) return 0;
+  int cancel_state;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
   pool *p = pool_acquire();
-  if (!p) return 0;
+  if (!p) {
+    pthread_setcancelstate(cancel_state, NULL);
+    return 0;
+  }
   p->body = body;
   p->ctx = ctx;
   p->n = n;
@@ -409,9 +428,28 @@ static int parallel(int32_t nt, int64_t n, body_fn body, void *ctx, blocked_rang
   __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
   pool_run(p, nt);
   pool_release(p);
+  pthread_setcancelstate(cancel_state, NULL);
   return 1;
 }
 #endif /* ROVE_HAVE_THREADS */
+
+/* The job on the calling thread alone, as tid 0 (each: one call of body), marked as inside
+ * a job like a pool's: a librove call the body makes then runs alone too, whether the job
+ * had a team or not. */
+static void run_alone(int64_t n, void (*body)(int64_t i, int tid, void *ctx), void *ctx,
+                      int each) {
+#ifdef ROVE_HAVE_THREADS
+  const int was = in_job;
+  in_job = 1;
+#endif
+  if (each)
+    body(0, 0, ctx);
+  else
+    for (int64_t i = 0; i < n; i++) body(i, 0, ctx);
+#ifdef ROVE_HAVE_THREADS
+  in_job = was;
+#endif
+}
 
 void rove_parallel_for(int32_t n_threads, int64_t n, void (*body)(int64_t i, int tid, void *ctx),
                        void *ctx) {
@@ -420,7 +458,7 @@ void rove_parallel_for(int32_t n_threads, int64_t n, void (*body)(int64_t i, int
 #else
   (void)n_threads;
 #endif
-  for (int64_t i = 0; i < n; i++) body(i, 0, ctx);
+  run_alone(n, body, ctx, 0);
 }
 
 void rove_parallel_for_blocked(int32_t n_threads, int64_t n,
@@ -437,7 +475,7 @@ void rove_parallel_for_blocked(int32_t n_threads, int64_t n,
       blk[r].end = n * (r + 1) / nb;
     }
     if (parallel(nb, n, body, ctx, blk, nb, 0)) return;
-    for (int64_t i = 0; i < n; i++) body(i, 0, ctx);
+    run_alone(n, body, ctx, 0);
     return;
   }
 #endif
@@ -450,5 +488,5 @@ void rove_parallel_each(int32_t n_threads, void (*body)(int64_t i, int tid, void
 #else
   (void)n_threads;
 #endif
-  body(0, 0, ctx);
+  run_alone(1, body, ctx, 1);
 }

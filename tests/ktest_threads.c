@@ -109,6 +109,14 @@ static void test_nested_runs_alone(void **state) {
   rove_parallel_for(4, 8, outer_body, &c);
   assert_int_equal(c.inner_hits, 80);
   assert_int_equal(c.inner_nonzero_tid, 0);
+  /* also when the outer job runs without a team: one thread, one index, each on one */
+  nest_ctx d = {0, 0};
+  rove_parallel_for(1, 8, outer_body, &d);
+  rove_parallel_for(4, 1, outer_body, &d);
+  rove_parallel_for_blocked(1, 3, outer_body, &d);
+  rove_parallel_each(1, outer_body, &d);
+  assert_int_equal(d.inner_hits, 130);
+  assert_int_equal(d.inner_nonzero_tid, 0);
 }
 
 int main(void) {
