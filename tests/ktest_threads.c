@@ -5,6 +5,8 @@
  * limit; rove_parallel_each runs once per team member with distinct tids; a loop started
  * from inside a body runs on that body's thread alone. The public behaviour (fork,
  * dlclose, limits) is tests/test_thread_pool.c and test_thread_limits.c. */
+#define _DEFAULT_SOURCE /* usleep */
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +96,7 @@ typedef struct nest_ctx {
 static void inner_body(int64_t i, int tid, void *vctx) {
   (void)i;
   nest_ctx *c = vctx;
+  usleep(200); /* long enough that a team's workers, were there one, would take indices */
   if (tid != 0) __atomic_store_n(&c->inner_nonzero_tid, 1, __ATOMIC_RELAXED);
   __atomic_add_fetch(&c->inner_hits, 1, __ATOMIC_RELAXED);
 }
