@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -28,9 +29,16 @@ def rotate_flags(rotate) -> int:
 
 
 def positive_int(name, x, minimum=1, maximum=2 ** 31 - 1) -> int:
-    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, not {type(x).__name__}")
-    x = int(x)
+    """x as an int in [minimum, maximum]: a Python or NumPy integer, or anything integral
+    with __index__ (a 0-d integer torch tensor or array, e.g. a sequence id from a
+    tensor); never a bool or a float."""
+    bool_like = isinstance(x, (bool, np.bool_)) or "bool" in str(getattr(x, "dtype", ""))
+    try:
+        if bool_like or getattr(x, "ndim", 0) != 0:  # (torch indexes a 1-element tensor)
+            raise TypeError
+        x = operator.index(x)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(x).__name__}") from None
     if not minimum <= x <= maximum:
         raise ValueError(f"{name} must be in [{minimum}, {maximum}] (got {x})")
     return x

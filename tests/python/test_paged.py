@@ -616,6 +616,19 @@ def test_sequences_from_several_threads(rng):
 
 
 # ---- construction and bad input ------------------------------------------------------------
+def test_sequence_ids_from_tensors(rng, torch):
+    """A sequence id held in a 0-d integer tensor or array is an id (as a server keeps them
+    in tensors); floats, bools and 1-element 1-D tensors are not."""
+    c = rove.PagedKVCache(n_blocks=4, n_heads=4, n_kv_heads=2, head_dim=32, block_size=16)
+    s = c.new_sequence()
+    k = randn(rng, 5, 2, 32)
+    c.append(torch.tensor(s), k, k)
+    assert c.length(torch.tensor(s)) == c.length(np.array(s, dtype=np.int64)) == 5
+    for bad in (float(s), torch.tensor(float(s)), torch.tensor([s]), True):
+        with pytest.raises(TypeError, match="seq must be an int"):
+            c.length(bad)
+
+
 def test_construction_and_bad_input(rng):
     c = rove.PagedKVCache(n_blocks=8, n_heads=4, n_kv_heads=2, head_dim=32, rotate="rope",
                           block_size=16, max_seqs=3, dtype="float16")
