@@ -100,7 +100,7 @@ class KVCache(_lib.OwnedHandle):
             plan._ptr, self._batch, cap, t, ctypes.byref(ptr)))
         self._ptr = ptr.value
         self._finalizer = weakref.finalize(self, _lib.lib.rove_kv_cache_destroy, ptr.value)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: len(self) inside a locked call
         self._kind = None  # "positions" or "angles", fixed by the first append
 
     @property
@@ -117,7 +117,8 @@ class KVCache(_lib.OwnedHandle):
         return int(_lib.lib.rove_kv_cache_capacity(self._ptr))
 
     def __len__(self) -> int:
-        return int(_lib.lib.rove_kv_cache_length(self._ptr))
+        with self._lock:  # the length changes under a mutating call
+            return int(_lib.lib.rove_kv_cache_length(self._ptr))
 
     @property
     def dtype(self) -> str:

@@ -218,7 +218,9 @@ class PagedKVCache(_lib.OwnedHandle):
     stores tokens, taking blocks as needed; truncate / shift as rove.KVCache's;
     attention(seqs, q) attends packed query rows of several sequences in one call.
     A request the pool cannot serve (too few free blocks, max_seqs live) raises
-    rove.RovePoolExhausted and changes nothing; so does every other failure.
+    rove.RovePoolExhausted and changes nothing a sequence holds (its tokens, positions and
+    block table; bytes of free blocks, or past a sequence's length, may have been
+    written, as view() shows); so does every other failure.
 
     Calls on one cache are serialised by a lock (librove forbids mutating a cache while
     another call uses it); separate caches run in parallel. view() arrays are read
@@ -246,7 +248,7 @@ class PagedKVCache(_lib.OwnedHandle):
         self._ptr = ptr.value
         self._finalizer = weakref.finalize(self, _lib.lib.rove_paged_cache_destroy, ptr.value)
         self.dtype = _lib.dtype_name(t)  # the canonical name: "f32", "bf16", "f16", "q8"
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: free_blocks inside a locked call
         self._angles = {}  # seq -> its rows were rotated by explicit angles
 
     # set once in __init__: C borrows the plan, and the geometry sizes every view and check
@@ -265,7 +267,8 @@ class PagedKVCache(_lib.OwnedHandle):
     @property
     def free_blocks(self) -> int:
         """Blocks held by no sequence."""
-        return int(_lib.lib.rove_paged_cache_free_blocks(self._ptr))
+        with self._lock:  # the count changes under a mutating call
+            return int(_lib.lib.rove_paged_cache_free_blocks(self._ptr))
 
     def _live(self, seq, fn="rove_paged_seq_length"):
         """(seq as an int, its length); RoveInvalidArgument for an id that is not live."""
