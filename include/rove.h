@@ -194,7 +194,7 @@ typedef struct rove_rope_config {
   double attention_factor;
   int32_t truncate;              /**< YaRN: floor/ceil the correction range (0 for gpt-oss); 1 */
   double low_freq_factor;        /**< LLAMA3; 1 */
-  double high_freq_factor;       /**< LLAMA3, != low_freq_factor; 4 */
+  double high_freq_factor;       /**< LLAMA3 (equal to low: no smoothing band); 4 */
   /** NULL or r/2 finite divisors > 0 applied after the scaling (w_k / f_k); for LONGROPE
    *  the short factor set, required. Borrowed until rove_plan_create / rove_rope_inv_freq
    *  returns. Every resulting frequency must satisfy w_k * 2^31 finite (so that every int32

@@ -119,8 +119,7 @@ static rove_status validate_scaling(const rove_rope_config *c, int32_t r) {
     if (!finite_pos(ntk_theta(c, r))) return ROVE_ERR_INVALID_ARGUMENT;
   }
   if (s == ROVE_SCALING_LLAMA3) {
-    if (!finite_pos(c->low_freq_factor) || !finite_pos(c->high_freq_factor) ||
-        c->high_freq_factor == c->low_freq_factor)
+    if (!finite_pos(c->low_freq_factor) || !finite_pos(c->high_freq_factor))
       return ROVE_ERR_INVALID_ARGUMENT;
   }
   if (s == ROVE_SCALING_LONGROPE) {
@@ -217,7 +216,9 @@ static const double *longrope_factors(const rove_rope_config *c, double *m) {
 /* Llama 3.1: wavelength lambda_k = 2 pi / w_k against two bands of L0:
  * lambda > L0/low_freq_factor           -> w / s         (low frequencies: interpolate)
  * lambda < L0/high_freq_factor          -> w             (high frequencies: keep)
- * otherwise, with g = (L0/lambda - low) / (high - low):  (1 - g) w / s + g w. */
+ * otherwise, with g = (L0/lambda - low) / (high - low):  (1 - g) w / s + g w.
+ * Equal factors (Llama-4 Scout: 1 and 1) leave no band between the two: a wavelength of
+ * exactly L0/low keeps w (transformers' g is 0/0 there, a NaN frequency). */
 static void apply_llama3(const rove_rope_config *c, double *w, int32_t half) {
   const double s = c->factor, L0 = (double)c->original_max_position;
   const double lo = c->low_freq_factor, hi = c->high_freq_factor;
@@ -226,7 +227,7 @@ static void apply_llama3(const rove_rope_config *c, double *w, int32_t half) {
     const double wavelen = 2.0 * ROPE_PI / w[k];
     if (wavelen > low_wavelen) {
       w[k] = w[k] / s;
-    } else if (!(wavelen < high_wavelen)) {
+    } else if (!(wavelen < high_wavelen) && hi != lo) {
       const double g = (L0 / wavelen - lo) / (hi - lo);
       w[k] = (1.0 - g) * w[k] / s + g * w[k];
     }

@@ -282,7 +282,6 @@ static void llama(rove_rope_config *c) {
   c->original_max_position = 64;
 }
 static void m_llama_l0(rove_rope_config *c) { llama(c), c->original_max_position = 0; }
-static void m_llama_eq(rove_rope_config *c) { llama(c), c->low_freq_factor = c->high_freq_factor = 2; }
 static void m_llama_nan(rove_rope_config *c) { llama(c), c->low_freq_factor = NAN; }
 static void m_llama_factor(rove_rope_config *c) { llama(c), c->factor = -1; }
 static double g_bad_ff[32];
@@ -333,7 +332,7 @@ static const struct {
     {"linear 0", m_lin_zero},      {"ntk inf", m_ntk_inf},        {"yarn L0 0", m_yarn_l0},
     {"yarn L0 < 0", m_yarn_l0neg}, {"yarn NaN s", m_yarn_factor}, {"yarn beta_fast", m_yarn_bf},
     {"yarn beta_slow", m_yarn_bs}, {"yarn m NaN", m_yarn_m},      {"yarn m inf", m_yarn_minf},
-    {"llama L0", m_llama_l0},      {"llama lo=hi", m_llama_eq},   {"llama NaN", m_llama_nan},
+    {"llama L0", m_llama_l0},      {"llama NaN", m_llama_nan},
     {"llama s < 0", m_llama_factor}, {"ff 0", m_ff_zero},         {"ff < 0", m_ff_neg},
     {"ff NaN", m_ff_nan},          {"yarn m 1e20", m_yarn_m1e20}, {"yarn m 1e39", m_yarn_m1e39},
     {"yarn m 1001", m_yarn_m1001}, {"ff 1e-300", m_ff_tiny},      {"linear 1e-300", m_lin_tiny},

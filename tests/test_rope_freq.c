@@ -405,6 +405,27 @@ static void test_llama31_8b(void **state) {
   assert_true(rel_close(k_llama31_8b[63], pow(500000.0, -126.0 / 128) / 8.0));
 }
 
+static void test_llama4_scout(void **state) {
+  (void)state;
+  /* Llama-4 Scout: head_dim 128, rope_theta 500000, llama3 factor 16, low_freq_factor =
+   * high_freq_factor = 1, L0 8192: no smoothing band, w / 16 where the wavelength exceeds
+   * 8192, w elsewhere (transformers' _compute_llama3_parameters gives the same). */
+  rove_rope_config c = make(500000.0, ROVE_SCALING_LLAMA3, 16.0, 8192);
+  c.low_freq_factor = 1.0;
+  c.high_freq_factor = 1.0;
+  double w[64], m = 0.0;
+  assert_int_equal(rove_rope_inv_freq(&c, 128, w, &m), ROVE_OK);
+  int low = 0;
+  for (int k = 0; k < 64; k++) {
+    const double base = pow(500000.0, -2.0 * k / 128), wl = 2.0 * 3.14159265358979323846 / base;
+    assert_true(isfinite(w[k]));
+    assert_true(rel_close(w[k], wl > 8192.0 ? base / 16.0 : base));
+    low += wl > 8192.0;
+  }
+  assert_true(low > 0 && low < 64); /* both sides present */
+  assert_true(m == 1.0);
+}
+
 static void test_qwen25_yarn(void **state) {
   (void)state;
   /* Qwen2.5 long context: head_dim 128, rope_theta 1e6, yarn factor 4,
@@ -865,9 +886,9 @@ static void test_bad_scaling_params(void **state) {
   }
   c = make(10000.0, ROVE_SCALING_LINEAR, 2.0, -1);
   expect_fail(&c, 64, ROVE_ERR_INVALID_ARGUMENT);
-  /* LLAMA3 band factors: finite, > 0, high != low. */
-  const double lf[] = {2.0, NAN, 0.0, -1.0, INFINITY, 1.0, 1.0, 1.0};
-  const double hf[] = {2.0, 4.0, 4.0, 4.0, 4.0, NAN, 0.0, -INFINITY};
+  /* LLAMA3 band factors: finite, > 0 (equal ones: test_llama4_scout). */
+  const double lf[] = {NAN, 0.0, -1.0, INFINITY, 1.0, 1.0, 1.0};
+  const double hf[] = {4.0, 4.0, 4.0, 4.0, NAN, 0.0, -INFINITY};
   for (size_t i = 0; i < sizeof lf / sizeof lf[0]; i++) {
     c = make(500000.0, ROVE_SCALING_LLAMA3, 8.0, 8192);
     c.low_freq_factor = lf[i];
@@ -939,7 +960,8 @@ int main(void) {
       cmocka_unit_test(test_config_init_defaults),
       cmocka_unit_test(test_default_config_is_plain_rope),
       cmocka_unit_test(test_llama31_8b),
-      cmocka_unit_test(test_qwen25_yarn),
+      cmocka_unit_test(test_llama4_scout),
+    cmocka_unit_test(test_qwen25_yarn),
       cmocka_unit_test(test_gpt_oss_yarn),
       cmocka_unit_test(test_deepseek_v3_yarn),
       cmocka_unit_test(test_partial_rotary_neox),

@@ -15,9 +15,15 @@ What is read, per ``rope_type``:
   ``hidden_size // num_attention_heads``); the rotary dim ``int(head_dim *
   partial_rotary_factor)`` (``rotary_pct`` of GPT-NeoX is already folded into
   ``partial_rotary_factor`` by transformers; GPT-J's ``rotary_dim``); the pairing:
-  ``"interleaved"`` for GPT-J / CodeGen (``rotate_every_two``), Cohere and configs with
-  ``rope_interleave=True`` (DeepSeek), ``"half"`` (``rotate_half``) otherwise; the
-  ``pairing`` argument overrides it (for model types this module does not know).
+  ``"interleaved"`` for GPT-J / CodeGen (``rotate_every_two``), Cohere, Llama-4 (complex
+  products) and configs with ``rope_interleave=True`` (DeepSeek); otherwise the pairing of
+  the model's own ``rotate_half`` in transformers, probed on 0..7 (interleaved for GLM,
+  GLM-4, ERNIE-4.5, Helium, ...; a rotate_half that is neither, e.g. nanochat's, turning
+  the other way, is refused), ``"half"`` where there is none (remote code, text
+  sub-configs); the ``pairing`` argument overrides it.
+* layers that apply no rotary embedding (``config.no_rope_layers``: SmolLM3, Llama-4;
+  Cohere-2's full_attention layers; EXAONE-4's when ``sliding_window`` is set) are named
+  by ``layer_idx`` / ``layer_type`` and refused: such a layer runs with ``rotate="none"``.
 * DeepSeek-V2/V3 MLA configs (``qk_rope_head_dim`` set; other model types that set it
   are refused, their layouts are not guessed): the query/key head is
   ``qk_nope_head_dim + qk_rope_head_dim`` dims (the default ``head_dim`` here) of which the
@@ -73,6 +79,7 @@ own scaled types would honour it, so the intent is ambiguous.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional, Tuple
 
@@ -81,10 +88,18 @@ from .rope import RopeConfig, mscale as _mscale
 __all__ = ["rope_config_from_hf", "hf_rope_parameters", "hf_head_dim", "hf_attention_factor",
            "hf_softmax_scale"]
 
-# Families whose rotary embedding pairs dims (x[2k], x[2k+1]) (rotate_every_two or an
-# interleaved rotate_half); configs with rope_interleave=True (DeepSeek-V2/V3) too.
+# Families whose rotary embedding pairs dims (x[2k], x[2k+1]) (rotate_every_two, an
+# interleaved rotate_half, complex products); configs with rope_interleave=True
+# (DeepSeek-V2/V3) too. Other model types take the pairing of their modeling module's
+# rotate_half, probed (_module_pairing), else "half".
 INTERLEAVED_MODEL_TYPES = frozenset({"gptj", "codegen", "cohere", "cohere2", "cohere2_moe",
-                                     "deepseek_v2"})
+                                     "deepseek_v2", "llama4", "llama4_text",
+                                     "openai_privacy_filter"})
+# Layers that apply no rotary embedding: Cohere-2's full_attention layers, EXAONE-4's when
+# sliding_window is set (their attention modules skip apply_rotary_pos_emb there), and
+# layers marked 0 in config.no_rope_layers (SmolLM3, Llama-4).
+NO_ROPE_FULL_ATTENTION = frozenset({"cohere2", "cohere2_moe"})
+NO_ROPE_FULL_WHEN_SLIDING = frozenset({"exaone4", "exaone4_5", "exaone_moe"})
 # MLA families whose layout is known: q/k heads [qk_nope dims | qk_rope rotated dims];
 # DeepSeek-V2 rotates interleaved pairs (view_as_complex), V3 as rope_interleave says.
 # Other model types with qk_rope_head_dim (there are many) are refused, not guessed.
@@ -294,8 +309,57 @@ def _int_pos(name, x) -> int:
     return int(x)
 
 
+@functools.lru_cache(maxsize=None)
+def _module_pairing(model_type: str) -> Optional[str]:
+    """The pairing of transformers' rotate_half for model_type ("half" / "interleaved"),
+    found by running it on 0..7; None when the modeling module or the function is absent
+    (a text sub-config's model_type, remote code). ValueError for any other rotation
+    (e.g. nanochat's, which turns the other way)."""
+    try:
+        import importlib
+        import torch
+        mod = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    except Exception:
+        return None
+    f = getattr(mod, "rotate_half", None)
+    if f is None:
+        return None
+    x = torch.arange(8.0, dtype=torch.float64)
+    y = f(x.clone())
+    if torch.equal(y, torch.cat([-x[4:], x[:4]])):
+        return "half"
+    if torch.equal(y, torch.stack([-x[1::2], x[0::2]], -1).flatten()):
+        return "interleaved"
+    raise ValueError(f"model_type {model_type!r}: its rotate_half pairs or turns dims in a way "
+                     "librove does not reproduce (neither (x[k], x[k + d/2]) nor (x[2k], "
+                     "x[2k+1]) turned by +angle)")
+
+
+def _no_rope_reason(config, mt: str, layer_type, layer_idx) -> Optional[str]:
+    """Why the layer (layer_type / layer_idx) applies no rotary embedding, None if it does;
+    ValueError when the config has such layers and neither names the layer."""
+    flags = getattr(config, "no_rope_layers", None)
+    if flags is not None and not all(flags):
+        if layer_idx is None:
+            raise ValueError("config.no_rope_layers: some layers apply no rotary embedding; "
+                             "pass layer_idx= (the attention module's layer_idx)")
+        if not flags[layer_idx]:
+            return f"layer {layer_idx} is marked 0 in config.no_rope_layers"
+    types = getattr(config, "layer_types", None)
+    if layer_type is None and layer_idx is not None and types:
+        layer_type = types[layer_idx]
+    full = mt in NO_ROPE_FULL_ATTENTION or (
+        mt in NO_ROPE_FULL_WHEN_SLIDING and getattr(config, "sliding_window", None) is not None)
+    if full and layer_type is None and types and "full_attention" in types:
+        raise ValueError(f"{mt}'s full_attention layers apply no rotary embedding; pass "
+                         "layer_type= or layer_idx= for the layer")
+    if full and layer_type == "full_attention":
+        return f"{mt}'s full_attention layers skip apply_rotary_pos_emb"
+    return None
+
+
 def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Optional[int] = None,
-                        layer_type: Optional[str] = None,
+                        layer_type: Optional[str] = None, layer_idx: Optional[int] = None,
                         pairing: Optional[str] = None) -> RopeConfig:
     """The :class:`rove.RopeConfig` of a transformers config (see the module docstring).
 
@@ -303,11 +367,31 @@ def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Opti
     num_attention_heads``). seq_len: ``max(position_ids) + 1`` of the forward, needed
     only by ``dynamic`` and by ``longrope`` with different short and long factors.
     layer_type: for configs whose ``rope_parameters`` differ per layer type (Gemma-3:
-    ``"sliding_attention"`` / ``"full_attention"``). pairing: override ("half" /
-    "interleaved"). Raises ValueError naming any field it cannot honour exactly.
+    ``"sliding_attention"`` / ``"full_attention"``). layer_idx: the layer's index (its
+    type is then ``config.layer_types[layer_idx]`` unless layer_type is given); needed by
+    configs with layers that apply no rotary embedding (``config.no_rope_layers``:
+    SmolLM3, Llama-4; Cohere-2's full_attention layers; EXAONE-4's with a sliding
+    window), for which it raises ValueError: run such a layer with ``rotate="none"``.
+    pairing: override ("half" / "interleaved"); by default the family's (the known
+    interleaved families, else the pairing of the model's ``rotate_half`` in
+    transformers, probed; "half" when there is none). Raises ValueError naming any field
+    it cannot honour exactly.
     """
     config = _text_config(config)
     mt = _model_type(config)
+    types = getattr(config, "layer_types", None)
+    if layer_idx is not None:
+        n_layers = len(types or getattr(config, "no_rope_layers", None) or ()) or None
+        if isinstance(layer_idx, bool) or not isinstance(layer_idx, int) or layer_idx < 0 or \
+                (n_layers is not None and layer_idx >= n_layers):
+            raise ValueError(f"layer_idx must be a layer index (0 .. {n_layers} - 1), got "
+                             f"{layer_idx!r}")
+    reason = _no_rope_reason(config, mt, layer_type, layer_idx)
+    if reason:
+        raise ValueError(f"this layer applies no rotary embedding ({reason}): there is no "
+                         "RopeConfig for it; run its attention with rotate='none'")
+    if layer_type is None and layer_idx is not None and types:
+        layer_type = types[layer_idx]
     mla = _is_mla(config)
     # the dims transformers computes its frequencies over (MLA: config.head_dim, which
     # DeepSeek sets to qk_rope_head_dim) and the head librove rotates inside
@@ -323,7 +407,7 @@ def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Opti
                          "MLA attention would disagree; refusing to guess")
     if pairing is None:
         interleaved = mt in INTERLEAVED_MODEL_TYPES or bool(getattr(config, "rope_interleave", False))
-        pairing = "interleaved" if interleaved else "half"
+        pairing = "interleaved" if interleaved else (_module_pairing(mt) or "half")
     if seq_len is not None:
         seq_len = _int_pos("seq_len", seq_len)
 

@@ -163,9 +163,9 @@ class RopeConfig:
         put("truncate", bool(self.truncate))
         lo = _finite("low_freq_factor", self.low_freq_factor)
         hi = _finite("high_freq_factor", self.high_freq_factor)
-        if self.scaling == "llama3" and not (lo > 0 and hi > 0 and lo != hi):
-            raise ValueError("RopeConfig: llama3 needs low_freq_factor > 0, "
-                             f"high_freq_factor > 0 and different (got {lo}, {hi})")
+        if self.scaling == "llama3" and not (lo > 0 and hi > 0):
+            raise ValueError("RopeConfig: llama3 needs low_freq_factor > 0 and "
+                             f"high_freq_factor > 0 (got {lo}, {hi})")
         put("low_freq_factor", lo)
         put("high_freq_factor", hi)
         for name in ("freq_factors", "long_freq_factors"):

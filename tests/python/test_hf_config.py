@@ -18,7 +18,8 @@ import torch  # noqa: E402  (no importorskip: a missing torch/transformers is a 
 import transformers as T  # noqa: E402
 
 import rove  # noqa: E402
-from rove.hf_config import hf_attention_factor, hf_softmax_scale, rope_config_from_hf  # noqa: E402
+from rove.hf_config import (hf_attention_factor, hf_head_dim, hf_softmax_scale,  # noqa: E402
+                            rope_config_from_hf)
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 
 import hf_models as H  # noqa: E402
@@ -402,3 +403,80 @@ def test_interleaved_pairing_families():
     assert rope_config_from_hf(ds).pairing == "interleaved"
     assert rope_config_from_hf(ds, head_dim=64).placement == "last"
     assert rope_config_from_hf(H.llama3(), pairing="interleaved").pairing == "interleaved"
+
+
+def _small(cls, **kw):
+    base = dict(hidden_size=128, intermediate_size=64, num_attention_heads=2,
+                num_key_value_heads=2, num_hidden_layers=2, vocab_size=64, pad_token_id=0)
+    base.update(kw)
+    return cls(**base)
+
+
+@pytest.mark.parametrize("name", ["glm", "glm4", "helium", "ernie4_5", "llama", "qwen3"])
+def test_pairing_from_the_model_rotate_half(name):
+    """Families outside the fixed lists take the pairing of their own rotate_half: q rotated
+    by the model's rotary embedding and apply_rotary_pos_emb equals rove.rotate with
+    rope_config_from_hf (GLM, GLM-4, ERNIE-4.5, Helium pair (2k, 2k+1); they were taken as
+    half pairs before, a rotation off by O(1))."""
+    import importlib
+    cls = {"glm": T.GlmConfig, "glm4": T.Glm4Config, "helium": T.HeliumConfig,
+           "ernie4_5": T.Ernie4_5Config, "llama": T.LlamaConfig, "qwen3": T.Qwen3Config}[name]
+    config = _small(cls)
+    cfg = rope_config_from_hf(config)
+    assert cfg.pairing == ("half" if name in ("llama", "qwen3") else "interleaved")
+    mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+    rot = _hf_rotary(config)
+    hd = hf_head_dim(config)
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 7, hd, generator=g)  # [b, h, s, d]
+    pos = torch.arange(3, 10)[None]
+    cos, sin = rot(q, pos)
+    want, _ = mod.apply_rotary_pos_emb(q, q, cos, sin)
+    got = rove.rotate(q.transpose(1, 2).contiguous(), pos[0].numpy().astype(np.int32), rope=cfg)
+    assert torch.allclose(got.transpose(1, 2), want, atol=2e-5)
+
+
+def test_a_rotate_half_turning_the_other_way_is_refused():
+    with pytest.raises(ValueError, match="rotate_half"):
+        rope_config_from_hf(_small(T.NanoChatConfig))
+
+
+def test_layers_without_rope_are_named_and_refused():
+    c2 = _small(T.Cohere2Config, num_hidden_layers=4)  # layer 3: full_attention, no RoPE
+    assert c2.layer_types[3] == "full_attention"
+    with pytest.raises(ValueError, match="pass layer_type= or layer_idx="):
+        rope_config_from_hf(c2)
+    with pytest.raises(ValueError, match="no rotary embedding"):
+        rope_config_from_hf(c2, layer_idx=3)
+    with pytest.raises(ValueError, match="no rotary embedding"):
+        rope_config_from_hf(c2, layer_type="full_attention")
+    assert rope_config_from_hf(c2, layer_idx=0).pairing == "interleaved"
+    s3 = _small(T.SmolLM3Config, num_hidden_layers=4)  # no_rope_layers [1, 1, 1, 0]
+    with pytest.raises(ValueError, match="layer_idx"):
+        rope_config_from_hf(s3)
+    with pytest.raises(ValueError, match="no_rope_layers"):
+        rope_config_from_hf(s3, layer_idx=3)
+    assert rope_config_from_hf(s3, layer_idx=1).pairing == "half"
+    with pytest.raises(ValueError, match="layer_idx must be"):
+        rope_config_from_hf(s3, layer_idx=4)
+    ex = _small(T.Exaone4Config, num_hidden_layers=4, sliding_window=64,
+                layer_types=["sliding_attention"] * 3 + ["full_attention"])
+    with pytest.raises(ValueError, match="no rotary embedding"):
+        rope_config_from_hf(ex, layer_idx=3)
+    rope_config_from_hf(ex, layer_idx=0)
+
+
+def test_llama4_scout_equal_band_factors():
+    """Llama-4 Scout: llama3 with low_freq_factor = high_freq_factor = 1 (no smoothing
+    band; refused before), interleaved pairs; its NoPE layers are refused by index."""
+    rp = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 16.0,
+          "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+          "original_max_position_embeddings": 8192}
+    l4 = _small(T.Llama4TextConfig, hidden_size=256, head_dim=128, num_hidden_layers=4,
+                rope_parameters=rp)
+    cfg = rope_config_from_hf(l4, layer_idx=0)
+    assert cfg.pairing == "interleaved"
+    w_hf, m_hf = ROPE_INIT_FUNCTIONS["llama3"](l4)
+    _check(cfg, 128, w_hf, m_hf)
+    with pytest.raises(ValueError, match="no_rope_layers"):
+        rope_config_from_hf(l4, layer_idx=3)
