@@ -127,7 +127,8 @@ ROVE_API int32_t rove_default_threads(void);
  *  Idle workers spin for ROVE_SPIN_US microseconds (environment, 0..1000000, default 100;
  *  never when a team exceeds the CPUs) and then sleep. Calls from several threads at once
  *  get a team each; the pool survives fork (the child makes a new one) and dlclose
- *  (workers are joined). */
+ *  (workers are joined). A call's wait for its team is not a cancellation point: a
+ *  pthread_cancel of the calling thread takes effect after the call returns. */
 #define ROVE_MAX_THREADS 1024
 /**@}*/
 
