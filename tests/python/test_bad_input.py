@@ -170,8 +170,8 @@ def test_requires_grad(qkv, torch, no_c_call):
     (dict(beta_fast=-1.0), "beta_fast must be > 0"),
     (dict(attention_factor=-0.5), "attention_factor must be >= 0"),
     (dict(rotary_dim=7), "rotary_dim must be even"),
-    (dict(scaling="llama3", factor=8.0, original_max_position=8192, low_freq_factor=4.0),
-     "different"),
+    (dict(scaling="llama3", factor=8.0, original_max_position=8192, low_freq_factor=-1.0),
+     "llama3 needs low_freq_factor > 0"),
     (dict(freq_factors=[1.0, math.nan]), "freq_factors must be finite"),
     (dict(freq_factors=[1.0, -2.0]), "freq_factors must be finite divisors > 0"),
 ])
