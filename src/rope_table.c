@@ -7,8 +7,10 @@
  * Contiguous positions p0 + i (the default) avoid one libm call per entry: within a block
  * of ROPE_BLOCK positions starting at p, the angle addition formulas in double
  *   cos((p+j)w) = cos(pw) cos(jw) - sin(pw) sin(jw),  sin((p+j)w) = sin(pw) cos(jw) + cos(pw) sin(jw)
- * give the same float values (the double error, ~1e-16, is far below float rounding)
- * from one sin/cos per block start and a per-call table of cos(jw), sin(jw). */
+ * give float values as accurate as one libm call per entry (the double error, ~1e-16,
+ * is far below float rounding; not bitwise the same: an entry within ~1e-16 of a float
+ * rounding boundary may round the other way, 1 ulp) from one sin/cos per block start and
+ * a per-call table of cos(jw), sin(jw). */
 #include <math.h>
 
 #include "rope.h"

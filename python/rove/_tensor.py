@@ -45,6 +45,11 @@ def _torch_checks(x, name: str, dtype_name: str, t) -> None:
                          f"move it with {name}.cpu()")
     if x.layout != t.strided:
         raise TypeError(f"{name} has layout {x.layout}: librove needs a dense (strided) tensor")
+    _no_grad_wanted(x, name, t)
+
+
+def _no_grad_wanted(x, name: str, t) -> None:
+    """Refuse a tensor whose gradient a call without a backward would silently drop."""
     if x.requires_grad and t.is_grad_enabled():
         raise RuntimeError(f"{name} requires grad, but this librove call has no backward "
                            "(rove.attention, Plan.attention, rove.attention_varlen, rove.gla "
@@ -298,6 +303,7 @@ def to_numpy(x, name: str):
     if t is not None and isinstance(x, t.Tensor):
         if x.device.type != "cpu":
             raise ValueError(f"{name} is on device '{x.device}': move it with {name}.cpu()")
+        _no_grad_wanted(x, name, t)
         return x.detach().numpy()
     return np.asarray(x)
 

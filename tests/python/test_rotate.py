@@ -101,6 +101,19 @@ def test_rotate_angles_gqa(rng):
         rove.rotate_angles(x, ang.astype(np.float32))
 
 
+def test_rotate_angles_refuses_angles_that_require_grad(rng):
+    """rotate_angles has no backward: angles from the differentiable selective_angles
+    would lose their gradient silently; refused like KVCache.append_angles refuses them."""
+    torch = pytest.importorskip("torch")
+    x = torch.from_numpy(randn(rng, 1, 6, 2, 8))
+    ang = torch.from_numpy(rng.uniform(-3, 3, size=(1, 6, 2, 4))).requires_grad_()
+    with pytest.raises(RuntimeError, match="angles requires grad"):
+        rove.rotate_angles(x, ang)
+    with torch.no_grad():  # inference: allowed, equal to the detached call
+        got = rove.rotate_angles(x, ang)
+    assert torch.equal(got, rove.rotate_angles(x, ang.detach()))
+
+
 def test_rotate_bad_input(rng):
     x = randn(rng, 1, 4, 2, 32)
     with pytest.raises(ValueError, match="outside int32"):
