@@ -206,7 +206,20 @@ static const cli_opt *find_opt(const cli_opt *opts, size_t n, const char *arg, s
   return NULL;
 }
 
+int cli_seen(uint32_t seen, const cli_opt *opts, size_t n_opts, const char *name) {
+  for (size_t i = 0; i < n_opts && i < 32; i++)
+    if (strcmp(opts[i].name, name) == 0) return (seen >> i) & 1u;
+  return 0;
+}
+
 int cli_parse_opts(const char *cmd, int argc, char **argv, const cli_opt *opts, size_t n_opts) {
+  uint32_t seen;
+  return cli_parse_opts_seen(cmd, argc, argv, opts, n_opts, &seen);
+}
+
+int cli_parse_opts_seen(const char *cmd, int argc, char **argv, const cli_opt *opts,
+                        size_t n_opts, uint32_t *seen) {
+  *seen = 0;
   for (int i = 0; i < argc; i++) {
     const char *arg = argv[i];
     if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -220,6 +233,7 @@ int cli_parse_opts(const char *cmd, int argc, char **argv, const cli_opt *opts, 
       if (strncmp(arg, "-", 1) == 0) return cli_usage_error(cmd, "unknown option '%s'", arg);
       return cli_usage_error(cmd, "unexpected argument '%s'", arg);
     }
+    if (o - opts < 32) *seen |= 1u << (o - opts);
     if (o->kind == CLI_OPT_FLAG) {
       if (eq) return cli_usage_error(cmd, "%s takes no value", o->name);
       *(int *)o->dst = 1;

@@ -270,9 +270,18 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
       {"--max-kv", CLI_OPT_I32, &o->max_kv, BENCH_DECODE_MIN_KV, 65536},
       {"--decode", CLI_OPT_FLAG, &o->decode_only, 0, 0},
   };
-  int rc = cli_parse_opts("bench", argc, argv, opts, sizeof opts / sizeof opts[0]);
-  if (rc == 0 && o->decode_only && o->kv == 0) o->kv = (1u << ROVE_DTYPE_COUNT) - 1u;
-  return rc;
+  const size_t n = sizeof opts / sizeof opts[0];
+  uint32_t seen;
+  int rc = cli_parse_opts_seen("bench", argc, argv, opts, n, &seen);
+  if (rc != 0) return rc;
+  /* an option the chosen tables would not read is refused, not ignored */
+  if (cli_seen(seen, opts, n, "--max-kv") && !o->decode_only && o->kv == 0)
+    return cli_usage_error("bench", "--max-kv sets the decode table's longest cache: give it "
+                           "with --kv or --decode");
+  if (cli_seen(seen, opts, n, "--max-n") && o->decode_only)
+    return cli_usage_error("bench", "--max-n sets the prefill table, which --decode leaves out");
+  if (o->decode_only && o->kv == 0) o->kv = (1u << ROVE_DTYPE_COUNT) - 1u;
+  return 0;
 }
 
 /* The prefill table and its summary; returns 0 or -1 (reason printed). */

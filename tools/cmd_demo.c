@@ -50,8 +50,13 @@ static int parse_demo(int argc, char **argv, demo_opts *o) {
       {"--decoder", CLI_OPT_FLAG, &o->decoder_only, 0, 0},
       {"--kv", CLI_OPT_DTYPE, &o->kv, 0, 0},
   };
-  int rc = cli_parse_opts("demo", argc, argv, opts, sizeof opts / sizeof opts[0]);
+  const size_t n = sizeof opts / sizeof opts[0];
+  uint32_t seen;
+  int rc = cli_parse_opts_seen("demo", argc, argv, opts, n, &seen);
   if (rc != 0) return rc;
+  if (cli_seen(seen, opts, n, "--n") && o->decoder_only)
+    return cli_usage_error("demo", "--n sets the attention part's length, which --decoder "
+                           "leaves out (the decoder's lengths are --prompt and --steps)");
   if (o->dim % 2 != 0) return cli_usage_error("demo", "--dim must be even, got %d", (int)o->dim);
   return 0;
 }

@@ -51,6 +51,12 @@ typedef struct cli_opt {
  * Returns 0, 1 if help was requested (usage printed), or CLI_EXIT_USAGE after printing
  * an error for an unknown option, a missing, non-numeric or out-of-range value. */
 int cli_parse_opts(const char *cmd, int argc, char **argv, const cli_opt *opts, size_t n_opts);
+/* cli_parse_opts, and bit i of *seen set when opts[i] was given (n_opts <= 32), so that a
+ * command can refuse an option its chosen mode would not read. */
+int cli_parse_opts_seen(const char *cmd, int argc, char **argv, const cli_opt *opts,
+                        size_t n_opts, uint32_t *seen);
+/* Whether the option called @p name was given (its bit in @p seen). */
+int cli_seen(uint32_t seen, const cli_opt *opts, size_t n_opts, const char *name);
 
 /* "auto", "scalar", "avx2", "avx512", "neon" (any case). Returns 0, or -1 if unknown. */
 int cli_isa_from_name(const char *s, rove_isa *out);

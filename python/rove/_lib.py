@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import sys
 from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int, c_int32,
                     c_int64, c_uint32, c_void_p)
 
@@ -248,24 +249,61 @@ def check(function: str, status: int, detail: str = "") -> None:
 
 
 # ---- loading ----------------------------------------------------------------------------
-def _find_library() -> str:
-    """ROVE_LIBRARY (a path, for development) or the librove.so shipped next to this file.
-    It is loaded by absolute path, so neither LD_LIBRARY_PATH nor an installed librove is
-    consulted."""
+def _package_dirs() -> list:
+    """Where the package's files are: this file's folder, then every folder of the
+    package's __path__ (an editable install puts the built librove.so in site-packages/rove
+    while this file stays in the source tree)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    pkg = sys.modules.get(__package__ or "")
+    dirs = [here] + [os.path.abspath(d) for d in getattr(pkg, "__path__", [])]
+    return list(dict.fromkeys(dirs))
+
+
+def _find_library(dirs=None) -> str:
+    """ROVE_LIBRARY (a path, for development) or the librove.so shipped with the package
+    (in ``dirs``, default _package_dirs()). It is loaded by absolute path, so neither
+    LD_LIBRARY_PATH nor an installed librove is consulted."""
     env = os.environ.get("ROVE_LIBRARY")
     if env:
         return os.path.abspath(env)
-    here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("librove.so", "librove.so.0", *sorted(glob.glob(os.path.join(here, "librove.so.*")))):
-        path = os.path.join(here, name)
-        if os.path.isfile(path):
-            return path
-    raise ImportError(f"librove.so not found next to {__file__}: install the package with "
-                      "`pip install .` from the librove repository, or set ROVE_LIBRARY")
+    dirs = _package_dirs() if dirs is None else dirs
+    for here in dirs:
+        for name in ("librove.so", "librove.so.0", *sorted(glob.glob(os.path.join(here, "librove.so.*")))):
+            path = os.path.join(here, name)
+            if os.path.isfile(path):
+                return path
+    raise ImportError(f"librove.so not found in {', '.join(dirs)}: install the package with "
+                      "`pip install .` (or `pip install -e .`) from the librove repository, or "
+                      "set ROVE_LIBRARY")
 
 
 LIBRARY_PATH = _find_library()
 lib = ctypes.CDLL(LIBRARY_PATH)  # CDLL: the GIL is released during every call
+
+# The structs below mirror rove.h of 0.4 (rove_paged_kv.layout was new in 0.3, its
+# block_stride in 0.4), and while the major version is 0 a minor release may change public
+# structs (the SONAME carries the minor): another minor (ROVE_LIBRARY pointing at another
+# build) would read them wrongly, silently. So the version is checked first, before any
+# other symbol is bound (an older library also lacks some of them).
+LIBRARY_VERSION = (0, 4)
+
+
+def _check_version(path: str, version: str) -> None:
+    try:
+        got = tuple(int(x) for x in version.split(".")[:2])
+    except ValueError:
+        got = None
+    if got != LIBRARY_VERSION:
+        raise ImportError(f"the loaded librove is {version} ({path}); this package needs "
+                          f"{LIBRARY_VERSION[0]}.{LIBRARY_VERSION[1]}.x")
+
+
+try:
+    lib.rove_version_string.restype, lib.rove_version_string.argtypes = c_char_p, []
+except AttributeError:
+    raise ImportError(f"{LIBRARY_PATH} is not librove (no rove_version_string)") from None
+VERSION = lib.rove_version_string().decode()
+_check_version(LIBRARY_PATH, VERSION)
 
 _P = c_void_p
 _PROTOTYPES = {  # name: (restype, argtypes)
@@ -399,11 +437,3 @@ def dtype_parse(name: str):
     out = c_enum(-1)
     return out.value if lib.rove_dtype_parse(raw, ctypes.byref(out)) == OK else None
 
-VERSION = lib.rove_version_string().decode()
-# The structs above mirror rove.h of 0.4 (rove_paged_kv.layout was new in 0.3, its
-# block_stride in 0.4): an older librove (ROVE_LIBRARY pointing at an old build) would read
-# them wrongly, silently.
-MIN_LIBRARY = (0, 4)
-if tuple(int(x) for x in VERSION.split(".")[:2]) < MIN_LIBRARY:
-    raise ImportError(f"the loaded librove is {VERSION} ({LIBRARY_PATH}); this package needs "
-                      f"{MIN_LIBRARY[0]}.{MIN_LIBRARY[1]} or newer")

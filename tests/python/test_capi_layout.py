@@ -4,9 +4,11 @@ against include/rove.h prints sizeof/offsetof of every mirrored struct field, en
 and constants; every bound function's prototype is compared with its declaration."""
 import ctypes
 import importlib.metadata
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,6 +112,39 @@ def test_version_matches(c_layout):
     assert rove.__version__ == L.lib.rove_version_string().decode() == v
     assert importlib.metadata.version("rove") == v
     assert rove.info()["version"] == v
+    # the bindings' struct mirrors are of this minor (checked before anything is bound)
+    assert L.LIBRARY_VERSION == (c_layout["ROVE_VERSION_MAJOR"], c_layout["ROVE_VERSION_MINOR"])
+
+
+@pytest.mark.parametrize("version", ["0.3.0", "0.5.0", "1.4.0", "garbage"])
+def test_another_minor_is_refused_before_any_symbol_is_bound(tmp_path, version):
+    """ROVE_LIBRARY at a build of another minor (0.x minors may change public structs):
+    a clear ImportError naming both versions, not a missing-symbol AttributeError (a fake
+    library that has rove_version_string only) and not silently misread structs."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc, "a C compiler (cc) is needed to build the fake library"
+    (tmp_path / "fake.c").write_text(
+        f'const char *rove_version_string(void) {{ return "{version}"; }}\n')
+    so = tmp_path / "librove.so"
+    subprocess.run([cc, "-shared", "-fPIC", str(tmp_path / "fake.c"), "-o", str(so)], check=True)
+    env = dict(os.environ, ROVE_LIBRARY=str(so))
+    r = subprocess.run([sys.executable, "-c", "import rove"], env=env, capture_output=True,
+                       text=True, cwd=str(tmp_path))
+    assert r.returncode != 0
+    assert f"ImportError: the loaded librove is {version}" in r.stderr, r.stderr
+    assert "needs 0.4.x" in r.stderr
+
+
+def test_library_found_in_any_folder_of_the_package(tmp_path, monkeypatch):
+    """An editable install: this file in the source tree, librove.so in site-packages/rove
+    (another folder of rove.__path__)."""
+    monkeypatch.delenv("ROVE_LIBRARY", raising=False)
+    src, site = tmp_path / "src", tmp_path / "site"
+    src.mkdir(), site.mkdir()
+    (site / "librove.so").write_bytes(b"")
+    assert L._find_library([str(src), str(site)]) == str(site / "librove.so")
+    with pytest.raises(ImportError, match=r"librove.so not found in \S*src: .*pip install -e"):
+        L._find_library([str(src)])
 
 
 # ---- prototypes --------------------------------------------------------------------------
