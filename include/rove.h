@@ -589,8 +589,9 @@ ROVE_API rove_status rove_kv_cache_create(const rove_plan *p, int32_t batch, int
  * the double oracle at 1k, 16k and 64k keys and at positions near 2^20): each stored
  * element carries a relative error of at most 2^-8 (BF16, 8 significant bits) or 2^-11
  * (F16, 11 bits; absolute 2^-25 below 2^-14), Q8 an absolute error of at most scale/2 =
- * max|x_block| / 254 (a block with max|x| below 2^-100 is stored as zeros: an error of at
- * most 2^-100). The output,
+ * max|x_block| / 254 plus fp32 rounding (~1e-5 of it, from rounding 127 / max and
+ * max / 127; a block with max|x| below 2^-100 is stored as zeros: an error of at most
+ * 2^-100). The output,
  * a convex mix of the V rows, inherits the V error, and the K error moves each logit by at
  * most scale |q| |dk|. Measured (q, k uniform in +-1.5, v in +-1, head_dim 64-128,
  * every ISA): max |out - exact| / max|v| <= 2.4e-4 (BF16), 3.3e-5 (F16), 7.4e-4 (Q8)
@@ -600,10 +601,13 @@ ROVE_API rove_status rove_kv_cache_create(const rove_plan *p, int32_t batch, int
  * per-element error of the values it mixes, e.g. 3e-3 (BF16), 3.4e-4 (F16), 1.1e-2 (Q8)
  * over the queries of a 40-token prefill (tests/python/test_kvcache_types.py).
  * Values the type cannot hold are a status, never a silent change: an append (or shift)
- * whose rotated rows hold a finite value that rounds outside the type's range (|x| above
- * 65504 for F16, near FLT_MAX for BF16), or any NaN or infinity for Q8, returns
- * ROVE_ERR_INVALID_ARGUMENT and changes nothing. NaN and infinities are stored as such in
- * F32, BF16 and F16 caches (with the rules of rove_attention_forward for a visible one).
+ * whose rotated rows hold a value that rounds outside the type's range (|x| >= 65520 for
+ * F16, which rounds past 65504; near FLT_MAX for BF16), or that the fp32 rotation itself
+ * took past FLT_MAX from a row of finite values, or any NaN or infinity for Q8, returns
+ * ROVE_ERR_INVALID_ARGUMENT and changes nothing. NaN and infinities given in the input
+ * are stored as such in BF16 and F16 caches (with the rules of rove_attention_forward for
+ * a visible one). An F32 cache stores the fp32 rotation as computed (given NaN and
+ * infinities, and a finite row the rotation overflows, as infinities).
  * A context shift reads, rotates in fp32 and rounds again: each shift adds one more
  * rounding (2^-8, 2^-11 relative; Q8 re-quantises its block).
  * @return as rove_kv_cache_create; ROVE_ERR_INVALID_ARGUMENT also for an unknown type.

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Rows into and within a KV cache's storage (cache_rows.h): rotated in fp32, rounded
  * once to the storage type. */
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "cache_rows.h"
@@ -8,6 +10,35 @@
 static float *row_scale(const rove_plan *p, float *scale, int64_t e) {
   const int32_t d = p->cfg.head_dim;
   return scale ? scale + e / d * rove_q8_blocks(d) : NULL;
+}
+
+/* Whether row j of x (type t: F32, BF16 or F16; stride in elements) is all finite. */
+static int row_finite(const void *x, int32_t t, int64_t stride, int64_t j, int32_t d) {
+  if (t == ROVE_DTYPE_F32) {
+    const float *r = (const float *)x + j * stride;
+    for (int32_t i = 0; i < d; i++)
+      if (!isfinite(r[i])) return 0;
+    return 1;
+  }
+  const uint16_t *r = (const uint16_t *)x + j * stride, e = t == ROVE_DTYPE_BF16 ? 0x7f80u : 0x7c00u;
+  for (int32_t i = 0; i < d; i++)
+    if ((r[i] & e) == e) return 0;
+  return 1;
+}
+
+/* Whether the rotation (times its factor) took a finite source row past FLT_MAX: a rotated
+ * row with a non-finite value whose source row (src, type st, stride ss) is all finite.
+ * from_f32 flags only a finite value that rounds to inf; an inf made by the fp32
+ * rotation itself would otherwise be stored into a BF16 / F16 cache (Q8 flags every
+ * non-finite value). The source is read only for a row that has a non-finite value. */
+static int rotation_overflowed(const float *rot, int64_t n, int32_t d, const void *src,
+                               int32_t st, int64_t ss) {
+  for (int64_t j = 0; j < n; j++) {
+    int nonfinite = 0;
+    for (int32_t i = 0; i < d; i++) nonfinite |= !isfinite(rot[j * d + i]);
+    if (nonfinite && row_finite(src, st, ss, j, d)) return 1;
+  }
+  return 0;
 }
 
 int rove_cache_store(const rove_plan *p, int32_t type, void *buf, float *scale, int64_t dst,
@@ -33,6 +64,7 @@ int rove_cache_store_rows(const rove_plan *p, int32_t type, void *buf, float *sc
     return 0;
   }
   p->kern->rotate(rowbuf, d, rows, rs, n, d, r, mul, 1.0f, 0); /* in place if typed input */
+  if (type != ROVE_DTYPE_Q8 && rotation_overflowed(rowbuf, n, d, x, in_type, ss)) return 1;
   return p->kern->from_f32((char *)buf + dst * rove_dtype_size(type), ds, row_scale(p, scale, dst),
                            rowbuf, d, n, d, type);
 }
@@ -48,6 +80,9 @@ int rove_cache_rotate(const rove_plan *p, int32_t type, void *buf, float *scale,
   p->kern->to_f32(rowbuf, d, (const char *)buf + e * rove_dtype_size(type), d,
                   row_scale(p, scale, e), n, d, type);
   p->kern->rotate(rowbuf, d, rowbuf, d, n, d, r, 1.0f, 1.0f, 0);
+  if (type != ROVE_DTYPE_Q8 &&
+      rotation_overflowed(rowbuf, n, d, (const char *)buf + e * rove_dtype_size(type), type, d))
+    return 1;
   if (!sink)
     return p->kern->from_f32((char *)buf + e * rove_dtype_size(type), d, row_scale(p, scale, e),
                              rowbuf, d, n, d, type);

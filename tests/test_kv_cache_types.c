@@ -224,6 +224,19 @@ static void test_unrepresentable_values(void **state) {
     const float v_max[4] = {FLT_MAX, 1, 1, 1};
     const rove_status st3 = one_append(t, ROVE_ROTATE_ROPE, ok_k, v_max, out, &len);
     assert_int_equal(st3, t == ROVE_DTYPE_F32 || t == ROVE_DTYPE_Q8 ? ROVE_OK : ROVE_ERR_INVALID_ARGUMENT);
+    /* a K pair (3.4e38, 3.4e38): fits every type at position 0 (bf16 rounds 3.4e38 past
+     * FLT_MAX: rejected there), but its rotation at position 1 (one_append's) overflows
+     * fp32 itself: an inf no rounding made, rejected by bf16 / f16 / q8 alike, nothing
+     * changed; f32 stores the rotation as computed */
+    const float k_huge[4] = {3.3e38f, 0, 3.3e38f, 0};
+    const rove_status s4 = one_append(t, ROVE_ROTATE_ROPE, k_huge, ok_v, out, &len);
+    if (t == ROVE_DTYPE_F32) {
+      assert_int_equal(s4, ROVE_OK);
+    } else {
+      assert_int_equal(s4, ROVE_ERR_INVALID_ARGUMENT);
+      assert_int_equal(len, 1);
+      assert_memory_equal(out, ref, sizeof ref);
+    }
     /* NaN and inf: stored by f32 / bf16 / f16 (a visible NaN in V poisons that output dim,
      * as rove_attention_forward documents), rejected by q8 */
     const float v_nan[4] = {NAN, 1, 1, 1}, v_inf[4] = {1, INFINITY, 1, 1};

@@ -20,10 +20,11 @@ DTYPE_ALIASES = {"f32": ("f32", "fp32", "float32"), "bf16": ("bf16", "bfloat16")
 
 # What a type cannot hold, for the ValueError of a rejected append / shift.
 _UNREPRESENTABLE = {
-    "bf16": "a rotated value is finite but rounds outside bfloat16's range (|x| near "
-            "FLT_MAX after rotation and, for K, the YaRN factor)",
-    "f16": "a rotated value does not fit float16 (|x| > 65504 after rotation and, for K, "
-           "the YaRN factor; NaN and inf are stored)",
+    "bf16": "a rotated value of a finite row is outside bfloat16's range (|x| near "
+            "FLT_MAX after rotation and, for K, the YaRN factor; NaN and inf given are "
+            "stored)",
+    "f16": "a rotated value does not fit float16 (|x| >= 65520, which rounds past 65504, "
+           "after rotation and, for K, the YaRN factor; NaN and inf given are stored)",
     "q8": "a rotated value is not finite (NaN or inf): a q8 cache stores only finite values",
 }
 

@@ -256,6 +256,34 @@ def test_f16_shift_overflow_changes_nothing(rng):
     assert np.array_equal(c.positions()[0], [0, 2, 3])
 
 
+def test_bf16_overflow_of_the_fp32_rotation_changes_nothing(rng):
+    """A pair (3.3e38, 3.3e38) fits bf16 at position 0, but its rotation by 1 rad makes
+    3.3e38 (sin 1 + cos 1) > FLT_MAX in fp32 itself: an inf no rounding made. Refused on
+    append at position 1, on shift, and by paged_store, with nothing changed."""
+    H, Hk, d = 2, 1, 64
+    plan = rove.Plan(H, Hk, d)  # RoVE: V rotated too
+    c = rove.KVCache(plan, 1, 8, dtype="bf16")
+    big = np.zeros((1, 1, Hk, d), np.float32)
+    big[..., 0] = big[..., d // 2] = 3.3e38
+    c.append(big, big)  # position 0: stored as given
+    q = randn(rng, 1, 1, H, d)
+    before = _frozen(c, q)
+    with pytest.raises(rove.RoveInvalidArgument, match="bfloat16"):
+        c.append(big, randn(rng, 1, 1, Hk, d))  # position 1: K overflows
+    _unchanged(c, q, before)
+    with pytest.raises(rove.RoveInvalidArgument, match="bfloat16"):
+        c.shift(0, 1, 1)
+    _unchanged(c, q, before)
+    # an engine's own pool: nothing written
+    kp = np.zeros((2, Hk, 16, d), np.uint16)
+    vp = kp.copy()
+    with pytest.raises(rove.RoveInvalidArgument):
+        rove.paged_store(big[0], big[0], kp, vp, [3], [1], plan=plan, dtype="bf16")
+    assert not kp.any() and not vp.any()
+    rove.paged_store(big[0], big[0], kp, vp, [3], [0], plan=plan, dtype="bf16")  # fits
+    assert kp.any()
+
+
 @pytest.mark.parametrize("where", ["v-nan", "k-nan", "v-inf", "k-ninf"])
 def test_q8_rejects_non_finite(rng, where):
     B, H, Hk, d = 1, 4, 2, 64
