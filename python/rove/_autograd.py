@@ -189,6 +189,7 @@ _ANGLES_FUNCTION = None
 
 def _make_angles_function():
     torch = _tensor._torch()
+    from torch.autograd.function import once_differentiable
 
     class SelectiveAnglesFunction(torch.autograd.Function):
         @staticmethod
@@ -201,6 +202,8 @@ def _make_angles_function():
             return angles, cout
 
         @staticmethod
+        @first_order_only  # no double backward: raises instead of a silent cut
+        @once_differentiable
         def backward(ctx, d_angles, d_carry):
             phi, temp, carry = ctx.saved_tensors
             flat = phi.dim() == 3

@@ -129,6 +129,18 @@ def test_double_backward_raises():
             torch.autograd.grad(loss(rove.gla(q, k, v, g)), q, create_graph=True)
 
 
+def test_selective_angles_double_backward_raises():
+    """The angles' backward is not differentiable either: create_graph=True through
+    rove.selective_angles alone (angles into pure torch ops) raises, not a silently dropped
+    second-order term (README: a double backward raises)."""
+    phi = torch.rand(1, 6, 1, 4, requires_grad=True)
+    for loss in (lambda a: a.sum(), lambda a: torch.sin(a).sum()):
+        with pytest.raises(RuntimeError, match="double backward"):
+            torch.autograd.grad(loss(rove.selective_angles(phi)[0]), phi, create_graph=True)
+    g, = torch.autograd.grad(torch.sin(rove.selective_angles(phi)[0]).sum(), phi)
+    assert torch.isfinite(g).all()  # first order still works
+
+
 @pytest.mark.filterwarnings("ignore:Input #")  # gradcheck prefers float64 inputs
 def test_gradcheck_float32():
     """torch.autograd.gradcheck of librove's GLA forward against its backward (finite
