@@ -684,6 +684,10 @@ static void test_long_sequence(void **state) {
   (void)state;
   tcase t = base_case(1, 1024, 1024, 12, 12, 64);
   check_case(&t, 1300);
+  /* long, batch 2, GQA, queries fewer than keys, explicit positions */
+  t = base_case(2, 1030, 1100, 8, 2, 32);
+  t.pos = POS_RANDOM;
+  check_case(&t, 1301);
 }
 
 /* ---- rotary placement LAST (DeepSeek MLA: the rotated dims at the end of each head) ---- */

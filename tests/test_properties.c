@@ -528,6 +528,7 @@ static void test_thread_count_bitwise(void **state) {
   run_threads(3, 1, 777, 2, 2, 128, 0, 0, ROVE_ROTATE_ROPE, 1);  /* batched decode */
   run_threads(1, 5, 1500, 4, 2, 32, 1, 100, ROVE_ROTATE_ROVE, 0); /* short chunk, window */
   run_threads(1, 200, 150, 4, 4, 80, 0, 0, ROVE_ROTATE_ROVE, 1); /* q_len > kv_len */
+  run_threads(2, 1030, 1100, 8, 2, 32, 1, 0, ROVE_ROTATE_ROVE, 1); /* long, batch 2, GQA */
 }
 
 typedef struct {

@@ -188,6 +188,60 @@ static void test_threads(void **state) {
   unmake(&x);
 }
 
+/* Long sequences (over 1000 keys and enough query tiles not to split keys: each a group of
+ * its own) among short ones (sharing a group): bitwise the per-sequence calls, for 1 and
+ * 2 threads. */
+static void test_long_among_short(void **state) {
+  (void)state;
+  enum { N = 4, H = 8, HKV = 2, D = 32 };
+  static const int32_t lq[N] = {1100, 5, 1030, 17}, lk[N] = {1100, 40, 1100, 17};
+  int32_t cq[N + 1] = {0}, ck[N + 1] = {0};
+  for (int s = 0; s < N; s++) cq[s + 1] = cq[s] + lq[s], ck[s + 1] = ck[s] + lk[s];
+  const int64_t wq = H * D, wk = HKV * D, tq = cq[N], tk = ck[N];
+  float *q = malloc(sizeof(float) * (size_t)(tq * wq)), *k = malloc(sizeof(float) * (size_t)(tk * wk));
+  float *v = malloc(sizeof(float) * (size_t)(tk * wk)), *out = malloc(sizeof(float) * (size_t)(tq * wq));
+  float *lse = malloc(sizeof(float) * (size_t)(tq * H)), *o1 = malloc(sizeof(float) * (size_t)(tq * wq));
+  float *l1 = malloc(sizeof(float) * (size_t)(tq * H)), *os = malloc(sizeof(float) * (size_t)(1100 * wq));
+  float *ls = malloc(sizeof(float) * (size_t)(1100 * H));
+  assert_true(q && k && v && out && lse && o1 && l1 && os && ls);
+  rove_rng r;
+  rove_rng_seed(&r, 31);
+  rove_rng_fill(&r, q, tq * wq, -1, 1);
+  rove_rng_fill(&r, k, tk * wk, -1, 1);
+  rove_rng_fill(&r, v, tk * wk, -1, 1);
+  for (int t = 1; t <= 2; t++) {
+    rove_attention_config cfg;
+    rove_attention_config_init(&cfg, H, HKV, D);
+    cfg.n_threads = t;
+    rove_plan *p = NULL;
+    assert_int_equal(rove_plan_create(&cfg, &p), ROVE_OK);
+    rove_varlen_args a;
+    memset(&a, 0, sizeof a);
+    a.n_seqs = N, a.cu_seqlens_q = cq, a.cu_seqlens_k = ck;
+    a.q = q, a.k = k, a.v = v, a.out = out, a.lse = lse;
+    assert_int_equal(rove_attention_varlen(p, &a), ROVE_OK);
+    if (t == 1) {
+      memcpy(o1, out, sizeof(float) * (size_t)(tq * wq));
+      memcpy(l1, lse, sizeof(float) * (size_t)(tq * H));
+      for (int s = 0; s < N; s++) {
+        rove_attention_args b;
+        memset(&b, 0, sizeof b);
+        b.batch = 1, b.q_len = lq[s], b.kv_len = lk[s];
+        b.q = q + cq[s] * wq, b.k = k + ck[s] * wk, b.v = v + ck[s] * wk, b.out = os, b.lse = ls;
+        assert_int_equal(rove_attention_forward(p, &b), ROVE_OK);
+        assert_memory_equal(os, out + cq[s] * wq, sizeof(float) * (size_t)(lq[s] * wq));
+        for (int h = 0; h < H; h++)
+          assert_memory_equal(ls + h * lq[s], lse + h * tq + cq[s], sizeof(float) * (size_t)lq[s]);
+      }
+    } else {
+      assert_memory_equal(o1, out, sizeof(float) * (size_t)(tq * wq));
+      assert_memory_equal(l1, lse, sizeof(float) * (size_t)(tq * H));
+    }
+    rove_plan_destroy(p);
+  }
+  free(q), free(k), free(v), free(out), free(lse), free(o1), free(l1), free(os), free(ls);
+}
+
 static void expect(const rove_plan *p, const rove_varlen_args *a, rove_status want, const vdata *x,
                    const char *what) {
   for (int64_t i = 0; i < x->tq * x->qs; i++) x->out[i] = 321.0f;
@@ -463,6 +517,7 @@ int main(void) {
   rove_test_isa_gate();
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_against_calls_and_oracle),
                                      cmocka_unit_test(test_threads),
+                                     cmocka_unit_test(test_long_among_short),
                                      cmocka_unit_test(test_bad_input),
                                      cmocka_unit_test(test_typed),
                                      cmocka_unit_test(test_typed_bad_input),
