@@ -185,6 +185,8 @@ ROVE_API rove_status rove_mpi_ring_attention(const rove_plan *p, const rove_atte
  * for a given rank count; @p root rounds the merged result once to float and broadcasts
  * it with the agreed status, so **every** rank gets the same bits (and the same status).
  * With one non-empty slice the result is bitwise that rank's rove_kv_cache_attention.
+ * With every slice empty the call succeeds: output 0 and LSE -inf (no key is visible),
+ * where rove_kv_cache_attention on one empty cache returns ROVE_ERR_INVALID_ARGUMENT.
  *
  * @p a, as in rove_kv_cache_attention: a->batch (> 0, equal to the caches' batch) and
  * a->q_len (> 0) must be the same on every rank; a->k, a->v, a->kv_pos must be NULL and

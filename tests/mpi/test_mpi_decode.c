@@ -196,9 +196,38 @@ static void test_typed_caches(void **state) {
   mt_end();
 }
 
+/* Every rank's slice empty: no key is visible, so the call succeeds with output 0 and LSE
+ * -inf on every rank that asks (one empty cache alone is INVALID_ARGUMENT). */
+static void test_all_slices_empty(void **state) {
+  (void)state;
+  enum { H = 4, HKV = 2, D = 32 };
+  rove_attention_config cfg;
+  rove_attention_config_init(&cfg, H, HKV, D);
+  cfg.n_threads = 1;
+  rove_plan *p = NULL;
+  assert_int_equal(rove_plan_create(&cfg, &p), ROVE_OK);
+  rove_kv_cache *kc = NULL;
+  assert_int_equal(rove_kv_cache_create(p, 1, 8, &kc), ROVE_OK);
+  float q[H * D], out[H * D], lse[H];
+  for (int i = 0; i < H * D; i++) q[i] = 0.5f, out[i] = 7.0f;
+  for (int h = 0; h < H; h++) lse[h] = 7.0f;
+  const int32_t qp = 3;
+  rove_attention_args a;
+  memset(&a, 0, sizeof a);
+  a.batch = 1, a.q_len = 1, a.q = q, a.q_pos = &qp, a.out = out, a.lse = lse;
+  const rove_status st = rove_mpi_cache_attention(p, kc, &a, 0, MPI_COMM_WORLD);
+  mt_check(st == ROVE_OK, "all empty: status %s", rove_status_string(st));
+  for (int i = 0; i < H * D; i++) mt_check(out[i] == 0.0f, "all empty: out[%d] = %g", i, out[i]);
+  for (int h = 0; h < H; h++) mt_check(lse[h] == -INFINITY, "all empty: lse[%d] = %g", h, lse[h]);
+  rove_kv_cache_destroy(kc);
+  rove_plan_destroy(p);
+  mt_end();
+}
+
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_decode),
-                                     cmocka_unit_test(test_typed_caches)};
+                                     cmocka_unit_test(test_typed_caches),
+                                     cmocka_unit_test(test_all_slices_empty)};
   return mt_finish(cmocka_run_group_tests(tests, NULL, NULL));
 }
