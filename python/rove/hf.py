@@ -292,11 +292,15 @@ def rove_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_fun
     return out
 
 
-def _info_from_tensor(mask: torch.Tensor, Lq, Lk, causal, window) -> MaskInfo:
-    """A user-supplied 4-D mask (no ._rove): bool, or float with only 0 / -inf-like values."""
+def _info_from_tensor(mask: torch.Tensor, Lq, Lk, causal, window, batch) -> MaskInfo:
+    """A user-supplied 4-D mask (no ._rove): bool, or float with only 0 / -inf-like values;
+    its batch 1 or ``batch`` (one row broadcast over the batch, as eager and sdpa do)."""
     if mask.dim() != 4 or mask.shape[-2:] != (Lq, Lk):
         raise ValueError(f"attention mask of shape {tuple(mask.shape)} does not match q_len "
                          f"{Lq} x kv_len {Lk}")
+    if mask.shape[0] not in (1, batch):
+        raise ValueError(f"attention mask of shape {tuple(mask.shape)} does not match the "
+                         f"batch of {batch} (its first dim must be 1 or {batch})")
     if mask.dtype == torch.bool:
         M = mask
     elif mask.is_floating_point():
@@ -311,7 +315,7 @@ def _info_from_tensor(mask: torch.Tensor, Lq, Lk, causal, window) -> MaskInfo:
         if not bool((M == M[:, :1]).all()):
             raise ValueError("the attention mask differs per head: librove cannot honour it")
     M = M[:, 0]
-    B = M.shape[0]
+    B = batch
     key_valid = M.any(dim=1)
     if bool(key_valid.all()):
         key_valid = None
@@ -328,7 +332,7 @@ def _info_from_tensor(mask: torch.Tensor, Lq, Lk, causal, window) -> MaskInfo:
     return info
 
 
-def _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window) -> MaskInfo:
+def _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window, batch) -> MaskInfo:
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     window = sliding_window if sliding_window is not None else getattr(module, "sliding_window", None)
     window = int(window or 0)
@@ -340,7 +344,7 @@ def _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window) -> Mas
         return MaskInfo(Lq, Lk, Lk - Lq, 0, causal=bool(causal), window=window)
     info = getattr(attention_mask, "_rove", None)
     if info is None:
-        info = _info_from_tensor(attention_mask, Lq, Lk, causal, window)
+        info = _info_from_tensor(attention_mask, Lq, Lk, causal, window, batch)
     if info.error:
         raise ValueError(f"rove attention (layer {getattr(module, 'layer_idx', '?')}): "
                          f"{info.error}")
@@ -521,7 +525,7 @@ def _attend(module, state, query, key, value, attention_mask, softcap, scaling, 
     """rove_attention_forward's work after its checks: the output [b, q, h, d]."""
     B, H, Lq, D = query.shape
     Lk = key.shape[2]
-    info = _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window)
+    info = _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window, B)
     with torch.enable_grad() if train else torch.no_grad():
         if state is None:
             if info.cu is None:

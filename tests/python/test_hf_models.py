@@ -324,6 +324,27 @@ def test_other_masks_are_refused():
         assert _rel(mod(ids, attention_mask=causal).logits, ref(ids).logits) <= RTOL
 
 
+@pytest.mark.parametrize("how", ["register", "apply"])
+def test_batch_one_4d_mask_is_broadcast_over_the_batch(how):
+    """A [1, 1, L, L] mask with a key hidden from every query (key padding) on a batch of
+    2: broadcast over the batch as sdpa does (it crashed on a NumPy shape mismatch); a
+    mask of another batch is refused clearly."""
+    ref = _build("llama3", "sdpa")
+    mod = _build("llama3", "rove", ref.state_dict()) if how == "register" else \
+        RH.apply(_build("llama3", "sdpa", ref.state_dict()))
+    L = 10
+    ids = torch.randint(3, H.VOCAB, (2, L), generator=torch.Generator().manual_seed(3))
+    M = torch.ones(L, L, dtype=torch.bool).tril()
+    M[:, 2] = False
+    for mask in (M[None, None], torch.zeros(1, 1, L, L).masked_fill(~M, float("-inf"))):
+        with torch.no_grad():
+            want = ref(ids, attention_mask=mask).logits
+            assert _rel(mod(ids, attention_mask=mask).logits, want) <= RTOL
+            assert _rel(mod(ids, attention_mask=mask.expand(2, 1, L, L)).logits, want) <= RTOL
+    with torch.no_grad(), pytest.raises(ValueError, match="batch of 2"):
+        mod(ids, attention_mask=M[None, None].expand(3, 1, L, L))
+
+
 def test_training_dtype_and_weights_are_refused():
     mod = _build("llama3", "rove")
     ids = torch.randint(3, H.VOCAB, (1, 8))
