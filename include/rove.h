@@ -978,7 +978,10 @@ ROVE_API rove_status rove_paged_cache_attention_typed(const rove_paged_cache *c,
  * (restored by the last call out); with the OpenMP OpenBLAS, each thread that runs a slice
  * gets omp_set_num_threads(1) (libgomp allocates a few bytes the first time, and ends the
  * process if that fails). Results differ between thread counts by float rounding (OpenBLAS
- * rounds differently for different partitions); a thread count repeats its bits. */
+ * rounds differently for different partitions); a thread count repeats its bits. OpenBLAS
+ * serves a fixed number of calls at once per process (past it the process ends): across
+ * all layer calls of the process at most 64 slices are inside OpenBLAS at once, a slice
+ * past that waits (results unchanged); the program's own OpenBLAS calls come on top. */
 /**@{*/
 typedef struct rove_layer rove_layer;
 

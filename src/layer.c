@@ -24,8 +24,13 @@
  *   is restored after, a pool worker's stays 1. libgomp allocates a few bytes for that the
  *   first time on each thread, and ends the process if that fails (documented in rove.h).
  * - sequential build: nothing to do.
- * At most ROVE_LAYER_MAX_SLICES slices run at once (OpenBLAS keeps a fixed number of
- * buffers for concurrent callers). Timings: BENCHMARKS.md.
+ * OpenBLAS keeps a fixed table of buffers for the calls running at once in the process
+ * (Debian's 0.3.21: built for 128 threads; past the table the process ends, or memory is
+ * corrupted). A call splits a projection into at most ROVE_LAYER_MAX_SLICES slices, and
+ * across all layer calls of the process at most ROVE_BLAS_MAX_RUNNING slices are inside
+ * OpenBLAS at once: a slice past that waits for one to finish (blas_slot_take). The
+ * slices are fixed by the shapes and thread count, so waiting changes no result.
+ * Timings: BENCHMARKS.md.
  */
 #define _GNU_SOURCE /* RTLD_NOLOAD */
 #include <dlfcn.h>
@@ -44,6 +49,7 @@ int openblas_get_num_threads(void);
 void openblas_set_num_threads(int num_threads);
 
 #define ROVE_LAYER_MAX_SLICES 32
+#define ROVE_BLAS_MAX_RUNNING 64 /* slices inside OpenBLAS at once, process-wide */
 #define SLICE_ALIGN 64            /* columns per slice: a multiple of OpenBLAS's unrolls */
 #define MIN_SLICE_MACS (1 << 18)  /* below this many multiply-adds a slice is not worth it */
 
@@ -98,6 +104,31 @@ static void blas_single_leave(const blas_single *g) {
   }
 }
 
+/* The process-wide count of slices inside OpenBLAS (<= ROVE_BLAS_MAX_RUNNING). A slice
+ * holds one slot for its sgemm / sgemv only and never takes a second, so a wait always
+ * ends. The wait is not a cancellation point (a cancelled waiter would leave the mutex
+ * locked). */
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t slot_free = PTHREAD_COND_INITIALIZER;
+static int slots_taken;
+
+static void blas_slot_take(void) {
+  int cancel;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+  pthread_mutex_lock(&slot_lock);
+  while (slots_taken >= ROVE_BLAS_MAX_RUNNING) pthread_cond_wait(&slot_free, &slot_lock);
+  slots_taken++;
+  pthread_mutex_unlock(&slot_lock);
+  pthread_setcancelstate(cancel, NULL);
+}
+
+static void blas_slot_give(void) {
+  pthread_mutex_lock(&slot_lock);
+  slots_taken--;
+  pthread_cond_signal(&slot_free);
+  pthread_mutex_unlock(&slot_lock);
+}
+
 /* C[rows][n] = A[rows][k] B^T + bias over the columns [j0, j1) of one slice. */
 typedef struct gemm_job {
   int64_t rows, n, k, n_slices;
@@ -131,15 +162,19 @@ static void gemm_slice(int64_t slice, int tid, void *ctx) {
     /* y zeroed first: some OpenBLAS releases (0.3.27) scale y by beta = 0 as a product,
      * so a NaN left in the caller's y (or in reused workspace) would survive */
     if (!g->bias) memset(g->c + j0, 0, sizeof(float) * (size_t)w);
+    blas_slot_take();
     cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)w, (int)k, 1.0f, g->b + j0 * k, (int)k, g->a,
                 1, beta, g->c + j0, 1);
+    blas_slot_give();
     return;
   }
+  blas_slot_take();
   for (int64_t r0 = 0; r0 < g->rows; r0 += INT_MAX) {
     const int m = (int)(g->rows - r0 < INT_MAX ? g->rows - r0 : INT_MAX);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, (int)w, (int)k, 1.0f,
                 g->a + r0 * k, (int)k, g->b + j0 * k, (int)k, beta, g->c + r0 * n + j0, (int)n);
   }
+  blas_slot_give();
 }
 
 /* C[rows][n] = A[rows][k] B^T (B: [n][k]) + bias (broadcast over rows, may be NULL).
