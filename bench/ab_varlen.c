@@ -13,14 +13,15 @@
  *   (defaults long 1 9; set long: bench_varlen.py's 8 sequences of 64..4096 tokens,
  *   short: its 64 of 16..256; 12 x 64 heads, causal, fp32, each build writing into its
  *   own output buffers allocated once). AB_ROTATE=rope: RoPE plans, AB_ROTATE=none: no
- *   rotation (default RoVE).
+ *   rotation (default RoVE). AB_HUGE=1: inputs and outputs on transparent huge pages.
  * The lengths are numpy's default_rng(2026).integers(lo, hi + 1, count), as in
  * python/bench/bench_varlen.py; the dense n is sqrt(sum of len^2), rounded. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "bench_clock.h"
 #include "bench_dl.h"
@@ -42,8 +43,18 @@ typedef struct lib {
   float *out_varlen, *out_dense;
 } lib;
 
+/* AB_HUGE=1: every input and output on transparent huge pages (2 MB aligned, madvise),
+ * to tell the TLB's share of the strided row passes from the rest. */
+static void *buffer(size_t bytes) {
+  if (!getenv("AB_HUGE") || strcmp(getenv("AB_HUGE"), "1")) return malloc(bytes);
+  const size_t big = (size_t)2 << 20, rounded = (bytes + big - 1) / big * big;
+  void *p = aligned_alloc(big, rounded);
+  if (p) (void)madvise(p, rounded, MADV_HUGEPAGE);
+  return p;
+}
+
 static float *uniform(size_t n, unsigned seed) {
-  float *x = malloc(n * sizeof(float));
+  float *x = buffer(n * sizeof(float));
   srand(seed);
   for (size_t i = 0; x && i < n; i++) x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
   return x;
@@ -94,9 +105,10 @@ int main(int argc, char **argv) {
     if (rope) c.rotate = ROVE_ROTATE_ROPE;
     if (none) c.rotate = 0;
     if (plan_create(&c, &L[i].plan)) return 2;
-    L[i].out_varlen = calloc(wv, sizeof(float));
-    L[i].out_dense = calloc(wd, sizeof(float));
+    L[i].out_varlen = buffer(wv * sizeof(float));
+    L[i].out_dense = buffer(wd * sizeof(float));
     if (!L[i].out_varlen || !L[i].out_dense) return 2;
+    memset(L[i].out_varlen, 0, wv * sizeof(float)), memset(L[i].out_dense, 0, wd * sizeof(float));
   }
   double *t[4];
   for (int i = 0; i < 4; i++)
