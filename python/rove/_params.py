@@ -44,6 +44,13 @@ def positive_int(name, x, minimum=1, maximum=2 ** 31 - 1) -> int:
     return x
 
 
+def flag(name, x) -> bool:
+    """A bool (or a NumPy bool, or the int 0 or 1); never a string or None."""
+    if not isinstance(x, (bool, np.bool_, int)) or x not in (0, 1):
+        raise TypeError(f"{name} must be a bool (got {x!r})")
+    return bool(x)
+
+
 def threads(n) -> int:
     """None or 0 = librove's default (rove_default_threads()); otherwise >= 1."""
     return 0 if n is None else positive_int("threads", n, minimum=0)

@@ -115,9 +115,7 @@ class Plan(_lib.SharedHandle):
             raise ValueError(f"head_dim must be even (got {d})")
         _lib.lib.rove_attention_config_init(c, H, Hk, d)
         c.rotate = _params.rotate_flags(rotate)
-        if not isinstance(causal, (bool, np.bool_, int)) or causal not in (0, 1):
-            raise TypeError(f"causal must be a bool (got {causal!r})")
-        c.causal = int(bool(causal))
+        c.causal = int(_params.flag("causal", causal))
         c.window = _params.positive_int("window", window, minimum=0)
         c.softcap = _params.float32_param("softcap", softcap, nonneg=True)
         sc = _params.scale(scale)

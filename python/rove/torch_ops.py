@@ -18,7 +18,10 @@ traces training through its fake kernel); the LSE output is non-differentiable, 
 double backward (create_graph=True) raises. rove::attention_varlen is
 rove.attention_varlen the same way (packed [total, heads, d] tensors, cu_seqlens as int32
 or int64 tensors; out [total_q, heads, d], LSE [heads, total_q]; the backward is one
-rove_attention_backward per sequence).
+rove_attention_backward per sequence). The keyword wrappers refuse what rove.attention
+refuses (a string causal, a float window, a bool softcap: TypeError, never coerced); a
+float32 input requiring grad beside a bf16/fp16 one is refused at the forward; every
+tensor argument must be on q's device (a meta tensor among CPU ones is an error).
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _autograd, varlen as _varlen
+from . import _autograd, _params, varlen as _varlen
 from .attention import _heads, attention as _attention, get_plan
 from .rope import RopeConfig
 
@@ -37,6 +40,35 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # q, k, v each (rove.a
 
 def _rope(rope_json: str) -> Optional[RopeConfig]:
     return RopeConfig(**json.loads(rope_json)) if rope_json else None
+
+
+def _scalars(causal, window, softcap, scale, rope):
+    """The keyword wrappers' scalars, checked as rove.attention checks them (a string
+    causal, a float window or a bool softcap is a TypeError, never coerced), as the op's
+    (causal, window, softcap, scale, rope_json). A symbolic int or float that
+    torch.compile passes for a dynamic window, softcap or scale goes through as it is."""
+    if not isinstance(window, torch.SymInt):
+        window = _params.positive_int("window", window, minimum=0)
+    if not isinstance(softcap, torch.SymFloat):
+        softcap = _params.float32_param("softcap", softcap, nonneg=True)
+    if not isinstance(scale, torch.SymFloat):
+        scale = _params.scale(scale)
+    if rope is not None and not isinstance(rope, RopeConfig):
+        raise TypeError(f"rope must be a rove.RopeConfig, not {type(rope).__name__}")
+    rope_json = rope._json if rope is not None else ""  # made by RopeConfig itself
+    return _params.flag("causal", causal), window, softcap, scale, rope_json
+
+
+def _check_devices(name, q, *others):
+    """Fake kernels: torch runs them, not the real op, when any argument is on the meta
+    device, so a CPU q beside a meta k or position tensor would get CPU outputs never
+    written. Every tensor argument must be on q's device (as for rove.attention, which
+    refuses any device but the CPU for real calls)."""
+    for t in others:
+        if t is not None:
+            torch._check(t.device == q.device, lambda: (
+                f"{name}: all tensors must be on one device (q on {q.device}, another "
+                f"on {t.device})"))
 
 
 @torch.library.custom_op("rove::attention", mutates_args=())
@@ -58,8 +90,16 @@ def _setup_context(ctx, inputs, output):
     """Both ops: q, k, v first; the rest of the inputs go to the backward op, the tensors
     among them (positions, cu_seqlens) as private copies, as rove.attention keeps them: an
     in-place edit of the caller's tensor between the forward and the backward must not
-    change the gradients."""
+    change the gradients. Gradients exist for float32 q, k and v only: with one of them
+    requiring grad, another dtype is refused here, at the forward (as rove.attention
+    refuses it), not first at the backward."""
     q, k, v = inputs[:3]
+    if any(t.requires_grad for t in (q, k, v)) and any(
+            t.dtype != torch.float32 for t in (q, k, v)):
+        raise TypeError("rove::attention: gradients are computed for float32 q, k and v "
+                        "only (an input requires grad and another is "
+                        f"{[t.dtype for t in (q, k, v) if t.dtype != torch.float32][0]}); "
+                        "cast to float32 or detach")
     out, lse = output
     ctx.mark_non_differentiable(lse)  # as rove.attention's: the LSE gets no gradient
     ctx.save_for_backward(q, k, v, out, lse)
@@ -114,6 +154,7 @@ _op.register_autograd(_op_backward(torch.ops.rove.attention_backward, 9),
 
 @_op.register_fake
 def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout):
+    _check_devices("rove::attention", q, k, v, q_pos, kv_pos)
     for t in (q, k, v):
         torch._check(t.dtype in _DTYPES,
                      lambda: "rove::attention takes float32, bfloat16 or float16 tensors")
@@ -134,11 +175,9 @@ def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, r
     """rove.attention through the rove::attention custom op (torch tensors only)."""
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
-    rope_json = rope._json if rope is not None else ""  # made by RopeConfig itself
-    out, lse = torch.ops.rove.attention(q, k, v, q_pos, kv_pos, rotate, bool(causal),
-                                        int(window), float(softcap),
-                                        None if scale is None else float(scale), rope_json,
-                                        layout)
+    causal, window, softcap, scale, rope_json = _scalars(causal, window, softcap, scale, rope)
+    out, lse = torch.ops.rove.attention(q, k, v, q_pos, kv_pos, rotate, causal, window,
+                                        softcap, scale, rope_json, layout)
     return (out, lse) if return_lse else out
 
 
@@ -192,6 +231,7 @@ _varlen_op.register_autograd(_op_backward(torch.ops.rove.attention_varlen_backwa
 
 @_varlen_op.register_fake
 def _(q, k, v, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json):
+    _check_devices("rove::attention_varlen", q, k, v, cq, ck, q_pos, kv_pos)
     for t in (q, k, v):
         torch._check(t.dtype in _DTYPES,
                      lambda: "rove::attention_varlen takes float32, bfloat16 or float16 tensors")
@@ -206,8 +246,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
     only; cu_seqlens as integer tensors)."""
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
-    rope_json = rope._json if rope is not None else ""
+    causal, window, softcap, scale, rope_json = _scalars(causal, window, softcap, scale, rope)
     out, lse = torch.ops.rove.attention_varlen(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, q_pos, kv_pos, rotate, bool(causal), int(window),
-        float(softcap), None if scale is None else float(scale), rope_json)
+        q, k, v, cu_seqlens_q, cu_seqlens_k, q_pos, kv_pos, rotate, causal, window, softcap,
+        scale, rope_json)
     return (out, lse) if return_lse else out

@@ -186,3 +186,67 @@ def test_ops_keep_their_positions(rng, op):
 
     for a, b in zip(grads(False), grads(True)):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("op, which", [("attention", "k"), ("attention", "pos"),
+                                       ("attention_varlen", "k"), ("attention_varlen", "pos"),
+                                       ("attention_varlen", "cu")])
+def test_ops_refuse_a_meta_tensor_beside_cpu_inputs(rng, op, which):
+    """A meta tensor among CPU inputs sends the call to the fake kernel, which used to
+    return CPU outputs never written (garbage, no error): now a clear error."""
+    q, k, v, cu = _packed(rng)
+    pos = torch.arange(q.shape[0], dtype=torch.int64)
+    meta = lambda t: t.to("meta")  # noqa: E731
+    k2, pos2, cu2 = (meta(k) if which == "k" else k, meta(pos) if which == "pos" else pos,
+                     meta(cu) if which == "cu" else cu)
+    with pytest.raises(RuntimeError, match="one device"):
+        if op == "attention":
+            rove.torch_ops.attention(q[None], k2[None], v[None], q_pos=pos2, kv_pos=pos)
+        else:
+            rove.torch_ops.attention_varlen(q, k2, v, cu2, cu, q_pos=pos2, kv_pos=pos)
+    # all on meta: meta outputs of the right shapes (the fake kernel's use)
+    if op == "attention":
+        out = rove.torch_ops.attention(meta(q[None]), meta(k[None]), meta(v[None]))
+        assert out.device.type == "meta" and out.shape == (1,) + q.shape
+
+
+@pytest.mark.parametrize("op", ["attention", "attention_varlen"])
+@pytest.mark.parametrize("kw, exc", [
+    (dict(causal="False"), TypeError), (dict(causal=None), TypeError),
+    (dict(window=2.5), TypeError), (dict(window=True), TypeError),
+    (dict(window=-1), ValueError), (dict(softcap=True), TypeError),
+    (dict(softcap=-1.0), ValueError), (dict(scale=True), TypeError),
+    (dict(scale=0.0), ValueError), (dict(rope={"theta": 500.0}), TypeError)])
+def test_op_wrappers_check_their_scalars(rng, op, kw, exc):
+    """The keyword wrappers refuse what rove.attention refuses (they coerced: causal="False"
+    gave causal attention, window=2.5 a window of 2, softcap=True a softcap of 1)."""
+    q, k, v, cu = _packed(rng)
+    with pytest.raises(exc):
+        if op == "attention":
+            rove.torch_ops.attention(q[None], k[None], v[None], **kw)
+        else:
+            rove.torch_ops.attention_varlen(q, k, v, cu, cu, **kw)
+    with pytest.raises(exc):  # the plain call agrees
+        if op == "attention":
+            rove.attention(q[None], k[None], v[None], **kw)
+        else:
+            rove.attention_varlen(q, k, v, cu, cu, **kw)
+
+
+@pytest.mark.parametrize("op", ["attention", "attention_varlen"])
+@pytest.mark.parametrize("grad_on", ["q", "k"])
+def test_ops_refuse_half_inputs_that_need_grads_at_the_forward(rng, op, grad_on):
+    """As rove.attention (README, Autograd): a bf16 input with one requiring grad is refused
+    when the forward runs, not first by the backward."""
+    q, k, v, cu = _packed(rng)
+    q, k = q.clone(), k.to(torch.bfloat16)
+    (q if grad_on == "q" else k).requires_grad_(True)
+    with pytest.raises(TypeError, match="float32"):
+        if op == "attention":
+            rove.torch_ops.attention(q[None], k[None], v[None].to(torch.bfloat16))
+        else:
+            rove.torch_ops.attention_varlen(q, k, v.to(torch.bfloat16), cu, cu)
+    with torch.no_grad():  # without autograd the mixed call runs
+        if op == "attention":
+            out = rove.torch_ops.attention(q[None], k[None], v[None].to(torch.bfloat16))
+            assert out.dtype == torch.float32 and torch.isfinite(out).all()
