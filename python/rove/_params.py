@@ -73,7 +73,8 @@ def float32_param(name, x, *, nonneg=False, allow_none=False):
         raise ValueError(f"{name} must be finite (got {x})")
     if nonneg and x < 0:
         raise ValueError(f"{name} must be >= 0 (got {x})")
-    f = float(np.float32(x)) if abs(x) < 3.4e38 else math.inf
+    with np.errstate(over="ignore"):  # past FLT_MAX's rounding: inf, as a C cast gives
+        f = float(np.float32(x))
     if not math.isfinite(f) or (x != 0 and f == 0):
         raise ValueError(f"{name}={x} does not fit a C float (librove takes it as float32)")
     return x

@@ -73,8 +73,10 @@ class KVCache(_lib.OwnedHandle):
     rove_kv_cache_append_typed): they are widened exactly, rotated in fp32 and rounded
     once to the storage type; attention widens them back and computes in fp32, with q of
     float32, bfloat16 or float16 and an output of q's dtype (or out='s). An append or
-    shift whose rotated values the type cannot hold (above 65504 for float16; NaN or inf for q8) raises RoveInvalidArgument (a ValueError) and
-    changes nothing; NaN and inf are stored as such by float32, bfloat16 and float16.
+    shift whose rotated values the type cannot hold (|x| >= 65520 for float16, which
+    rounds past its largest finite 65504; NaN or inf for q8) raises RoveInvalidArgument
+    (a ValueError) and changes nothing; NaN and inf are stored as such by float32,
+    bfloat16 and float16.
     ``.dtype`` is the canonical name ("f32", "bf16", "f16" or "q8").
 
     append(k, v, pos=None) rotates and stores new tokens (k, v: [batch, n, n_kv_heads,

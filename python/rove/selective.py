@@ -286,14 +286,15 @@ class SelectivePhaseWeights:
 
 def selective_phase(x, weights: SelectivePhaseWeights, conv_state=None):
     """Increments phi float32 [batch, seq, n_heads, n_pairs] from the layer input x
-    float32 [batch, seq, d] (2-D [seq, d] without batch; d = n_heads * in_dim, features
-    of a token dense, any token stride), as the reference's SelectiveRoPE computes phi
-    before its cumulative sum.
+    float32 [batch, seq, d] (2-D [seq, d] without batch gives phi [seq, n_heads, n_pairs];
+    d = n_heads * in_dim, features of a token dense, any token stride), as the reference's
+    SelectiveRoPE computes phi before its cumulative sum.
 
     conv_state: None (a fresh sequence, no state kept) or a float32 C-contiguous
-    [batch, n_heads, n_pairs, weights.state_len] array (weights.new_state(batch) to start):
-    read as the history before token 0 and updated in place, so a sequence fed in pieces
-    gives the same phi as one call, bit for bit.
+    [batch, n_heads, n_pairs, weights.state_len] array (weights.new_state(batch) to start;
+    for a 2-D x without the batch axis, [n_heads, n_pairs, state_len]:
+    weights.new_state(1)[0]): read as the history before token 0 and updated in place, so
+    a sequence fed in pieces gives the same phi as one call, bit for bit.
     """
     if not isinstance(weights, SelectivePhaseWeights):
         raise TypeError("weights must be a rove.SelectivePhaseWeights")

@@ -103,6 +103,17 @@ def test_parameters(qkv, no_c_call, kw, exc, msg):
         rove.attention(*qkv, **kw)
 
 
+@pytest.mark.parametrize("name", ["softcap", "scale"])
+def test_float_parameters_up_to_flt_max(qkv, name):
+    """Any value a C float holds is taken (rove.h: finite), FLT_MAX too; past its rounding
+    edge the value is refused (it was refused from 3.4e38, below FLT_MAX)."""
+    flt_max = float(np.finfo(np.float32).max)
+    for x in (3.4e38, flt_max):
+        rove.Plan(4, 4, 16, **{name: x})
+    with pytest.raises(ValueError, match="does not fit a C float"):
+        rove.Plan(4, 4, 16, **{name: flt_max * (1 + 2 ** -23)})
+
+
 @pytest.mark.parametrize("good,bad", [
     (dict(window=3), dict(window=3.0)),
     (dict(causal=True), dict(causal=1.0)),

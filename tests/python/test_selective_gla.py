@@ -174,6 +174,9 @@ def test_phase_pieces_torch_strides(rng, torch):
     strided[...] = x
     assert np.array_equal(rove.selective_phase(strided, wts), phi)
     assert np.array_equal(rove.selective_phase(x[0], wts), phi[0])  # 2-D: no batch
+    st2 = wts.new_state(1)[0]  # the docstring's recipe for a 2-D x's state
+    pieces2 = [rove.selective_phase(x[0, a:b], wts, conv_state=st2) for a, b in ((0, 9), (9, 37))]
+    assert np.array_equal(np.concatenate(pieces2, 0), phi[0])
     skip = rove.SelectivePhaseWeights.from_reference_state_dict(
         {k: v for k, v in p.items() if k != "phi_conv1d.weight"}, H)
     assert skip.skip_conv and skip.state_len == 1
