@@ -15,6 +15,7 @@ import ctypes
 import glob
 import os
 import sys
+import weakref
 from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int, c_int32,
                     c_int64, c_uint32, c_void_p)
 
@@ -162,12 +163,37 @@ STRUCTS = {"rove_rope_config": RopeConfig, "rove_attention_config": AttentionCon
 
 
 # ---- objects that own librove memory --------------------------------------------------------
+def finalizer(obj, destroy, ptr):
+    """weakref.finalize(obj, destroy, ptr), which frees the librove object when obj is
+    collected, but not at interpreter exit: an atexit finalizer would free objects still
+    reachable, and a daemon thread inside a librove call, or a __del__ run during module
+    teardown, would then use freed memory. The process's exit returns the memory."""
+    f = weakref.finalize(obj, destroy, ptr)
+    f.atexit = False
+    return f
+
+
 class SharedHandle:
     """Base of the immutable, thread-safe handles (Plan, GLAPlan): a copy is the object
     itself (sharing is what a copy of an immutable plan means; a field-by-field copy
     would free the librove object twice). Not picklable: a pointer means nothing in
     another process, so create the plan again there."""
     __slots__ = ()
+
+    # Each field is set once, in __init__: C keeps its own copy of the configuration, and
+    # the Python side sizes buffers and checks shapes from these fields, so a field changed
+    # afterwards would let C read or write past buffers sized from it.
+    def __setattr__(self, name, value):
+        try:
+            object.__getattribute__(self, name)
+        except AttributeError:
+            return object.__setattr__(self, name, value)
+        raise AttributeError(f"rove.{type(self).__name__} is immutable: {name} is fixed when "
+                             "it is made (create another one)")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"rove.{type(self).__name__} is immutable: {name} cannot be "
+                             "deleted")
 
     def __copy__(self):
         return self

@@ -62,6 +62,10 @@ def isa(name) -> int:
     raise ValueError(f"isa must be one of {sorted(_lib.ISA_BY_NAME)} (got {name!r})")
 
 
+_FLT_INF_EDGE = 2.0 ** 128 * (1 - 2.0 ** -25)  # FLT_MAX (2^128 (1 - 2^-24)) + 2^103
+_FLT_ZERO_EDGE = 2.0 ** -150
+
+
 def float32_param(name, x, *, nonneg=False, allow_none=False):
     """A finite number that stays finite (and non-zero if it was) as a C float."""
     if x is None and allow_none:
@@ -73,9 +77,10 @@ def float32_param(name, x, *, nonneg=False, allow_none=False):
         raise ValueError(f"{name} must be finite (got {x})")
     if nonneg and x < 0:
         raise ValueError(f"{name} must be >= 0 (got {x})")
-    with np.errstate(over="ignore"):  # past FLT_MAX's rounding: inf, as a C cast gives
-        f = float(np.float32(x))
-    if not math.isfinite(f) or (x != 0 and f == 0):
+    # as a C cast rounds (to nearest, ties to even): |x| >= FLT_MAX + half its ulp gives
+    # inf, 0 < |x| <= 2^-150 (half the smallest subnormal) gives 0. Plain Python, which
+    # torch.compile traces (rove.torch_ops checks its scalars with this).
+    if abs(x) >= _FLT_INF_EDGE or (x != 0 and abs(x) <= _FLT_ZERO_EDGE):
         raise ValueError(f"{name}={x} does not fit a C float (librove takes it as float32)")
     return x
 

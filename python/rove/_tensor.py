@@ -268,6 +268,16 @@ def check_inplace(x, name: str) -> None:
                            "of it outside torch.inference_mode()")
 
 
+def check_distinct(x, name: str) -> None:
+    """Refuse an array or tensor written in place whose elements share memory (an axis of
+    more than one element with stride 0: torch's expand(), numpy's broadcast_to or
+    as_strided): every element would take the last value written there."""
+    strides = x.stride() if is_torch(x) else x.strides
+    if any(st == 0 and n > 1 for n, st in zip(x.shape, strides)):
+        raise ValueError(f"{name} has elements that share memory (a stride-0 view such as "
+                         "expand() or broadcast_to()): it cannot hold the output")
+
+
 def mark_written(*xs) -> None:
     """Tell autograd that librove wrote these torch tensors in place (through their data
     pointers, which torch does not see): their version counters go up, so a graph that

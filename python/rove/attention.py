@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -135,7 +134,7 @@ class Plan(_lib.SharedHandle):
                    f"head_dim {d} is above librove's ROVE_MAX_HEAD_DIM ({_lib.MAX_HEAD_DIM})"
                    if d > _lib.MAX_HEAD_DIM else "")
         self._ptr = ptr.value
-        self._finalizer = weakref.finalize(self, _lib.lib.rove_plan_destroy, ptr.value)
+        self._finalizer = _lib.finalizer(self, _lib.lib.rove_plan_destroy, ptr.value)
         r = _lib.AttentionConfig()
         _lib.check("rove_plan_config", _lib.lib.rove_plan_config(self._ptr, r))
         self.n_heads, self.n_kv_heads, self.head_dim = H, Hk, d
@@ -200,9 +199,7 @@ def _prepare_out(out, torch_kind, bhsd, ndim, shape4, name="out", dtype=_tensor.
     if len(ov.shape) != ndim:
         raise ValueError(f"{name} has shape {tuple(ov.shape)}; expected the shape of q")
     _tensor.check_inplace(out, name)
-    if ov.torch and any(st == 0 and n > 1 for n, st in zip(out.shape, out.stride())):
-        raise ValueError(f"{name} has elements that share memory (a stride-0 view such as "
-                         "expand()): it cannot hold the output")
+    _tensor.check_distinct(out, name)
     if not ov.torch and not out.flags.writeable:
         raise ValueError(f"{name} is read-only")
     lv = _logical(ov, name, bhsd, ndim)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -61,7 +60,7 @@ class GLAPlan(_lib.SharedHandle):
                    "value_dim >= rotary_dim")
         _lib.check("rove_gla_plan_create", st, why)
         self._ptr = ptr.value
-        self._finalizer = weakref.finalize(self, _lib.lib.rove_gla_plan_destroy, ptr.value)
+        self._finalizer = _lib.finalizer(self, _lib.lib.rove_gla_plan_destroy, ptr.value)
         self.n_heads, self.key_dim, self.value_dim = H, K, V
         self.scale, self.rotate, self.pairing = float(c.scale), int(c.rotate), pairing
         self.rotary_dim = int(c.rotary_dim) or K

@@ -636,7 +636,12 @@ class _Call:
     kv_rotated: bool = False
 
 
-_rotate_plans: dict = {}  # (id(RopeConfig), head_dim, threads) -> (config, Plan)
+# (RopeConfig's JSON, head_dim, threads) -> Plan. The JSON string (made once by the
+# config; a str caches its hash) is a cheap key by value: the configs that every apply()
+# makes anew share their entry, so removed or deleted models leave nothing behind, and
+# the dict is emptied past _ROTATE_PLANS_MAX distinct keys.
+_rotate_plans: dict = {}
+_ROTATE_PLANS_MAX = 256
 
 
 def _rotated(x: torch.Tensor, pos: np.ndarray, rope: RopeConfig, m: float = 1.0,
@@ -653,12 +658,13 @@ def _rotated(x: torch.Tensor, pos: np.ndarray, rope: RopeConfig, m: float = 1.0,
         y = x.detach().to(torch.float32).contiguous()
     else:
         y = x.detach().contiguous().clone() if x.is_contiguous() else x.detach().contiguous()
-    key = (id(rope), D, _threads)
-    hit = _rotate_plans.get(key)
-    if hit is None or hit[0] is not rope:  # the config is kept: its id stays unique
-        hit = _rotate_plans[key] = (rope, get_plan(1, 1, D, rotate="rope", rope=rope,
-                                                   threads=_threads))
-    plan = hit[1]
+    key = (rope._json, D, _threads)
+    plan = _rotate_plans.get(key)
+    if plan is None:
+        if len(_rotate_plans) >= _ROTATE_PLANS_MAX:
+            _rotate_plans.clear()
+        plan = _rotate_plans[key] = get_plan(1, 1, D, rotate="rope", rope=rope,
+                                             threads=_threads)
     p = np.ascontiguousarray(np.broadcast_to(pos[:, None, :], (B, Hh, L)), dtype=np.int32)
     st = _lib.lib.rove_rotate(plan._handle, y.data_ptr(), B * Hh * L, 1, D,
                               p.__array_interface__["data"][0], 0)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import weakref
 
 import numpy as np
 
@@ -102,7 +101,7 @@ class KVCache(_lib.OwnedHandle):
         _lib.check("rove_kv_cache_create_typed", _lib.lib.rove_kv_cache_create_typed(
             plan._ptr, self._batch, cap, t, ctypes.byref(ptr)))
         self._ptr = ptr.value
-        self._finalizer = weakref.finalize(self, _lib.lib.rove_kv_cache_destroy, ptr.value)
+        self._finalizer = _lib.finalizer(self, _lib.lib.rove_kv_cache_destroy, ptr.value)
         self._lock = threading.RLock()  # reentrant: len(self) inside a locked call
         self._kind = None  # "positions" or "angles", fixed by the first append
 

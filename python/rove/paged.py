@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import weakref
 from collections import namedtuple
 
 import numpy as np
@@ -246,7 +245,7 @@ class PagedKVCache(_lib.OwnedHandle):
             "block_size must be a power of two" if self.block_size & (self.block_size - 1)
             else "")
         self._ptr = ptr.value
-        self._finalizer = weakref.finalize(self, _lib.lib.rove_paged_cache_destroy, ptr.value)
+        self._finalizer = _lib.finalizer(self, _lib.lib.rove_paged_cache_destroy, ptr.value)
         self.dtype = _lib.dtype_name(t)  # the canonical name: "f32", "bf16", "f16", "q8"
         self._lock = threading.RLock()  # reentrant: free_blocks inside a locked call
         self._angles = {}  # seq -> its rows were rotated by explicit angles

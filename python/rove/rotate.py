@@ -23,6 +23,7 @@ def _target(x, v: _tensor.View, inplace: bool):
         if v.torch and x.requires_grad:
             raise RuntimeError("x requires grad: librove has no backward yet")
         _tensor.check_inplace(x, "x")
+        _tensor.check_distinct(x, "x (inplace=True)")
         return x
     if v.torch:
         return x.detach().clone(memory_format=__import__("torch").contiguous_format)
