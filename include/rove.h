@@ -631,7 +631,8 @@ ROVE_API const rove_plan *rove_kv_cache_plan(const rove_kv_cache *c);
 /**
  * Rotate and store the K and V of @p n_tokens new tokens per batch row (rounded to the
  * cache's type, see rove_kv_cache_create_typed).
- * @param k, v     [batch][n_tokens][n_kv_heads][head_dim] with token strides (0 = dense)
+ * @param k        [batch][n_tokens][n_kv_heads][head_dim] with a token stride (0 = dense)
+ * @param v        as @p k (its own token stride)
  * @param pos      [batch][n_tokens] positions, or NULL: each row continues from its last
  *                 position + 1 (0 for an empty cache)
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, n_tokens <= 0, stride too small, a
@@ -845,8 +846,9 @@ ROVE_API rove_status rove_paged_attention(const rove_plan *p, const rove_paged_k
  *                block_size), or negative to skip the token (padding: its K, V and
  *                angles are not used, its position and angles must be readable); no
  *                slot twice
- * @param k, v    [n_tokens][n_kv_heads][head_dim] of @p in_type (F32, BF16, F16) with
- *                token strides in elements (0 = dense)
+ * @param k       [n_tokens][n_kv_heads][head_dim] of @p in_type (F32, BF16, F16) with a
+ *                token stride in elements (0 = dense)
+ * @param v       as @p k (its own token stride)
  * @param pos     [n_tokens] the tokens' positions (the rotation's, and the masks')
  * @param angles  NULL, or [n_tokens][n_kv_heads][rotary_dim/2] finite explicit angles
  *                (Selective RoPE, as rove_paged_append) used instead of the positions'
