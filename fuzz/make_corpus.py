@@ -11,7 +11,7 @@ import sys
 
 HARNESSES = ["fuzz_attention", "fuzz_gla", "fuzz_kv_cache", "fuzz_layer", "fuzz_rotate",
              "fuzz_selective_angles", "fuzz_selective_phase", "fuzz_varlen", "fuzz_paged",
-             "fuzz_paged_store"]
+             "fuzz_paged_store", "fuzz_merge", "fuzz_backward"]
 COUNT = 30
 
 

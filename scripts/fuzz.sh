@@ -4,7 +4,7 @@
 # ASan+UBSan) and run each for a fixed time on one thread, ROVE_JOBS (default nproc) of
 # them at a time:
 #   scripts/fuzz.sh [seconds per harness, default 300] [harness name regex, default all]
-# CI (scripts/test.sh) runs `scripts/fuzz.sh 30`. Each harness starts from its committed
+# CI (scripts/test.sh) runs `scripts/fuzz.sh 25`. Each harness starts from its committed
 # seeds (fuzz/corpus/<name>/) plus what earlier runs found (<build>/corpus/<name>/, never
 # the repository); a crash, leak, sanitizer report, violated invariant or timeout leaves
 # its input in <build>/artifacts/<name>/ and fails the script. Prints execs/s and coverage
@@ -60,7 +60,7 @@ fuzz_one() {
 }
 
 # The harnesses run $jobs at a time (each is one process on one thread): on 2 cores the
-# 10 harnesses take 5 rounds of $seconds instead of 10.
+# 12 harnesses take 6 rounds of $seconds instead of 12.
 names=()
 while read -r name; do
   [ -n "$name" ] || continue
