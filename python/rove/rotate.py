@@ -47,9 +47,12 @@ def _modes(lv: _tensor.View):
     return None
 
 
-def _run(x, rope, layout, inplace, threads, inverse, call):
+def _run(x, rope, layout, inplace, threads, inverse, call, per_token_tables=False):
     """Shared body: validation, target, mode; ``call(plan, ptr, n_tokens, n_heads,
-    stride, mode, shape)`` does the C call."""
+    stride, mode, shape)`` does the C call. per_token_tables (rotate by positions): the
+    "heads" mode (one row per (b, h, t)) would build a token's cos/sin table once per head,
+    which costs more than copying the tensor token-major and back (7-14x slower at 512-2048
+    tokens, 32 heads), so with several heads that mode goes through the copy."""
     bhsd = _layout(layout)
     if inverse not in (False, True, 0, 1):
         raise ValueError(f"inverse must be a bool (got {inverse!r})")
@@ -64,8 +67,10 @@ def _run(x, rope, layout, inplace, threads, inverse, call):
     t = _target(x, v, inplace)
     lv = _logical(_tensor.view(t, "x"), "x", bhsd, ndim)
     mode = _modes(lv)
+    if per_token_tables and mode is not None and mode[0] == "heads" and h > 1:
+        mode = None
     back = None
-    if mode is None:  # only for inplace on strides rove_rotate cannot take
+    if mode is None:  # strides rove_rotate cannot take, or "heads" with per-token tables
         src = _tensor.View(t[None] if ndim == 3 else t, v.torch, 0, (), ())
         lv = _tensor.dense_copy(src, _BHSD_TO_BSHD if bhsd else (0, 1, 2, 3))
         back, mode = lv, ("tokens", h * d)
@@ -110,7 +115,7 @@ def rotate(x, pos=None, *, rope=None, inverse=False, layout="bshd", inplace=Fals
         st = _lib.lib.rove_rotate(plan._ptr, ptr, n_tokens, n_heads, stride, pp, int(inverse))
         _lib.check("rove_rotate", st)
 
-    return _run(x, rope, layout, inplace, threads, inverse, call)
+    return _run(x, rope, layout, inplace, threads, inverse, call, per_token_tables=True)
 
 
 def rotate_angles(x, angles, *, rope=None, inverse=False, layout="bshd", inplace=False,
