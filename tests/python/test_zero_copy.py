@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import rove
+import rove.torch_ops  # noqa: F401  (rove.torch_ops.attention)
 from rove import _tensor
 from conftest import randn
 from reference import rel_err
@@ -49,13 +50,42 @@ def test_hf_style_bhsd_views_are_zero_copy(rng, torch):
     assert torch.equal(out.transpose(1, 2), want)
 
 
-def test_contiguous_bhsd_is_copied_once_per_input(rng, torch):
+def test_contiguous_bhsd_kv_is_read_in_place(rng, torch):
+    """Contiguous [b, h, s, d] K/V (PyTorch's and transformers' cache layout) are read in
+    place, one (batch row, KV head) per batch row of a group-heads plan: only q and the
+    output are regrouped (2 copies of q_len rows, where K and V were copied whole on
+    every call), and the results are the bshd call's bit for bit (LSE too)."""
     B, L, H, d = 1, 25, 2, 64
     q = torch.from_numpy(randn(rng, B, H, L, d))  # tokens of one head adjacent
     out, n = copies_of(lambda: rove.attention(q, q, q, layout="bhsd"))
-    assert n == 3
+    assert n == 2
     want = rove.attention(*(q.transpose(1, 2).contiguous(),) * 3)
     assert torch.equal(out.transpose(1, 2), want)
+    assert out.transpose(1, 2).is_contiguous()  # a bhsd view of a bshd buffer, as always
+    bshd = lambda x: np.ascontiguousarray(x.transpose(0, 2, 1, 3))  # noqa: E731
+    for B, H, Hk, Lq, Lk in ((1, 32, 8, 1, 300), (2, 8, 2, 5, 37), (2, 6, 3, 40, 40)):
+        qn = randn(rng, B, H, Lq, 64)
+        kn, vn = randn(rng, B, Hk, Lk, 64), randn(rng, B, Hk, Lk, 64)
+        qp, kp = rng.integers(-5, 90, (B, Lq)), rng.integers(0, 90, (Lk,))
+        kw = dict(q_pos=qp, kv_pos=kp, window=9, softcap=15.0, return_lse=True,
+                  rope=rove.RopeConfig(scaling="yarn", factor=2.0, original_max_position=64))
+        want = rove.attention(bshd(qn), bshd(kn), bshd(vn), **kw)
+        for kind in ("numpy", "torch", "bf16", "op"):
+            x = [qn, kn, vn] if kind == "numpy" else [torch.from_numpy(t) for t in (qn, kn, vn)]
+            w_out, w_lse = want
+            if kind == "bf16":
+                x = [t.to(torch.bfloat16) for t in x]
+                w_out, w_lse = rove.attention(*(t.transpose(1, 2).contiguous() for t in x),
+                                              **kw)
+            f = rove.torch_ops.attention if kind == "op" else rove.attention
+            kwk = dict(kw, q_pos=torch.from_numpy(qp), kv_pos=torch.from_numpy(kp)) \
+                if kind == "op" else kw
+            (o, lse), n = copies_of(lambda: f(*x, layout="bhsd", **kwk))
+            assert n == 2, kind
+            o = o.transpose(1, 2) if kind != "numpy" else o.transpose(0, 2, 1, 3)
+            assert np.array_equal(np.asarray(o.float() if kind == "bf16" else o),
+                                  np.asarray(w_out.float() if kind == "bf16" else w_out)), kind
+            assert np.array_equal(np.asarray(lse), np.asarray(w_lse)), kind
 
 
 def test_other_strides_are_copied_and_correct(rng):
