@@ -74,6 +74,13 @@ def _ints(x, name, shape=None, dims=None):
     array of librove's own: always a copy, so that a caller editing its block tables or
     ids from another thread while librove reads them (the GIL is released) cannot change
     what was checked. dims: the shape's names for messages."""
+    if (type(x) in (list, tuple) and len(x) <= 64 and shape is not None and len(shape) == 1
+            and shape[0] in (None, len(x)) and all(type(i) is int for i in x)):
+        # a short list of Python ints (a decode step's sequence ids): checked here, without
+        # numpy's reductions (a third of a small call's Python time)
+        if x and (min(x) < -(2 ** 31) or max(x) > _I32_MAX):
+            raise ValueError(f"{name} has values outside int32")
+        return np.array(x, dtype=np.int32)
     a = _tensor.to_numpy(x, name)
     if a.size == 0 and a.dtype == np.float64:  # np.asarray([])
         a = a.astype(np.int32)
@@ -111,6 +118,13 @@ def _cu(n, total, rows, cu, hint="give rows= (per sequence) or cu_seqlens_q"):
             if total % n:
                 raise ValueError(f"q has {total} rows for {n} sequences: {hint}")
             rows = total // n
+        if type(rows) is int:  # as many rows each (a decode step): no per-sequence arrays
+            if not 0 <= rows <= _I32_MAX:
+                raise ValueError("rows must be >= 0" if rows < 0 else "rows does not fit int32")
+            c = np.arange(n + 1, dtype=np.int64) * rows
+            if c[-1] != total:
+                raise ValueError(f"the sequences own {c[-1]} query rows, but q holds {total}")
+            return c.astype(np.int32)
         r = _tensor.to_numpy(rows, "rows")
         r = _ints(np.full(n, r) if r.ndim == 0 else r, "rows", (n,))
         if np.any(r < 0):

@@ -705,3 +705,27 @@ def test_construction_and_bad_input(rng):
     # plan options instead of a plan: the same plan as get_plan's
     got = rove.paged_attention(q, pool.k, pool.v, t, [5], rotate="rope", pos_pool=pool.pos)
     assert np.array_equal(got, c.attention([s], q))
+
+
+def test_decode_step_fast_paths_agree(rng):
+    """A list of Python ints for seqs and one row count per sequence skip numpy's
+    per-call arrays (half of a small decode call's Python time): the same results and
+    errors as the general forms (numpy ids, per-sequence counts, cu_seqlens_q)."""
+    plan = rove.Plan(H, HK, D)
+    c = rove.PagedKVCache(plan, n_blocks=16, block_size=16)
+    seqs = [c.new_sequence() for _ in range(3)]
+    for i, s in enumerate(seqs):
+        c.append(s, randn(rng, 5 + 7 * i, HK, D), randn(rng, 5 + 7 * i, HK, D))
+    q = randn(rng, 6, H, D)
+    want = c.attention(np.array(seqs), q, [2, 2, 2])
+    for got in (c.attention(seqs, q), c.attention(tuple(seqs), q, 2),
+                c.attention(seqs, q, cu_seqlens_q=[0, 2, 4, 6])):
+        assert np.array_equal(got, want)
+    with pytest.raises(ValueError, match="outside int32"):
+        c.attention([seqs[0], 2 ** 31], q)
+    with pytest.raises(ValueError, match="rows must be >= 0"):
+        c.attention(seqs, q, -2)
+    with pytest.raises(ValueError, match="own 9 query rows"):
+        c.attention(seqs, q, 3)
+    with pytest.raises(ValueError, match="6 rows for 4 sequences"):
+        c.attention(seqs + [seqs[0]], q)
