@@ -149,20 +149,25 @@ def test_positions_kept_by_the_graph():
         out.sum().backward()
 
 
-@pytest.mark.parametrize("angles", [False, True])
+@pytest.mark.parametrize("angles", [False, True, "positions"])
 def test_gradients_equal_per_sequence_autograd(angles):
     """Under torch.autograd the gradients are those of one differentiable rove.attention per
-    sequence (itself tested against float64 torch autograd in test_autograd.py)."""
+    sequence (itself tested against float64 torch autograd in test_autograd.py), bit for
+    bit: with default positions, explicit angles, or explicit positions."""
     g = np.random.default_rng(4)
     q, k, v, cq, ck = _packed(g)
     t = lambda x: torch.tensor(x, requires_grad=True)  # noqa: E731
-    qa = ka = None
+    qa = ka = qp = kp = None
+    if angles == "positions":
+        qp, kp = g.integers(-40, 4000, q.shape[0]), g.integers(-40, 4000, k.shape[0])
+        angles = False
     if angles:
         qa = torch.tensor(g.uniform(-9, 9, (q.shape[0], 2, 16)), requires_grad=True)
         ka = torch.tensor(g.uniform(-9, 9, (k.shape[0], 2, 16)), requires_grad=True)
     tq, tk, tv = t(q), t(k), t(v)
     dout = torch.tensor(g.uniform(-1, 1, q.shape), dtype=torch.float32)
-    out = rove.attention_varlen(tq, tk, tv, cq, ck, q_angles=qa, kv_angles=ka)
+    out = rove.attention_varlen(tq, tk, tv, cq, ck, q_angles=qa, kv_angles=ka, q_pos=qp,
+                                kv_pos=kp)
     (out * dout).sum().backward()
     for s in range(len(LQ)):
         qs, ks = slice(cq[s], cq[s + 1]), slice(ck[s], ck[s + 1])
@@ -174,7 +179,9 @@ def test_gradients_equal_per_sequence_autograd(angles):
         if angles:
             a1 = qa.detach()[qs].clone().requires_grad_(True)
             b1 = ka.detach()[ks].clone().requires_grad_(True)
-        o1 = rove.attention(q1, k1, v1, q_angles=a1, kv_angles=b1)
+        o1 = rove.attention(q1, k1, v1, q_angles=a1, kv_angles=b1,
+                            q_pos=None if qp is None else qp[qs],
+                            kv_pos=None if kp is None else kp[ks])
         (o1 * dout[qs]).sum().backward()
         assert torch.equal(o1.detach(), out.detach()[qs])
         for got, want in ((tq.grad[qs], q1.grad), (tk.grad[ks], k1.grad), (tv.grad[ks], v1.grad)):
