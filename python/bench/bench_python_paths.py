@@ -1,0 +1,109 @@
+# SPDX-License-Identifier: MIT
+"""The roads from PyTorch to the kernels that a user hits, one thread each side
+(threads=1, torch.set_num_threads(1)), medians of --runs calls, interleaved round by
+round:
+
+    python python/bench/bench_python_paths.py [--runs 9]
+
+  decode bhsd   rove.attention (rotate="none", as SDPA) on a contiguous [b, h, s, d] K/V
+                (PyTorch's and HF's cache layout), its bshd twin, and SDPA (enable_gqa):
+                32:8 heads x 128, q_len 1
+  rotate bhsd   rove.rotate on a contiguous [1, 32, 2048, 128], its bshd twin, and the
+                torch formula x cos + rotate_half(x) sin with cached tables
+  hf rotate     rove.hf's rotation of new K ([1, 8, 2048, 128])
+  paged decode  PagedKVCache.attention of one row over 16 and 512 keys, and KVCache's
+  varlen bwd    rove.attention_varlen forward + backward of 256 sequences of 8 tokens,
+                and rove.attention's on the same data as a [256, 8, h, d] batch
+Prints one markdown table of medians in microseconds.
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+import rove
+import rove.hf as RH
+
+
+def timed(fn, runs):
+    fn()  # warm: plans, tables
+    ts = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts) * 1e6
+
+
+def cases():
+    g = torch.Generator().manual_seed(2026)
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    out = []
+    for kv in (512, 2048):
+        q, k, v = r(1, 32, 1, 128), r(1, 8, kv, 128), r(1, 8, kv, 128)
+        qs, ks, vs = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+        out += [(f"decode bhsd kv {kv}", "rove bhsd",
+                 lambda q=q, k=k, v=v: rove.attention(q, k, v, layout="bhsd", rotate="none",
+                                                      threads=1)),
+                (f"decode bhsd kv {kv}", "rove bshd",
+                 lambda q=qs, k=ks, v=vs: rove.attention(q, k, v, rotate="none", threads=1)),
+                (f"decode bhsd kv {kv}", "sdpa",
+                 lambda q=q, k=k, v=v: torch.nn.functional.scaled_dot_product_attention(
+                     q, k, v, enable_gqa=True))]
+    x = r(1, 32, 2048, 128)
+    xs = x.transpose(1, 2).contiguous()
+    pos = np.arange(2048)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, 128, 2) / 128))
+    ang = torch.arange(2048)[:, None] * inv[None]
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+
+    def torch_rope():
+        rh = torch.cat([-x[..., 64:], x[..., :64]], -1)
+        return x * cos + rh * sin
+    out += [("rotate 32 x 2048 x 128", "rove bhsd",
+             lambda: rove.rotate(x, pos, layout="bhsd", threads=1)),
+            ("rotate 32 x 2048 x 128", "rove bshd", lambda: rove.rotate(xs, pos, threads=1)),
+            ("rotate 32 x 2048 x 128", "torch", torch_rope)]
+    kx, rope = r(1, 8, 2048, 128), rove.RopeConfig()
+    RH.set_threads(1)
+    out.append(("hf rotate 8 x 2048 x 128", "rove.hf", lambda: RH._rotated(kx, pos[None], rope)))
+    for kv in (16, 512):
+        pc = rove.PagedKVCache(n_blocks=64, block_size=16, n_heads=32, n_kv_heads=8,
+                               head_dim=128, threads=1)
+        s = pc.new_sequence()
+        kc = rove.KVCache(rove.Plan(32, 8, 128, threads=1), 1, kv)
+        kk = r(kv, 8, 128).numpy()
+        pc.append(s, kk, kk)
+        kc.append(kk[None], kk[None])
+        q1 = r(1, 32, 128).numpy()
+        out += [(f"paged decode kv {kv}", "PagedKVCache", lambda pc=pc, s=s, q1=q1:
+                 pc.attention([s], q1)),
+                (f"paged decode kv {kv}", "KVCache", lambda kc=kc, q1=q1: kc.attention(q1[None]))]
+    n, L, H, D = 256, 8, 8, 64
+    cu = torch.arange(0, n * L + 1, L, dtype=torch.int32)
+    vq, vk, vv = (r(n * L, H, D).requires_grad_() for _ in range(3))
+    bq, bk, bv = (t.detach().reshape(n, L, H, D).clone().requires_grad_() for t in (vq, vk, vv))
+    out += [("varlen fwd+bwd 256 x 8", "varlen", lambda: rove.attention_varlen(
+                vq, vk, vv, cu, cu, threads=1).sum().backward()),
+            ("varlen fwd+bwd 256 x 8", "batch", lambda: rove.attention(
+                bq, bk, bv, threads=1).sum().backward())]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=9)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    info = rove.info()
+    print(f"librove {info['version']} ({info['library']}), isa {info['best_isa']}, package "
+          f"{rove.__file__}, torch {torch.__version__}, one thread, medians of {args.runs}")
+    print("| case | variant | median us |\n|---|---|---:|")
+    for case, variant, fn in cases():
+        print(f"| {case} | {variant} | {timed(fn, args.runs):.0f} |")
+
+
+if __name__ == "__main__":
+    main()
