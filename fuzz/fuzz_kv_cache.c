@@ -9,9 +9,11 @@
  * the model predicts (a failed call changes nothing); appending past the capacity and
  * shifting out of int32 are SIZE_OVERFLOW; mixing append kinds and shifting an angle
  * cache fail; attention outputs untouched on failure, 0 / -inf for a query that sees no
- * key, finite where every visible key is finite (fp32 out). Typed storage: an append may
- * be refused (INVALID_ARGUMENT, nothing changed) only when a value could be out of the
- * type's range after rotation (|x| >= 1000) or, for q8, is not finite. */
+ * key, finite where every visible key is finite (fp32 out); an angle cache attended
+ * without q_angles by a plan rotating Q or O is refused. Typed storage (sometimes given
+ * values near 50000, F16's edge after a rotation): an append or a shift may be refused
+ * (INVALID_ARGUMENT, nothing changed) only when a value could be out of the type's range
+ * after rotation (|x| >= 1000) or, for q8, is not finite. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,8 @@ static rove_dtype fz_tensor_type(fz_reader *rd) {
 typedef struct model {
   int32_t batch, cap, len;
   rove_dtype type;              /* storage */
+  uint8_t big;                  /* a typed cache took a row with |x| >= 1000 since its last
+                                 * reset: a shift may be refused (its rotation may not fit) */
   int kind;                     /* 0 empty, 1 positions, 2 angles */
   int32_t pos[2][MAX_CAP];      /* [batch][cap] */
   uint8_t bad[2][MAX_CAP];      /* K or V row not finite */
@@ -84,8 +88,10 @@ static void do_append(fz_reader *rd, rove_kv_cache *c, model *m, int64_t kvw, in
   int64_t s = stride ? stride : kvw;
   size_t e = (size_t)((rows - 1) * s + kvw);
   float *k = fz_alloc(e * sizeof *k), *v = fz_alloc(e * sizeof *v);
-  fz_fill_f32(rd, k, e, 2.0f);
-  fz_fill_f32(rd, v, e, 2.0f);
+  /* now and then values near F16's edge on a typed cache: a later shift may not fit */
+  const float amp = m->type != ROVE_DTYPE_F32 && fz_u8(rd) >= 224 ? 50000.0f : 2.0f;
+  fz_fill_f32(rd, k, e, amp);
+  fz_fill_f32(rd, v, e, amp);
   uint8_t *kh = fz_alloc(e), *vh = fz_alloc(e);
   fz_specials_f32(rd, k, e, kh);
   fz_specials_f32(rd, v, e, vh);
@@ -163,10 +169,11 @@ static void do_append(fz_reader *rd, rove_kv_cache *c, model *m, int64_t kvw, in
         uint8_t bad = 0;
         for (int64_t x = 0; x < kvw; x++)
           bad |= kh[(size_t)((b * nn + i) * s + x)] | vh[(size_t)((b * nn + i) * s + x)];
-        m->bad[b][len0 + i] = bad;
+        m->bad[b][len0 + i] = bad | (amp > 2.0f); /* past the logit bound fz_logit_bound takes */
       }
     m->len = len0 + n;
     m->kind = want_kind;
+    if (m->type != ROVE_DTYPE_F32 && maxabs >= 1000.0f) m->big = 1;
   }
   free(k);
   free(v);
@@ -207,7 +214,8 @@ static void do_attention(fz_reader *rd, const rove_kv_cache *c, const model *m,
   }
   float *lse = fz_bool(rd) ? fz_canary_alloc((size_t)(rows * hq) * sizeof(float)) : NULL;
   double *q_ang = NULL;
-  if (m->kind == 2 || fz_u8(rd) >= 230) {
+  const uint8_t qa_byte = fz_u8(rd); /* an angle cache mostly gets q_angles, not always */
+  if (m->kind == 2 ? qa_byte < 240 : qa_byte >= 230) {
     size_t an = (size_t)(rows * hkv * half);
     q_ang = malloc((an ? an : 1) * sizeof *q_ang);
     fz_fill_f64(rd, q_ang, an, 5.0);
@@ -222,6 +230,8 @@ static void do_attention(fz_reader *rd, const rove_kv_cache *c, const model *m,
   if (bad_types) FZ_CHECK(H, st == ROVE_ERR_INVALID_ARGUMENT, "cache attention: a bad q / out type accepted");
   if (m->len == 0 || a.batch != m->batch || (!q_pos && a.q_len > m->len))
     FZ_CHECK(H, st != ROVE_OK, "cache attention: empty cache / batch / q_len accepted");
+  if (m->kind == 2 && !q_ang && (rc->rotate & (ROVE_ROTATE_Q | ROVE_ROTATE_O)))
+    FZ_CHECK(H, st == ROVE_ERR_INVALID_ARGUMENT, "angle cache attended without q_angles");
   if (st != ROVE_OK) {
     FZ_CHECK(H, fz_untouched(out, qn * osz), "cache attention wrote out on failure");
     if (lse) FZ_CHECK(H, fz_untouched(lse, (size_t)(rows * hq) * sizeof(float)), "lse written");
@@ -266,7 +276,9 @@ static void do_attention(fz_reader *rd, const rove_kv_cache *c, const model *m,
 }
 
 static void do_shift(fz_reader *rd, rove_kv_cache *c, model *m) {
-  int32_t start = fz_range(rd, -1, m->len + 1), end = fz_range(rd, -1, m->len + 1);
+  /* mostly a small range from start (two independent ends are mostly refused) */
+  int32_t start = fz_range(rd, -1, m->len + 1);
+  int32_t end = fz_u8(rd) < 200 ? start + fz_range(rd, 0, 4) : fz_range(rd, -1, m->len + 1);
   int32_t delta = fz_u8(rd) < 128 ? fz_range(rd, -8, 8) : fz_pos(rd);
   rove_status st = rove_kv_cache_shift(c, start, end, delta);
   fz_check_status(H, st);
@@ -281,6 +293,8 @@ static void do_shift(fz_reader *rd, rove_kv_cache *c, model *m) {
   if (bad_range) FZ_CHECK(H, st == ROVE_ERR_INVALID_ARGUMENT, "shift: bad range not rejected");
   else if (m->kind == 2 && end > start) FZ_CHECK(H, st != ROVE_OK, "shift of an angle cache");
   else if (overflow) FZ_CHECK(H, st == ROVE_ERR_SIZE_OVERFLOW, "shift out of int32 not SIZE_OVERFLOW");
+  else if (st == ROVE_ERR_INVALID_ARGUMENT)
+    FZ_CHECK(H, m->big, "shift of a typed cache refused values its type holds");
   if (st == ROVE_OK)
     for (int32_t b = 0; b < m->batch; b++)
       for (int32_t j = start; j < end; j++) m->pos[b][j] += delta;
@@ -336,6 +350,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       default:
         FZ_CHECK(H, rove_kv_cache_reset(c) == ROVE_OK, "reset failed");
         m.len = 0;
+        m.big = 0;
         break;
     }
     if (m.len == 0) m.kind = 0;
