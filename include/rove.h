@@ -402,7 +402,8 @@ ROVE_API rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen
  * per (batch, head, query). Summed in double in part order (deterministic), rounded once.
  * A part whose LSE is -inf (no visible key) contributes nothing, whatever its output row
  * holds; a row that is -inf in every part gets O = 0 and L = -inf. A NaN LSE makes that
- * row's O and L NaN. Since R_{P_i}^{-1} is linear the merge is exact for RoVE outputs too.
+ * row's O and L NaN, and so does a +inf LSE (an infinite logit, which makes the forward's
+ * row NaN too). Since R_{P_i}^{-1} is linear the merge is exact for RoVE outputs too.
  * Layouts as in rove_attention_args (dense): outs[p] and @p out [batch][q_len][n_heads]
  * [head_dim], lses[p] and @p lse [batch][n_heads][q_len]. @p lse may be NULL. @p out and
  * @p lse may be exactly outs[0] and lses[0] (merged in place) but must not overlap any

@@ -15,12 +15,13 @@
 rove_status rove_rope_validate(const rove_rope_config *c, int32_t head_dim, int32_t *rotary_dim);
 
 /* rope_table.c: cos/sin [n][half] of angle fmod((double)pos_i * inv_freq[k], 2 pi),
- * pos_i = pos ? pos[i] : pos0 + i. step: the plan's rove_rope_steps table for these
- * frequencies (read by the contiguous path). */
+ * pos_i = pos ? pos[i] : pos0 + i, each entry a function of pos_i alone (from its
+ * 32-position block's start and the steps; see rope_table.c). step: the plan's
+ * rove_rope_steps table for these frequencies. */
 void rove_rope_table(float *cos_t, float *sin_t, const double *inv_freq, int32_t half,
                      const double *step, const int32_t *pos, int64_t pos0, int64_t n);
 
-/* The steps of rove_rope_table's contiguous path: step[(2j) half + k] = cos(j w_k),
+/* The steps of rove_rope_table: step[(2j) half + k] = cos(j w_k),
  * step[(2j + 1) half + k] = sin(j w_k) for j < ROVE_ROPE_BLOCK, ROVE_ROPE_STEPS(half)
  * doubles (a plan makes it once: 4096 libm calls at half = 64, which per 256-row table
  * task cost more than the table itself). */

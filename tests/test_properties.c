@@ -272,6 +272,69 @@ static void test_rotate_matches_oracle(void **state) {
 
 /* ---- attention properties ---------------------------------------------------------- */
 
+/* A rotation's cos/sin depend on the position alone (docs/architecture.md, rotation
+ * tables): default positions 0..n-1, the same positions given explicitly, in chunks
+ * starting anywhere, or one at a time, and a cache append against the attention call
+ * that rotates the same keys on the fly, all give the same bits. Before session 33,
+ * explicit positions took one libm call per entry and defaults the block formulas, 1 ulp
+ * apart in a few entries at long lengths (and a cache's keys could differ from the
+ * forward's). n = 70000 at head_dim 128 reaches entries where the two round apart. */
+static void test_rotation_depends_on_position_alone(void **state) {
+  (void)state;
+  const int32_t n = 70000, d = 128;
+  rove_attention_config c;
+  cfg(&c, 1, 1, d, 0, ROVE_PAIRING_HALF, ROVE_ROTATE_ROPE, 1, 0);
+  rove_plan *p = make_plan(&c);
+  float *x = xmalloc(sizeof(float) * (size_t)n * d), *y = xmalloc(sizeof(float) * (size_t)n * d);
+  int32_t *pos = xmalloc(sizeof(int32_t) * (size_t)n);
+  for (int64_t i = 0; i < (int64_t)n * d; i++) x[i] = 1.0f;
+  for (int32_t i = 0; i < n; i++) pos[i] = i;
+  memcpy(y, x, sizeof(float) * (size_t)n * d);
+  assert_int_equal(rove_rotate(p, x, n, 1, 0, NULL, 0), ROVE_OK); /* defaults */
+  assert_int_equal(rove_rotate(p, y, n, 1, 0, pos, 0), ROVE_OK);  /* explicit, one call */
+  assert_memory_equal(x, y, sizeof(float) * (size_t)n * d);
+  for (int64_t i = 0; i < (int64_t)n * d; i++) y[i] = 1.0f;
+  for (int32_t t = 0; t < n;) { /* explicit, in chunks of 1 .. 97 starting anywhere */
+    const int32_t m = (t * 7 + 1) % 97 + 1 < n - t ? (t * 7 + 1) % 97 + 1 : n - t;
+    assert_int_equal(rove_rotate(p, y + (int64_t)t * d, m, 1, 0, pos + t, 0), ROVE_OK);
+    t += m;
+  }
+  assert_memory_equal(x, y, sizeof(float) * (size_t)n * d);
+  rove_plan_destroy(p);
+
+  /* a cache's keys (appended 1 and 37 tokens at a time) and the forward's: same bits */
+  const int32_t L = 300, H = 2;
+  cfg(&c, H, H, 64, 0, ROVE_PAIRING_HALF, ROVE_ROTATE_ROVE, 1, 0);
+  p = make_plan(&c);
+  float *k = xmalloc(sizeof(float) * L * H * 64), *v = xmalloc(sizeof(float) * L * H * 64);
+  float *q = xmalloc(sizeof(float) * 4 * H * 64), *o1 = xmalloc(sizeof(float) * 4 * H * 64);
+  float *o2 = xmalloc(sizeof(float) * 4 * H * 64);
+  for (int64_t i = 0; i < (int64_t)L * H * 64; i++)
+    k[i] = sinf(0.37f * (float)i), v[i] = cosf(0.11f * (float)i);
+  for (int64_t i = 0; i < 4 * H * 64; i++) q[i] = sinf(1.3f * (float)i);
+  int32_t kpos[300], qpos[4];
+  for (int32_t i = 0; i < L; i++) kpos[i] = 50000 + 3 * i;
+  for (int32_t i = 0; i < 4; i++) qpos[i] = kpos[L - 4 + i];
+  rove_kv_cache *kc = NULL;
+  assert_int_equal(rove_kv_cache_create(p, 1, L, &kc), ROVE_OK);
+  for (int32_t t = 0; t < L;) {
+    const int32_t m = t % 2 ? 37 < L - t ? 37 : L - t : 1;
+    assert_int_equal(rove_kv_cache_append(kc, m, k + (int64_t)t * H * 64, 0,
+                                          v + (int64_t)t * H * 64, 0, kpos + t), ROVE_OK);
+    t += m;
+  }
+  rove_attention_args a;
+  memset(&a, 0, sizeof a);
+  a.batch = 1, a.q_len = 4, a.q = q, a.out = o1, a.q_pos = qpos;
+  assert_int_equal(rove_kv_cache_attention(kc, &a), ROVE_OK);
+  a.kv_len = L, a.k = k, a.v = v, a.kv_pos = kpos, a.out = o2;
+  assert_int_equal(rove_attention_forward(p, &a), ROVE_OK);
+  assert_memory_equal(o1, o2, sizeof(float) * 4 * H * 64);
+  rove_kv_cache_destroy(kc);
+  rove_plan_destroy(p);
+  free(x), free(y), free(pos), free(k), free(v), free(q), free(o1), free(o2);
+}
+
 static void test_rove_equals_convolution(void **state) {
   (void)state;
   struct {
@@ -811,6 +874,7 @@ int main(void) {
       cmocka_unit_test(test_rotate_position_zero_is_identity),
       cmocka_unit_test(test_rotate_roundtrip),
       cmocka_unit_test(test_rotate_matches_oracle),
+      cmocka_unit_test(test_rotation_depends_on_position_alone),
       cmocka_unit_test(test_rove_equals_convolution),
       cmocka_unit_test(test_shift_invariance),
       cmocka_unit_test(test_flags_decompose_into_rotations),

@@ -231,9 +231,12 @@ def _per_kv_head(plan, q, k, v, q_pos, kv_pos, return_lse, torch_kind):
     every call (2.6-9x slower in decode): each (batch row, KV head) becomes a batch row of
     its own, K/V are read in place as [b*h_kv, s, 1, d] (token stride d), and only q and
     the output (q_len rows) are regrouped, as [b*h_kv, q_len, group, d]. The same plan
-    with group query heads and one KV head: the same results, bit for bit (each query head
-    meets the same keys through the same kernel; results do not depend on the split of
-    the work). The output is, as always, a [b, h, q, d] view of a [b, q, h, d] buffer."""
+    with group query heads and one KV head: each query head meets the same keys through
+    the same kernel, so a prefill gives the bshd call's bits; a decode over a long cache
+    may split the keys into another number of parts (librove splits per batch row, and
+    there are h_kv times more rows here), so its merge of the parts rounds differently
+    (~1e-7 relative; still the same for any thread count). The output is, as always, a
+    [b, h, q, d] view of a [b, q, h, d] buffer."""
     B, H, Lq, D = q.shape
     Hk, Lk = k.shape[1], k.shape[2]
     G = H // Hk

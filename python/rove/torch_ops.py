@@ -49,8 +49,14 @@ def _rope(rope_json: str) -> Optional[RopeConfig]:
 def _scalars(causal, window, softcap, scale, rope):
     """The keyword wrappers' scalars, checked as rove.attention checks them (a string
     causal, a float window or a bool softcap is a TypeError, never coerced), as the op's
-    (causal, window, softcap, scale, rope_json). A symbolic int or float that
-    torch.compile passes for a dynamic window, softcap or scale goes through as it is."""
+    (causal, window, softcap, scale, rope_json). While torch.compile traces, a dynamic
+    window, softcap or scale is a symbolic value the checks cannot read: then they are
+    only converted, as before, and rove.attention checks them when the op runs."""
+    if torch.compiler.is_compiling():
+        if rope is not None and not isinstance(rope, RopeConfig):
+            raise TypeError(f"rope must be a rove.RopeConfig, not {type(rope).__name__}")
+        return (_params.flag("causal", causal), int(window), float(softcap),
+                None if scale is None else float(scale), rope._json if rope is not None else "")
     if not isinstance(window, torch.SymInt):
         window = _params.positive_int("window", window, minimum=0)
     if not isinstance(softcap, torch.SymFloat):

@@ -250,3 +250,22 @@ def test_ops_refuse_half_inputs_that_need_grads_at_the_forward(rng, op, grad_on)
         if op == "attention":
             out = rove.torch_ops.attention(q[None], k[None], v[None].to(torch.bfloat16))
             assert out.dtype == torch.float32 and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name, values", [("window", [2, 3, 4, 5]),
+                                          ("softcap", [2.0, 3.0, 4.5, 5.5]),
+                                          ("scale", [0.2, 0.3, 0.45, 0.55])])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_compile_with_dynamic_scalars(rng, name, values, dynamic):
+    """A window / softcap / scale that torch.compile makes dynamic (on its second value, or
+    dynamic=True) is a symbolic value the wrappers' checks cannot read: fullgraph still
+    compiles (the checks broke it) and gives eager's bits; a bad value is still refused
+    when the op runs."""
+    q = torch.from_numpy(randn(rng, 1, 8, 2, 16))
+    torch._dynamo.reset()
+    f = torch.compile(lambda q, x: rove.torch_ops.attention(q, q, q, **{name: x}),
+                      fullgraph=True, dynamic=dynamic)
+    for x in values:
+        assert torch.equal(f(q, x), rove.torch_ops.attention(q, q, q, **{name: x}))
+    with pytest.raises(Exception, match="window|softcap|scale"):
+        f(q, -1 if name == "window" else -1.0 if name == "softcap" else 0.0)

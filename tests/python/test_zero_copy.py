@@ -54,7 +54,8 @@ def test_contiguous_bhsd_kv_is_read_in_place(rng, torch):
     """Contiguous [b, h, s, d] K/V (PyTorch's and transformers' cache layout) are read in
     place, one (batch row, KV head) per batch row of a group-heads plan: only q and the
     output are regrouped (2 copies of q_len rows, where K and V were copied whole on
-    every call), and the results are the bshd call's bit for bit (LSE too)."""
+    every call), and the results are the bshd call's bit for bit (LSE too) where the
+    keys are not split; a long decode, split per (batch row, KV head), to rounding."""
     B, L, H, d = 1, 25, 2, 64
     q = torch.from_numpy(randn(rng, B, H, L, d))  # tokens of one head adjacent
     out, n = copies_of(lambda: rove.attention(q, q, q, layout="bhsd"))
@@ -86,6 +87,15 @@ def test_contiguous_bhsd_kv_is_read_in_place(rng, torch):
             assert np.array_equal(np.asarray(o.float() if kind == "bf16" else o),
                                   np.asarray(w_out.float() if kind == "bf16" else w_out)), kind
             assert np.array_equal(np.asarray(lse), np.asarray(w_lse)), kind
+    # a decode over a long cache: its keys split per (batch row, KV head), merged in
+    # another order than the bshd call's: the same to rounding, bitwise across threads
+    qn, kn, vn = randn(rng, 1, 32, 1, 128), randn(rng, 1, 8, 4096, 128), randn(rng, 1, 8, 4096, 128)
+    w_out, w_lse = rove.attention(bshd(qn), bshd(kn), bshd(vn), return_lse=True)
+    got = [rove.attention(qn, kn, vn, layout="bhsd", return_lse=True, threads=t) for t in (1, 2, 3)]
+    assert rel_err(got[0][0].transpose(0, 2, 1, 3), w_out) < 1e-6
+    assert np.allclose(got[0][1], w_lse, rtol=1e-6, atol=1e-6)
+    for o, lse in got[1:]:
+        assert np.array_equal(o, got[0][0]) and np.array_equal(lse, got[0][1])
 
 
 def test_other_strides_are_copied_and_correct(rng):
