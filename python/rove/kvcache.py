@@ -208,12 +208,15 @@ class KVCache(_lib.OwnedHandle):
         shape = (self.batch, n, self.plan.n_kv_heads, self.plan.rotary_dim // 2)
         shape = shape[1:] if ndim == 3 else shape
         a, ap = _tensor.contiguous(angles, "angles", np.float64, shape)
-        if not np.all(np.isfinite(a.numpy() if _tensor.is_torch(a) else a)):
-            raise ValueError("angles has non-finite values")
         p, pp = _tensor.positions(pos, "pos", self.batch, n)
         with self._lock:
             st = _lib.lib.rove_kv_cache_append_angles(self._ptr, n, lk.ptr, ks, lv.ptr, vs,
                                                       pp, ap)
+            # librove refuses non-finite angles (nothing appended): say so (a check here
+            # before every call cost half of a one-token append)
+            if st == _lib.ERR_INVALID_ARGUMENT and not np.all(
+                    np.isfinite(a.numpy() if _tensor.is_torch(a) else a)):
+                raise ValueError("angles has non-finite values")
             _lib.check("rove_kv_cache_append_angles", st,
                        self._overflow(n) if st == _lib.ERR_SIZE_OVERFLOW else
                        self._invalid("angles") if st == _lib.ERR_INVALID_ARGUMENT else "")

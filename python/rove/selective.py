@@ -54,13 +54,15 @@ def selective_angles(phi, temp=None, carry=None):
     cin = cp = None
     if carry is not None:
         cin, cp = _tensor.contiguous(carry, "carry", np.float64, cshape)
-    for name, x in (("phi", p), ("temp", tmp), ("carry", cin)):  # finite, as librove needs
-        if x is not None and not np.all(np.isfinite(x.numpy() if _tensor.is_torch(x) else x)):
-            raise ValueError(f"{name} has non-finite values")
     torch_kind = _tensor.is_torch(p)
     angles, ap = _tensor.empty(torch_kind, (B, T, H, P), np.float64)
     cout, cop = _tensor.empty(torch_kind, cshape, np.float64)
     st = _lib.lib.rove_selective_angles(B, T, H, P, pp, tp, cp, cop, ap)
+    if st == _lib.ERR_INVALID_ARGUMENT:  # librove refuses non-finite inputs: say which (a
+        # check here before every call cost half of a decode step's call)
+        for name, x in (("phi", p), ("temp", tmp), ("carry", cin)):
+            if x is not None and not np.all(np.isfinite(x.numpy() if _tensor.is_torch(x) else x)):
+                raise ValueError(f"{name} has non-finite values")
     del tmp, cin
     _lib.check("rove_selective_angles", st)
     return (angles[0] if flat else angles), cout

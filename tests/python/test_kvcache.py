@@ -136,3 +136,18 @@ def test_angle_cache(rng):
         c.shift(0, 24, 3)  # no R_delta for tokens rotated by angles
     with pytest.raises(rove.RoveInvalidArgument, match="give q_angles"):
         c.attention(q[:, -1:])
+
+
+def test_append_angles_refuses_non_finite_angles(rng):
+    """librove refuses them (nothing appended); the message names the angles."""
+    plan = rove.Plan(4, 2, 16)
+    c = rove.KVCache(plan, 1, 8)
+    k = randn(rng, 1, 3, 2, 16)
+    ang = rng.uniform(-3, 3, (1, 3, 2, 8))
+    c.append_angles(k, k, ang)
+    for bad in (np.nan, np.inf):
+        a2 = ang.copy()
+        a2[0, 1, 1, 5] = bad
+        with pytest.raises(ValueError, match="angles has non-finite values"):
+            c.append_angles(k, k, a2)
+        assert len(c) == 3
