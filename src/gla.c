@@ -120,7 +120,7 @@ static rove_status check_args(const rove_gla_plan *p, const rove_gla_args *a, in
  * on the states in place in final_state when there is one (after copying initial_state
  * there unless it is the same buffer: a decode step then moves no state around), else
  * in the thread's scratch. Only this task touches these heads' states. */
-static void group_task(int64_t i, int tid, void *vctx) {
+static void group_task_body(int64_t i, int tid, void *vctx) {
   const gla_call *c = vctx;
   const rove_gla_args *a = c->a;
   gla_scratch ws = rove_gla_scratch_at(c, tid);
@@ -146,6 +146,13 @@ static void group_task(int64_t i, int tid, void *vctx) {
       rove_gla_store_step(c, &ws, b, h0 + j0, G, t0, n);
     }
   }
+}
+
+/* group_task_body with subnormal results flushed to zero (util.h: strong decays). */
+static void group_task(int64_t i, int tid, void *vctx) {
+  const uint64_t fp = rove_flush_subnormals_begin();
+  group_task_body(i, tid, vctx);
+  rove_flush_subnormals_end(fp);
 }
 
 /* Heads per task: all of them while that leaves a task per thread and the group's states

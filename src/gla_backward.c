@@ -294,7 +294,7 @@ static void grads_sweep(const gb_call *c, gb_scratch *ws, int64_t b, int64_t h0,
   }
 }
 
-static void group_task(int64_t i, int tid, void *vctx) {
+static void group_task_body(int64_t i, int tid, void *vctx) {
   const gb_call *c = vctx;
   const rove_gla_plan *p = c->p;
   const rove_gla_args *a = c->a;
@@ -335,6 +335,13 @@ static void group_task(int64_t i, int tid, void *vctx) {
   }
   /* 3. */
   if (g->d_initial_state) memcpy(g->d_initial_state + s0, ws.h, (size_t)sn * sizeof(float));
+}
+
+/* group_task_body with subnormal results flushed to zero (util.h: strong decays). */
+static void group_task(int64_t i, int tid, void *vctx) {
+  const uint64_t fp = rove_flush_subnormals_begin();
+  group_task_body(i, tid, vctx);
+  rove_flush_subnormals_end(fp);
 }
 
 /* Heads per task: all of them while that leaves a task per thread and their rows and

@@ -9,6 +9,29 @@
 #include "rove.h"
 #include "util.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define MXCSR_FTZ 0x8000u
+uint64_t rove_flush_subnormals_begin(void) {
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | MXCSR_FTZ);
+  return saved;
+}
+void rove_flush_subnormals_end(uint64_t saved) { _mm_setcsr((unsigned)saved); }
+#elif defined(__aarch64__)
+#define FPCR_FZ (UINT64_C(1) << 24)
+uint64_t rove_flush_subnormals_begin(void) {
+  uint64_t saved;
+  __asm__ __volatile__("mrs %0, fpcr" : "=r"(saved));
+  __asm__ __volatile__("msr fpcr, %0" : : "r"(saved | FPCR_FZ));
+  return saved;
+}
+void rove_flush_subnormals_end(uint64_t saved) { __asm__ __volatile__("msr fpcr, %0" : : "r"(saved)); }
+#else
+uint64_t rove_flush_subnormals_begin(void) { return 0; }
+void rove_flush_subnormals_end(uint64_t saved) { (void)saved; }
+#endif
+
 int rove_mul_i64(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 int rove_add_i64(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
 

@@ -29,6 +29,14 @@ typedef struct rove_span {
 size_t rove_span_bytes(int64_t count, size_t es);
 /* Whether the output [out, out + bytes) overlaps any of the n inputs (never for NULL). */
 int rove_overlap_any(const void *out, size_t bytes, const rove_span *in, int n);
+/* Flush subnormal float results to zero on this thread until the matching end (x86:
+ * MXCSR's FTZ bit; aarch64: FPCR's FZ; elsewhere nothing), returning the mode to restore.
+ * GLA's chunk products e^{g} q, k e^{G - g} underflow into subnormals under strong
+ * decays, where every FMA on them takes a microcode assist (a 12x slower forward); values
+ * below FLT_MIN (1.2e-38) there are far below the float rounding of the results. Each task
+ * sets it for itself and restores the caller's mode, so no thread keeps it. */
+uint64_t rove_flush_subnormals_begin(void);
+void rove_flush_subnormals_end(uint64_t saved);
 /* The threads rove_parallel_for(n_threads, n, ...) and rove_parallel_for_blocked run: never
  * more than the n tasks, nor than ROVE_MAX_THREADS (1 without threads, or for n <= 1).
  * Every tid a body sees is below it, so per-thread workspace is sized by it (the team that

@@ -221,6 +221,9 @@ static rove_status lib_backward(const bcase *c, bdata *d, int threads, lgrads *r
     g.dq = r->dq, g.dk = r->dk, g.dv = r->dv, g.dg = r->dg, g.d_initial_state = r->di;
     g.d_angles = c->angles && c->rot ? r->da : NULL;
     st = rove_gla_backward(p, &a, &g);
+    volatile float x = FLT_MIN; /* the caller's floating-point mode is back (no flush) */
+    x = x / 8.0f;
+    assert_true(x != 0.0f);
   }
   rove_gla_plan_destroy(p);
   return st;
