@@ -14,6 +14,10 @@ round:
   paged decode  PagedKVCache.attention of one row over 16 and 512 keys, and KVCache's
   varlen bwd    rove.attention_varlen forward + backward of 256 sequences of 8 tokens,
                 and rove.attention's on the same data as a [256, 8, h, d] batch
+  gla strong    GLAPlan.forward (and forward + backward) of 1 x 1024 x 4 x 64 with log
+                decays g = -4 u, u uniform in [0, 1) (subnormal chunk products)
+  cache append  KVCache.append of 4096 tokens x 4 KV heads x 64 (a 16:4 plan)
+  sel angles    rove.selective_angles of one token, 4 heads x 32 pairs, with a carry
 Prints one markdown table of medians in microseconds.
 """
 import argparse
@@ -89,6 +93,20 @@ def cases():
                 vq, vk, vv, cu, cu, threads=1).sum().backward()),
             ("varlen fwd+bwd 256 x 8", "batch", lambda: rove.attention(
                 bq, bk, bv, threads=1).sum().backward())]
+    gq, gk, gv = (r(1, 1024, 4, 64) for _ in range(3))
+    gg = -4 * torch.rand(1, 1024, 4, 64, generator=g)
+    gplan = rove.GLAPlan(4, 64, 64, rotate="none", threads=1)
+    leaves = [t.clone().requires_grad_() for t in (gq, gk, gv, gg)]
+    out += [("gla strong decays 1024 x 4 x 64", "forward", lambda: gplan.forward(gq, gk, gv, gg)),
+            ("gla strong decays 1024 x 4 x 64", "forward + backward",
+             lambda: gplan.forward(*leaves).sum().backward())]
+    cplan = rove.Plan(16, 4, 64, threads=1)
+    ck = r(1, 4096, 4, 64).numpy()
+    out.append(("cache append 4096 x 4 x 64", "KVCache.append",
+                lambda: rove.KVCache(cplan, 1, 4096).append(ck, ck)))
+    phi, carry = r(1, 1, 4, 32), torch.zeros(1, 4, 32, dtype=torch.float64)
+    out.append(("selective_angles 1 x 4 x 32", "decode step",
+                lambda: rove.selective_angles(phi, None, carry)))
     return out
 
 
