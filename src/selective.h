@@ -24,13 +24,17 @@ void rove_angle_table(const rove_kernels *k, float *cos_t, float *sin_t, const d
 int rove_angles_finite(const double *angles, int64_t n);
 
 /* ---- the phase network (selective_phase.c drives, selective_phase_token.c computes) ----
- * One call runs in blocks of tokens: a token pass (parallel over tokens) writes each
- * token's z into its phi row (float, the value the conv sees) and its gate values into a
- * block buffer; a head pass (parallel over batch row x head) walks the block's tokens in
- * order through the conv (or first difference), the activation, exp(bias) and the gate,
- * overwriting z with phi. */
+ * One call runs in blocks of tokens: a token pass (parallel over groups of up to
+ * ROVE_PHASE_GROUP consecutive tokens of one batch row, so that the projections read each
+ * weight once per group) writes each token's z into its phi row (float, the value the
+ * conv sees) and its gate values into a block buffer; a head pass (parallel over batch
+ * row x head) walks the block's tokens in order through the conv (or first difference),
+ * the activation, exp(bias) and the gate, overwriting z with phi. A token's results do
+ * not depend on its group. */
+#define ROVE_PHASE_GROUP 4
 typedef struct rove_phase_run {
   const rove_selective_phase_weights *w;
+  rove_phase_dots_fn dots; /* the table's phase_dots (the selected ISA's) */
   int64_t d;            /* input width H * in_dim */
   int64_t hp;           /* H * n_pairs: z and phi values per token */
   int64_t n_gate;       /* gate values per token: 0 (no gate), H or H * n_pairs (GLA) */
@@ -40,15 +44,18 @@ typedef struct rove_phase_run {
   const double *exp_b;  /* [hp] exp(exp_bias) or NULL */
 } rove_phase_run;
 
-/* One token: u from x (d floats), z rounded to float into z_out [hp], the sigmoid gates
- * into gate_out [n_gate] (not written without a gate). scratch: d + mid doubles. */
-void rove_phase_token(const rove_phase_run *r, const float *x, double *scratch, float *z_out,
-                      double *gate_out);
+/* nt <= ROVE_PHASE_GROUP tokens, rows x + t * xs (d floats each): u from x, z rounded to
+ * float into z_out [nt][hp], the sigmoid gates into gate_out [nt][n_gate] (not written
+ * without a gate). scratch: nt * (d + mid) doubles. */
+void rove_phase_tokens(const rove_phase_run *r, int64_t nt, const float *x, int64_t xs,
+                       double *scratch, float *z_out, double *gate_out);
 
 /* Head h over n tokens: rows[t * hp + h * P + k] holds z on entry and phi on return;
  * gates[t * n_gate + ...] (NULL without a gate); hist [P][S] the z history, oldest first,
- * updated. */
+ * updated; work: ROVE_PHASE_HEAD_WORK(r) doubles. */
+#define ROVE_PHASE_HEAD_WORK(r) \
+  (((int64_t)(r)->state_len + ((r)->w->skip_conv ? 0 : (r)->w->conv_width) + 2) * (r)->w->n_pairs)
 void rove_phase_head(const rove_phase_run *r, int64_t h, int64_t n, float *rows,
-                     const double *gates, float *hist);
+                     const double *gates, float *hist, double *work);
 
 #endif

@@ -5,17 +5,21 @@
  * Layouts: x rows (b * seq_len + t) at x_stride floats, d = H * in_dim used per row;
  * phi [batch][seq_len][H][P] (also the z buffer of the token pass); conv_state
  * [batch][H][P][S], oldest first; the gate buffer [batch][block][n_gate] doubles.
- * Threads: token pass one task per token, head pass one task per (b, h); no result depends
- * on the thread count. Failures happen before anything is written. */
+ * Threads: token pass one task per group of up to ROVE_PHASE_GROUP tokens of a batch row,
+ * head pass one task per (b, h); no result depends on the thread count. Failures happen before anything is written. */
 #include <math.h>
 #include <string.h>
 
+#include "isa_registry.h"
 #include "rove.h"
 #include "selective.h"
 #include "util.h"
 
 #define SERIAL_BELOW 262144  /* multiply-adds: fewer and the call stays on one thread */
-#define BLOCK_ROWS 2048      /* tokens (over all batch rows) per block: bounds the gate buffer */
+/* Tokens (over all batch rows) per block: the token pass writes the block's z and gates
+ * and the head pass reads them back, from cache when the block is this small (2048: the
+ * head pass waited on memory, 1.1-1.2x the time at 2048 x 32 x 128, BENCHMARKS.md). */
+#define BLOCK_ROWS 64
 #define DEFAULT_RANK 16
 #define DEFAULT_WIDTH 4
 
@@ -114,7 +118,8 @@ static rove_status phase_sizes(const rove_selective_phase_weights *w, int32_t ba
       (!rove_add_i64(r->d, r->n_gate, &m1) || !rove_mul_i64(m1, w->gate_rank, &m1)))
     return ROVE_ERR_SIZE_OVERFLOW;
   if (!rove_mul_i64(r->hp, r->state_len + 1, &m2) || !rove_add_i64(m0, m1, per_token) ||
-      !rove_add_i64(*per_token, m2, per_token) || r->d + r->mid > lim)
+      !rove_add_i64(*per_token, m2, per_token) || r->d + r->mid > lim / ROVE_PHASE_GROUP ||
+      ROVE_PHASE_HEAD_WORK(r) > lim)
     return ROVE_ERR_SIZE_OVERFLOW;
   if (!rove_mul_i64(rows - 1, *xs, &ext) || !rove_add_i64(ext, r->d, &ext) || ext > lim ||
       !rove_mul_i64(rows, r->hp, &nphi) || nphi > lim ||
@@ -133,27 +138,34 @@ typedef struct {
   const rove_phase_run *r;
   const float *x;
   int64_t xs, seq_len, t0, n; /* the block: tokens [t0, t0 + n) of every batch row */
+  int64_t groups;             /* token groups per batch row: ceil(n / ROVE_PHASE_GROUP) */
   float *phi, *hist;          /* hist [batch][H][P][S] */
   double *gates;              /* [batch][n][n_gate] or NULL */
-  double *scratch;            /* per thread: d + mid doubles */
+  double *scratch;            /* per thread: GROUP * (d + mid) doubles for the token pass,
+                                 ROVE_PHASE_HEAD_WORK for the head pass */
   int64_t scratch_per_thread;
 } block_ctx;
 
-static void token_task(int64_t i, int tid, void *arg) { /* i = b * n + token in block */
+/* i = b * groups + g: tokens t0 + g * GROUP .. of batch row b (at most GROUP, within the
+ * block) */
+static void token_task(int64_t i, int tid, void *arg) {
   const block_ctx *c = arg;
-  const int64_t row = (i / c->n) * c->seq_len + c->t0 + i % c->n;
-  rove_phase_token(c->r, c->x + row * c->xs, c->scratch + (int64_t)tid * c->scratch_per_thread,
-                   c->phi + row * c->r->hp, c->gates ? c->gates + i * c->r->n_gate : NULL);
+  const int64_t b = i / c->groups, first = (i % c->groups) * ROVE_PHASE_GROUP;
+  const int64_t nt = c->n - first < ROVE_PHASE_GROUP ? c->n - first : ROVE_PHASE_GROUP;
+  const int64_t row = b * c->seq_len + c->t0 + first;
+  rove_phase_tokens(c->r, nt, c->x + row * c->xs, c->xs,
+                    c->scratch + (int64_t)tid * c->scratch_per_thread, c->phi + row * c->r->hp,
+                    c->gates ? c->gates + (b * c->n + first) * c->r->n_gate : NULL);
 }
 
 static void head_task(int64_t i, int tid, void *arg) { /* i = b * H + h */
-  (void)tid;
   const block_ctx *c = arg;
   const int64_t H = c->r->w->n_heads, b = i / H, h = i % H;
   const int64_t P = c->r->w->n_pairs;
   rove_phase_head(c->r, h, c->n, c->phi + (b * c->seq_len + c->t0) * c->r->hp,
                   c->gates ? c->gates + b * c->n * c->r->n_gate : NULL,
-                  c->hist ? c->hist + i * P * c->r->state_len : NULL);
+                  c->hist ? c->hist + i * P * c->r->state_len : NULL,
+                  c->scratch + (int64_t)tid * c->scratch_per_thread);
 }
 
 rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t batch,
@@ -162,22 +174,32 @@ rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t 
   if (!w || !x || !phi || batch <= 0 || seq_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
   rove_status st = phase_options(w);
   if (st != ROVE_OK) return st;
-  rove_phase_run r = {.w = w};
+  rove_phase_run r = {.w = w, .dots = rove_kernels_for(rove_best_isa())->phase_dots};
   int64_t xs = 0, per_token = 0, work;
   st = phase_sizes(w, batch, seq_len, x, x_stride, conv_state, phi, &r, &xs, &per_token);
   if (st != ROVE_OK) return st;
-  int64_t block = BLOCK_ROWS / batch; /* tokens per block, at least 1, at most seq_len */
-  if (block < 1) block = 1;
+  int64_t block = BLOCK_ROWS / batch; /* tokens per block, at least a group, at most seq_len */
+  if (block < ROVE_PHASE_GROUP) block = ROVE_PHASE_GROUP;
   if (block > seq_len) block = seq_len;
   if (!rove_mul_i64((int64_t)batch * seq_len, per_token, &work)) work = INT64_MAX;
   const int32_t threads = work < SERIAL_BELOW ? 1 : rove_default_threads();
-  const int32_t team = rove_team_size(threads, (int64_t)batch * block);
-  block_ctx c = {&r, x, xs, seq_len, 0, 0, phi, NULL, NULL, NULL, 0};
-  c.scratch_per_thread = (r.d + r.mid + 7) & ~(int64_t)7; /* 64-byte blocks */
+  const int64_t groups = (block + ROVE_PHASE_GROUP - 1) / ROVE_PHASE_GROUP; /* per batch row */
+  const int64_t tasks = (int64_t)batch * (groups > w->n_heads ? groups : w->n_heads);
+  const int32_t team = rove_team_size(threads, tasks); /* of either pass */
+  block_ctx c = {&r, x, xs, seq_len, 0, 0, 0, phi, NULL, NULL, NULL, 0};
+  /* the token pass's u and mid of a group, or the head pass's work, in 64-byte blocks
+   * (phase_sizes bounds both) */
+  const int64_t head_work = ROVE_PHASE_HEAD_WORK(&r);
+  const int64_t token_work = ROVE_PHASE_GROUP * (r.d + r.mid);
+  int64_t scratch_bytes;
+  c.scratch_per_thread = ((token_work > head_work ? token_work : head_work) + 7) & ~(int64_t)7;
+  if (!rove_mul_i64(c.scratch_per_thread, (int64_t)team * (int64_t)sizeof(double),
+                    &scratch_bytes))
+    return ROVE_ERR_SIZE_OVERFLOW;
   const size_t nhist = (size_t)batch * (size_t)r.hp * (size_t)r.state_len;
   const size_t hp = (size_t)r.hp, ngate = (size_t)batch * (size_t)block * (size_t)r.n_gate;
   double *consts = rove_alloc(hp * 2 * sizeof(double)); /* scale, exp_b */
-  c.scratch = rove_alloc((size_t)c.scratch_per_thread * (size_t)team * sizeof(double));
+  c.scratch = rove_alloc((size_t)scratch_bytes);
   c.hist = nhist ? rove_alloc(nhist * sizeof(float)) : NULL;
   c.gates = ngate ? rove_alloc(ngate * sizeof(double)) : NULL;
   if (!consts || !c.scratch || (nhist && !c.hist) || (ngate && !c.gates)) {
@@ -205,7 +227,8 @@ rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t 
   for (int64_t t0 = 0; t0 < seq_len; t0 += block) {
     c.t0 = t0;
     c.n = seq_len - t0 < block ? seq_len - t0 : block;
-    rove_parallel_for(threads, (int64_t)batch * c.n, token_task, &c);
+    c.groups = (c.n + ROVE_PHASE_GROUP - 1) / ROVE_PHASE_GROUP;
+    rove_parallel_for(threads, (int64_t)batch * c.groups, token_task, &c);
     rove_parallel_for(threads, (int64_t)batch * w->n_heads, head_task, &c);
   }
   if (nhist && conv_state) memcpy(conv_state, c.hist, nhist * sizeof(float));

@@ -2,32 +2,14 @@
 /* The arithmetic of the Selective RoPE phase network (include/rove.h, docs/DESIGN.md §1):
  * the token pass (normalise, project, gate) and the head pass (conv or first difference,
  * activation, exp(bias), gate). Everything is evaluated in double from the float inputs;
- * dot products use four partial sums combined in a fixed order, so a result never depends
- * on the thread that computes it. z is rounded to float where it is stored (it is what the
- * conv state holds), phi once at the end. */
+ * the projections' dot products are the phase_dots kernel's (selective_kernels.h: eight
+ * partial sums combined in a fixed order, the same bits on every ISA and for any grouping
+ * of tokens), so a result never depends on the thread that computes it. z is rounded to
+ * float where it is stored (it is what the conv state holds), phi once at the end. */
 #include <math.h>
 #include <stddef.h>
 
 #include "selective.h"
-
-/* sum_i a[i] * b[i] in double, four partial sums combined in a fixed order. */
-static double dot_fd(const float *a, const double *b, int64_t n) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += (double)a[i] * b[i];
-    s1 += (double)a[i + 1] * b[i + 1];
-    s2 += (double)a[i + 2] * b[i + 2];
-    s3 += (double)a[i + 3] * b[i + 3];
-  }
-  for (; i < n; i++) s0 += (double)a[i] * b[i];
-  return (s0 + s1) + (s2 + s3);
-}
-
-/* out[j] = <m[j], v> for the rows of m [rows][n]. */
-static void matvec(const float *m, int64_t rows, int64_t n, const double *v, double *out) {
-  for (int64_t j = 0; j < rows; j++) out[j] = dot_fd(m + j * n, v, n);
-}
 
 static double sigmoid(double a) { return 1.0 / (1.0 + exp(-a)); }
 
@@ -36,72 +18,119 @@ static void normalise(const rove_selective_phase_weights *w, const float *x, dou
   const int64_t D = w->in_dim;
   for (int64_t h = 0; h < w->n_heads; h++) {
     const float *xh = x + h * D;
-    double s0 = 0.0, s1 = 0.0;
+    double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}; /* 8 sums: the loop vectorises */
     int64_t i = 0;
-    for (; i + 2 <= D; i += 2) {
-      s0 += (double)xh[i] * xh[i];
-      s1 += (double)xh[i + 1] * xh[i + 1];
-    }
-    if (i < D) s0 += (double)xh[i] * xh[i];
-    const double inv = 1.0 / sqrt((s0 + s1) + (double)w->norm_eps);
+    for (; i + 8 <= D; i += 8)
+      for (int l = 0; l < 8; l++) s[l] += (double)xh[i + l] * xh[i + l]; /* exact squares */
+    for (int l = 0; i + l < D; l++) s[l] += (double)xh[i + l] * xh[i + l];
+    const double ss = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    const double inv = 1.0 / sqrt(ss + (double)w->norm_eps);
     for (i = 0; i < D; i++) u[h * D + i] = (double)xh[i] * inv;
   }
 }
 
-void rove_phase_token(const rove_phase_run *r, const float *x, double *scratch, float *z_out,
-                      double *gate_out) {
+#define CHUNK 256 /* rows per pass through the stack buffer of dots_to_float */
+
+/* z[t * zs + j] = (float)(scale[j] * <m[j], v[t]>) (scale NULL: 1) for j < rows and the nt
+ * tokens, through the phase_dots kernel into a stack buffer, CHUNK rows at a time. */
+static void dots_to_float(const rove_phase_run *r, float *z, int64_t zs, const float *m,
+                          int64_t ms, int64_t rows, const double *v, int64_t vs, int64_t nt,
+                          int64_t n, const double *scale) {
+  double buf[ROVE_PHASE_GROUP * CHUNK];
+  for (int64_t j0 = 0; j0 < rows; j0 += CHUNK) {
+    const int64_t nr = rows - j0 < CHUNK ? rows - j0 : CHUNK;
+    r->dots(buf, CHUNK, m + j0 * ms, ms, nr, v, vs, nt, n);
+    for (int64_t t = 0; t < nt; t++)
+      for (int64_t j = 0; j < nr; j++)
+        z[t * zs + j0 + j] = (float)(scale ? scale[j0 + j] * buf[t * CHUNK + j]
+                                           : buf[t * CHUNK + j]);
+  }
+}
+
+void rove_phase_tokens(const rove_phase_run *r, int64_t nt, const float *x, int64_t xs,
+                       double *scratch, float *z_out, double *gate_out) {
   const rove_selective_phase_weights *w = r->w;
-  double *u = scratch, *mid = scratch + r->d;
-  normalise(w, x, u);
+  const int64_t d = r->d, hp = r->hp, ng = r->n_gate, ms = r->mid;
+  double *u = scratch, *mid = scratch + nt * d; /* u [nt][d], mid [nt][r->mid] */
+  for (int64_t t = 0; t < nt; t++) normalise(w, x + t * xs, u + t * d);
   if (w->projection == ROVE_PHASE_PROJ_LOW_RANK) {
-    matvec(w->proj_down, w->proj_rank, r->d, u, mid);
-    for (int64_t j = 0; j < r->hp; j++)
-      z_out[j] = (float)dot_fd(w->proj_up + j * w->proj_rank, mid, w->proj_rank);
-  } else {
+    r->dots(mid, ms, w->proj_down, d, w->proj_rank, u, d, nt, d);
+    dots_to_float(r, z_out, hp, w->proj_up, w->proj_rank, hp, mid, ms, nt, w->proj_rank, NULL);
+  } else { /* head h: rows h * P .. h * P + P - 1 of proj_w read head h's part of u */
     const int64_t P = w->n_pairs, D = w->in_dim;
-    for (int64_t j = 0; j < r->hp; j++) /* j = h * P + k reads head h's part of u */
-      z_out[j] = (float)(r->scale[j] * dot_fd(w->proj_w + j * D, u + (j / P) * D, D));
+    for (int64_t h = 0; h < w->n_heads; h++)
+      dots_to_float(r, z_out + h * P, hp, w->proj_w + h * P * D, D, P, u + h * D, d, nt, D,
+                    r->scale + h * P);
   }
   if (w->gate == ROVE_PHASE_GATE_NONE) return;
   const float *gw = w->gate_w;
   if (w->gate == ROVE_PHASE_GATE_STANDARD) {
-    matvec(gw, r->n_gate, r->d, u, gate_out);
-  } else { /* LOW_RANK, GLA: through gate_down (u is no longer needed: reuse it) */
-    matvec(w->gate_down, w->gate_rank, r->d, u, mid);
-    matvec(gw, r->n_gate, w->gate_rank, mid, gate_out);
+    r->dots(gate_out, ng, gw, d, ng, u, d, nt, d);
+  } else { /* LOW_RANK, GLA: through gate_down */
+    r->dots(mid, ms, w->gate_down, d, w->gate_rank, u, d, nt, d);
+    r->dots(gate_out, ng, gw, w->gate_rank, ng, mid, ms, nt, w->gate_rank);
   }
-  for (int64_t j = 0; j < r->n_gate; j++)
-    gate_out[j] = sigmoid(gate_out[j] + (w->gate_b ? (double)w->gate_b[j] : 0.0));
+  for (int64_t t = 0; t < nt; t++)
+    for (int64_t j = 0; j < ng; j++) {
+      double *g = gate_out + t * ng + j;
+      *g = sigmoid(*g + (w->gate_b ? (double)w->gate_b[j] : 0.0));
+    }
 }
 
+/* Head h over n tokens, channel k of the head in lane k of every step (the loops over k
+ * vectorise): the history and conv weights of the head's P channels are laid out by tap
+ * in work, the taps of each channel still summed in the order of the reference loop
+ * (bias, then oldest to newest, then z): y = b + sum_j cw[j] z(t - S + j) + cw[W - 1] z(t).
+ * work: (S + W + 2) P doubles (W = 0 with skip_conv): history hz [S][P] (a ring: slot
+ * (first + j) % S holds z(t - S + j)), taps cw [W][P], bias [P], y [P]. */
 void rove_phase_head(const rove_phase_run *r, int64_t h, int64_t n, float *rows,
-                     const double *gates, float *hist) {
+                     const double *gates, float *hist, double *work) {
   const rove_selective_phase_weights *w = r->w;
-  const int64_t P = w->n_pairs, S = r->state_len, W = w->conv_width;
+  const int64_t P = w->n_pairs, S = r->state_len, W = w->skip_conv ? 0 : w->conv_width;
   const int per_pair_gate = w->gate == ROVE_PHASE_GATE_GLA;
-  for (int64_t t = 0; t < n; t++) {
-    float *row = rows + t * r->hp + h * P;
-    const double *g = gates ? gates + t * r->n_gate + (per_pair_gate ? h * P : h) : NULL;
-    for (int64_t k = 0; k < P; k++) {
-      const int64_t hk = h * P + k;
-      const float z = row[k];
-      float *hz = S ? hist + k * S : NULL; /* z(t - S) .. z(t - 1); no history: never read */
-      double y;
-      if (w->skip_conv) {
-        y = (double)z - hz[0]; /* exact: both floats */
-        hz[0] = z;
-      } else {
-        const float *cw = w->conv_w + hk * W;
-        y = w->conv_b ? (double)w->conv_b[hk] : 0.0;
-        for (int64_t j = 0; j < S; j++) y += (double)cw[j] * hz[j];
-        y += (double)cw[W - 1] * z;
-        for (int64_t j = 0; j + 1 < S; j++) hz[j] = hz[j + 1];
-        if (S > 0) hz[S - 1] = z;
-        if (w->conv_act == ROVE_PHASE_ACT_SILU) y = y * sigmoid(y);
-      }
-      if (r->exp_b) y += r->exp_b[hk];
-      if (g) y *= g[per_pair_gate ? k : 0];
-      row[k] = (float)y;
-    }
+  double *restrict hz = work, *restrict cw = work + S * P, *restrict bias = cw + W * P;
+  double *restrict y = bias + P;
+  for (int64_t k = 0; k < P; k++) {
+    for (int64_t j = 0; j < S; j++) hz[j * P + k] = hist[k * S + j];
+    for (int64_t j = 0; j < W; j++) cw[j * P + k] = w->conv_w[(h * P + k) * W + j];
+    bias[k] = w->conv_b ? (double)w->conv_b[h * P + k] : 0.0;
   }
+  const double *exp_b = r->exp_b ? r->exp_b + h * P : NULL;
+  int64_t first = 0; /* the ring slot of the oldest z */
+  for (int64_t t = 0; t < n; t++) {
+    float *restrict row = rows + t * r->hp + h * P;
+    if (w->skip_conv) {
+      for (int64_t k = 0; k < P; k++) {
+        y[k] = (double)row[k] - hz[k]; /* exact: both floats */
+        hz[k] = row[k];
+      }
+    } else {
+      for (int64_t k = 0; k < P; k++) y[k] = bias[k];
+      for (int64_t j = 0; j < S; j++) {
+        const double *restrict hj = hz + ((first + j) % S) * P, *restrict cj = cw + j * P;
+        for (int64_t k = 0; k < P; k++) y[k] += cj[k] * hj[k];
+      }
+      const double *restrict cz = cw + (W - 1) * P;
+      for (int64_t k = 0; k < P; k++) y[k] += cz[k] * row[k];
+      if (S > 0) { /* z(t) replaces the oldest */
+        double *restrict ho = hz + first * P;
+        for (int64_t k = 0; k < P; k++) ho[k] = row[k];
+        first = first + 1 == S ? 0 : first + 1;
+      }
+      if (w->conv_act == ROVE_PHASE_ACT_SILU)
+        for (int64_t k = 0; k < P; k++) y[k] = y[k] * sigmoid(y[k]);
+    }
+    if (exp_b)
+      for (int64_t k = 0; k < P; k++) y[k] += exp_b[k];
+    if (gates) {
+      const double *g = gates + t * r->n_gate + (per_pair_gate ? h * P : h);
+      if (per_pair_gate)
+        for (int64_t k = 0; k < P; k++) y[k] *= g[k];
+      else
+        for (int64_t k = 0; k < P; k++) y[k] *= g[0];
+    }
+    for (int64_t k = 0; k < P; k++) row[k] = (float)y[k];
+  }
+  for (int64_t k = 0; k < P; k++) /* the history back, oldest first */
+    for (int64_t j = 0; j < S; j++) hist[k * S + j] = (float)hz[((first + j) % S) * P + k];
 }

@@ -109,6 +109,7 @@ static void test_tables(const rove_kernels *unused) {
                  {"angle_accum", k->angle_accum != NULL},
                  {"sincos", k->sincos != NULL},
                  {"pair_grads", k->pair_grads != NULL},
+                 {"phase_dots", k->phase_dots != NULL},
                  {"gla.chunk", k->gla.chunk != NULL},
                  {"gla.steps", k->gla.steps != NULL},
                  {"gla.bwd_dg", k->gla.bwd_dg != NULL}};

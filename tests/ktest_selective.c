@@ -5,7 +5,8 @@
  * near multiples of pi/2, random angles up to 1e12, past the SIMD bound, inf/NaN), every
  * length 0..37 for the tails, misaligned pointers, canaries on both sides of every buffer,
  * and each element's result independent of its place in the array. The scalar kernels are
- * checked against libm too. ISA iteration and skips (exit 77 without a SIMD ISA):
+ * checked against libm too. The phase network's dot products: every ISA bit-identical to
+ * scalar and to the documented order of the sum, every tail and block shape. ISA iteration and skips (exit 77 without a SIMD ISA):
  * ktest_util.h. */
 #include <float.h>
 #include <math.h>
@@ -249,11 +250,93 @@ static void test_pair_grads(const rove_kernels *kn) {
         pair_case(kn, half, first, inter, half % 4, &rng);
 }
 
+/* ---- the phase network's dot products (phase_dots) -------------------------------------- */
+
+/* The documented sum (selective_kernels.h), written out here: 8 partial sums by i % 8,
+ * then ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)). */
+static double spec_dot(const float *m, const double *v, int64_t n) {
+  double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  for (int64_t i = 0; i < n; i++) s[i % 8] += (double)m[i] * v[i];
+  return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+/* nt tokens x rows rows of n elements, every stride wider than needed (gaps checked), m
+ * and v misaligned, the buffers tight (ASan sees a read past the end). The bits must equal
+ * the scalar kernel's and the spec's; the spec must be within 1e-13 of the exact sum (so
+ * the kernels compute dot products at all). special = 1 puts NaN and Inf in some rows and
+ * tokens: the NaN pattern must be the scalar's. */
+static void dots_case(const rove_kernels *kn, int64_t n, int64_t rows, int64_t nt, int mis,
+                      int special, rove_rng *rng) {
+  kt_ctx("phase_dots n=%lld rows=%lld nt=%lld mis=%d special=%d", (long long)n,
+         (long long)rows, (long long)nt, mis, special);
+  const int64_t ms = n + mis % 3, vs = n + (mis + 1) % 3, os = rows + 2;
+  rove_guarded gm, gv, go;
+  float *m = kt_alloc(&gm, rows * ms, mis, 0);
+  double *v = alloc_d(&gv, nt * vs, mis % 2);
+  double *out = alloc_d(&go, nt * os, 0);
+  double *ref = malloc(sizeof(double) * (size_t)(nt * os + 1));
+  assert_non_null(ref);
+  rove_rng_fill(rng, m, rows * ms, -2.0f, 2.0f);
+  for (int64_t i = 0; i < nt * vs; i++) v[i] = (double)rove_rng_uniform(rng, -3.0f, 3.0f) / 7.0;
+  if (special && n > 0) {
+    m[(rows / 2) * ms + n / 2] = NAN;
+    v[(nt - 1) * vs + (n - 1)] = INFINITY;
+  }
+  for (int64_t i = 0; i < nt * os; i++) out[i] = ref[i] = -7.5; /* the gaps must keep it */
+  kt_ref()->phase_dots(ref, os, m, ms, rows, v, vs, nt, n);
+  kn->phase_dots(out, os, m, ms, rows, v, vs, nt, n);
+  for (int64_t t = 0; t < nt; t++)
+    for (int64_t j = 0; j < os; j++) {
+      const double got = out[t * os + j], want = ref[t * os + j];
+      if (j >= rows) {
+        if (got != -7.5) kt_fail("token %lld: gap %lld written", (long long)t, (long long)j);
+        continue;
+      }
+      const double spec = spec_dot(m + j * ms, v + t * vs, n);
+      if (isnan(want) != isnan(got) || isnan(spec) != isnan(want) ||
+          (!isnan(want) && (memcmp(&got, &want, sizeof got) || memcmp(&spec, &want, sizeof spec))))
+        kt_fail("token %lld row %lld: %.17g, scalar %.17g, spec %.17g", (long long)t,
+                (long long)j, got, want, spec);
+      if (!special) {
+        long double exact = 0.0L, mag = 0.0L;
+        for (int64_t i = 0; i < n; i++) {
+          const long double p = (long double)m[j * ms + i] * (long double)v[t * vs + i];
+          exact += p, mag += fabsl(p);
+        }
+        if (fabsl((long double)spec - exact) > 1e-13L * mag)
+          kt_fail("token %lld row %lld: spec %.17g far from the sum %.17Lg", (long long)t,
+                  (long long)j, spec, exact);
+      }
+    }
+  check_free(&gm, "m"), check_free(&gv, "v"), check_free(&go, "out");
+  free(ref);
+}
+
+static void test_phase_dots(const rove_kernels *kn) {
+  rove_rng rng;
+  rove_rng_seed(&rng, 11);
+  for (int64_t n = 0; n <= 19; n++) /* every tail, a few rows and tokens */
+    for (int64_t nt = 1; nt <= 5; nt++) dots_case(kn, n, 1 + (n + nt) % 6, nt, (int)(n % 4), 0, &rng);
+  static const int64_t sizes[][3] = {{64, 16, 4}, {129, 9, 7}, {128, 32, 1}, {4096, 16, 4},
+                                     {16, 1024, 4}, {31, 17, 9}, {8, 5, 6}};
+  for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++)
+    for (int special = 0; special < 2; special++)
+      dots_case(kn, sizes[c][0], sizes[c][1], sizes[c][2], (int)c % 4, special, &rng);
+  double z = -1.0; /* nothing to sum: +0, and no row or token: nothing written */
+  kn->phase_dots(&z, 1, NULL, 0, 1, NULL, 0, 1, 0);
+  if (!(z == 0.0 && !signbit(z))) kt_fail("n = 0 gave %g, not +0", z);
+  z = -1.0;
+  kn->phase_dots(&z, 1, NULL, 0, 0, NULL, 0, 1, 0);
+  kn->phase_dots(&z, 1, NULL, 0, 1, NULL, 0, 0, 0);
+  if (z != -1.0) kt_fail("rows = 0 or nt = 0 wrote the output");
+}
+
 int main(void) {
   static const kt_test per_isa[] = {{"accum", test_accum},
                                     {"sincos", test_sincos},
                                     {"table", test_table_dispatch},
-                                    {"pair_grads", test_pair_grads}};
-  const kt_suite s = {"ktest_selective", "scalar and libm", per_isa, 4, NULL, 0, 1};
+                                    {"pair_grads", test_pair_grads},
+                                    {"phase_dots", test_phase_dots}};
+  const kt_suite s = {"ktest_selective", "scalar and libm", per_isa, 5, NULL, 0, 1};
   return kt_main(&s);
 }

@@ -18,9 +18,14 @@ round:
                 decays g = -4 u, u uniform in [0, 1) (subnormal chunk products)
   cache append  KVCache.append of 4096 tokens x 4 KV heads x 64 (a 16:4 plan)
   sel angles    rove.selective_angles of one token, 4 heads x 32 pairs, with a carry
+  sel phase     rove.selective_phase of 512 and 2048 tokens (and a 1-token decode step),
+                32 heads x 128 inputs, 32 pairs, rank 16, conv width 4, GLA gate (rank
+                16), and the same network in torch float32 (matmuls, conv1d, sigmoid).
+                rove.selective_phase has no threads argument: OMP_NUM_THREADS=1 is set
 Prints one markdown table of medians in microseconds.
 """
 import argparse
+import os
 import statistics
 import time
 
@@ -107,6 +112,31 @@ def cases():
     phi, carry = r(1, 1, 4, 32), torch.zeros(1, 4, 32, dtype=torch.float64)
     out.append(("selective_angles 1 x 4 x 32", "decode step",
                 lambda: rove.selective_angles(phi, None, carry)))
+    out += phase_cases(g)
+    return out
+
+
+def phase_cases(g):
+    H, D, P, R, W = 32, 128, 32, 16, 4
+    d = H * D
+    wr = lambda *s: torch.randn(*s, generator=g) * 0.05  # noqa: E731
+    pd, pu, cw, gd, gw, gb = wr(R, d), wr(H * P, R), wr(H, P, W), wr(R, d), wr(H * P, R), wr(H * P)
+    wt = rove.SelectivePhaseWeights(H, P, proj_down=pd, proj_up=pu, conv_w=cw, gate="gla",
+                                    gate_down=gd, gate_w=gw, gate_b=gb)
+
+    def torch_phase(x):  # u per head, low-rank z, causal depthwise conv, GLA gate
+        B, T, _ = x.shape
+        xh = x.view(B, T, H, D)
+        u = (xh / torch.sqrt((xh * xh).sum(-1, keepdim=True) + 1e-6)).reshape(B, T, d)
+        z = ((u @ pd.T) @ pu.T).transpose(1, 2)
+        zc = torch.nn.functional.conv1d(torch.nn.functional.pad(z, (W - 1, 0)),
+                                        cw.reshape(H * P, 1, W), groups=H * P)
+        return zc.transpose(1, 2) * torch.sigmoid((u @ gd.T) @ gw.T + gb)
+    out = []
+    for T in (1, 512, 2048):
+        x = torch.randn(1, T, d, generator=g)
+        out += [(f"selective_phase {T} x 32 x 128", "rove", lambda x=x: rove.selective_phase(x, wt)),
+                (f"selective_phase {T} x 32 x 128", "torch", lambda x=x: torch_phase(x))]
     return out
 
 
@@ -115,6 +145,7 @@ def main():
     ap.add_argument("--runs", type=int, default=9)
     args = ap.parse_args()
     torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"  # rove.selective_phase's threads (read per call)
     info = rove.info()
     print(f"librove {info['version']} ({info['library']}), isa {info['best_isa']}, package "
           f"{rove.__file__}, torch {torch.__version__}, one thread, medians of {args.runs}")

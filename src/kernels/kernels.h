@@ -246,8 +246,8 @@ typedef void (*rove_exp_fn)(float *dst, const float *src, int64_t n);
  * Coupling: tile_q, tile_kv, pack_k and attn_tile change together. pack_k writes K in the
  * ISA's private packed layout of tile_kv keys per tile, attn_tile reads exactly that
  * layout, and the driver sizes the packed K/V, query tiles and scratch from tile_q and
- * tile_kv. rotate, attn_rows, exp, to_f32, from_f32, angle_accum, sincos, pair_grads, gla
- * and attn_bwd are independent of them.
+ * tile_kv. rotate, attn_rows, exp, to_f32, from_f32, angle_accum, sincos, pair_grads,
+ * phase_dots, gla and attn_bwd are independent of them.
  * The finish of a query tile (O / l, inverse rotation, LSE) is one generic function over
  * the table's rotate slot (rove_finish_f32 below). The one slot that may be NULL is
  * attn_rows_heads: a walk order, not an operation, which the driver takes only where a
@@ -270,6 +270,7 @@ typedef struct rove_kernels {
   rove_angle_accum_fn angle_accum;
   rove_sincos_fn sincos;
   rove_pair_grads_fn pair_grads; /* the backwards' d angles of a row */
+  rove_phase_dots_fn phase_dots; /* the phase network's projections */
   rove_gla_kernels gla;
   /* The backward tile of rove_attention_backward (attn_bwd_kernels.h). */
   rove_attn_bwd_fn attn_bwd;
@@ -304,6 +305,9 @@ void rove_finish_f32(const rove_kernels *k, float *out, int64_t out_stride, floa
   void rove_sincos_f32__##isa(float *cos_t, float *sin_t, const double *angles, int64_t n);  \
   void rove_pair_grads_f64__##isa(int32_t half, int32_t first, int interleaved, const float *g, \
                                   const float *y, double *out, double sign);                 \
+  void rove_phase_dots_f64__##isa(double *out, int64_t os, const float *m, int64_t ms,       \
+                                  int64_t rows, const double *v, int64_t vs, int64_t nt,     \
+                                  int64_t n);                                                \
   void rove_gla_chunk_f32__##isa(const rove_gla_chunk *c);                                   \
   void rove_gla_steps_f32__##isa(float *s, float *o, const float *q, const float *k,         \
                                  const float *v, const float *g, int32_t n, int32_t dk,      \

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Selective RoPE kernels: angle accumulation, the angle -> cos/sin table, and the angle
- * gradients of a row.
+/* Selective RoPE kernels: angle accumulation, the angle -> cos/sin table, the angle
+ * gradients of a row, and the dot products of the phase network.
  *
  * (a) accum: one token row of n elements (the contiguous (head, pair) entries of one token):
  *       c[i] += (double)phi[i];   out[i] = temp[i] * c[i]
@@ -75,9 +75,42 @@ static inline void rove_pair_grads_body(int32_t half, int32_t first, int interle
       out[k] += sign * rove_pair_term(gf[k], gf[k + half], yf[k], yf[k + half]);
 }
 
+/* (d) phase_dots: the projections of the phase network (selective_phase_token.c), many
+ *     dot products of float weight rows with double vectors at once:
+ *       out[t * os + j] = sum_i (double)m[j * ms + i] * v[t * vs + i],  t < nt, j < rows
+ *     over i < n. Each product is rounded to double, then added (multiply, then add: no
+ *     FMA) into one of 8 partial sums, s_l over the i with i % 8 == l in increasing i (all
+ *     s_l start at +0); the result is ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)).
+ *     So every ISA, blocking and token grouping gives the same bits (a SIMD kernel's
+ *     lanes are the s_l; a masked tail adds +0, which leaves a sum that started at +0 as
+ *     it was). Used with n up to in_dim * n_heads and rows up to n_heads * n_pairs. out may
+ *     not overlap m or v. */
+typedef void (*rove_phase_dots_fn)(double *out, int64_t os, const float *m, int64_t ms,
+                                   int64_t rows, const double *v, int64_t vs, int64_t nt,
+                                   int64_t n);
+
+/* The portable phase_dots (the scalar and NEON kernels compile it with their flags). */
+static inline void rove_phase_dots_body(double *restrict out, int64_t os,
+                                        const float *restrict m, int64_t ms, int64_t rows,
+                                        const double *restrict v, int64_t vs, int64_t nt,
+                                        int64_t n) {
+  for (int64_t t = 0; t < nt; t++)
+    for (int64_t j = 0; j < rows; j++) {
+      const float *mj = m + j * ms;
+      const double *vt = v + t * vs;
+      double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) s[l] += (double)mj[i + l] * vt[i + l];
+      for (int l = 0; i + l < n; l++) s[l] += (double)mj[i + l] * vt[i + l];
+      out[t * os + j] = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    }
+}
+
 /* Scalar libm path for one element (the reference and the SIMD kernels' fallback). */
 void rove_sincos1_f32(double angle, float *cos_out, float *sin_out);
 
-/* Each ISA's kernels are slots angle_accum, sincos and pair_grads of its table (kernels.h). */
+/* Each ISA's kernels are slots angle_accum, sincos, pair_grads and phase_dots of its table
+ * (kernels.h). */
 
 #endif

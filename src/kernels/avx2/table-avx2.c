@@ -17,6 +17,7 @@ const rove_kernels rove_kernels_avx2 = {
     .angle_accum = rove_angle_accum_f32__avx2,
     .sincos = rove_sincos_f32__avx2,
     .pair_grads = rove_pair_grads_f64__avx2,
+    .phase_dots = rove_phase_dots_f64__avx2,
     .gla = {.chunk = rove_gla_chunk_f32__avx2, .steps = rove_gla_steps_f32__avx2,
             .bwd_state = rove_gla_bwd_state_f32__avx2,
             .bwd_grads = rove_gla_bwd_grads_f32__avx2,

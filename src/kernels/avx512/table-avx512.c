@@ -19,6 +19,7 @@ const rove_kernels rove_kernels_avx512 = {
     .angle_accum = rove_angle_accum_f32__avx512,
     .sincos = rove_sincos_f32__avx512,
     .pair_grads = rove_pair_grads_f64__avx512,
+    .phase_dots = rove_phase_dots_f64__avx512,
     .gla = {.chunk = rove_gla_chunk_f32__avx512, .steps = rove_gla_steps_f32__avx512,
             .bwd_state = rove_gla_bwd_state_f32__avx512,
             .bwd_grads = rove_gla_bwd_grads_f32__avx512,

@@ -105,3 +105,9 @@ void rove_pair_grads_f64__neon(int32_t half, int32_t first, int interleaved, con
                                const float *y, double *out, double sign) {
   rove_pair_grads_body(half, first, interleaved, g, y, out, sign);
 }
+
+void rove_phase_dots_f64__neon(double *out, int64_t os, const float *m, int64_t ms,
+                               int64_t rows, const double *v, int64_t vs, int64_t nt,
+                               int64_t n) {
+  rove_phase_dots_body(out, os, m, ms, rows, v, vs, nt, n);
+}

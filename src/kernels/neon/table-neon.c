@@ -17,6 +17,7 @@ const rove_kernels rove_kernels_neon = {
     .angle_accum = rove_angle_accum_f32__neon,
     .sincos = rove_sincos_f32__neon,
     .pair_grads = rove_pair_grads_f64__neon,
+    .phase_dots = rove_phase_dots_f64__neon,
     .gla = {.chunk = rove_gla_chunk_f32__neon, .steps = rove_gla_steps_f32__neon,
             .bwd_state = rove_gla_bwd_state_f32__neon,
             .bwd_grads = rove_gla_bwd_grads_f32__neon,

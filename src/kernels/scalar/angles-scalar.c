@@ -28,3 +28,9 @@ void rove_pair_grads_f64__scalar(int32_t half, int32_t first, int interleaved, c
                                  const float *y, double *out, double sign) {
   rove_pair_grads_body(half, first, interleaved, g, y, out, sign);
 }
+
+void rove_phase_dots_f64__scalar(double *out, int64_t os, const float *m, int64_t ms,
+                                 int64_t rows, const double *v, int64_t vs, int64_t nt,
+                                 int64_t n) {
+  rove_phase_dots_body(out, os, m, ms, rows, v, vs, nt, n);
+}

@@ -16,6 +16,7 @@ const rove_kernels rove_kernels_scalar = {
     .angle_accum = rove_angle_accum_f32__scalar,
     .sincos = rove_sincos_f32__scalar,
     .pair_grads = rove_pair_grads_f64__scalar,
+    .phase_dots = rove_phase_dots_f64__scalar,
     .gla = {.chunk = rove_gla_chunk_f32__scalar, .steps = rove_gla_steps_f32__scalar,
             .bwd_state = rove_gla_bwd_state_f32__scalar,
             .bwd_grads = rove_gla_bwd_grads_f32__scalar,
