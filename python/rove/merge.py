@@ -17,7 +17,12 @@ def merge_partials(outs, lses):
     arrays or tensors, as rove.attention returns them; lses: their LSEs [batch, heads,
     q_len] (or [heads, q_len]) from return_lse=True. Returns (out, lse) of the kind given.
     A part whose LSE is -inf adds nothing; a row -inf in every part gives 0 and -inf.
+    outs and lses may also be one array or tensor each with the parts stacked on a first
+    axis ([parts, batch, q_len, heads, head_dim] and [parts, batch, heads, q_len]): the
+    same result, without a check per part (the fast way for many parts).
     Not differentiable (it is inference glue)."""
+    if _stacked(outs) and _stacked(lses):
+        return _merge_stacked(outs, lses)
     outs, lses = list(outs), list(lses)
     if not outs or len(outs) != len(lses):
         raise ValueError(f"need as many LSEs as outputs, at least one (got {len(outs)} "
@@ -39,5 +44,35 @@ def merge_partials(outs, lses):
     lse, plse = _tensor.empty(v0.torch, lshape)
     st = _lib.lib.rove_merge_partials(len(outs), po, pl, B, L, H, D, pout, plse)
     del keep
+    _lib.check("rove_merge_partials", st)
+    return out, lse
+
+
+def _stacked(x) -> bool:
+    return isinstance(x, np.ndarray) or _tensor.is_torch(x)
+
+
+def _merge_stacked(outs, lses):
+    """merge_partials of parts stacked on axis 0 of one array / tensor each."""
+    v = _tensor.view(outs, "outs")
+    shape = tuple(v.shape)
+    if len(shape) not in (4, 5) or shape[0] < 1:
+        raise ValueError("stacked outs must be [parts, batch, q_len, heads, head_dim] (or "
+                         f"[parts, q_len, heads, head_dim]) with at least one part, got {shape}")
+    if _tensor.is_torch(lses) != v.torch:
+        raise TypeError("outs and lses must both be numpy arrays or both torch tensors")
+    n, part = shape[0], shape[1:]
+    B, L, H, D = ((1,) + part)[-4:] if len(part) == 3 else part
+    lpart = (H, L) if len(part) == 3 else (B, H, L)
+    oo, po = _tensor.contiguous(outs, "outs", np.float32, shape)
+    lo, pl = _tensor.contiguous(lses, "lses", np.float32, (n,) + lpart)
+    so, sl = 4 * B * L * H * D, 4 * B * H * L  # bytes per part
+    out, pout = _tensor.empty(v.torch, part)
+    lse, plse = _tensor.empty(v.torch, lpart)
+    del v
+    st = _lib.lib.rove_merge_partials(n, (ctypes.c_void_p * n)(*range(po, po + n * so, so)),
+                                      (ctypes.c_void_p * n)(*range(pl, pl + n * sl, sl)),
+                                      B, L, H, D, pout, plse)
+    del oo, lo
     _lib.check("rove_merge_partials", st)
     return out, lse

@@ -64,3 +64,35 @@ def test_bad_input():
         rove.merge_partials([o], [np.zeros((1, 1, 3), np.float32)])
     with pytest.raises(TypeError):
         rove.merge_partials([o], [torch.zeros(1, 1, 2)])
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+@pytest.mark.parametrize("ndim", [3, 4])
+def test_stacked_parts_equal_the_list(kind, ndim):
+    """Parts stacked on a first axis (the fast way) give the list's result bit for bit, a
+    non-contiguous stack included; and the stacked form's own bad input."""
+    g = np.random.default_rng(ndim)
+    shape = (4, 2, 3, 5, 8) if ndim == 4 else (4, 3, 5, 8)
+    lshape = (4, 2, 5, 3) if ndim == 4 else (4, 5, 3)
+    o = g.uniform(-1, 1, shape).astype(np.float32)
+    l = g.uniform(-3, 3, lshape).astype(np.float32)
+    l[1, ..., 0] = -np.inf  # a part that adds nothing to some rows
+    if kind == "torch":
+        o, l = torch.from_numpy(o), torch.from_numpy(l)
+    want, wl = rove.merge_partials(list(o), list(l))
+    got, gl = rove.merge_partials(o, l)
+    assert type(got) is type(want) and got.shape == want.shape and gl.shape == wl.shape
+    assert np.array_equal(np.asarray(got), np.asarray(want))
+    assert np.array_equal(np.asarray(gl), np.asarray(wl))
+    wide = np.concatenate([np.asarray(o), np.full(shape, np.nan, np.float32)], -1)
+    strided = wide[..., :8] if kind == "numpy" else torch.from_numpy(wide)[..., :8]
+    got2, _ = rove.merge_partials(strided, l)  # a strided view: copied, the same result
+    assert np.array_equal(np.asarray(got2), np.asarray(want))
+    with pytest.raises(ValueError):
+        rove.merge_partials(o[:0], l[:0])  # no part
+    with pytest.raises(ValueError):
+        rove.merge_partials(o, l[:3])  # a LSE missing
+    with pytest.raises(TypeError):
+        rove.merge_partials(o, np.asarray(l) if kind == "torch" else torch.from_numpy(l))
+    with pytest.raises(ValueError):
+        rove.merge_partials(o[..., 0], l)  # parts of the wrong rank
