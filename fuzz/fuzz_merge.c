@@ -102,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         else FZ_CHECK(H, fabs(y - e) <= 1e-5 * (1 + fabs(e)) || isinf(y), "lse value");
       }
   }
-  for (int p = 0; p < npp; p++) free(outs[p] ? outs[p] : NULL), free(lses[p]);
+  for (int p = 0; p < npp; p++) free(outs[p]), free(lses[p]);
   if (nulls) free(saved);
   free(outs), free(lses), free(out), free(lse), free(ref), free(rl);
   return 0;
