@@ -6,7 +6,8 @@
  * phi [batch][seq_len][H][P] (also the z buffer of the token pass); conv_state
  * [batch][H][P][S], oldest first; the gate buffer [batch][block][n_gate] doubles.
  * Threads: token pass one task per group of up to ROVE_PHASE_GROUP tokens of a batch row,
- * head pass one task per (b, h); no result depends on the thread count. Failures happen before anything is written. */
+ * head pass one task per (b, h); no result depends on the thread count. Failures happen
+ * before anything is written. */
 #include <math.h>
 #include <string.h>
 

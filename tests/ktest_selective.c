@@ -6,8 +6,8 @@
  * length 0..37 for the tails, misaligned pointers, canaries on both sides of every buffer,
  * and each element's result independent of its place in the array. The scalar kernels are
  * checked against libm too. The phase network's dot products: every ISA bit-identical to
- * scalar and to the documented order of the sum, every tail and block shape. ISA iteration and skips (exit 77 without a SIMD ISA):
- * ktest_util.h. */
+ * scalar and to the documented order of the sum, every tail and block shape. ISA
+ * iteration and skips (exit 77 without a SIMD ISA): ktest_util.h. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -316,7 +316,8 @@ static void test_phase_dots(const rove_kernels *kn) {
   rove_rng rng;
   rove_rng_seed(&rng, 11);
   for (int64_t n = 0; n <= 19; n++) /* every tail, a few rows and tokens */
-    for (int64_t nt = 1; nt <= 5; nt++) dots_case(kn, n, 1 + (n + nt) % 6, nt, (int)(n % 4), 0, &rng);
+    for (int64_t nt = 1; nt <= 5; nt++)
+      dots_case(kn, n, 1 + (n + nt) % 6, nt, (int)(n % 4), 0, &rng);
   static const int64_t sizes[][3] = {{64, 16, 4}, {129, 9, 7}, {128, 32, 1}, {4096, 16, 4},
                                      {16, 1024, 4}, {31, 17, 9}, {8, 5, 6}};
   for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++)

@@ -21,9 +21,18 @@ static inline double reduce8(__m256d lo, __m256d hi) {
   return _mm_cvtsd_f64(_mm_add_sd(b, _mm_unpackhi_pd(b, b)));
 }
 
-/* Lane masks of a tail of r = 1..7 elements: lanes < r all ones. */
-static inline __m256i mask_lo(int r) { return _mm256_cmpgt_epi64(_mm256_set1_epi64x(r), _mm256_setr_epi64x(0, 1, 2, 3)); }
-static inline __m256i mask_hi(int r) { return _mm256_cmpgt_epi64(_mm256_set1_epi64x(r), _mm256_setr_epi64x(4, 5, 6, 7)); }
+/* Lane masks of a tail of r = 1..7 elements: the lanes below r all ones (first half
+ * elements 0..3, second half 4..7), as 64-bit lanes and as the 32-bit lanes of floats. */
+static inline __m256i mask_lo(int r) {
+  return _mm256_cmpgt_epi64(_mm256_set1_epi64x(r), _mm256_setr_epi64x(0, 1, 2, 3));
+}
+static inline __m256i mask_hi(int r) {
+  return _mm256_cmpgt_epi64(_mm256_set1_epi64x(r), _mm256_setr_epi64x(4, 5, 6, 7));
+}
+static inline __m128i mask_f32(__m256i m64) { /* the low 32 bits of each 64-bit lane */
+  return _mm256_castsi256_si128(
+      _mm256_permutevar8x32_epi32(m64, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+}
 
 /* One block of nt <= TT tokens x nr <= RR rows (constants after inlining). */
 static inline __attribute__((always_inline)) void block(double *out, int64_t os,
@@ -41,7 +50,8 @@ static inline __attribute__((always_inline)) void block(double *out, int64_t os,
       wh[r] = _mm256_cvtps_pd(_mm_loadu_ps(m + r * ms + i + 4));
     }
     for (int t = 0; t < nt; t++) {
-      const __m256d xl = _mm256_loadu_pd(v + t * vs + i), xh = _mm256_loadu_pd(v + t * vs + i + 4);
+      const __m256d xl = _mm256_loadu_pd(v + t * vs + i);
+      const __m256d xh = _mm256_loadu_pd(v + t * vs + i + 4);
       for (int r = 0; r < nr; r++) {
         lo[t][r] = _mm256_add_pd(lo[t][r], _mm256_mul_pd(wl[r], xl));
         hi[t][r] = _mm256_add_pd(hi[t][r], _mm256_mul_pd(wh[r], xh));
@@ -51,9 +61,7 @@ static inline __attribute__((always_inline)) void block(double *out, int64_t os,
   if (i < n) {
     const int rest = (int)(n - i);
     const __m256i kl = mask_lo(rest), kh = mask_hi(rest);
-    /* the float masks: 4 lanes of 32 bits from the 64-bit lane masks */
-    const __m128i fl = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(kl, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
-    const __m128i fh = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(kh, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+    const __m128i fl = mask_f32(kl), fh = mask_f32(kh);
     __m256d wl[RR], wh[RR];
     for (int r = 0; r < nr; r++) {
       wl[r] = _mm256_cvtps_pd(_mm_maskload_ps(m + r * ms + i, fl));
