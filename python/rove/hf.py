@@ -45,6 +45,11 @@ Masks (both entry points)
     Any other mask (a custom ``or``/``and`` mask function,
     token-type blocks, a 4-D float mask with biases) raises ``ValueError`` when attention
     runs: it is never approximated or ignored.
+    Models whose code computes attention itself instead of dispatching it through
+    transformers' attention interface (Bloom, MPT, GPT-Neo, XGLM in transformers 5.x) would
+    only receive the mask and add it as a bias, never calling librove: the mask function
+    refuses them (``ValueError`` at their first forward) rather than letting them run
+    without their causal mask.
     The mask handed to the model is a small ``[batch, 1, 1, kv_len]`` boolean tensor (the
     key-padding vector) carrying the checked description as ``._rove``. Query rows that see
     no key at all (left padding) get output 0, as librove defines it; their values are
@@ -99,6 +104,7 @@ Attention dropout > 0 is refused.
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass, field
@@ -244,11 +250,35 @@ def _match_packed(blocks, B: int, L: int, window: int):
     return np.concatenate([flat.numpy(), [B * L]]).astype(np.int32)
 
 
+@functools.lru_cache(maxsize=None)
+def _computes_own_attention(model_type: str) -> bool:
+    """True when transformers' modeling file of ``model_type`` never dispatches attention
+    through ``ALL_ATTENTION_FUNCTIONS`` (it computes attention in its own code and only
+    asks the mask interface for a mask). Not decidable (no such module, remote code):
+    False. The class flag ``is_backend_compatible()`` cannot decide it: Falcon, BART and
+    StableLM clear it yet dispatch through the interface."""
+    import importlib
+    try:
+        from transformers.models.auto.configuration_auto import model_type_to_module_name
+        name = model_type_to_module_name(model_type)
+        mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+        with open(mod.__file__, encoding="utf-8") as f:
+            return "ALL_ATTENTION_FUNCTIONS" not in f.read()
+    except Exception:  # noqa: BLE001 -- unknown to transformers: nothing to say
+        return False
+
+
 def rove_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None,
               attention_mask=None, local_size=None, use_vmap=False, device="cpu", **kwargs):
     """Mask function registered as "rove" with transformers' AttentionMaskInterface."""
     from transformers.masking_utils import (causal_mask_function, prepare_padding_mask,
                                             sdpa_mask)
+    mt = getattr(kwargs.get("config"), "model_type", None)
+    if isinstance(mt, str) and _computes_own_attention(mt):
+        raise ValueError(f"{mt!r} models compute attention in their own code, not through "
+                         "transformers' attention interface: attn_implementation='rove' "
+                         "would hand them librove's mask (a boolean key mask they add as a "
+                         "bias) and never run librove; use 'eager' or 'sdpa' for this model")
     if mask_function is None:
         mask_function = causal_mask_function
     q_offset, kv_offset = int(q_offset), int(kv_offset)

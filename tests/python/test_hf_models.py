@@ -324,6 +324,33 @@ def test_other_masks_are_refused():
         assert _rel(mod(ids, attention_mask=causal).logits, ref(ids).logits) <= RTOL
 
 
+def test_models_that_compute_attention_themselves_are_refused():
+    """Bloom and MPT compute attention in their own code: under "rove" they received
+    librove's boolean key mask, added it as a bias and ran without a causal mask (logits
+    off by 1e-2, position 0 depending on later tokens), never calling librove. Now their
+    first forward raises. Falcon clears transformers' backend flag yet dispatches through
+    the interface: it still runs in librove and matches eager."""
+    RH.register()
+    ids = torch.randint(3, 256, (1, 12), generator=torch.Generator().manual_seed(1))
+    own = [T.BloomConfig(vocab_size=256, n_layer=2, hidden_size=64, n_head=4),
+           T.MptConfig(vocab_size=256, n_layers=2, d_model=64, n_heads=4)]
+    for cfg in own:
+        mod = T.AutoModelForCausalLM.from_config(copy.deepcopy(cfg),
+                                                 attn_implementation="rove").eval()
+        with torch.no_grad(), pytest.raises(ValueError, match="in their own code"):
+            mod(ids)
+    cfg = T.FalconConfig(vocab_size=256, num_hidden_layers=2, hidden_size=64,
+                         num_attention_heads=4)
+    torch.manual_seed(0)
+    ref = T.AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="eager")
+    mod = T.AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="rove")
+    mod.load_state_dict(ref.state_dict())
+    calls = RH.stats["attention_calls"]
+    with torch.no_grad():
+        assert _rel(mod.eval()(ids).logits, ref.eval()(ids).logits) <= RTOL
+    assert RH.stats["attention_calls"] > calls
+
+
 @pytest.mark.parametrize("how", ["register", "apply"])
 def test_batch_one_4d_mask_is_broadcast_over_the_batch(how):
     """A [1, 1, L, L] mask with a key hidden from every query (key padding) on a batch of
