@@ -1220,10 +1220,11 @@ ROVE_API int32_t rove_selective_phase_state_len(const rove_selective_phase_weigh
  * Python both are differentiable. The network is a few per-token projections and a
  * short causal conv; a second implementation of its gradients would add much code for
  * what the framework already does. This call serves decoding and evaluation with trained
- * weights. The projections run in double on the SIMD unit, four tokens per pass over the
- * weights (the bits of every ISA are the same): at 32 heads x 128 inputs, rank 16 and a
- * GLA gate, a prefill token costs about 27 us on one Ice Lake core, 1.15x the time of
- * PyTorch's float32 version at 512 tokens and 0.65x at 2048 (BENCHMARKS.md).
+ * weights. The projections run in double on the SIMD unit, in groups of four tokens (the
+ * AVX-512 kernel reads each weight once per group, AVX2 once per two tokens; the bits of
+ * every ISA are the same): at 32 heads x 128 inputs, rank 16 and a GLA gate, a prefill
+ * token costs about 27 us on one Ice Lake core, 1.15x the time of PyTorch's float32
+ * version at 512 tokens and 0.65x at 2048 (BENCHMARKS.md).
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, sizes <= 0, an option out of range, a
  *         required weight NULL, a weight or option the selected parts do not use, stride
  *         too small, phi, x and conv_state overlapping); ROVE_ERR_SIZE_OVERFLOW;

@@ -25,8 +25,8 @@ int rove_angles_finite(const double *angles, int64_t n);
 
 /* ---- the phase network (selective_phase.c drives, selective_phase_token.c computes) ----
  * One call runs in blocks of tokens: a token pass (parallel over groups of up to
- * ROVE_PHASE_GROUP consecutive tokens of one batch row, so that the projections read each
- * weight once per group) writes each token's z into its phi row (float, the value the
+ * ROVE_PHASE_GROUP consecutive tokens of one batch row, handed to the phase_dots kernel
+ * together, so that it can read each weight once for several tokens) writes each token's z into its phi row (float, the value the
  * conv sees) and its gate values into a block buffer; a head pass (parallel over batch
  * row x head) walks the block's tokens in order through the conv (or first difference),
  * the activation, exp(bias) and the gate, overwriting z with phi. A token's results do

@@ -272,7 +272,7 @@ static void dots_case(const rove_kernels *kn, int64_t n, int64_t rows, int64_t n
   const int64_t ms = n + mis % 3, vs = n + (mis + 1) % 3, os = rows + 2;
   rove_guarded gm, gv, go;
   float *m = kt_alloc(&gm, rows * ms, mis, 0);
-  double *v = alloc_d(&gv, nt * vs, mis % 2);
+  double *v = alloc_d(&gv, nt * vs, 2 * (mis % 2)); /* in floats: doubles stay aligned */
   double *out = alloc_d(&go, nt * os, 0);
   double *ref = malloc(sizeof(double) * (size_t)(nt * os + 1));
   assert_non_null(ref);
