@@ -152,7 +152,7 @@ typedef void (*rove_gla_dg_fn)(double *carry, float *dg, const float *q, const f
                                const float *k, const float *dk, int32_t n);
 
 /* The loop of every ISA's rove_gla_dg_fn, compiled with its flags (the vectoriser widens
- * it; each element is the same double expression, no contraction under -std=c11, so the
+ * it; each element is the same double expression, no contraction (-ffp-contract=off), so the
  * bits do not depend on the ISA). */
 static inline void rove_gla_dg_body(double *restrict carry, float *restrict dg,
                                     const float *restrict q, const float *restrict dq,

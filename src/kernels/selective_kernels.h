@@ -42,7 +42,7 @@ typedef void (*rove_sincos_fn)(float *cos_t, float *sin_t, const double *angles,
  *     `first`, paired (k, k + half) or, interleaved, (2k, 2k + 1). A zero gradient
  *     component adds nothing (it may meet a NaN of a key no query sees). Every ISA's
  *     kernel is rove_pair_grads_body compiled with its flags: the same double operations
- *     per pair (no contraction under -std=c11), so the same bits. */
+ *     per pair (no contraction: -ffp-contract=off), so the same bits. */
 typedef void (*rove_pair_grads_fn)(int32_t half, int32_t first, int interleaved, const float *g,
                                    const float *y, double *out, double sign);
 
@@ -79,7 +79,7 @@ static inline void rove_pair_grads_body(int32_t half, int32_t first, int interle
  *     dot products of float weight rows with double vectors at once:
  *       out[t * os + j] = sum_i (double)m[j * ms + i] * v[t * vs + i],  t < nt, j < rows
  *     over i < n. Each product is rounded to double, then added (multiply, then add: no
- *     FMA) into one of 8 partial sums, s_l over the i with i % 8 == l in increasing i (all
+ *     FMA; the library builds with -ffp-contract=off) into one of 8 partial sums, s_l over the i with i % 8 == l in increasing i (all
  *     s_l start at +0); the result is ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)).
  *     So every ISA, blocking and token grouping gives the same bits (a SIMD kernel's
  *     lanes are the s_l; a masked tail adds +0, which leaves a sum that started at +0 as
