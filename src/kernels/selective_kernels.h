@@ -79,8 +79,9 @@ static inline void rove_pair_grads_body(int32_t half, int32_t first, int interle
  *     dot products of float weight rows with double vectors at once:
  *       out[t * os + j] = sum_i (double)m[j * ms + i] * v[t * vs + i],  t < nt, j < rows
  *     over i < n. Each product is rounded to double, then added (multiply, then add: no
- *     FMA; the library builds with -ffp-contract=off) into one of 8 partial sums, s_l over the i with i % 8 == l in increasing i (all
- *     s_l start at +0); the result is ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)).
+ *     FMA; the library builds with -ffp-contract=off) into one of 8 partial sums, s_l over
+ *     the i with i % 8 == l in increasing i (all s_l start at +0); the result is
+ *     ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)).
  *     So every ISA, blocking and token grouping gives the same bits (a SIMD kernel's
  *     lanes are the s_l; a masked tail adds +0, which leaves a sum that started at +0 as
  *     it was). Used with n up to in_dim * n_heads and rows up to n_heads * n_pairs. out may
