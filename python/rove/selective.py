@@ -18,10 +18,12 @@ def selective_temperatures(n_pairs: int) -> np.ndarray:
 
 
 def _batched(x, name, dtype, ndim4=True):
-    """(contiguous obj, ptr, 4-D shape, was 3-D)."""
+    """(contiguous obj, ptr, 4-D shape, was 3-D); an empty axis is refused by name."""
     v = _tensor.view(x, name, dtype)
     if len(v.shape) not in (3, 4):
         raise ValueError(f"{name} must be 4-D [batch, seq, heads, n] (or 3-D), got {v.shape}")
+    if 0 in tuple(v.shape):
+        raise ValueError(f"{name} has an empty axis (shape {tuple(v.shape)})")
     obj, ptr = _tensor.contiguous(x, name, dtype)
     shape = tuple(v.shape) if len(v.shape) == 4 else (1,) + tuple(v.shape)
     return obj, ptr, shape, len(v.shape) == 3

@@ -360,6 +360,15 @@ def test_selective_angles_numpy_temp_with_grad(rng, torch):
         rove.selective_angles(phi.numpy(), torch.from_numpy(temp).requires_grad_(True))
 
 
+@pytest.mark.parametrize("shape", [(2, 0, 2, 3), (0, 2, 3), (1, 4, 0, 3), (1, 4, 2, 0)])
+def test_angles_name_an_empty_axis(shape, torch):
+    """An empty phi is a ValueError that says so (it was librove's bare "invalid argument"),
+    with and without grad."""
+    for phi in (torch.zeros(shape), torch.zeros(shape, requires_grad=True)):
+        with pytest.raises(ValueError, match="phi has an empty axis"):
+            rove.selective_angles(phi)
+
+
 def test_angles_refuse_non_finite_temp_and_carry(rng, monkeypatch):
     """A NaN or inf phi, temp or carry is a ValueError naming it. librove refuses them
     (test_selective.c: INVALID_ARGUMENT, outputs untouched); Python looks for the culprit
