@@ -46,10 +46,11 @@ Masks (both entry points)
     token-type blocks, a 4-D float mask with biases) raises ``ValueError`` when attention
     runs: it is never approximated or ignored.
     Models whose code computes attention itself instead of dispatching it through
-    transformers' attention interface (Bloom, MPT, GPT-Neo, XGLM in transformers 5.x) would
-    only receive the mask and add it as a bias, never calling librove: the mask function
+    transformers' attention interface (Bloom, MPT, XGLM in transformers 5.x) would only
+    receive the mask and add it as a bias, never calling librove: the mask function
     refuses them (``ValueError`` at their first forward) rather than letting them run
-    without their causal mask.
+    without their causal mask. (GPT-Neo stops earlier, in transformers' own constructor:
+    ``KeyError: 'rove'``.)
     The mask handed to the model is a small ``[batch, 1, 1, kv_len]`` boolean tensor (the
     key-padding vector) carrying the checked description as ``._rove``. Query rows that see
     no key at all (left padding) get output 0, as librove defines it; their values are

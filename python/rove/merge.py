@@ -59,6 +59,8 @@ def _merge_stacked(outs, lses):
     if len(shape) not in (4, 5) or shape[0] < 1:
         raise ValueError("stacked outs must be [parts, batch, q_len, heads, head_dim] (or "
                          f"[parts, q_len, heads, head_dim]) with at least one part, got {shape}")
+    if 0 in shape:
+        raise ValueError(f"stacked outs has an empty axis (shape {shape})")
     if _tensor.is_torch(lses) != v.torch:
         raise TypeError("outs and lses must both be numpy arrays or both torch tensors")
     n, part = shape[0], shape[1:]

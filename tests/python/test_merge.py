@@ -96,3 +96,5 @@ def test_stacked_parts_equal_the_list(kind, ndim):
         rove.merge_partials(o, np.asarray(l) if kind == "torch" else torch.from_numpy(l))
     with pytest.raises(ValueError):
         rove.merge_partials(o[..., 0], l)  # parts of the wrong rank
+    with pytest.raises(ValueError, match="empty axis"):  # was Python's own range() error
+        rove.merge_partials(o[..., :0], l)
