@@ -72,11 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_fill_f32(&rd, v, ev, 2.0f);
   fz_specials_f32(&rd, k, ek, NULL);
   int32_t *qp = NULL, *kp = NULL;
-  if (fz_bool(&rd)) {
-    qp = malloc((size_t)qrows * 4), kp = malloc((size_t)krows * 4);
-    for (int64_t i = 0; i < qrows; i++) qp[i] = fz_pos(&rd);
-    for (int64_t i = 0; i < krows; i++) kp[i] = fz_pos(&rd);
-  }
+  if (fz_bool(&rd)) qp = fz_pos_array(&rd, qrows), kp = fz_pos_array(&rd, krows);
   double *qa = NULL, *ka = NULL;
   const int angles = fz_u8(&rd) >= 200;
   if (angles) {

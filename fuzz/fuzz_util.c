@@ -127,6 +127,12 @@ void *fz_alloc(size_t bytes) {
   return p;
 }
 
+int32_t *fz_pos_array(fz_reader *r, int64_t n) {
+  int32_t *p = fz_alloc((size_t)n * sizeof(int32_t));
+  for (int64_t i = 0; i < n; i++) p[i] = fz_pos(r);
+  return p;
+}
+
 int fz_untouched(const void *p, size_t bytes) {
   const uint8_t *b = p;
   for (size_t i = 0; i < bytes; i++)

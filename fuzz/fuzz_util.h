@@ -33,6 +33,8 @@ int32_t fz_pick_i32(fz_reader *r, const int32_t *values, int n);
 double fz_pick_f64(fz_reader *r, const double *values, int n);
 /** An int32 position: small values, int32 edges (INT32_MIN/MAX and neighbours) or raw. */
 int32_t fz_pos(fz_reader *r);
+/** @p n positions drawn by fz_pos, in a new array (fz_alloc; free() it). */
+int32_t *fz_pos_array(fz_reader *r, int64_t n);
 
 /** Fill x[0..n) with uniform values in [-amp, amp] from a generator seeded by 4 bytes. */
 void fz_fill_f32(fz_reader *r, float *x, size_t n, float amp);

@@ -47,11 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_fill_f32(&rd, k, (size_t)(tk * ks), 2.0f);
   fz_fill_f32(&rd, v, (size_t)(tk * ks), 2.0f);
   int32_t *qp = NULL, *kp = NULL;
-  if (fz_bool(&rd)) {
-    qp = malloc((size_t)tq * 4), kp = malloc((size_t)tk * 4);
-    for (int64_t i = 0; i < tq; i++) qp[i] = fz_pos(&rd);
-    for (int64_t j = 0; j < tk; j++) kp[j] = fz_pos(&rd);
-  }
+  if (fz_bool(&rd)) qp = fz_pos_array(&rd, tq), kp = fz_pos_array(&rd, tk);
   double *qa = NULL, *ka = NULL;
   if (fz_u8(&rd) >= 200 && aw > 0) {
     qa = malloc((size_t)(tq * aw) * 8), ka = malloc((size_t)(tk * aw) * 8);

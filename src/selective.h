@@ -42,6 +42,9 @@ typedef struct rove_phase_run {
   int32_t mid;          /* doubles of the rank-sized intermediate: max of the used ranks */
   const double *scale;  /* PER_HEAD: [hp] gain[h] / max(||w[h][k]||, 1e-12); else NULL */
   const double *exp_b;  /* [hp] exp(exp_bias) or NULL */
+  /* With a conv (not skip_conv), width W: the bias [hp] (conv_b or 0) and the taps by tap,
+   * [H][W][P] (taps[(h W + j) P + k] = conv_w[h P + k][j]); else NULL. */
+  const double *conv_bias, *taps;
 } rove_phase_run;
 
 /* nt <= ROVE_PHASE_GROUP tokens, rows x + t * xs (d floats each): u from x, z rounded to
@@ -53,8 +56,7 @@ void rove_phase_tokens(const rove_phase_run *r, int64_t nt, const float *x, int6
 /* Head h over n tokens: rows[t * hp + h * P + k] holds z on entry and phi on return;
  * gates[t * n_gate + ...] (NULL without a gate); hist [P][S] the z history, oldest first,
  * updated; work: ROVE_PHASE_HEAD_WORK(r) doubles. */
-#define ROVE_PHASE_HEAD_WORK(r) \
-  (((int64_t)(r)->state_len + ((r)->w->skip_conv ? 0 : (r)->w->conv_width) + 2) * (r)->w->n_pairs)
+#define ROVE_PHASE_HEAD_WORK(r) (((int64_t)(r)->state_len + 1) * (r)->w->n_pairs)
 void rove_phase_head(const rove_phase_run *r, int64_t h, int64_t n, float *rows,
                      const double *gates, float *hist, double *work);
 

@@ -199,7 +199,12 @@ rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t 
     return ROVE_ERR_SIZE_OVERFLOW;
   const size_t nhist = (size_t)batch * (size_t)r.hp * (size_t)r.state_len;
   const size_t hp = (size_t)r.hp, ngate = (size_t)batch * (size_t)block * (size_t)r.n_gate;
-  double *consts = rove_alloc(hp * 2 * sizeof(double)); /* scale, exp_b */
+  /* per call, for every head: scale, exp_b, the conv bias [hp] and taps [H][W][P] */
+  const int64_t W = w->skip_conv ? 0 : w->conv_width;
+  int64_t nconst;
+  if (!rove_mul_i64(r.hp, 3 + W, &nconst) || nconst > INT64_MAX / (int64_t)sizeof(double))
+    return ROVE_ERR_SIZE_OVERFLOW;
+  double *consts = rove_alloc((size_t)nconst * sizeof(double));
   c.scratch = rove_alloc((size_t)scratch_bytes);
   c.hist = nhist ? rove_alloc(nhist * sizeof(float)) : NULL;
   c.gates = ngate ? rove_alloc(ngate * sizeof(double)) : NULL;
@@ -220,6 +225,16 @@ rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t 
   if (w->exp_bias) {
     for (int64_t j = 0; j < r.hp; j++) consts[hp + j] = exp((double)w->exp_bias[j]);
     r.exp_b = consts + hp;
+  }
+  if (W) { /* the conv laid out by tap, so that the head pass runs over a head's channels */
+    const int64_t P = w->n_pairs;
+    double *bias = consts + 2 * hp, *taps = consts + 3 * hp;
+    for (int64_t hk = 0; hk < r.hp; hk++) {
+      bias[hk] = w->conv_b ? (double)w->conv_b[hk] : 0.0;
+      for (int64_t j = 0; j < W; j++)
+        taps[((hk / P) * W + j) * P + hk % P] = (double)w->conv_w[hk * W + j];
+    }
+    r.conv_bias = bias, r.taps = taps;
   }
   if (nhist && conv_state)
     memcpy(c.hist, conv_state, nhist * sizeof(float));

@@ -78,23 +78,21 @@ void rove_phase_tokens(const rove_phase_run *r, int64_t nt, const float *x, int6
 }
 
 /* Head h over n tokens, channel k of the head in lane k of every step (the loops over k
- * vectorise): the history and conv weights of the head's P channels are laid out by tap
- * in work, the taps of each channel still summed in the order of the reference loop
- * (bias, then oldest to newest, then z): y = b + sum_j cw[j] z(t - S + j) + cw[W - 1] z(t).
- * work: (S + W + 2) P doubles (W = 0 with skip_conv): history hz [S][P] (a ring: slot
- * (first + j) % S holds z(t - S + j)), taps cw [W][P], bias [P], y [P]. */
+ * vectorise): the head's conv taps come laid out by tap (r->taps), its history is laid
+ * out so in work, and each channel's taps are still summed in the order of the reference
+ * loop (bias, then oldest to newest, then z): y = b + sum_j cw[j] z(t - S + j) +
+ * cw[W - 1] z(t). work: (S + 1) P doubles: history hz [S][P] (a ring: slot (first + j) % S
+ * holds z(t - S + j)), then y [P]. */
 void rove_phase_head(const rove_phase_run *r, int64_t h, int64_t n, float *rows,
                      const double *gates, float *hist, double *work) {
   const rove_selective_phase_weights *w = r->w;
   const int64_t P = w->n_pairs, S = r->state_len, W = w->skip_conv ? 0 : w->conv_width;
   const int per_pair_gate = w->gate == ROVE_PHASE_GATE_GLA;
-  double *restrict hz = work, *restrict cw = work + S * P, *restrict bias = cw + W * P;
-  double *restrict y = bias + P;
-  for (int64_t k = 0; k < P; k++) {
+  double *restrict hz = work, *restrict y = work + S * P;
+  const double *restrict cw = W ? r->taps + h * W * P : NULL;
+  const double *restrict bias = W ? r->conv_bias + h * P : NULL;
+  for (int64_t k = 0; k < P; k++)
     for (int64_t j = 0; j < S; j++) hz[j * P + k] = hist[k * S + j];
-    for (int64_t j = 0; j < W; j++) cw[j * P + k] = w->conv_w[(h * P + k) * W + j];
-    bias[k] = w->conv_b ? (double)w->conv_b[h * P + k] : 0.0;
-  }
   const double *exp_b = r->exp_b ? r->exp_b + h * P : NULL;
   int64_t first = 0; /* the ring slot of the oldest z */
   for (int64_t t = 0; t < n; t++) {
