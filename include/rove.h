@@ -37,7 +37,7 @@ extern "C" {
 /** @name Version */
 /**@{*/
 #define ROVE_VERSION_MAJOR 0
-#define ROVE_VERSION_MINOR 4
+#define ROVE_VERSION_MINOR 5
 #define ROVE_VERSION_PATCH 0
 /** Encoded as major*10000 + minor*100 + patch. */
 #define ROVE_VERSION (ROVE_VERSION_MAJOR * 10000 + ROVE_VERSION_MINOR * 100 + ROVE_VERSION_PATCH)
@@ -328,6 +328,13 @@ typedef struct rove_attention_args {
    *  KV cache, kv_angles must be NULL: the cache stores K and V already rotated
    *  (rove_kv_cache_append_angles) and q_angles alone rotates the queries and output. */
   const double *q_angles, *kv_angles;
+  /** NULL or [n_heads]: attention sinks (gpt-oss's learned per-head logits): query head
+   *  h's softmax gains one more term exp(sinks[h]) in its denominator, a key every query
+   *  sees whose value is zero. sinks[h] is a logit of the same units as the scaled (and
+   *  softcapped) scores; it is not scaled, softcapped or masked. Finite. The output is
+   *  o_i / (l_i + exp(sinks[h] - m_i)) and the LSE ln(sum_j exp(s_ij) + exp(sinks[h]))
+   *  (sinks[h] for a query with no visible key, whose output stays 0). */
+  const float *sinks;
 } rove_attention_args;
 
 /**
@@ -370,6 +377,7 @@ typedef struct rove_varlen_args {
   /** NULL or [total_q] / [total_k][n_kv_heads][rotary_dim/2]: explicit angles, both or
    *  neither, as in rove_attention_args. */
   const double *q_angles, *kv_angles;
+  const float *sinks;           /**< NULL or [n_heads]: as in rove_attention_args */
 } rove_varlen_args;
 
 /**
@@ -430,6 +438,10 @@ typedef struct rove_attention_grads {
    *  own array: a self-attention call that passes one array as both gets the total as
    *  d_q_angles + d_kv_angles. Must be NULL without explicit angles. */
   double *d_q_angles, *d_kv_angles;
+  /** With a->sinks: NULL, or out: dLoss / d sinks, [n_heads] (summed over the batch and
+   *  the queries: -sum_i exp(sinks[h] - lse_i) (dout_i . out_i)). Must be NULL without
+   *  a->sinks. */
+  float *d_sinks;
 } rove_attention_grads;
 
 /**
@@ -802,6 +814,7 @@ typedef struct rove_paged_args {
    *  (Selective RoPE), needed when the stored keys were rotated by angles. */
   const double *q_angles;
   float *lse;                      /**< NULL or [n_heads][total_q] */
+  const float *sinks;              /**< NULL or [n_heads]: as in rove_attention_args */
 } rove_paged_args;
 
 /**

@@ -162,9 +162,12 @@ static int64_t score_row(const geom *g, const rove_attention_args *a, int32_t b,
   return nvis;
 }
 
-/* Two-pass softmax in place over the visible entries; returns the sum of exp(s - mx). */
-static double softmax_row(const geom *g, double *s, const char *vis, double mx) {
-  double sum = 0.0;
+/* Two-pass softmax in place over the visible entries; returns the sum of exp(s - mx).
+ * With an attention sink (sink non-NULL: one more logit, of a zero value, in the row;
+ * mx already includes it) the sum holds exp(*sink - mx) too. */
+static double softmax_row(const geom *g, double *s, const char *vis, double mx,
+                          const float *sink) {
+  double sum = sink ? exp((double)*sink - mx) : 0.0;
   for (int32_t j = 0; j < g->Skv; j++)
     if (vis[j]) sum += exp(s[j] - mx);
   for (int32_t j = 0; j < g->Skv; j++) s[j] = vis[j] ? exp(s[j] - mx) / sum : 0.0;
@@ -248,12 +251,14 @@ int rove_oracle_attention(const rove_attention_config *c, const double *inv_freq
           const int64_t nvis = score_row(&g, a, b, P, w.qt, w.kt, w.s, w.vis, &mx);
           double *y = out + (qrow * g.H + h) * g.d;
           double *l = lse ? lse + ((int64_t)b * g.H + h) * g.Sq + i : NULL;
+          const float *sink = a->sinks ? a->sinks + h : NULL;
           if (nvis == 0) {
             for (int32_t e = 0; e < g.d; e++) y[e] = 0.0;
-            if (l) *l = -INFINITY;
+            if (l) *l = sink ? (double)*sink : -INFINITY;
             continue;
           }
-          const double sum = softmax_row(&g, w.s, w.vis, mx);
+          if (sink && (double)*sink > mx) mx = (double)*sink;
+          const double sum = softmax_row(&g, w.s, w.vis, mx, sink);
           if (l) *l = mx + log(sum);
           for (int32_t e = 0; e < g.d; e++) w.y[e] = 0.0;
           for (int32_t j = 0; j < g.Skv; j++) {
@@ -297,7 +302,9 @@ int rove_oracle_attention_conv(const rove_attention_config *c, const double *inv
           double *y = out + (qrow * g.H + h) * g.d;
           for (int32_t e = 0; e < g.d; e++) y[e] = 0.0;
           if (nvis == 0) continue;
-          softmax_row(&g, w.s, w.vis, mx);
+          const float *sink = a->sinks ? a->sinks + h : NULL;
+          if (sink && (double)*sink > mx) mx = (double)*sink;
+          softmax_row(&g, w.s, w.vis, mx, sink);
           for (int32_t j = 0; j < g.Skv; j++) {
             if (!w.vis[j]) continue;
             /* R_{p_j - P_i} v_j: one rotation by the offset, never by absolute positions

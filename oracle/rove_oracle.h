@@ -24,7 +24,8 @@ int rove_oracle_attention(const rove_attention_config *c, const double *inv_freq
 int rove_oracle_attention_conv(const rove_attention_config *c, const double *inv_freq,
                                double m, const rove_attention_args *a, double *out);
 
-/* Both forms honour a->q_angles / a->kv_angles (Selective RoPE) in place of pos * w_k. */
+/* Both forms honour a->q_angles / a->kv_angles (Selective RoPE) in place of pos * w_k,
+ * and a->sinks (one more logit per query head, of a zero value, in every softmax row). */
 
 /* Both forms honour c->rope.placement: the r rotated dims are 0..r-1 (FIRST) or
  * d-r..d-1 (LAST), the pairs formed inside that block (docs/DESIGN.md §1). */

@@ -111,14 +111,18 @@ static rove_status check_grads(rove_bwd *w, const rove_attention_args *a,
   if ((g->d_q_angles || g->d_kv_angles) && !f->angles) return ROVE_ERR_INVALID_ARGUMENT;
   const size_t aw = (size_t)c->n_kv_heads * (size_t)f->p->half * sizeof(double);
   const size_t baq = f->angles ? (size_t)qrows * aw : 0, bak = f->angles ? (size_t)krows * aw : 0;
-  const void *in[10] = {a->q,    a->k,      a->v,         a->out,   a->lse,
-                        g->dout, a->q_angles, a->kv_angles, a->q_pos, a->kv_pos};
-  const size_t inb[10] = {bq, bk, bv, bo, bl, bdo, baq, bak, rove_span_bytes(qrows, sizeof(int32_t)),
-                          rove_span_bytes(krows, sizeof(int32_t))};
-  void *outs[5] = {g->dq, g->dk, g->dv, g->d_q_angles, g->d_kv_angles};
-  const size_t outb[5] = {bdq, bdk, bdv, g->d_q_angles ? baq : 0, g->d_kv_angles ? bak : 0};
-  for (int o = 0; o < 5; o++) {
-    for (int i = 0; i < 10; i++)
+  /* the sinks' gradient: only with sinks, [n_heads] floats */
+  if (g->d_sinks && !a->sinks) return ROVE_ERR_INVALID_ARGUMENT;
+  const size_t bs = (size_t)c->n_heads * sizeof(float);
+  const void *in[11] = {a->q,    a->k,      a->v,         a->out,   a->lse,   g->dout,
+                        a->q_angles, a->kv_angles, a->q_pos, a->kv_pos, a->sinks};
+  const size_t inb[11] = {bq, bk, bv, bo, bl, bdo, baq, bak, rove_span_bytes(qrows, sizeof(int32_t)),
+                          rove_span_bytes(krows, sizeof(int32_t)), a->sinks ? bs : 0};
+  void *outs[6] = {g->dq, g->dk, g->dv, g->d_q_angles, g->d_kv_angles, g->d_sinks};
+  const size_t outb[6] = {bdq, bdk, bdv, g->d_q_angles ? baq : 0, g->d_kv_angles ? bak : 0,
+                          g->d_sinks ? bs : 0};
+  for (int o = 0; o < 6; o++) {
+    for (int i = 0; i < 11; i++)
       if (rove_overlap(outs[o], outb[o], in[i], inb[i])) return ROVE_ERR_INVALID_ARGUMENT;
     for (int o2 = 0; o2 < o; o2++)
       if (rove_overlap(outs[o], outb[o], outs[o2], outb[o2])) return ROVE_ERR_INVALID_ARGUMENT;
@@ -364,6 +368,26 @@ static void query_task(int64_t task, int tid, void *vctx) {
   }
 }
 
+/* Attention sinks: out_i = o'_i / (l_i + e^{s_h}) (o'_i, l_i: the sums over the keys),
+ * so d out_i / d s_h = -e^{s_h - lse_i} out_i and
+ *   d s_h = -sum_{b, i} e^{s_h - lse_i} (do_i . out_i) = -sum_{b, i} e^{s_h - lse_i} D_i,
+ * summed in double in (b, i) order on the calling thread (B H q_len terms). The other
+ * gradients need nothing more: a_ij = exp(s_ij - lse_i) with the forward's LSE, which
+ * holds the sink, and D_i is do_i . out_i as without sinks. */
+static void sink_grads(const rove_bwd *w, float *d_sinks) {
+  const rove_fwd *f = &w->f;
+  const int64_t B = f->batch, H = f->p->cfg.n_heads, Lq = f->q_len;
+  for (int64_t h = 0; h < H; h++) {
+    const double s = (double)f->a->sinks[h];
+    double sum = 0.0;
+    for (int64_t b = 0; b < B; b++) {
+      const float *lse = f->a->lse + (b * H + h) * Lq, *D = w->D + (b * H + h) * Lq;
+      for (int64_t i = 0; i < Lq; i++) sum += exp(s - (double)lse[i]) * (double)D[i];
+    }
+    d_sinks[h] = (float)-sum;
+  }
+}
+
 rove_status rove_attention_backward(const rove_plan *p, const rove_attention_args *a,
                                     const rove_attention_grads *g) {
   if (!p || !a || !g || !a->lse || !g->dout || !g->dq || !g->dk || !g->dv)
@@ -415,6 +439,7 @@ rove_status rove_attention_backward(const rove_plan *p, const rove_attention_arg
   w.g = g;
   rove_parallel_for(nt, w.f.n_tables, rove_fwd_table_task, &w.f);
   rove_parallel_for(nt, B * (w.n_qb > w.n_kb ? w.n_qb : w.n_kb), rotate_task, &w);
+  if (g->d_sinks) sink_grads(&w, g->d_sinks);
   rove_parallel_for(nt, kt, key_task, &w);
   rove_parallel_for(nt, qt, query_task, &w);
   rove_pool_put(p->pool, w.block, w.block_bytes);

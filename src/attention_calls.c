@@ -85,7 +85,8 @@ rove_status rove_fwd_calls(const rove_plan *p, int32_t n, rove_attention_args *a
     return st;
   }
   /* 3. nothing can fail from here on: the calls without keys (0 is all-zero bits in
-   * every output type), then the groups */
+   * every output type; the LSE is -inf, or the head's sink: its only term), then the
+   * groups */
   const size_t oe = (size_t)rove_dtype_size(types ? types->out : ROVE_DTYPE_F32);
   for (int32_t s = 0; s < n; s++) {
     const int64_t lq = args[s].q_len, os = args[s].out_stride ? args[s].out_stride : H * d;
@@ -93,7 +94,8 @@ rove_status rove_fwd_calls(const rove_plan *p, int32_t n, rove_attention_args *a
     for (int64_t r = 0; r < lq; r++)
       memset((char *)args[s].out + (size_t)(r * os) * oe, 0, (size_t)(H * d) * oe);
     for (int64_t h = 0; lse && h < H; h++)
-      for (int64_t r = 0; r < lq; r++) lse[h * total_q + cu_q[s] + r] = -INFINITY;
+      for (int64_t r = 0; r < lq; r++)
+        lse[h * total_q + cu_q[s] + r] = args[s].sinks ? args[s].sinks[h] : -INFINITY;
   }
   for (int32_t g0 = 0; g0 < n;) {
     const int32_t g1 = group_end[g0];

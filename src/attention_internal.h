@@ -111,6 +111,9 @@ rove_status rove_tensor_extent(int64_t stride, int64_t width, int64_t rows, int6
  * the caller's tensors (types NULL: all fp32; with kv its k and v are not read), compute
  * sizes (checked), allocate the workspace. On failure nothing is allocated and no output
  * was touched. */
+/* ROVE_OK for NULL or n_heads finite sinks, else ROVE_ERR_INVALID_ARGUMENT. */
+rove_status rove_check_sinks(const rove_plan *p, const float *sinks);
+
 rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
                           const rove_kv_view *kv, const rove_tensor_types *types);
 /* Run the phases of an initialised call and release it. */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* rove_attention_forward's validation, sizes and workspace (see attention.c). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,16 +45,24 @@ static rove_status check_tensors(rove_fwd *f, const rove_attention_args *a) {
   const size_t bv = (size_t)ev * (size_t)rove_dtype_size(f->v_type);
   const size_t bo = (size_t)eo * (size_t)rove_dtype_size(f->out_type), bl = (size_t)el * sizeof(float);
   const size_t aw = (size_t)c->n_kv_heads * (size_t)f->p->half * sizeof(double);
-  const rove_span in[7] = {{a->q, bq},
+  const rove_span in[8] = {{a->q, bq},
                            {a->k, bk},
                            {a->v, bv},
                            {a->q_pos, rove_span_bytes(qrows, sizeof(int32_t))},
                            {a->kv_pos, rove_span_bytes(krows, sizeof(int32_t))},
                            {a->q_angles, rove_span_bytes(qrows, aw)},
-                           {a->kv_angles, rove_span_bytes(krows, aw)}};
-  if (rove_overlap_any(a->out, bo, in, 7)) return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->lse && (rove_overlap_any(a->lse, bl, in, 7) || rove_overlap(a->lse, bl, a->out, bo)))
+                           {a->kv_angles, rove_span_bytes(krows, aw)},
+                           {a->sinks, (size_t)c->n_heads * sizeof(float)}};
+  if (rove_overlap_any(a->out, bo, in, 8)) return ROVE_ERR_INVALID_ARGUMENT;
+  if (a->lse && (rove_overlap_any(a->lse, bl, in, 8) || rove_overlap(a->lse, bl, a->out, bo)))
     return ROVE_ERR_INVALID_ARGUMENT;
+  return ROVE_OK;
+}
+
+rove_status rove_check_sinks(const rove_plan *p, const float *sinks) {
+  if (!sinks) return ROVE_OK;
+  for (int32_t h = 0; h < p->cfg.n_heads; h++)
+    if (!isfinite(sinks[h])) return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
 }
 
@@ -260,6 +269,7 @@ rove_status rove_fwd_init_team(rove_fwd *f, const rove_plan *p, const rove_atten
   f->k_mul = kv ? 1.0f : (float)p->attn_factor;
   rove_status st = check_tensors(f, a);
   if (st == ROVE_OK) st = check_angles(f, a);
+  if (st == ROVE_OK) st = rove_check_sinks(p, a->sinks);
   if (st != ROVE_OK) return st;
   if (kv) {
     f->k_type = f->v_type = kv->type;

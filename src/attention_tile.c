@@ -80,13 +80,14 @@ void rove_fwd_finish(const rove_fwd *f, const rove_qtile *q, float *o, const flo
                                q->i0
                          : NULL;
   const int64_t e = q->row0 * f->os + q->h * d; /* element offset of the tile's first row */
+  const float *sink = f->a->sinks ? f->a->sinks + q->h : NULL;
   if (f->out_type == ROVE_DTYPE_F32) {
-    rove_finish_f32(p->kern, f->a->out + e, f->os, lse, o, m, l, q->nq, d, &ro);
+    rove_finish_f32(p->kern, f->a->out + e, f->os, lse, o, m, l, q->nq, d, &ro, sink);
     return;
   }
   /* typed out: finish in place in o, then round once into the caller's rows (values
    * beyond the type's range become +-inf, as a cast would) */
-  rove_finish_f32(p->kern, o, d, lse, o, m, l, q->nq, d, &ro);
+  rove_finish_f32(p->kern, o, d, lse, o, m, l, q->nq, d, &ro, sink);
   p->kern->from_f32((char *)f->a->out + e * rove_dtype_size(f->out_type), f->os, NULL, o, d,
                     q->nq, d, f->out_type);
 }

@@ -35,7 +35,7 @@ static rove_status check_packed(const rove_plan *p, const rove_varlen_args *a,
   const size_t bl = (size_t)el * sizeof(float);
   const size_t aw = (size_t)p->cfg.n_kv_heads * (size_t)p->half * sizeof(double);
   const size_t bcu = rove_span_bytes((int64_t)a->n_seqs + 1, sizeof(int32_t));
-  const rove_span in[9] = {{bq ? a->q : NULL, bq},
+  const rove_span in[10] = {{bq ? a->q : NULL, bq},
                            {bk ? a->k : NULL, bk},
                            {bv ? a->v : NULL, bv},
                            {a->cu_seqlens_q, bcu},
@@ -43,9 +43,10 @@ static rove_status check_packed(const rove_plan *p, const rove_varlen_args *a,
                            {a->q_pos, rove_span_bytes(tq, sizeof(int32_t))},
                            {a->kv_pos, rove_span_bytes(tk, sizeof(int32_t))},
                            {a->q_angles, rove_span_bytes(tq, aw)},
-                           {a->kv_angles, rove_span_bytes(tk, aw)}};
-  if (bo && rove_overlap_any(a->out, bo, in, 9)) return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->lse && bl && (rove_overlap_any(a->lse, bl, in, 9) || rove_overlap(a->lse, bl, a->out, bo)))
+                           {a->kv_angles, rove_span_bytes(tk, aw)},
+                           {a->sinks, (size_t)p->cfg.n_heads * sizeof(float)}};
+  if (bo && rove_overlap_any(a->out, bo, in, 10)) return ROVE_ERR_INVALID_ARGUMENT;
+  if (a->lse && bl && (rove_overlap_any(a->lse, bl, in, 10) || rove_overlap(a->lse, bl, a->out, bo)))
     return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
 }
@@ -79,6 +80,7 @@ static rove_attention_args seq_args(const rove_plan *p, const rove_varlen_args *
   b.kv_pos = a->kv_pos ? a->kv_pos + k0 : NULL;
   b.q_angles = a->q_angles ? a->q_angles + q0 * aw : NULL;
   b.kv_angles = a->kv_angles ? a->kv_angles + k0 * aw : NULL;
+  b.sinks = a->sinks;
   return b;
 }
 
@@ -99,6 +101,7 @@ rove_status rove_attention_varlen_typed(const rove_plan *p, const rove_varlen_ar
   if ((tq > 0 && (!a->q || !a->out)) || (tk > 0 && (!a->k || !a->v))) return ROVE_ERR_INVALID_ARGUMENT;
   if (!a->q_angles != !a->kv_angles) return ROVE_ERR_INVALID_ARGUMENT;
   rove_status st = check_packed(p, a, t, tq, tk);
+  if (st == ROVE_OK) st = rove_check_sinks(p, a->sinks);
   if (st != ROVE_OK) return st;
   rove_attention_args *args = calloc((size_t)a->n_seqs, sizeof *args);
   if (!args) return ROVE_ERR_OUT_OF_MEMORY;

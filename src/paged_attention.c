@@ -66,7 +66,7 @@ static rove_status check_tensors(const rove_plan *p, const rove_paged_kv *kv, in
                                            (size_t)rove_q8_blocks(p->cfg.head_dim) * sizeof(float))
                          : 0;
   const size_t aw = (size_t)p->cfg.n_kv_heads * (size_t)p->half * sizeof(double);
-  const rove_span in[11] = {
+  const rove_span in[12] = {
       {a->q, bq},
       {kv->k, bp},
       {kv->v, bp},
@@ -78,9 +78,10 @@ static rove_status check_tensors(const rove_plan *p, const rove_paged_kv *kv, in
       {a->block_tables, rove_span_bytes((int64_t)a->n_seqs * (a->max_blocks > 0 ? a->max_blocks : 0),
                                         sizeof(int32_t))},
       {a->q_pos, rove_span_bytes(tq, sizeof(int32_t))},
-      {a->q_angles, rove_span_bytes(tq, aw)}};
-  if (rove_overlap_any(a->out, bo, in, 11)) return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->lse && (rove_overlap_any(a->lse, bl, in, 11) || rove_overlap(a->lse, bl, a->out, bo)))
+      {a->q_angles, rove_span_bytes(tq, aw)},
+      {a->sinks, (size_t)p->cfg.n_heads * sizeof(float)}};
+  if (rove_overlap_any(a->out, bo, in, 12)) return ROVE_ERR_INVALID_ARGUMENT;
+  if (a->lse && (rove_overlap_any(a->lse, bl, in, 12) || rove_overlap(a->lse, bl, a->out, bo)))
     return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
 }
@@ -103,6 +104,7 @@ rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const ro
   if (n <= 0 || !rove_check_cu(a->cu_seqlens_q, n, &tq) || (tq > 0 && (!a->q || !a->out)))
     return ROVE_ERR_INVALID_ARGUMENT;
   st = check_tensors(p, kv, g.pool_bytes, a, tq, qe, oe);
+  if (st == ROVE_OK) st = rove_check_sinks(p, a->sinks);
   if (st != ROVE_OK) return st;
   /* keys whose positions are gathered: those of sequences with queries */
   int64_t keys = 0;
@@ -143,6 +145,7 @@ rove_status rove_paged_run(const rove_plan *p, const rove_paged_kv *kv, const ro
     b->out_stride = a->out_stride;
     b->q_pos = (a->q_pos ? a->q_pos : qpos) + q0;
     b->q_angles = a->q_angles ? a->q_angles + q0 * aw : NULL;
+    b->sinks = a->sinks;
     views[s] = (rove_kv_view){.k = kv->k, .v = kv->v, .hstride = tm ? d : bs * d,
                               .tstride = tm ? hkv * d : d,
                               .type = kv->type, .kscale = kv->k_scale, .vscale = kv->v_scale,

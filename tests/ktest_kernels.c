@@ -371,7 +371,7 @@ static void run_attention(const rove_kernels *kn, const tprob *P, float *out, fl
       kn->attn_tile(&t);
     }
     rove_rot ro = rot_at(&P->qt, i0, P->rot_o, P->pairing, P->first);
-    rove_finish_f32(kn, out + i0 * P->os, P->os, lse ? lse + i0 : NULL, o, m, l, nq, d, &ro);
+    rove_finish_f32(kn, out + i0 * P->os, P->os, lse ? lse + i0 : NULL, o, m, l, nq, d, &ro, NULL);
   }
   kt_check(&kb, "packed K");
   kt_check(&vb, "packed V");
@@ -561,8 +561,8 @@ static void finish_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t 
         *yi = kt_rows_alloc(&outi, nq, os, d, mis_o, post);
   float *lr = kt_alloc(&lser, nq, 0, 1), *li = kt_alloc(&lsei, nq, mis_l, post);
   rove_rot ro = rot_at(&t, 0, rot, pairing, first);
-  rove_finish_f32(ref, yr, os, want_lse ? lr : NULL, o, m, l, nq, d, &ro);
-  rove_finish_f32(kn, yi, os, want_lse ? li : NULL, o, m, l, nq, d, &ro);
+  rove_finish_f32(ref, yr, os, want_lse ? lr : NULL, o, m, l, nq, d, &ro, NULL);
+  rove_finish_f32(kn, yi, os, want_lse ? li : NULL, o, m, l, nq, d, &ro, NULL);
   kt_cmp(yi, os, yr, os, nq, d, FIN_TOL, "out");
   kt_gaps_check(yi, nq, os, d, "out");
   for (int32_t i = 0; i < nq; i++) {
@@ -879,8 +879,8 @@ static void stride_case(const rove_kernels *kn, rove_rng *g, int32_t d, int32_t 
   kn->pack_k(a, src, ss, n, d, &rw, 1.1f);
   kn->pack_k(b, src, ss, n, d, &rd, 1.1f);
   if (memcmp(a, b, sizeof(float) * (size_t)(np * d))) kt_fail("pack_k differs");
-  rove_finish_f32(kn, a, d, la, src, m, l, n, d, &rw);
-  rove_finish_f32(kn, b, d, lb, src, m, l, n, d, &rd);
+  rove_finish_f32(kn, a, d, la, src, m, l, n, d, &rw, NULL);
+  rove_finish_f32(kn, b, d, lb, src, m, l, n, d, &rd, NULL);
   if (memcmp(a, b, sizeof(float) * (size_t)(n * d)) || memcmp(la, lb, sizeof(float) * (size_t)n))
     kt_fail("finish differs");
   free(wc), free(wsn), free(dc), free(dsn), free(src), free(m), free(l), free(a), free(b);

@@ -33,6 +33,7 @@ typedef struct {
   float amp;         /* inputs uniform in [-amp, amp) (0 = 1) */
   int expect_masked; /* at least one query must see no key */
   int angles;        /* explicit Selective-RoPE angles (random, |t| < 60) */
+  float sink;        /* != 0: attention sinks, head h's logit sink + (h % 3 - 1) */
 } tcase;
 
 static tcase base_case(int B, int Sq, int Skv, int H, int Hkv, int d) {
@@ -55,11 +56,12 @@ static void describe(const tcase *t, int threads, uint64_t seed, char *buf, size
   snprintf(buf, n,
            "B=%d Sq=%d Skv=%d H=%d Hkv=%d d=%d r=%d pair=%d last=%d rot=0x%x causal=%d "
            "win=%d scale=%g cap=%g scaling=%d pos=%d base=%lld pads=%d/%d/%d/%d fused=%d lse=%d "
-           "thr=%d amp=%g ang=%d seed=%llu isa=%s",
+           "thr=%d amp=%g ang=%d sink=%g seed=%llu isa=%s",
            t->B, t->Sq, t->Skv, t->H, t->Hkv, t->d, t->r, t->pairing, t->last, t->rot, t->causal,
            t->window, (double)t->scale, (double)t->softcap, t->scaling, t->pos,
            (long long)t->pos_base, t->qpad, t->kpad, t->vpad, t->opad, t->fused, t->lse, threads,
-           (double)t->amp, t->angles, (unsigned long long)seed, rove_isa_name(rove_best_isa()));
+           (double)t->amp, t->angles, (double)t->sink, (unsigned long long)seed,
+           rove_isa_name(rove_best_isa()));
 }
 
 static double k_factors[ROVE_MAX_HEAD_DIM / 2];
@@ -249,11 +251,17 @@ static void check_case(const tcase *t, uint64_t seed) {
 
   double *ref = malloc((size_t)(qrows * qw) * sizeof(double));
   double *ref_lse = malloc((size_t)nl * sizeof(double));
+  double *vis_lse = malloc((size_t)nl * sizeof(double)); /* without sinks: -inf = no key */
   float *got = malloc((size_t)(qrows * qw) * sizeof(float));
-  assert_non_null(ref);
-  assert_non_null(ref_lse);
-  assert_non_null(got);
-  if (rove_oracle_attention(&c, inv_freq, m, &a, ref, ref_lse) != 0) fail_msg("oracle [%s]", desc);
+  float *sinks = malloc(sizeof(float) * (size_t)t->H);
+  assert_true(ref && ref_lse && vis_lse && got && sinks);
+  if (rove_oracle_attention(&c, inv_freq, m, &a, ref, vis_lse) != 0) fail_msg("oracle [%s]", desc);
+  memcpy(ref_lse, vis_lse, sizeof(double) * (size_t)nl);
+  if (t->sink != 0.0f) { /* the truth with the sinks (vis_lse keeps the rows' visibility) */
+    for (int h = 0; h < t->H; h++) sinks[h] = t->sink + (float)(h % 3 - 1);
+    a.sinks = sinks;
+    if (rove_oracle_attention(&c, inv_freq, m, &a, ref, ref_lse) != 0) fail_msg("oracle [%s]", desc);
+  }
 
   st = rove_attention_forward(p, &a);
   if (st != ROVE_OK) fail_msg("forward: %s [%s]", rove_status_string(st), desc);
@@ -284,15 +292,17 @@ static void check_case(const tcase *t, uint64_t seed) {
       for (int i = 0; i < t->Sq; i++) {
         const int64_t li = ((int64_t)b * t->H + h) * t->Sq + i;
         const float *row = got + (((int64_t)b * t->Sq + i) * t->H + h) * t->d;
-        if (isinf(ref_lse[li]) && ref_lse[li] < 0) {
+        if (isinf(vis_lse[li]) && vis_lse[li] < 0) {
           n_masked++;
           for (int e = 0; e < t->d; e++)
             if (row[e] != 0.0f)
               fail_msg("masked row b=%d h=%d i=%d has out[%d]=%g, want 0 [%s]", b, h, i, e,
                        (double)row[e], desc);
-          if (t->lse && !(isinf(gl.data[li]) && gl.data[li] < 0))
-            fail_msg("masked row b=%d h=%d i=%d has lse %g, want -inf [%s]", b, h, i,
-                     (double)gl.data[li], desc);
+          /* the LSE of a row without keys: -inf, or exactly the head's sink */
+          const float want = a.sinks ? a.sinks[h] : -INFINITY;
+          if (t->lse && gl.data[li] != want)
+            fail_msg("masked row b=%d h=%d i=%d has lse %g, want %g [%s]", b, h, i,
+                     (double)gl.data[li], (double)want, desc);
         } else if (t->lse) {
           const double e = fabs((double)gl.data[li] - ref_lse[li]) / fmax(1.0, fabs(ref_lse[li]));
           if (!(e <= LSE_TOL))
@@ -318,6 +328,8 @@ static void check_case(const tcase *t, uint64_t seed) {
 
   free(ref);
   free(ref_lse);
+  free(vis_lse);
+  free(sinks);
   free(got);
   free(qp);
   free(kp);
@@ -958,6 +970,40 @@ static void test_rotate_placement(void **state) {
         }
 }
 
+/* ---- attention sinks (gpt-oss: a learned logit per head in every softmax row) -------- */
+
+/* Against the oracle: prefill and decode tiles, split-KV (the sink enters once, after the
+ * merge), GQA, windows with softcap, rows without keys (output 0, LSE exactly the sink),
+ * explicit angles, strides, RoPE and RoVE, sinks far above the logits (output -> 0, the
+ * LSE the sink) and far below (no effect), 1 and 2 threads. */
+static void test_sinks(void **state) {
+  (void)state;
+  uint64_t seed = 2600;
+  static const float levels[] = {0.7f, -3.0f, 40.0f, -90.0f};
+  for (int li = 0; li < 4; li++)
+    for (int rot = 0; rot <= 1; rot++) {
+      const uint32_t r = rot ? ROVE_ROTATE_ROVE : ROVE_ROTATE_ROPE;
+      tcase t = base_case(2, 70, 70, 6, 2, 64); /* prefill, GQA 3:1 */
+      t.rot = r, t.sink = levels[li], t.threads = 1 + rot;
+      check_case(&t, seed++);
+      t = base_case(1, 1, 3000, 4, 1, 128); /* decode, split over the keys */
+      t.rot = r, t.sink = levels[li], t.threads = 2 - rot, t.scaling = SC_YARN;
+      check_case(&t, seed++);
+      t = base_case(1, 5, 2000, 4, 2, 80); /* a few rows, window, softcap */
+      t.rot = r, t.sink = levels[li], t.window = 300, t.softcap = 20.0f;
+      check_case(&t, seed++);
+      t = base_case(2, 12, 37, 4, 2, 64); /* rows that see no key */
+      t.rot = r, t.sink = levels[li], t.pos = POS_MASKED, t.expect_masked = 1;
+      check_case(&t, seed++);
+      t = base_case(1, 33, 33, 2, 2, 32); /* angles, strides, non-causal */
+      t.rot = r, t.sink = levels[li], t.angles = 1, t.causal = 0, t.qpad = 3, t.opad = 5;
+      check_case(&t, seed++);
+    }
+  tcase t = base_case(2, 5, 9, 2, 1, 32); /* every row without keys: zeros, LSE = sink */
+  t.pos = POS_ALL_MASKED, t.expect_masked = 1, t.sink = 1.5f;
+  check_case(&t, seed++);
+}
+
 int main(void) {
   rove_test_isa_gate();
   const struct CMUnitTest tests[] = {
@@ -979,6 +1025,7 @@ int main(void) {
       cmocka_unit_test(test_placement_last),
       cmocka_unit_test(test_placement_permutation),
       cmocka_unit_test(test_rotate_placement),
+      cmocka_unit_test(test_sinks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

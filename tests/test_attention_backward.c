@@ -8,7 +8,8 @@
  * pairings, GQA 4:2 and MQA, causal / non-causal, bottom-right alignment, explicit
  * positions (large and unordered), windows, softcap, padded strides, batch 2, rows that
  * see no key (gradient 0, no NaN), and explicit angles (Selective RoPE) with their own
- * gradients d q_angles / d kv_angles (also one array for both, whose total is the sum). Also: bitwise identical gradients for 1 and 3 threads,
+ * gradients d q_angles / d kv_angles (also one array for both, whose total is the sum), and
+ * attention sinks (gpt-oss) with their gradient d sinks, also on rows that see no key. Also: bitwise identical gradients for 1 and 3 threads,
  * guarded outputs (no write outside the rows), and bad input. Links the public librove.so. */
 #include <math.h>
 #include <stdlib.h>
@@ -25,27 +26,32 @@ typedef struct {
   float softcap;
   int yarn, positions, pad, last, interleaved;
   int angles; /* 1: explicit q / kv angles (Selective RoPE); 2: one array for both */
+  int sinks;  /* 1: a sink logit per query head */
 } bcase;
 
 static const bcase cases[] = {
-    {"plain noncausal", 2, 2, 8, 0, 5, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"rope causal", 2, 2, 8, 0, 5, 5, 1, ROVE_ROTATE_ROPE, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"rove causal", 2, 2, 8, 0, 5, 5, 1, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"rove bottom-right q<kv", 2, 1, 8, 0, 3, 7, 2, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"v only", 2, 2, 8, 0, 4, 6, 1, ROVE_ROTATE_V, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"o only", 2, 2, 8, 0, 4, 6, 1, ROVE_ROTATE_O, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"rove gqa 4:2 yarn", 4, 2, 8, 0, 5, 5, 1, ROVE_ROTATE_ROVE, 1, 0, 0, 1, 0, 0, 0, 0, 0},
-    {"rove mqa positions", 3, 1, 8, 0, 4, 6, 2, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 1, 0, 0, 0, 0},
-    {"rove window softcap", 2, 2, 8, 0, 6, 6, 1, ROVE_ROTATE_ROVE, 1, 3, 2.0f, 0, 0, 0, 0, 0, 0},
-    {"rove noncausal window", 2, 2, 8, 0, 5, 5, 1, ROVE_ROTATE_ROVE, 0, 2, 0, 0, 0, 0, 0, 0, 0},
-    {"rove partial last interleaved", 2, 2, 12, 4, 4, 5, 1, ROVE_ROTATE_ROVE, 1, 0, 0, 1, 0, 0, 1, 1, 0},
-    {"rope partial first strides", 2, 1, 12, 6, 4, 5, 2, ROVE_ROTATE_ROPE, 1, 0, 1.5f, 0, 0, 5, 0, 0, 0},
-    {"rove d=32 gqa two key blocks", 4, 2, 32, 0, 3, 70, 1, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 0, 3, 0, 0, 0},
-    {"rove masked rows", 2, 2, 8, 0, 4, 4, 1, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 2, 0, 0, 0, 0},
-    {"rove angles gqa", 4, 2, 8, 0, 4, 6, 2, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 0, 0, 0, 0, 1},
-    {"rope angles partial interleaved", 2, 1, 12, 6, 5, 5, 1, ROVE_ROTATE_ROPE, 1, 0, 1.5f, 1, 0, 0, 0, 1, 1},
-    {"rove angles self one array", 2, 2, 8, 0, 5, 5, 1, ROVE_ROTATE_ROVE, 0, 0, 0, 0, 0, 0, 1, 0, 2},
-    {"v+o angles masked rows", 2, 2, 8, 0, 4, 4, 1, ROVE_ROTATE_V | ROVE_ROTATE_O, 1, 0, 0, 0, 2, 0, 0, 0, 1},
+    {"plain noncausal", 2, 2, 8, 0, 5, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"rope causal", 2, 2, 8, 0, 5, 5, 1, ROVE_ROTATE_ROPE, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"rove causal", 2, 2, 8, 0, 5, 5, 1, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"rove bottom-right q<kv", 2, 1, 8, 0, 3, 7, 2, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"v only", 2, 2, 8, 0, 4, 6, 1, ROVE_ROTATE_V, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"o only", 2, 2, 8, 0, 4, 6, 1, ROVE_ROTATE_O, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"rove gqa 4:2 yarn", 4, 2, 8, 0, 5, 5, 1, ROVE_ROTATE_ROVE, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0},
+    {"rove mqa positions", 3, 1, 8, 0, 4, 6, 2, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+    {"rove window softcap", 2, 2, 8, 0, 6, 6, 1, ROVE_ROTATE_ROVE, 1, 3, 2.0f, 0, 0, 0, 0, 0, 0, 0},
+    {"rove noncausal window", 2, 2, 8, 0, 5, 5, 1, ROVE_ROTATE_ROVE, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"rove partial last interleaved", 2, 2, 12, 4, 4, 5, 1, ROVE_ROTATE_ROVE, 1, 0, 0, 1, 0, 0, 1, 1, 0, 0},
+    {"rope partial first strides", 2, 1, 12, 6, 4, 5, 2, ROVE_ROTATE_ROPE, 1, 0, 1.5f, 0, 0, 5, 0, 0, 0, 0},
+    {"rove d=32 gqa two key blocks", 4, 2, 32, 0, 3, 70, 1, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 0, 3, 0, 0, 0, 0},
+    {"rove masked rows", 2, 2, 8, 0, 4, 4, 1, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0},
+    {"rove angles gqa", 4, 2, 8, 0, 4, 6, 2, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+    {"rope angles partial interleaved", 2, 1, 12, 6, 5, 5, 1, ROVE_ROTATE_ROPE, 1, 0, 1.5f, 1, 0, 0, 0, 1, 1, 0},
+    {"rove angles self one array", 2, 2, 8, 0, 5, 5, 1, ROVE_ROTATE_ROVE, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0},
+    {"v+o angles masked rows", 2, 2, 8, 0, 4, 4, 1, ROVE_ROTATE_V | ROVE_ROTATE_O, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0},
+    {"rove sinks gqa 4:2 batch 2", 4, 2, 8, 0, 5, 6, 2, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+    {"rope sinks window softcap", 2, 1, 8, 0, 6, 6, 1, ROVE_ROTATE_ROPE, 1, 3, 2.0f, 1, 0, 0, 0, 0, 0, 1},
+    {"rove sinks masked rows", 2, 2, 8, 0, 4, 4, 1, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 2, 0, 0, 0, 0, 1},
+    {"rove sinks angles", 2, 2, 8, 0, 4, 5, 1, ROVE_ROTATE_ROVE, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
 };
 #define N_CASES ((int)(sizeof cases / sizeof *cases))
 
@@ -58,6 +64,7 @@ typedef struct {
   float *q, *k, *v, *dout;
   int32_t *qp, *kp;
   double *qa, *ka; /* explicit angles or NULL */
+  float *sk;        /* sinks [H] or NULL */
   int64_t nqa, nka; /* their element counts */
   rove_attention_args a;
 } bsetup;
@@ -123,13 +130,19 @@ static void setup(bsetup *s, const bcase *t, int32_t threads, uint64_t seed) {
       s->ka[i] = 6.0 * (rove_rng_uniform(&g, 0, 1) - 0.5);
     s->a.q_angles = s->qa, s->a.kv_angles = s->ka;
   }
+  if (t->sinks) { /* logits of the scores' size: the sink takes a fair share of each row */
+    s->sk = malloc(sizeof(float) * (size_t)t->H);
+    assert_non_null(s->sk);
+    rove_rng_fill(&g, s->sk, t->H, -1.0f, 2.0f);
+    s->a.sinks = s->sk;
+  }
 }
 
 static void teardown(bsetup *s) {
   rove_plan_destroy(s->p);
   free(s->q), free(s->k), free(s->v), free(s->dout), free(s->qp), free(s->kp);
   if (s->ka != s->qa) free(s->ka);
-  free(s->qa);
+  free(s->qa), free(s->sk);
 }
 
 /* L = sum w . out over the dense output, by the oracle in double. */
@@ -191,17 +204,17 @@ static double compare_d(const char *what, const char *name, const double *got, c
 }
 
 /* Runs the forward and the backward; gradients dense into dq / dk / dv (guarded). */
-static rove_status run_backward_angles(bsetup *s, float *out, float *lse, float *dq, float *dk,
-                                       float *dv, double *dqa, double *dka) {
+static rove_status run_backward_all(bsetup *s, float *out, float *lse, float *dq, float *dk,
+                                    float *dv, double *dqa, double *dka, float *dsk) {
   s->a.out = out, s->a.lse = lse;
   rove_status st = rove_attention_forward(s->p, &s->a);
   if (st != ROVE_OK) return st;
   rove_attention_grads g = {.dout = s->dout, .dq = dq, .dk = dk, .dv = dv, .d_q_angles = dqa,
-                            .d_kv_angles = dka};
+                            .d_kv_angles = dka, .d_sinks = dsk};
   return rove_attention_backward(s->p, &s->a, &g);
 }
 static rove_status run_backward(bsetup *s, float *out, float *lse, float *dq, float *dk, float *dv) {
-  return run_backward_angles(s, out, lse, dq, dk, dv, NULL, NULL);
+  return run_backward_all(s, out, lse, dq, dk, dv, NULL, NULL, NULL);
 }
 
 /* compare_d for float results (widened exactly, then the same rule) */
@@ -246,7 +259,9 @@ static void test_against_finite_differences(void **state) {
       fqa = malloc(sizeof(double) * (size_t)s.nqa), fka = malloc(sizeof(double) * (size_t)s.nka);
       assert_true(dqa && dka && fqa && fka);
     }
-    rove_status st = run_backward_angles(&s, out, lse, dq, dk, dv, dqa, dka);
+    float dsk[8] = {0}; /* d sinks (H <= 8) */
+    double wsk[8] = {0};
+    rove_status st = run_backward_all(&s, out, lse, dq, dk, dv, dqa, dka, t->sinks ? dsk : NULL);
     if (st != ROVE_OK) fail_msg("backward [%s]: %s", t->name, rove_status_string(st));
     assert_true(rove_guarded_intact(&gq) && rove_guarded_intact(&gk) && rove_guarded_intact(&gv));
     /* the finite differences see the inputs through the same strided views */
@@ -267,8 +282,12 @@ static void test_against_finite_differences(void **state) {
       for (int64_t e = 0; e < s.nqa; e++) dqa[e] += dka[e];
       worst = fmax(worst, compare_d("d angles (one array)", t->name, dqa, fqa, s.nqa, 2e-4));
     }
+    if (t->sinks) {
+      fd_grad(&s, s.sk, 1, t->H, t->H, wsk);
+      worst = fmax(worst, compare("d sinks", t->name, dsk, wsk, t->H, 2e-4));
+    }
     free(dqa), free(dka), free(fqa), free(fka);
-    if (t->positions == 2) /* query rows with no key: LSE -inf, dq exactly 0 */
+    if (t->positions == 2) /* query rows with no key: LSE -inf (the sink), dq exactly 0 */
       for (int64_t i = 0; i < s.qrows; i += 2)
         for (int64_t c = 0; c < s.qw; c++)
           if (dq[i * s.qw + c] != 0.0f) fail_msg("masked row %lld: dq %g", (long long)i, dq[i * s.qw + c]);
@@ -284,7 +303,7 @@ static void test_against_finite_differences(void **state) {
  * blocks). */
 static void test_thread_count_invariance(void **state) {
   (void)state;
-  static const bcase big = {"threads", 4, 2, 32, 0, 150, 200, 2, ROVE_ROTATE_ROVE, 1, 0, 0, 1, 0, 0, 0, 0, 0};
+  static const bcase big = {"threads", 4, 2, 32, 0, 150, 200, 2, ROVE_ROTATE_ROVE, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1};
   float *res[2][3];
   for (int r = 0; r < 2; r++) {
     bsetup s;
@@ -343,7 +362,21 @@ static void test_bad_input(void **state) {
   double ang[64];
   b = g, b.d_q_angles = ang; /* angle gradients without explicit angles */
   assert_int_equal(rove_attention_backward(s.p, &s.a, &b), ROVE_ERR_INVALID_ARGUMENT);
+  float dsk[2], sk[2] = {0.5f, -0.5f};
+  b = g, b.d_sinks = dsk; /* a sink gradient without sinks */
+  assert_int_equal(rove_attention_backward(s.p, &s.a, &b), ROVE_ERR_INVALID_ARGUMENT);
   rove_attention_args a = s.a;
+  a.sinks = sk;
+  b = g, b.d_sinks = (float *)s.q; /* over an input */
+  assert_int_equal(rove_attention_backward(s.p, &a, &b), ROVE_ERR_INVALID_ARGUMENT);
+  b = g, b.dq = sk; /* a gradient over the sinks */
+  assert_int_equal(rove_attention_backward(s.p, &a, &b), ROVE_ERR_INVALID_ARGUMENT);
+  b = g, b.d_sinks = dq; /* over another gradient */
+  assert_int_equal(rove_attention_backward(s.p, &a, &b), ROVE_ERR_INVALID_ARGUMENT);
+  sk[1] = NAN; /* a sink must be finite */
+  b = g, b.d_sinks = dsk;
+  assert_int_equal(rove_attention_backward(s.p, &a, &b), ROVE_ERR_INVALID_ARGUMENT);
+  a = s.a;
   a.lse = NULL; /* the forward's LSE is required */
   assert_int_equal(rove_attention_backward(s.p, &a, &g), ROVE_ERR_INVALID_ARGUMENT);
   a = s.a, a.q_len = 0;

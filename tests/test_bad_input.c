@@ -619,6 +619,16 @@ static void test_forward_bad(void **state) {
       "kv_angles inside lse");
   BAD((f.a.q_angles = (const double *)f.q, f.a.kv_angles = (const double *)f.k), ROVE_OK,
       "angles inside inputs");
+  /* attention sinks: finite, and no output over them (the sentinel is a finite sink) */
+  static const float sink_nan[8] = {0.5f, NAN, 0, 0, 0, 0, 0, 0};
+  static const float sink_inf[8] = {-INFINITY, 0, 0, 0, 0, 0, 0, 0};
+  static const float sink_ok[8] = {1, -1, 2, -2, 0, 3, -3, 0.5f};
+  BAD(f.a.sinks = sink_nan, INV, "a NaN sink");
+  BAD(f.a.sinks = sink_inf, INV, "a -inf sink");
+  BAD(f.a.sinks = f.out + 4, INV, "sinks inside out");
+  BAD(f.a.sinks = f.lse + FH * FS - 1, INV, "sinks overlap the end of lse");
+  BAD(f.a.sinks = sink_ok, ROVE_OK, "finite sinks");
+  BAD(f.a.sinks = f.q, ROVE_OK, "sinks inside an input");
 #undef BAD
   /* the same buffers, correctly separated, work */
   fwd_reset(&f);

@@ -24,6 +24,7 @@ typedef struct {
   float softcap;
   rove_dtype type;
   int angles;
+  int sinks; /* attention sinks, one logit per head */
 } pcase;
 
 static rove_plan *make_plan(const pcase *c, int threads) {
@@ -57,6 +58,7 @@ typedef struct {
   int32_t len[MAXS], nq[MAXS], seq[MAXS], cu[MAXS + 1];
   float *k[MAXS], *v[MAXS], *q;
   double *ka[MAXS], *qa;
+  float *sk; /* [H] sinks */
   rove_kv_cache *kc[MAXS];
   rove_paged_cache *pc;
 } world;
@@ -105,6 +107,8 @@ static void build(const pcase *c, const rove_plan *p, world *w, int n, const int
   for (int s = 0; s < n; s++) assert_int_equal(rove_paged_seq_length(w->pc, w->seq[s]), len[s]);
   w->q = randf(&r, (int64_t)w->cu[n] * c->H * c->d);
   w->qa = randa(&r, (int64_t)w->cu[n] * aw);
+  w->sk = randf(&r, c->H);
+  for (int h = 0; h < c->H; h++) w->sk[h] *= 3.0f;
 }
 
 static void unbuild(world *w) {
@@ -112,7 +116,7 @@ static void unbuild(world *w) {
     free(w->k[s]), free(w->v[s]), free(w->ka[s]);
     rove_kv_cache_destroy(w->kc[s]);
   }
-  free(w->q), free(w->qa);
+  free(w->q), free(w->qa), free(w->sk);
   rove_paged_cache_destroy(w->pc);
 }
 
@@ -121,6 +125,7 @@ static rove_paged_args pargs(const pcase *c, const world *w, float *out, float *
   memset(&a, 0, sizeof a);
   a.n_seqs = w->n, a.cu_seqlens_q = w->cu, a.q = w->q, a.out = out, a.lse = lse;
   a.q_angles = c->angles ? w->qa : NULL;
+  a.sinks = c->sinks ? w->sk : NULL;
   return a;
 }
 
@@ -134,6 +139,7 @@ static void reference(const pcase *c, const world *w, float *out, float *lse) {
     memset(&a, 0, sizeof a);
     a.batch = 1, a.q_len = w->nq[s], a.q = w->q + w->cu[s] * wq, a.out = out + w->cu[s] * wq;
     a.lse = l, a.q_angles = c->angles ? w->qa + w->cu[s] * aw : NULL;
+    a.sinks = c->sinks ? w->sk : NULL;
     assert_int_equal(rove_kv_cache_attention(w->kc[s], &a), ROVE_OK);
     for (int h = 0; h < c->H; h++)
       memcpy(lse + h * tq + w->cu[s], l + h * w->nq[s], sizeof(float) * (size_t)w->nq[s]);
@@ -279,28 +285,33 @@ static void run_case(const pcase *c, int n, const int32_t *len, const int32_t *n
 static void test_equals_contiguous(void **state) {
   (void)state;
   const pcase cases[] = {
-      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 16, 0, ROVE_DTYPE_F32, 0},
-      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 64, 0, ROVE_DTYPE_F32, 0},
-      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 128, 0, ROVE_DTYPE_F32, 0},
-      {ROVE_ROTATE_ROVE, 1, 0, 4, 4, 32, 1, 0, ROVE_DTYPE_F32, 0},
-      {ROVE_ROTATE_ROPE, 1, 37, 8, 2, 64, 32, 0, ROVE_DTYPE_BF16, 0},
-      {ROVE_ROTATE_ROVE, 0, 0, 4, 1, 64, 64, 20.0f, ROVE_DTYPE_F16, 0},
-      {ROVE_ROTATE_ROVE, 1, 0, 6, 2, 64, 16, 0, ROVE_DTYPE_Q8, 0},
-      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 64, 0, ROVE_DTYPE_Q8, 0},
-      {0, 1, 0, 4, 2, 48, 8, 0, ROVE_DTYPE_F32, 0},
-      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 16, 0, ROVE_DTYPE_F32, 1},
-      {ROVE_ROTATE_ROVE, 1, 0, 32, 2, 32, 64, 0, ROVE_DTYPE_F32, 0}, /* group 16: tile path */
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 16, 0, ROVE_DTYPE_F32, 0, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 64, 0, ROVE_DTYPE_F32, 0, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 128, 0, ROVE_DTYPE_F32, 0, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 4, 32, 1, 0, ROVE_DTYPE_F32, 0, 0},
+      {ROVE_ROTATE_ROPE, 1, 37, 8, 2, 64, 32, 0, ROVE_DTYPE_BF16, 0, 0},
+      {ROVE_ROTATE_ROVE, 0, 0, 4, 1, 64, 64, 20.0f, ROVE_DTYPE_F16, 0, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 6, 2, 64, 16, 0, ROVE_DTYPE_Q8, 0, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 64, 0, ROVE_DTYPE_Q8, 0, 0},
+      {0, 1, 0, 4, 2, 48, 8, 0, ROVE_DTYPE_F32, 0, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 16, 0, ROVE_DTYPE_F32, 1, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 32, 2, 32, 64, 0, ROVE_DTYPE_F32, 0, 0}, /* group 16: tile path */
       /* bf16 / f16 pools of blocks under 64 tokens in MHA decode: on an AVX-512 AMD core
        * the sequences of one query row put every KV head of a tile in one attn_rows_heads
        * call (the others stay per head), which must give the same bits: softcap, a window
        * (masked tiles), blocks of 32, d = 128 (one K section per key), and 150 heads at d =
        * 48, more than one pass of the scratch (110 heads) */
-      {ROVE_ROTATE_ROVE, 1, 0, 4, 4, 64, 16, 0, ROVE_DTYPE_BF16, 0},
-      {ROVE_ROTATE_ROVE, 1, 0, 20, 20, 32, 16, 0, ROVE_DTYPE_F16, 0},
-      {ROVE_ROTATE_ROVE, 1, 0, 6, 6, 64, 16, 30.0f, ROVE_DTYPE_BF16, 0},
-      {ROVE_ROTATE_ROVE, 1, 100, 6, 6, 64, 32, 0, ROVE_DTYPE_F16, 0},
-      {ROVE_ROTATE_ROVE, 0, 0, 4, 4, 128, 16, 0, ROVE_DTYPE_BF16, 0},
-      {ROVE_ROTATE_ROPE, 1, 300, 150, 150, 48, 32, 0, ROVE_DTYPE_BF16, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 4, 64, 16, 0, ROVE_DTYPE_BF16, 0, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 20, 20, 32, 16, 0, ROVE_DTYPE_F16, 0, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 6, 6, 64, 16, 30.0f, ROVE_DTYPE_BF16, 0, 0},
+      {ROVE_ROTATE_ROVE, 1, 100, 6, 6, 64, 32, 0, ROVE_DTYPE_F16, 0, 0},
+      {ROVE_ROTATE_ROVE, 0, 0, 4, 4, 128, 16, 0, ROVE_DTYPE_BF16, 0, 0},
+      {ROVE_ROTATE_ROPE, 1, 300, 150, 150, 48, 32, 0, ROVE_DTYPE_BF16, 0, 0},
+      /* attention sinks: per head, after the split merge */
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 16, 0, ROVE_DTYPE_F32, 0, 1},
+      {ROVE_ROTATE_ROPE, 1, 37, 8, 2, 64, 32, 0, ROVE_DTYPE_BF16, 0, 1},
+      {ROVE_ROTATE_ROVE, 1, 0, 6, 2, 64, 64, 0, ROVE_DTYPE_Q8, 1, 1},
+      {ROVE_ROTATE_ROVE, 1, 0, 32, 2, 32, 64, 0, ROVE_DTYPE_F32, 0, 1},
   };
   /* decode rows, speculative rows, a sequence without rows, a long one (split-KV) */
   const int32_t len[MAXS] = {1, 200, 77, 1500, 16};
@@ -312,7 +323,7 @@ static void test_equals_contiguous(void **state) {
  * sequence, bit for bit (blocks of 64), over an f16 pool. */
 static void test_typed_queries(void **state) {
   (void)state;
-  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 8, 2, 64, 64, 0, ROVE_DTYPE_F16, 0};
+  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 8, 2, 64, 64, 0, ROVE_DTYPE_F16, 0, 0};
   const int32_t len[3] = {300, 1, 90}, nq[3] = {2, 1, 5};
   rove_plan *p = make_plan(&c, 2);
   world w;
@@ -359,7 +370,7 @@ static void test_typed_queries(void **state) {
 
 static void test_threads(void **state) {
   (void)state;
-  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 8, 2, 64, 32, 0, ROVE_DTYPE_F32, 0};
+  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 8, 2, 64, 32, 0, ROVE_DTYPE_F32, 0, 0};
   const int32_t len[MAXS] = {3000, 5, 700, 2048, 64}, nq[MAXS] = {1, 2, 3, 1, 5};
   float *outs[2], *lses[2];
   for (int t = 0; t < 2; t++) {
@@ -443,7 +454,7 @@ static void check_accounting(const rove_paged_cache *pc, const mseq *ms, int n, 
 
 static void test_random_operations(void **state) {
   (void)state;
-  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 16, 0, ROVE_DTYPE_F32, 0};
+  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 16, 0, ROVE_DTYPE_F32, 0, 0};
   rove_plan *p = make_plan(&c, 2);
   const int64_t w = (int64_t)c.Hkv * c.d;
   const int32_t n_blocks = 40;
@@ -543,7 +554,7 @@ static void decode_row(rove_paged_cache *pc, int32_t seq, const float *q, float 
 
 static void test_fork_copy_on_write(void **state) {
   (void)state;
-  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 16, 0, ROVE_DTYPE_F32, 0};
+  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 16, 0, ROVE_DTYPE_F32, 0, 0};
   rove_plan *p = make_plan(&c, 1);
   const int64_t w = 64;
   rove_rng r;
@@ -631,7 +642,7 @@ static void test_fork_copy_on_write(void **state) {
 
 static void test_exhaustion(void **state) {
   (void)state;
-  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 16, 0, ROVE_DTYPE_F16, 0};
+  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 16, 0, ROVE_DTYPE_F16, 0, 0};
   rove_plan *p = make_plan(&c, 1);
   rove_rng r;
   rove_rng_seed(&r, 4);
@@ -689,7 +700,7 @@ static void test_exhaustion(void **state) {
   assert_int_equal(rove_paged_cache_create(p, ROVE_DTYPE_F32, 1 << 17, 4, 2, &bad), ROVE_ERR_INVALID_ARGUMENT);
   assert_null(bad);
   {
-    const pcase wide = {0, 1, 0, 1024, 1024, 256, 16, 0, ROVE_DTYPE_F32, 0};
+    const pcase wide = {0, 1, 0, 1024, 1024, 256, 16, 0, ROVE_DTYPE_F32, 0, 0};
     rove_plan *pw = make_plan(&wide, 1);
     assert_int_equal(rove_paged_cache_create(pw, ROVE_DTYPE_F32, 65536, INT32_MAX, 2, &bad),
                      ROVE_ERR_SIZE_OVERFLOW);
@@ -703,7 +714,7 @@ static void test_exhaustion(void **state) {
 
 static void test_bad_tables(void **state) {
   (void)state;
-  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 16, 0, ROVE_DTYPE_F32, 0};
+  const pcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 16, 0, ROVE_DTYPE_F32, 0, 0};
   rove_plan *p = make_plan(&c, 1);
   const int64_t pool = 8 * 2 * 16 * 32;
   rove_rng r;
@@ -734,12 +745,22 @@ static void test_bad_tables(void **state) {
   REJECT(ROVE_ERR_INVALID_ARGUMENT, lens[1] = -1, lens[1] = 20);
   REJECT(ROVE_ERR_INVALID_ARGUMENT, lens[1] = 1, lens[1] = 20);            /* 2 rows, 1 key */
   REJECT(ROVE_ERR_INVALID_ARGUMENT, a.block_tables = NULL, a.block_tables = &tables[0][0]);
+  float sk[4] = {0.5f, NAN, 1.0f, 2.0f};
+  REJECT(ROVE_ERR_INVALID_ARGUMENT, a.sinks = sk, a.sinks = NULL); /* a non-finite sink */
+  REJECT(ROVE_ERR_INVALID_ARGUMENT, a.sinks = out + 8, a.sinks = NULL); /* out over the sinks */
+  sk[1] = -0.5f;
   { /* no keys at all: max_blocks 0 and block_tables NULL (an empty table) are accepted */
     int32_t l0[2] = {0, 0}, qp[3] = {5, 6, 7};
     const rove_paged_args a0 = a;
     a.seq_lens = l0, a.block_tables = NULL, a.max_blocks = 0, a.q_pos = qp;
     assert_int_equal(rove_paged_attention(p, &kv, &a), ROVE_OK);
     for (int i = 0; i < 3 * 128; i++) assert_true(out[i] == 0.0f);
+    float lse[4 * 3];
+    a.sinks = sk, a.lse = lse; /* no keys with sinks: output 0, LSE the head's sink */
+    assert_int_equal(rove_paged_attention(p, &kv, &a), ROVE_OK);
+    for (int i = 0; i < 3 * 128; i++) assert_true(out[i] == 0.0f);
+    for (int i = 0; i < 4 * 3; i++) assert_true(lse[i] == sk[i / 3]);
+    a.sinks = NULL, a.lse = NULL;
     l0[1] = 1; /* a key needs a table */
     assert_int_equal(rove_paged_attention(p, &kv, &a), ROVE_ERR_INVALID_ARGUMENT);
     a.max_blocks = 1; /* NULL with a non-zero stride */

@@ -4,7 +4,8 @@
  * one rove_attention_forward per sequence (outputs and the [n_heads][total_q] LSE), for
  * RoVE / RoPE / none, causal and not, windows, softcap, GQA, explicit positions, explicit
  * angles, padded token strides; bitwise for 1 and 2 threads; outputs untouched on every
- * rejected input (bad cu arrays, overlap across sequences, a non-finite angle); bf16 / fp16
+ * rejected input (bad cu arrays, overlap across sequences, a non-finite angle or sink);
+ * attention sinks (also on sequences without keys: LSE = the sink); bf16 / fp16
  * tensors (rove_attention_varlen_typed) bitwise against rove_attention_forward_typed per
  * sequence, and its bad types. Links the public librove.so. */
 #include <math.h>
@@ -22,6 +23,7 @@ typedef struct {
   uint32_t rot;
   int causal, window, H, Hkv, d, positions, angles, pad;
   float softcap;
+  int sinks; /* attention sinks: one logit per head (H <= 8) */
 } vcase;
 
 typedef struct {
@@ -30,6 +32,7 @@ typedef struct {
   float *q, *k, *v, *out, *lse;
   int32_t *qp, *kp;
   double *qa, *ka;
+  float sk[8];
 } vdata;
 
 static void make(const vcase *c, vdata *x, uint64_t seed) {
@@ -59,6 +62,7 @@ static void make(const vcase *c, vdata *x, uint64_t seed) {
   }
   for (int64_t i = 0; i < x->tq * na; i++) x->qa[i] = rove_rng_uniform(&r, -50, 50);
   for (int64_t i = 0; i < x->tk * na; i++) x->ka[i] = rove_rng_uniform(&r, -50, 50);
+  rove_rng_fill(&r, x->sk, 8, -2, 3);
 }
 
 static void unmake(vdata *x) {
@@ -82,6 +86,7 @@ static rove_varlen_args vargs(const vcase *c, const vdata *x) {
   a.q_stride = a.out_stride = x->qs, a.k_stride = a.v_stride = x->ks;
   if (c->positions) a.q_pos = x->qp, a.kv_pos = x->kp;
   if (c->angles) a.q_angles = x->qa, a.kv_angles = x->ka;
+  if (c->sinks) a.sinks = x->sk;
   return a;
 }
 
@@ -96,6 +101,7 @@ static rove_attention_args seq_call(const vcase *c, const vdata *x, int s, float
   a.out = o, a.lse = l;
   if (c->positions) a.q_pos = x->qp + x->cq[s], a.kv_pos = x->kp + x->ck[s];
   if (c->angles) a.q_angles = x->qa + x->cq[s] * na, a.kv_angles = x->ka + x->ck[s] * na;
+  if (c->sinks) a.sinks = x->sk;
   return a;
 }
 
@@ -119,11 +125,12 @@ static void check_case(const vcase *c, uint64_t seed) {
     double *ow = malloc(sizeof(double) * (size_t)(LQ[s] * w)),
            *lw = malloc(sizeof(double) * (size_t)(LQ[s] * c->H));
     assert_true(o && l && ow && lw);
-    if (LK[s] == 0) { /* no keys: 0 and -inf */
+    if (LK[s] == 0) { /* no keys: 0 and -inf (with sinks: the head's sink) */
       for (int i = 0; i < LQ[s]; i++)
         for (int64_t e = 0; e < w; e++) assert_true(x.out[(x.cq[s] + i) * x.qs + e] == 0.0f);
       for (int h = 0; h < c->H; h++)
-        for (int i = 0; i < LQ[s]; i++) assert_true(x.lse[h * x.tq + x.cq[s] + i] == -INFINITY);
+        for (int i = 0; i < LQ[s]; i++)
+          assert_true(x.lse[h * x.tq + x.cq[s] + i] == (c->sinks ? x.sk[h] : -INFINITY));
     } else {
       rove_attention_args b = seq_call(c, &x, s, o, l);
       assert_int_equal(rove_attention_forward(p, &b), ROVE_OK);
@@ -141,8 +148,8 @@ static void check_case(const vcase *c, uint64_t seed) {
   for (int64_t t = 0; t < x.tq; t++) /* the stride padding is never written */
     for (int64_t e = w; e < x.qs; e++) assert_true(x.out[t * x.qs + e] == 555.0f);
   print_message(
-      "  rot 0x%x causal %d window %d H %d:%d d %d pos %d ang %d: max |err| vs oracle %.2g\n",
-      c->rot, c->causal, c->window, c->H, c->Hkv, c->d, c->positions, c->angles, worst);
+      "  rot 0x%x causal %d window %d H %d:%d d %d pos %d ang %d sinks %d: max |err| vs oracle %.2g\n",
+      c->rot, c->causal, c->window, c->H, c->Hkv, c->d, c->positions, c->angles, c->sinks, worst);
   assert_true(worst < 2e-5);
   rove_plan_destroy(p);
   unmake(&x);
@@ -151,19 +158,22 @@ static void check_case(const vcase *c, uint64_t seed) {
 static void test_against_calls_and_oracle(void **state) {
   (void)state;
   static const vcase cases[] = {
-      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 0, 0, 0, 0.0f},
-      {ROVE_ROTATE_ROPE, 0, 0, 2, 2, 16, 0, 0, 3, 0.0f},
-      {0, 1, 9, 4, 1, 32, 1, 0, 0, 0.0f},
-      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 1, 0, 5, 30.0f},
-      {ROVE_ROTATE_ROVE, 0, 12, 2, 1, 16, 1, 0, 0, 0.0f},
-      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 1, 1, 0, 0.0f},
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 0, 0, 0, 0.0f, 0},
+      {ROVE_ROTATE_ROPE, 0, 0, 2, 2, 16, 0, 0, 3, 0.0f, 0},
+      {0, 1, 9, 4, 1, 32, 1, 0, 0, 0.0f, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 64, 1, 0, 5, 30.0f, 0},
+      {ROVE_ROTATE_ROVE, 0, 12, 2, 1, 16, 1, 0, 0, 0.0f, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 1, 1, 0, 0.0f, 0},
+      {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 0, 0, 0, 0.0f, 1},
+      {ROVE_ROTATE_ROPE, 1, 9, 4, 1, 64, 1, 0, 5, 30.0f, 1},
+      {ROVE_ROTATE_ROVE, 0, 0, 2, 2, 16, 1, 1, 0, 0.0f, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], 100 + i);
 }
 
 static void test_threads(void **state) {
   (void)state;
-  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 8, 2, 64, 0, 0, 0, 0.0f};
+  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 8, 2, 64, 0, 0, 0, 0.0f, 1};
   vdata x;
   make(&c, &x, 7);
   float *o1 = malloc(sizeof(float) * (size_t)(x.tq * x.qs)),
@@ -253,7 +263,7 @@ static void expect(const rove_plan *p, const rove_varlen_args *a, rove_status wa
 
 static void test_bad_input(void **state) {
   (void)state;
-  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 1, 1, 0, 0.0f};
+  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 1, 1, 0, 0.0f, 0};
   vdata x;
   make(&c, &x, 9);
   rove_attention_config cfg = config(&c, 1);
@@ -287,11 +297,11 @@ static void test_bad_input(void **state) {
   { /* out or lse over any other array the call reads (a later group reads its slices
      * after earlier groups wrote): the cu arrays, positions, angles */
     const int64_t no = x.tq * x.qs, nl = 4 * x.tq, na = 2 * 16;
-    const void *src[6] = {x.cq, x.ck, x.qp, x.kp, x.qa, x.ka};
-    const size_t bytes[6] = {sizeof x.cq, sizeof x.ck, sizeof(int32_t) * (size_t)x.tq,
+    const void *src[7] = {x.cq, x.ck, x.qp, x.kp, x.qa, x.ka, x.sk};
+    const size_t bytes[7] = {sizeof x.cq, sizeof x.ck, sizeof(int32_t) * (size_t)x.tq,
                              sizeof(int32_t) * (size_t)x.tk, sizeof(double) * (size_t)(x.tq * na),
-                             sizeof(double) * (size_t)(x.tk * na)};
-    for (int i = 0; i < 6; i++)
+                             sizeof(double) * (size_t)(x.tk * na), sizeof(float) * 4};
+    for (int i = 0; i < 7; i++)
       for (int lse = 0; lse < 2; lse++) {
         void *copy;
         float *o = rove_out_over(lse ? nl : no, src[i], bytes[i], &copy);
@@ -303,7 +313,8 @@ static void test_bad_input(void **state) {
           case 2: a.q_pos = copy; break;
           case 3: a.kv_pos = copy; break;
           case 4: a.q_angles = copy; break;
-          default: a.kv_angles = copy; break;
+          case 5: a.kv_angles = copy; break;
+          default: a.sinks = copy; break;
         }
         if (lse)
           a.lse = o;
@@ -321,6 +332,11 @@ static void test_bad_input(void **state) {
   a = good;
   expect(p, &a, inv, &x, "NaN angle in a later sequence");
   x.ka[x.ck[4] * 2 * 16 + 3] = keep;
+  a = good, a.sinks = x.sk;
+  x.sk[3] = INFINITY; /* a sink must be finite */
+  expect(p, &a, inv, &x, "infinite sink");
+  x.sk[3] = 0.5f;
+  a = good;
   assert_int_equal(rove_attention_varlen(p, &a), ROVE_OK);
   rove_plan_destroy(p);
   unmake(&x);
@@ -363,7 +379,7 @@ static const void *elem(const void *x, rove_dtype t, int64_t e) {
  * stride padding of out is never written. */
 static void test_typed(void **state) {
   (void)state;
-  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 1, 0, 3, 0.0f};
+  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 1, 0, 3, 0.0f, 0};
   static const rove_tensor_types mixes[] = {
       {ROVE_DTYPE_BF16, ROVE_DTYPE_BF16, ROVE_DTYPE_BF16, ROVE_DTYPE_BF16},
       {ROVE_DTYPE_F16, ROVE_DTYPE_F16, ROVE_DTYPE_F16, ROVE_DTYPE_F16},
@@ -423,7 +439,7 @@ static void test_typed(void **state) {
  * types (a bf16 out reaching into q). */
 static void test_typed_bad_input(void **state) {
   (void)state;
-  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 0, 0, 0, 0.0f};
+  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 0, 0, 0, 0.0f, 0};
   vdata x;
   make(&c, &x, 13);
   rove_attention_config cfg = config(&c, 1);
@@ -479,7 +495,7 @@ static void test_typed_bad_input(void **state) {
  * (UBSan: no overflow in the offset). */
 static void test_empty_tensors(void **state) {
   (void)state;
-  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 0, 0, 0, 0.0f};
+  const vcase c = {ROVE_ROTATE_ROVE, 1, 0, 4, 2, 32, 0, 0, 0, 0.0f, 0};
   vdata x;
   make(&c, &x, 17);
   rove_attention_config cfg = config(&c, 1);

@@ -69,7 +69,8 @@ class AttentionArgs(Structure):
                 ("q", c_void_p), ("k", c_void_p), ("v", c_void_p), ("out", c_void_p),
                 ("q_stride", c_int64), ("k_stride", c_int64), ("v_stride", c_int64),
                 ("out_stride", c_int64), ("q_pos", c_void_p), ("kv_pos", c_void_p),
-                ("lse", c_void_p), ("q_angles", c_void_p), ("kv_angles", c_void_p)]
+                ("lse", c_void_p), ("q_angles", c_void_p), ("kv_angles", c_void_p),
+                ("sinks", c_void_p)]
 
 
 class LayerWeights(Structure):
@@ -116,7 +117,8 @@ class VarlenArgs(Structure):
                 ("q", c_void_p), ("k", c_void_p), ("v", c_void_p), ("out", c_void_p),
                 ("q_stride", c_int64), ("k_stride", c_int64), ("v_stride", c_int64),
                 ("out_stride", c_int64), ("q_pos", c_void_p), ("kv_pos", c_void_p),
-                ("lse", c_void_p), ("q_angles", c_void_p), ("kv_angles", c_void_p)]
+                ("lse", c_void_p), ("q_angles", c_void_p), ("kv_angles", c_void_p),
+                ("sinks", c_void_p)]
 
 
 class TensorTypes(Structure):
@@ -129,7 +131,8 @@ class AttentionGrads(Structure):
     angle gradients (explicit angles only)."""
     _fields_ = [("dout", c_void_p), ("dq", c_void_p), ("dk", c_void_p), ("dv", c_void_p),
                 ("dout_stride", c_int64), ("dq_stride", c_int64), ("dk_stride", c_int64),
-                ("dv_stride", c_int64), ("d_q_angles", c_void_p), ("d_kv_angles", c_void_p)]
+                ("dv_stride", c_int64), ("d_q_angles", c_void_p), ("d_kv_angles", c_void_p),
+                ("d_sinks", c_void_p)]
 
 
 class PagedKV(Structure):
@@ -149,7 +152,8 @@ class PagedArgs(Structure):
     _fields_ = [("n_seqs", c_int32), ("cu_seqlens_q", c_void_p), ("seq_lens", c_void_p),
                 ("block_tables", c_void_p), ("max_blocks", c_int32), ("q", c_void_p),
                 ("out", c_void_p), ("q_stride", c_int64), ("out_stride", c_int64),
-                ("q_pos", c_void_p), ("q_angles", c_void_p), ("lse", c_void_p)]
+                ("q_pos", c_void_p), ("q_angles", c_void_p), ("lse", c_void_p),
+                ("sinks", c_void_p)]
 
 
 # Every struct the bindings mirror, by its C name (the layout test iterates over this).
@@ -306,12 +310,13 @@ def _find_library(dirs=None) -> str:
 LIBRARY_PATH = _find_library()
 lib = ctypes.CDLL(LIBRARY_PATH)  # CDLL: the GIL is released during every call
 
-# The structs below mirror rove.h of 0.4 (rove_paged_kv.layout was new in 0.3, its
-# block_stride in 0.4), and while the major version is 0 a minor release may change public
+# The structs below mirror rove.h of 0.5 (rove_paged_kv.layout was new in 0.3, its
+# block_stride in 0.4, the sinks of the attention, varlen and paged args and d_sinks of
+# the grads in 0.5), and while the major version is 0 a minor release may change public
 # structs (the SONAME carries the minor): another minor (ROVE_LIBRARY pointing at another
 # build) would read them wrongly, silently. So the version is checked first, before any
 # other symbol is bound (an older library also lacks some of them).
-LIBRARY_VERSION = (0, 4)
+LIBRARY_VERSION = (0, 5)
 
 
 def _check_version(path: str, version: str) -> None:

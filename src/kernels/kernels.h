@@ -279,10 +279,11 @@ typedef struct rove_kernels {
 /* Finish nq rows of a query tile (src/kernels/finish.c, one version for every ISA):
  * out_i = R_i^{-1} (o_i / l_i) through k->rotate (rotation only if rot->cos),
  * lse_i = m_i + ln l_i; a row with l_i == 0 gets 0 and -inf. lse may be NULL (contiguous
- * over i otherwise). Rows of out are out_stride floats apart. */
+ * over i otherwise). Rows of out are out_stride floats apart. sink: NULL, or the head's
+ * attention sink, which adds exp(*sink - m_i) to l_i (finish.c). */
 void rove_finish_f32(const rove_kernels *k, float *out, int64_t out_stride, float *lse,
                      const float *o, const float *m, const float *l, int32_t nq, int32_t d,
-                     const rove_rot *rot);
+                     const rove_rot *rot, const float *sink);
 
 /* Kernels are named rove_<op>_f32__<isa>. Each ISA declares all of its kernels with this
  * one macro in its folder's kernels-<isa>.h, which every kernel file of the folder

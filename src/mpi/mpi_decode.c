@@ -62,7 +62,7 @@ static rove_status check_local(dec *x, const rove_plan *p, const rove_kv_cache *
   if (a->batch <= 0 || a->q_len <= 0 || a->k || a->v || a->kv_pos || a->kv_len != 0)
     return ROVE_ERR_INVALID_ARGUMENT;
   if (x->root < 0 || x->root >= x->size) return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->q_angles || a->kv_angles) return ROVE_ERR_UNSUPPORTED;
+  if (a->q_angles || a->kv_angles || a->sinks) return ROVE_ERR_UNSUPPORTED;
   const int is_root = x->rank == x->root;
   if (is_root && (!a->q || !a->q_pos || !a->out)) return ROVE_ERR_INVALID_ARGUMENT;
   x->row = (int64_t)x->H * x->d;

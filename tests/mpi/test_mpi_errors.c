@@ -131,6 +131,10 @@ static void test_ring_errors(void **state) {
   if (mt_rank == 0) a.q_angles = a.kv_angles = angles;
   expect_all("angles on rank 0", rove_mpi_ring_attention(f.p, &a, MPI_COMM_WORLD),
              ROVE_ERR_UNSUPPORTED);
+  static const float sinks[64] = {0.5f};
+  a = f.a;
+  if (mt_rank == victim) a.sinks = sinks;
+  expect_all("sinks", rove_mpi_ring_attention(f.p, &a, MPI_COMM_WORLD), ROVE_ERR_UNSUPPORTED);
   /* different failures: the largest code wins everywhere */
   a = f.a;
   if (mt_rank == 0) a.q_angles = a.kv_angles = angles;
@@ -238,6 +242,11 @@ static void test_decode_errors(void **state) {
   a = a0;
   if (mt_rank == victim) a.q_angles = angles;
   expect_all("decode: angles", rove_mpi_cache_attention(f.p, c, &a, 0, MPI_COMM_WORLD),
+             ROVE_ERR_UNSUPPORTED);
+  static const float sinks[64] = {0.5f};
+  a = a0;
+  if (mt_rank == victim) a.sinks = sinks;
+  expect_all("decode: sinks", rove_mpi_cache_attention(f.p, c, &a, 0, MPI_COMM_WORLD),
              ROVE_ERR_UNSUPPORTED);
   a = a0;
   if (mt_rank == 0) a.lse = out + 1;
