@@ -339,19 +339,21 @@ typedef struct rove_attention_args {
 
 /**
  * out = attention(q, k, v) with the rotations selected by the plan (docs/DESIGN.md §1).
- * A query with no visible key gets output 0 and LSE -inf. A key a query cannot see
+ * A query with no visible key gets output 0 and LSE -inf (with sinks: its head's sink).
+ * A key a query cannot see
  * (causality, window) never affects it, whatever its K and V rows hold (NaN, Inf, huge
  * values: padding and unused slots may hold garbage). Non-finite values a query does see
  * are not sanitised, on every ISA alike: a NaN in q or in the K row of a visible key (or
  * a logit of +inf) makes every dim of that query's output and its LSE NaN; a NaN in the
  * V row of a visible key makes the output dims it reaches NaN (the LSE stays finite).
  * @p a->out and @p a->lse must not overlap any array the call reads (q, k, v, q_pos,
- * kv_pos, the angles: checked; positions and angles are read tile by tile while other
- * tasks already write) nor each other. Bitwise identical results for any thread count.
+ * kv_pos, the angles, the sinks: checked; positions and angles are read tile by tile
+ * while other tasks already write) nor each other. Bitwise identical results for any
+ * thread count.
  * Safe to call concurrently with the same plan and distinct outputs.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/args/tensor, size <= 0, stride
  *         below the dense width, overlapping output, only one of q_angles / kv_angles,
- *         kv_angles with a KV cache, a non-finite angle); ROVE_ERR_SIZE_OVERFLOW (an
+ *         kv_angles with a KV cache, a non-finite angle or sink); ROVE_ERR_SIZE_OVERFLOW (an
  *         element count does not fit int64, checked before anything is read);
  *         ROVE_ERR_OUT_OF_MEMORY (workspace). Outputs are untouched on failure.
  */
@@ -453,7 +455,8 @@ typedef struct rove_attention_grads {
  * dv summed over each query group) and strides, all fp32. Flash style: P is recomputed
  * from the LSE key block by key block, never an n x n matrix; workspace O((q_len + kv_len)
  * * heads * head_dim). A query with no visible key (LSE -inf) contributes nothing and
- * gets dq = 0; a key no query sees gets dk = dv = 0. With explicit angles (Selective
+ * gets dq = 0; a key no query sees gets dk = dv = 0. With sinks (a->sinks) the forward's
+ * LSE holds them and g->d_sinks, when set, gets their gradient. With explicit angles (Selective
  * RoPE) their gradients are written where g asks for them (d_q_angles, d_kv_angles: each
  * rotation an angle drives contributes, e.g. a key angle through K and, for RoVE, V).
  * Bitwise identical for any thread count (no atomics: dk / dv and dq are accumulated by
@@ -463,8 +466,8 @@ typedef struct rove_attention_grads {
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT as rove_attention_forward, and for a NULL
  *         @p g, dout, dq, dk, dv or a->lse, a gradient stride below the dense width, or a
  *         gradient that overlaps an input (q, k, v, out, lse, dout, the angles, the
- *         positions) or another
- *         gradient, an angle gradient without explicit angles;
+ *         positions, the sinks) or another gradient, an angle gradient without explicit
+ *         angles, d_sinks without sinks;
  *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. Gradients untouched on failure.
  */
 ROVE_API rove_status rove_attention_backward(const rove_plan *p, const rove_attention_args *a,

@@ -2,11 +2,12 @@
 """Autograd for rove.attention (torch): a torch.autograd.Function whose backward is
 librove's rove_attention_backward (dq, dk, dv; flash style, fp32).
 
-Used by attention() / Plan.attention when a float32 torch q, k or v requires grad and
-grad mode is on. The forward is the usual librove call (with its LSE, which the backward
+Used by attention() / Plan.attention when a float32 torch q, k or v (or the sinks)
+requires grad and grad mode is on. The forward is the usual librove call (with its LSE, which the backward
 needs); the LSE returned with return_lse=True is not differentiable. Explicit angles
 (Selective RoPE) given as float64 torch tensors that require grad get their gradients
-too (one tensor passed as both gets the sum, as autograd adds the two).
+too (one tensor passed as both gets the sum, as autograd adds the two); attention sinks
+that require grad get d sinks (rove_attention_grads.d_sinks).
 """
 from __future__ import annotations
 
@@ -99,13 +100,13 @@ def _make_function():
 
     class AttentionFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, q_angles, kv_angles, plan, q_pos, kv_pos, layout):
+        def forward(ctx, q, k, v, q_angles, kv_angles, sinks, plan, q_pos, kv_pos, layout):
             from .attention import _forward
             out, lse = _forward(plan, q, k, v, q_pos, kv_pos, layout, True, None, q_angles,
-                                kv_angles)
-            # angles saved as tensors: autograd refuses a backward after an in-place edit
-            # of them; q_pos / kv_pos are private copies (frozen())
-            ctx.save_for_backward(q, k, v, out, lse, q_angles, kv_angles)
+                                kv_angles, sinks=sinks)
+            # angles and sinks saved as tensors: autograd refuses a backward after an
+            # in-place edit of them; q_pos / kv_pos are private copies (frozen())
+            ctx.save_for_backward(q, k, v, out, lse, q_angles, kv_angles, sinks)
             ctx.meta = (plan, q_pos, kv_pos, layout)
             ctx.mark_non_differentiable(lse)
             return out, lse
@@ -114,14 +115,15 @@ def _make_function():
         @first_order_only  # no double backward: raises instead of a silent cut
         @once_differentiable
         def backward(ctx, dout, dlse):
-            q, k, v, out, lse, q_angles, kv_angles = ctx.saved_tensors
+            q, k, v, out, lse, q_angles, kv_angles, sinks = ctx.saved_tensors
             plan, q_pos, kv_pos, layout = ctx.meta
             need = ctx.needs_input_grad
-            dq, dk, dv, dqa, dka = _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos,
-                                             layout, q_angles, kv_angles,
-                                             angle_grads=(need[3], need[4]))
+            dq, dk, dv, dqa, dka, dsk = _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos,
+                                                  layout, q_angles, kv_angles,
+                                                  angle_grads=(need[3], need[4]), sinks=sinks,
+                                                  sink_grad=need[5])
             return (dq if need[0] else None, dk if need[1] else None, dv if need[2] else None,
-                    dqa, dka, None, None, None, None)
+                    dqa, dka, dsk, None, None, None, None)
 
     return AttentionFunction
 
@@ -129,22 +131,36 @@ def _make_function():
 _FUNCTION = None
 
 
-def attention(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv_angles):
+def sink_tensor(sinks):
+    """Sinks as a torch tensor for save_for_backward (a numpy array: a private float32
+    copy, a constant of the graph; a torch tensor as it is)."""
+    if sinks is None or _tensor.is_torch(sinks):
+        return sinks
+    arr = np.asarray(sinks)
+    if arr.dtype.kind != "f":
+        raise TypeError(f"sinks is {arr.dtype}: expected a float array")
+    return _tensor._torch().from_numpy(np.array(arr, dtype=np.float32, copy=True))
+
+
+def attention(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv_angles,
+              sinks=None):
     """The differentiable call (plan resolved); returns what _forward would."""
     global _FUNCTION
     check(q, k, v, out, q_angles, kv_angles)
     if _FUNCTION is None:
         _FUNCTION = _make_function()
-    o, lse = _FUNCTION.apply(q, k, v, angle_tensor(q_angles), angle_tensor(kv_angles), plan,
-                             frozen(q_pos, "q_pos"), frozen(kv_pos, "kv_pos"), layout)
+    o, lse = _FUNCTION.apply(q, k, v, angle_tensor(q_angles), angle_tensor(kv_angles),
+                             sink_tensor(sinks), plan, frozen(q_pos, "q_pos"),
+                             frozen(kv_pos, "kv_pos"), layout)
     return (o, lse) if return_lse else o
 
 
 def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv_angles,
-              angle_grads=(False, False)):
-    """dq, dk, dv (the caller's layout and rank) and the angle gradients asked for by
-    angle_grads (float64, the angles' shapes; else None) by rove_attention_backward."""
-    from .attention import _angles
+              angle_grads=(False, False), sinks=None, sink_grad=False):
+    """dq, dk, dv (the caller's layout and rank), the angle gradients asked for by
+    angle_grads (float64, the angles' shapes; else None) and, with sink_grad, d sinks (in
+    the sinks' dtype; else None) by rove_attention_backward."""
+    from .attention import _angles, _sinks
     torch = _tensor._torch()
     bhsd, ndim = layout == "bhsd", q.dim()
     with torch.no_grad():
@@ -168,8 +184,13 @@ def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv
             ka, a.kv_angles = _angles(
                 kv_angles.detach() if _tensor.is_torch(kv_angles) else kv_angles, "kv_angles",
                 (B, Lk, Hk, half) if ndim == 4 else (Lk, Hk, half))
+        sk, a.sinks = _sinks(sinks, H)
         g = _lib.AttentionGrads()
         g.dout, g.dq, g.dk, g.dv = (x.data_ptr() for x in (gc, dq, dk, dv))
+        dsk = None
+        if sinks is not None and sink_grad:
+            dsk = torch.empty((H,), dtype=torch.float32)
+            g.d_sinks = dsk.data_ptr()
         dqa = dka = None
         if q_angles is not None and angle_grads[0]:
             dqa = torch.empty(tuple(q_angles.shape), dtype=torch.float64)
@@ -178,9 +199,12 @@ def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv
             dka = torch.empty(tuple(kv_angles.shape), dtype=torch.float64)
             g.d_kv_angles = dka.data_ptr()
         st = _lib.lib.rove_attention_backward(plan._handle, ctypes.byref(a), ctypes.byref(g))
-        del qp, kp, qa, ka
+        del qp, kp, qa, ka, sk
         _lib.check("rove_attention_backward", st)
-    return _user(dq, bhsd, ndim), _user(dk, bhsd, ndim), _user(dv, bhsd, ndim), dqa, dka
+    if dsk is not None:
+        dsk = dsk.to(sinks.dtype)
+    return (_user(dq, bhsd, ndim), _user(dk, bhsd, ndim), _user(dv, bhsd, ndim), dqa, dka,
+            dsk)
 
 
 # ---- rove.selective_angles --------------------------------------------------------------

@@ -88,6 +88,49 @@ def _angles(a, name, shape):
     return obj, ptr
 
 
+def _sinks(sinks, H):
+    """Attention sinks as librove reads them: (a float32 [H] array kept alive while C
+    reads it, its address), or (None, None). A numpy array or CPU torch tensor of any
+    float dtype (gpt-oss keeps them in the model's dtype), one finite logit per query
+    head."""
+    if sinks is None:
+        return None, None
+    if _tensor.is_torch(sinks):
+        torch = _tensor._torch()
+        if sinks.device.type != "cpu":
+            raise ValueError(f"sinks is on {sinks.device}; librove runs on the CPU")
+        if not sinks.is_floating_point():
+            raise TypeError(f"sinks is {sinks.dtype}: expected a float tensor")
+        arr = sinks.detach().to(torch.float32).contiguous().numpy()
+    else:
+        arr = np.asarray(sinks)
+        if arr.dtype.kind != "f":
+            raise TypeError(f"sinks is {arr.dtype}: expected a float array")
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+    if arr.shape != (H,):
+        raise ValueError(f"sinks has shape {tuple(arr.shape)}; expected ({H},): one logit "
+                         "per query head")
+    if not np.isfinite(arr).all():
+        raise ValueError("sinks must be finite")
+    return arr, arr.ctypes.data
+
+
+def _apply_sinks(out32, lse, s):
+    """Sinks added after the call (paths that regroup heads, where librove's one [H]
+    array cannot be handed over): out * 1/(1 + e^(s - lse)) and ln(e^lse + e^s), in
+    float32. out32: float32 [..., L, H, D], scaled in place; lse [..., H, L]; s: the sinks
+    shaped to broadcast against lse ([..., H, 1]), of out32's kind. A row without keys
+    (lse -inf) keeps 0 and gets LSE s, as librove gives. Returns the new LSE."""
+    if _tensor.is_torch(out32):
+        torch = _tensor._torch()
+        out32.mul_(torch.sigmoid(lse - s).transpose(-1, -2).unsqueeze(-1))
+        return torch.logaddexp(lse, s.expand_as(lse))
+    with np.errstate(over="ignore"):
+        w = (1.0 / (1.0 + np.exp(s - lse))).astype(np.float32)
+    out32 *= np.swapaxes(w, -1, -2)[..., None]
+    return np.logaddexp(lse, s).astype(np.float32)
+
+
 class Plan(_lib.SharedHandle):
     """An immutable, validated attention configuration (rove_plan_create).
 
@@ -158,7 +201,7 @@ class Plan(_lib.SharedHandle):
                 f"isa={self.isa!r}, threads={self.threads})")
 
     def attention(self, q, k, v, *, q_pos=None, kv_pos=None, layout="bshd",
-                  return_lse=False, out=None, q_angles=None, kv_angles=None):
+                  return_lse=False, out=None, q_angles=None, kv_angles=None, sinks=None):
         """out = attention(q, k, v) with this plan (rove_attention_forward; DESIGN.md §1).
 
         q, k, v: float32, bfloat16 or float16, each its own (rove_attention_forward_typed:
@@ -169,14 +212,17 @@ class Plan(_lib.SharedHandle):
         [q_len] (shared by the batch) or [batch, q_len]; kv_pos likewise (None: 0..kv_len-1).
         q_angles / kv_angles: Selective RoPE angles, float64 [batch, len, n_kv_heads,
         rotary_dim/2] (both or neither), replacing pos * w_k in every rotation.
+        sinks: attention sinks (gpt-oss), one logit per query head, [n_heads] of any float
+        dtype: each softmax row gains a term e^(sinks[h]), a key of zero value that every
+        query sees (not scaled, softcapped or masked); differentiable like q, k, v.
         return_lse: also return the log-sum-exp, float32 [batch, n_heads, q_len].
         """
-        if _autograd.needs_grad(q, k, v, q_angles, kv_angles):  # float32 torch inputs that require grad
+        if _autograd.needs_grad(q, k, v, q_angles, kv_angles, sinks):  # torch inputs that require grad
             _layout(layout)
             return _autograd.attention(self, q, k, v, q_pos, kv_pos, layout, return_lse, out,
-                                       q_angles, kv_angles)
+                                       q_angles, kv_angles, sinks)
         return _forward(self, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles,
-                        kv_angles)
+                        kv_angles, sinks=sinks)
 
     # Used by KVCache and rotate: the raw pointer of the plan (borrowed).
     @property
@@ -225,7 +271,7 @@ def _c_contiguous(x) -> bool:
     return x.is_contiguous() if _tensor.is_torch(x) else x.flags.c_contiguous
 
 
-def _per_kv_head(plan, q, k, v, q_pos, kv_pos, return_lse, torch_kind):
+def _per_kv_head(plan, q, k, v, q_pos, kv_pos, return_lse, torch_kind, sinks=None):
     """Attention on contiguous [b, h, s, d] K and V (PyTorch's and transformers' cache
     layout), which librove cannot read as [b, s, h, d] without copying all of K and V on
     every call (2.6-9x slower in decode): each (batch row, KV head) becomes a batch row of
@@ -236,7 +282,9 @@ def _per_kv_head(plan, q, k, v, q_pos, kv_pos, return_lse, torch_kind):
     may split the keys into another number of parts (librove splits per batch row, and
     there are h_kv times more rows here), so its merge of the parts rounds differently
     (~1e-7 relative; still the same for any thread count). The output is, as always, a
-    [b, h, q, d] view of a [b, q, h, d] buffer."""
+    [b, h, q, d] view of a [b, q, h, d] buffer. Sinks (a float32 [H] array from _sinks)
+    differ between the KV heads that now share the inner plan's heads, so they are added
+    after the call (_apply_sinks) on a float32 output, rounded once to q's dtype."""
     B, H, Lq, D = q.shape
     Hk, Lk = k.shape[1], k.shape[2]
     G = H // Hk
@@ -258,10 +306,18 @@ def _per_kv_head(plan, q, k, v, q_pos, kv_pos, return_lse, torch_kind):
         qq = np.array(q.reshape(B, Hk, G, Lq, D).swapaxes(2, 3), order="C",
                       copy=True).reshape(B * Hk, Lq, G, D)
     _tensor.copies += 1
+    o32 = None
+    if sinks is not None:  # float32 out, the sinks after the call, one rounding at the end
+        o32 = _tensor._torch().empty((B * Hk, Lq, G, D)) if torch_kind else \
+            np.empty((B * Hk, Lq, G, D), np.float32)
     res = _forward(inner, qq, k.reshape(B * Hk, Lk, 1, D), v.reshape(B * Hk, Lk, 1, D),
                    per_row(q_pos, "q_pos", Lq), per_row(kv_pos, "kv_pos", Lk), "bshd",
-                   return_lse, None, None, None)
-    o, lse = res if return_lse else (res, None)
+                   return_lse or sinks is not None, o32, None, None)
+    o, lse = res if return_lse or sinks is not None else (res, None)
+    if sinks is not None:
+        s = np.tile(sinks.reshape(Hk, G), (B, 1))[..., None]  # [B * Hk, G, 1]
+        lse = _apply_sinks(o, lse, _tensor._torch().from_numpy(s) if torch_kind else s)
+        o = o.to(q.dtype) if torch_kind else o.astype(q.dtype, copy=False)
     o = o.reshape(B, Hk, Lq, G, D)
     _tensor.copies += 1  # the output regrouped
     if torch_kind:
@@ -273,7 +329,7 @@ def _per_kv_head(plan, q, k, v, q_pos, kv_pos, return_lse, torch_kind):
 
 
 def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv_angles,
-             cache=None, plan_kw=None):
+             cache=None, plan_kw=None, sinks=None):
     """The shared body of attention(), Plan.attention and KVCache.attention (k, v None for
     a cache). With plan None, the plan is get_plan(heads of q and k, **plan_kw), fetched
     after every tensor check (so that bad input never reaches librove, not even
@@ -328,7 +384,8 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
             is None and _c_contiguous(k) and _c_contiguous(v)):
         if plan is None:
             plan = get_plan(H, Hk, D, **plan_kw)
-        return _per_kv_head(plan, q, k, v, q_pos, kv_pos, return_lse, vq.torch)
+        return _per_kv_head(plan, q, k, v, q_pos, kv_pos, return_lse, vq.torch,
+                            _sinks(sinks, H)[0])
 
     a = _lib.AttentionArgs()
     a.batch, a.q_len, a.kv_len = B, Lq, Lk
@@ -342,6 +399,7 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
     kp, a.kv_pos = (None, None) if cache is not None else _tensor.positions(kv_pos, "kv_pos", B, Lk)
     if cache is not None and kv_pos is not None:
         raise ValueError("kv_pos is not taken with a KV cache (the cache holds positions)")
+    sk, a.sinks = _sinks(sinks, H)
     half = rotary_dim // 2
     qa = ka = None
     if cache is None and (q_angles is None) != (kv_angles is None):
@@ -380,7 +438,7 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
     else:
         st = _lib.lib.rove_kv_cache_attention_typed(cache._ptr, a, types)
         fn = "rove_kv_cache_attention_typed"
-    del lk, lv, qp, kp, qa, ka  # kept alive until here: C read them
+    del lk, lv, qp, kp, qa, ka, sk  # kept alive until here: C read them
     # (the overlap C refuses is with what it was given: out itself only when not computed
     # aside)
     why = ""
@@ -446,22 +504,23 @@ def clear_plan_cache() -> None:
 
 def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, rope=None,
               window=0, softcap=0.0, scale=None, return_lse=False, threads=None,
-              layout="bshd", out=None, isa="auto", q_angles=None, kv_angles=None):
+              layout="bshd", out=None, isa="auto", q_angles=None, kv_angles=None,
+              sinks=None):
     """Attention with RoPE/RoVE on the CPU (librove): see Plan and Plan.attention.
 
     GQA/MQA come from the head counts of q and k. Returns the kind it was given (numpy
     or torch), with return_lse a tuple (out, lse). The plan is cached (get_plan).
     Differentiable for float32 torch tensors (torch.autograd: dq, dk, dv by
-    rove_attention_backward; float64 angle tensors that require grad get theirs; the LSE
-    gets none).
+    rove_attention_backward; float64 angle tensors and sinks that require grad get theirs;
+    the LSE gets none).
     """
     kw = dict(rotate=rotate, causal=causal, window=window, softcap=softcap, scale=scale,
               rope=rope, isa=isa, threads=threads)
-    if _autograd.needs_grad(q, k, v, q_angles, kv_angles):  # differentiable: rove_attention_backward
+    if _autograd.needs_grad(q, k, v, q_angles, kv_angles, sinks):  # differentiable
         bhsd = _layout(layout)
         _autograd.check(q, k, v, out, q_angles, kv_angles)  # before any C call
         (H, D), (Hk, _) = _heads(q, "q", bhsd), _heads(k, "k", bhsd)
         return _autograd.attention(get_plan(H, Hk, D, **kw), q, k, v, q_pos, kv_pos, layout,
-                                   return_lse, out, q_angles, kv_angles)
+                                   return_lse, out, q_angles, kv_angles, sinks)
     return _forward(None, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles,
-                    kv_angles, plan_kw=kw)
+                    kv_angles, plan_kw=kw, sinks=sinks)

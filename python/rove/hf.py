@@ -115,7 +115,7 @@ import numpy as np
 import torch
 
 from . import _lib
-from .attention import get_plan
+from .attention import _apply_sinks, _sinks, get_plan
 from .hf_config import hf_head_dim, hf_rope_parameters, rope_config_from_hf
 from .rope import RopeConfig, inv_freq as _inv_freq
 from .rotate import rotate as _rotate
@@ -435,16 +435,18 @@ def _check_kwargs(module, dropout, kwargs):
     if dropout:
         raise ValueError(f"rove attention: dropout={dropout} is not supported by librove; "
                          "set the config's attention_dropout to 0 or call model.eval()")
-    for key in ("position_bias", "s_aux", "sinks", "attention_bias", "head_mask"):
+    for key in ("position_bias", "attention_bias", "head_mask"):
         if kwargs.get(key) is not None:
             raise ValueError(f"rove attention: `{key}` is not supported by librove")
+    if kwargs.get("s_aux") is not None and kwargs.get("sinks") is not None:
+        raise ValueError("rove attention: both `s_aux` and `sinks` given")
     if kwargs.get("output_attentions"):
         raise ValueError("rove attention does not return attention weights "
                          "(output_attentions=True): use attn_implementation='eager'")
 
 
 def _run_attention(query, key, value, *, rotate, causal, window, softcap, scaling, q_pos,
-                   kv_pos, rope):
+                   kv_pos, rope, sinks=None):
     """librove attention on HF's [b, h, s, d] tensors; returns [b, q, h, d] (contiguous).
 
     Tensors whose tokens librove can read in place (HF's q/k/v views of a projection) go in
@@ -452,7 +454,11 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
     read as [b, s, h, d] without a copy of the whole cache, so each (batch row, KV head)
     becomes a batch row of its own: K/V are then read in place ([b*h, s, 1, d], token
     stride d), and only q and the output (q_len rows: one per decode step) are regrouped
-    as [b*h_kv, q_len, group, d]. One librove call either way."""
+    as [b*h_kv, q_len, group, d]. One librove call either way. Attention sinks (gpt-oss's
+    ``s_aux``, one logit per query head) go to librove in the first form; in the second
+    the regrouped heads of different KV heads share the inner call's heads, so the sinks
+    are added after it on a float32 output (rove.attention's _apply_sinks), rounded once
+    to q's dtype. Sinks that require grad take the first form (K/V copied)."""
     B, H, Lq, D = query.shape
     Hk, Lk = key.shape[1], key.shape[2]
     if value.shape[-1] != D or tuple(value.shape[:3]) != (B, Hk, Lk):
@@ -469,14 +475,18 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
         s = x.stride()
         return x.shape[1] == 1 or (s[1] == D and s[3] == 1)
 
+    sink_grad = sinks is not None and sinks.requires_grad and torch.is_grad_enabled()
+    if sink_grad and not (tokens_dense(key) and tokens_dense(value)):
+        key, value = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (key, value))
     if tokens_dense(key) and tokens_dense(value):
         plan = get_plan(H, Hk, D, **plan_kw)
         if torch.is_grad_enabled():  # training: rove.attention's autograd (a fresh output)
-            o = plan.attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos, layout="bhsd")
+            o = plan.attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos, layout="bhsd",
+                               sinks=sinks)
             return o.transpose(1, 2)  # the [b, q, h, d] buffer librove wrote
         out = torch.empty((B, Lq, H, D), dtype=query.dtype)
         plan.attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos, layout="bhsd",
-                       out=out.transpose(1, 2))
+                       out=out.transpose(1, 2), sinks=sinks)
         return out
     k = key.contiguous().view(B * Hk, Lk, 1, D)
     v = value.contiguous().view(B * Hk, Lk, 1, D)
@@ -485,11 +495,21 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
         q_pos = np.repeat(np.broadcast_to(q_pos, (B, Lq)), Hk, axis=0)
     if kv_pos is not None:
         kv_pos = np.repeat(np.broadcast_to(kv_pos, (B, Lk)), Hk, axis=0)
-    o = get_plan(G, 1, D, **plan_kw).attention(q, k, v, q_pos=q_pos, kv_pos=kv_pos)
+    inner = get_plan(G, 1, D, **plan_kw)
+    if sinks is None:
+        o = inner.attention(q, k, v, q_pos=q_pos, kv_pos=kv_pos)
+    else:  # float32 out, the sinks of each row's KV head after the call, one rounding
+        sk, _ = _sinks(sinks, H)
+        o = torch.empty((B * Hk, Lq, G, D))
+        _, lse = inner.attention(q, k, v, q_pos=q_pos, kv_pos=kv_pos, out=o, return_lse=True)
+        s = torch.from_numpy(np.tile(sk.reshape(Hk, G), (B, 1))[..., None])
+        _apply_sinks(o, lse, s)
+        o = o.to(query.dtype)
     return o.view(B, Hk, Lq, G, D).transpose(1, 2).reshape(B, Lq, H, D)
 
 
-def _run_packed(query, key, value, info: MaskInfo, *, rotate, softcap, scaling, pos, rope):
+def _run_packed(query, key, value, info: MaskInfo, *, rotate, softcap, scaling, pos, rope,
+                sinks=None):
     """Packed sequences (info.cu over the B * L tokens of HF's [b, h, L, d] tensors) as one
     rove.attention_varlen call, causal within each sequence; returns [b, L, h, d]. pos:
     None (each sequence's default positions: its token indices) or [B * L] int32."""
@@ -500,7 +520,7 @@ def _run_packed(query, key, value, info: MaskInfo, *, rotate, softcap, scaling, 
     out = _attention_varlen(flat(query), flat(key), flat(value), info.cu, info.cu,
                             rotate=rotate, causal=True, window=int(info.window),
                             softcap=float(softcap or 0.0), scale=scaling, rope=rope,
-                            threads=_threads, q_pos=pos, kv_pos=pos)
+                            threads=_threads, q_pos=pos, kv_pos=pos, sinks=sinks)
     return out.view(B, L, H, D)
 
 
@@ -517,7 +537,13 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
         if t.device.type != "cpu":
             raise ValueError(f"rove attention: {name} is on {t.device}; librove runs on the CPU")
     state = getattr(module, "_rove_apply", None)
-    train = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    # attention sinks (gpt-oss passes its per-head logits as s_aux)
+    sinks = kwargs.get("s_aux") if kwargs.get("s_aux") is not None else kwargs.get("sinks")
+    if sinks is not None and state is not None:
+        raise ValueError("rove.hf.apply: attention sinks are not supported with librove's "
+                         "rotations (use rove.hf.register() alone)")
+    grads = (query, key, value) + ((sinks,) if isinstance(sinks, torch.Tensor) else ())
+    train = torch.is_grad_enabled() and any(t.requires_grad for t in grads)
     why = None  # inputs that require grad, but no gradient librove can give
     if train and any(t.dtype != torch.float32 for t in (query, key, value)):
         why = ("rove attention: gradients are computed for float32 q, k and v only (q / k / v "
@@ -531,10 +557,10 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
         # a backward through this output raises `why`: a gradient is never silently cut
         return _NoGradient.apply(
             why, lambda: _attend(module, state, query, key, value, attention_mask, softcap,
-                                 scaling, is_causal, sliding_window, False),
-            query, key, value), None
+                                 scaling, is_causal, sliding_window, False, sinks),
+            *grads), None
     return _attend(module, state, query, key, value, attention_mask, softcap, scaling,
-                   is_causal, sliding_window, train), None
+                   is_causal, sliding_window, train, sinks), None
 
 
 class _NoGradient(torch.autograd.Function):
@@ -552,7 +578,7 @@ class _NoGradient(torch.autograd.Function):
 
 
 def _attend(module, state, query, key, value, attention_mask, softcap, scaling, is_causal,
-            sliding_window, train):
+            sliding_window, train, sinks=None):
     """rove_attention_forward's work after its checks: the output [b, q, h, d]."""
     B, H, Lq, D = query.shape
     Lk = key.shape[2]
@@ -568,11 +594,11 @@ def _attend(module, state, query, key, value, attention_mask, softcap, scaling, 
                 value = torch.nn.functional.pad(value, (0, D - Dv))
             if info.cu is not None:
                 out = _run_packed(query, key, value, info, rotate="none", softcap=softcap,
-                                  scaling=scaling, pos=None, rope=None)
+                                  scaling=scaling, pos=None, rope=None, sinks=sinks)
             else:
                 out = _run_attention(query, key, value, rotate="none", causal=causal,
                                      window=window, softcap=softcap, scaling=scaling,
-                                     q_pos=q_pos, kv_pos=kv_pos, rope=None)
+                                     q_pos=q_pos, kv_pos=kv_pos, rope=None, sinks=sinks)
             if Dv < D:
                 out = out[..., :Dv]
         elif train:

@@ -224,14 +224,15 @@ class KVCache(_lib.OwnedHandle):
         del lk, lv, p, a
 
     def attention(self, q, *, q_pos=None, q_angles=None, return_lse=False, out=None,
-                  layout="bshd"):
+                  layout="bshd", sinks=None):
         """Attention of q [batch, q_len, n_heads, d] over the cached tokens, with the
-        plan's options; as Plan.attention (q_angles for an angle cache)."""
+        plan's options; as Plan.attention (q_angles for an angle cache; sinks: attention
+        sinks, [n_heads], no gradient)."""
         with self._lock:
             if len(self) == 0:
                 raise ValueError("the KV cache is empty: append() first")
             return _forward(self.plan, q, None, None, q_pos, None, layout, return_lse, out,
-                            q_angles, None, cache=self)
+                            q_angles, None, cache=self, sinks=sinks)
 
     def shift(self, start: int, end: int, delta: int) -> None:
         """Positions of cached tokens [start, end) += delta, stored K and V rotated by

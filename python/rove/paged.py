@@ -162,15 +162,15 @@ def _short(s, rows, keys):
 
 
 def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail, out=None,
-            reads=None):
+            reads=None, sinks=None):
     """One rove_paged_(cache_)attention call through ``call(args, types)`` (types: None,
     or the rove_tensor_types of a bf16 / f16 q or out). out: None (a fresh output of q's
     kind and dtype) or the caller's [total_q, n_heads, head_dim] (float32, bfloat16 or
     float16: its dtype is the output's type), written in place when its heads and dims are
     dense, else computed aside and copied in; reads(): the arrays the call reads in place
     (by name; called only after a refusal), to say which one an overlapping out= shares
-    memory with."""
-    from .attention import _copy_back, _prepare_out
+    memory with. sinks: attention sinks [n_heads] (rove.attention's), or None."""
+    from .attention import _copy_back, _prepare_out, _sinks
     T, H, D = vq.shape
     a = _lib.PagedArgs()
     a.n_seqs, a.cu_seqlens_q = len(cu) - 1, cu.ctypes.data
@@ -179,6 +179,7 @@ def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail, out
     qa = None
     if q_angles is not None:
         qa, a.q_angles = _angles(q_angles, "q_angles", (T, plan.n_kv_heads, plan.rotary_dim // 2))
+    sk, a.sinks = _sinks(sinks, H)
     result, ov, a.out_stride, tmp = _prepare_out(out, vq.torch, False, 3, (1, T, H, D),
                                                  dtype=vq.dtype)
     a.out = ov.ptr
@@ -195,7 +196,7 @@ def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail, out
         # positions and angles; out itself only when it was not computed aside
         seen = dict(q=vq.obj, q_pos=qp, q_angles=qa, **(reads() if reads else {}))
         why = (out is not None and tmp is None and _tensor.overlap_detail(out, **seen)) or detail()
-    del qp, qa
+    del qp, qa, sk
     _lib.check(fn, st, why)
     if tmp is not None:
         _copy_back(result, tmp, vq.torch)
@@ -413,7 +414,7 @@ class PagedKVCache(_lib.OwnedHandle):
                     self.dtype, "") if self.dtype != "f32" else ""}.get(st, ""))
 
     def attention(self, seqs, q, rows=None, *, cu_seqlens_q=None, q_pos=None, q_angles=None,
-                  return_lse=False, out=None):
+                  return_lse=False, out=None, sinks=None):
         """Attention of packed query rows over the sequences ``seqs`` (ids, repeats
         allowed, any order), each over its own tokens, in one call.
 
@@ -425,7 +426,9 @@ class PagedKVCache(_lib.OwnedHandle):
         keys) or int [total_q]; q_angles: float64 [total_q, n_kv_heads, rotary_dim/2],
         needed for sequences filled with angles when the plan rotates Q or O. Returns
         out [total_q, n_heads, head_dim] of q's kind and dtype (rounded once), and with
-        return_lse the LSE float32 [n_heads, total_q] (a sequence with rows and no keys: 0 and -inf).
+        return_lse the LSE float32 [n_heads, total_q] (a sequence with rows and no keys: 0 and
+        -inf, or the head's sink). sinks: attention sinks (gpt-oss), one logit per query
+        head ([n_heads], any float dtype), as in rove.attention (no gradient here).
         ``out=`` [total_q, n_heads, head_dim] (float32, bfloat16 or float16, of q's kind;
         its dtype is the output's type) is written and returned instead of a fresh output
         (in place when its heads and dims are dense). C refuses an out= whose address range
@@ -442,7 +445,8 @@ class PagedKVCache(_lib.OwnedHandle):
                 if types is None else _lib.lib.rove_paged_cache_attention_typed(
                     self._ptr, ids.ctypes.data, ctypes.byref(a), ctypes.byref(types))),
                            vq, ts, cu, q_pos, q_angles, return_lse,
-                           lambda: self._why(ids, cu, q_pos, q_angles), out, self._pool_arrays)
+                           lambda: self._why(ids, cu, q_pos, q_angles), out, self._pool_arrays,
+                           sinks)
 
     def _pool_arrays(self) -> dict:
         """The pool's arrays by name (for naming what an out= overlaps; called by
@@ -606,7 +610,7 @@ def _pool(k_pool, v_pool, D, layout, dtype, k_scale, v_scale, pos_pool, write=Fa
 def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None, *,
                     plan=None, pos_pool=None, k_scale=None, v_scale=None, dtype=None,
                     q_pos=None, q_angles=None, return_lse=False, layout="head_major",
-                    out=None, **options):
+                    out=None, sinks=None, **options):
     """Attention of packed query rows over an engine's own block pool
     (rove_paged_attention; the layout of this module's docstring), one call for all
     sequences.
@@ -623,8 +627,8 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
     pos_pool: None (token t of every sequence at position t) or int32 [n_blocks,
     block_size]. The plan: ``plan=`` (a rove.Plan; PagedKVCache.plan for its pool), or
     rove.get_plan(heads of q and k_pool, head_dim, **options) with the options of
-    rove.Plan (rotate=, causal=, rope=, ...). q_pos, q_angles, return_lse, out= and the
-    result as PagedKVCache.attention (out='s address range must not meet q's, the pools'
+    rove.Plan (rotate=, causal=, rope=, ...). q_pos, q_angles, return_lse, out=, sinks= and
+    the result as PagedKVCache.attention (out='s address range must not meet q's, the pools'
     or the other inputs').
 
     k_pool and v_pool may also be block-strided (dim 0 steps further than a block, the
@@ -670,7 +674,7 @@ def paged_attention(q, k_pool, v_pool, block_tables, seq_lens, cu_seqlens_q=None
                    lambda: "a block table entry a sequence reads is outside [0, n_blocks) or "
                            "repeated in its row", out,
                    lambda: {"k_pool": k_pool, "v_pool": v_pool, "k_scale": k_scale,
-                            "v_scale": v_scale, "pos_pool": pos_pool})
+                            "v_scale": v_scale, "pos_pool": pos_pool}, sinks)
 
 
 def paged_store(k, v, k_pool, v_pool, slot_mapping, positions, *, plan=None, pos_pool=None,

@@ -3,7 +3,7 @@
 
     import rove.torch_ops                        # registers rove::attention (imports torch)
     out, lse = torch.ops.rove.attention(q, k, v, None, None, "rove", True, 0, 0.0, None,
-                                        "", "bshd")
+                                        "", "bshd")         # (sinks: an optional last tensor)
     out = rove.torch_ops.attention(q, k, v, rotate="rope", layout="bhsd")  # keyword form
     out = rove.torch_ops.attention_varlen(q, k, v, cu_q, cu_k)  # rove::attention_varlen
 
@@ -18,7 +18,9 @@ traces training through its fake kernel); the LSE output is non-differentiable, 
 double backward (create_graph=True) raises. rove::attention_varlen is
 rove.attention_varlen the same way (packed [total, heads, d] tensors, cu_seqlens as int32
 or int64 tensors; out [total_q, heads, d], LSE [heads, total_q]; the backward is one
-rove_attention_backward per sequence). The keyword wrappers refuse what rove.attention
+rove_attention_backward per sequence). Both take attention sinks as an optional last
+tensor (sinks=; differentiable for float32 q, k, v: its gradient comes from the backward
+ops). The keyword wrappers refuse what rove.attention
 refuses (a string causal, a float window, a bool softcap: TypeError, never coerced); a
 float32 input requiring grad beside a bf16/fp16 one is refused at the forward; every
 tensor argument must be on q's device (a meta tensor among CPU ones is an error).
@@ -85,10 +87,11 @@ def _check_devices(name, q, *others):
 def _op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: Optional[torch.Tensor],
         kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
         softcap: float, scale: Optional[float], rope_json: str,
-        layout: str) -> Tuple[torch.Tensor, torch.Tensor]:
+        layout: str, sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     out, lse = _attention(q, k, v, rotate=_flags(rotate), causal=causal, q_pos=q_pos,
                           kv_pos=kv_pos, rope=_rope(rope_json), window=window,
-                          softcap=softcap, scale=scale, layout=layout, return_lse=True)
+                          softcap=softcap, scale=scale, layout=layout, return_lse=True,
+                          sinks=sinks)
     return out, lse
 
 
@@ -104,7 +107,8 @@ def _setup_context(ctx, inputs, output):
     requiring grad, another dtype is refused here, at the forward (as rove.attention
     refuses it), not first at the backward."""
     q, k, v = inputs[:3]
-    if any(t.requires_grad for t in (q, k, v)) and any(
+    sinks = inputs[-1]  # both ops end with their optional sinks
+    if any(t is not None and t.requires_grad for t in (q, k, v, sinks)) and any(
             t.dtype != torch.float32 for t in (q, k, v)):
         raise TypeError("rove::attention: gradients are computed for float32 q, k and v "
                         "only (an input requires grad and another is "
@@ -122,13 +126,16 @@ def _f32_like(*xs):
 
 
 def _op_backward(bwd_op, n_args: int):
-    """The autograd backward of an op with q, k, v and n_args more inputs: bwd_op(dout,
-    q, k, v, out, lse, *those inputs) gives dq, dk, dv; the others get no gradient."""
+    """The autograd backward of an op with q, k, v and n_args more inputs, the last the
+    sinks: bwd_op(dout, q, k, v, out, lse, *those inputs) gives dq, dk, dv and d sinks (an
+    empty tensor without sinks); the others get no gradient."""
     def backward(ctx, dout, dlse):
         q, k, v, out, lse = ctx.saved_tensors
         if dout is None:
             dout = torch.zeros_like(out)
-        return tuple(bwd_op(dout, q, k, v, out, lse, *ctx.args)) + (None,) * n_args
+        dq, dk, dv, dsk = bwd_op(dout, q, k, v, out, lse, *ctx.args)
+        need_sinks = ctx.args[-1] is not None and ctx.needs_input_grad[-1]
+        return (dq, dk, dv) + (None,) * (n_args - 1) + (dsk if need_sinks else None,)
     return backward
 
 
@@ -140,31 +147,44 @@ def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
             out: torch.Tensor, lse: torch.Tensor, q_pos: Optional[torch.Tensor],
             kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
             softcap: float, scale: Optional[float], rope_json: str,
-            layout: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            layout: str, sinks: Optional[torch.Tensor] = None
+            ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     if q.dtype != torch.float32 or k.dtype != torch.float32 or v.dtype != torch.float32:
         raise TypeError("rove::attention: gradients are computed for float32 q, k and v only")
     bhsd = layout == "bhsd"
     (H, D), (Hk, _) = _heads(q, "q", bhsd), _heads(k, "k", bhsd)
     plan = get_plan(H, Hk, D, rotate=_flags(rotate), causal=causal, window=window,
                     softcap=softcap, scale=scale, rope=_rope(rope_json))
-    dq, dk, dv, _, _ = _autograd._backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos,
-                                           layout, None, None)
-    return dq.contiguous(), dk.contiguous(), dv.contiguous()
+    dq, dk, dv, _, _, dsk = _autograd._backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos,
+                                                layout, None, None, sinks=sinks,
+                                                sink_grad=sinks is not None)
+    return dq.contiguous(), dk.contiguous(), dv.contiguous(), _sink_grad(dsk, sinks, q)
+
+
+def _sink_grad(dsk, sinks, q):
+    """d sinks as the backward ops return it: the sinks' dtype and shape, or an empty
+    tensor without sinks (an op's outputs cannot be None)."""
+    return q.new_empty((0,)) if sinks is None else dsk.reshape(sinks.shape).to(sinks.dtype)
+
+
+def _sink_grad_like(sinks, q):
+    return q.new_empty((0,)) if sinks is None else sinks.new_empty(sinks.shape)
 
 
 @_bwd_op.register_fake
 def _(dout, q, k, v, out, lse, q_pos, kv_pos, rotate, causal, window, softcap, scale,
-      rope_json, layout):
-    return _f32_like(q, k, v)
+      rope_json, layout, sinks=None):
+    return _f32_like(q, k, v) + (_sink_grad_like(sinks, q),)
 
 
-_op.register_autograd(_op_backward(torch.ops.rove.attention_backward, 9),
+_op.register_autograd(_op_backward(torch.ops.rove.attention_backward, 10),
                       setup_context=_setup_context)
 
 
 @_op.register_fake
-def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout):
-    _check_devices("rove::attention", q, k, v, q_pos, kv_pos)
+def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout,
+      sinks=None):
+    _check_devices("rove::attention", q, k, v, q_pos, kv_pos, sinks)
     for t in (q, k, v):
         torch._check(t.dtype in _DTYPES,
                      lambda: "rove::attention takes float32, bfloat16 or float16 tensors")
@@ -181,13 +201,13 @@ def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json,
 
 
 def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, rope=None,
-              window=0, softcap=0.0, scale=None, layout="bshd", return_lse=False):
+              window=0, softcap=0.0, scale=None, layout="bshd", return_lse=False, sinks=None):
     """rove.attention through the rove::attention custom op (torch tensors only)."""
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
     causal, window, softcap, scale, rope_json = _scalars(causal, window, softcap, scale, rope)
     out, lse = torch.ops.rove.attention(q, k, v, q_pos, kv_pos, rotate, causal, window,
-                                        softcap, scale, rope_json, layout)
+                                        softcap, scale, rope_json, layout, sinks)
     return (out, lse) if return_lse else out
 
 
@@ -196,12 +216,12 @@ def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, r
 def _varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                cu_seqlens_k: torch.Tensor, q_pos: Optional[torch.Tensor],
                kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
-               softcap: float, scale: Optional[float],
-               rope_json: str) -> Tuple[torch.Tensor, torch.Tensor]:
+               softcap: float, scale: Optional[float], rope_json: str,
+               sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     out, lse = _varlen.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, rotate=_flags(rotate),
                                         causal=causal, q_pos=q_pos, kv_pos=kv_pos,
                                         window=window, softcap=softcap, scale=scale,
-                                        rope=_rope(rope_json), return_lse=True)
+                                        rope=_rope(rope_json), return_lse=True, sinks=sinks)
     return out, lse
 
 
@@ -210,8 +230,9 @@ def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
                    out: torch.Tensor, lse: torch.Tensor, cu_seqlens_q: torch.Tensor,
                    cu_seqlens_k: torch.Tensor, q_pos: Optional[torch.Tensor],
                    kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
-                   softcap: float, scale: Optional[float],
-                   rope_json: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   softcap: float, scale: Optional[float], rope_json: str,
+                   sinks: Optional[torch.Tensor] = None
+                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     if q.dtype != torch.float32 or k.dtype != torch.float32 or v.dtype != torch.float32:
         raise TypeError("rove::attention_varlen: gradients are computed for float32 q, k and "
                         "v only")
@@ -222,26 +243,28 @@ def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
     # [total] or [1, total], as the forward takes them (rove.attention_varlen)
     q_pos = _varlen._flat_positions(q_pos, "q_pos", q.shape[0])
     kv_pos = _varlen._flat_positions(kv_pos, "kv_pos", k.shape[0])
-    dq, dk, dv, _, _ = _varlen._backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos,
-                                         None, None, False, False)
+    dq, dk, dv, _, _, dsk = _varlen._backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos,
+                                              kv_pos, None, None, False, False, sinks,
+                                              sinks is not None)
     # contiguous, as the fake kernel declares (_varlen._backward keeps each input's layout,
     # a permuted one too, which compiled graphs would take for the declared strides)
-    return dq.contiguous(), dk.contiguous(), dv.contiguous()
+    return dq.contiguous(), dk.contiguous(), dv.contiguous(), _sink_grad(dsk, sinks, q)
 
 
 @_varlen_bwd_op.register_fake
 def _(dout, q, k, v, out, lse, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale,
-      rope_json):
-    return _f32_like(q, k, v)
+      rope_json, sinks=None):
+    return _f32_like(q, k, v) + (_sink_grad_like(sinks, q),)
 
 
-_varlen_op.register_autograd(_op_backward(torch.ops.rove.attention_varlen_backward, 10),
+_varlen_op.register_autograd(_op_backward(torch.ops.rove.attention_varlen_backward, 11),
                              setup_context=_setup_context)
 
 
 @_varlen_op.register_fake
-def _(q, k, v, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json):
-    _check_devices("rove::attention_varlen", q, k, v, cq, ck, q_pos, kv_pos)
+def _(q, k, v, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json,
+      sinks=None):
+    _check_devices("rove::attention_varlen", q, k, v, cq, ck, q_pos, kv_pos, sinks)
     for t in (q, k, v):
         torch._check(t.dtype in _DTYPES,
                      lambda: "rove::attention_varlen takes float32, bfloat16 or float16 tensors")
@@ -251,7 +274,7 @@ def _(q, k, v, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, ro
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", causal=True,
                      q_pos=None, kv_pos=None, rope=None, window=0, softcap=0.0, scale=None,
-                     return_lse=False):
+                     return_lse=False, sinks=None):
     """rove.attention_varlen through the rove::attention_varlen custom op (torch tensors
     only; cu_seqlens as integer tensors)."""
     if isinstance(rotate, int) and not isinstance(rotate, bool):
@@ -259,5 +282,5 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
     causal, window, softcap, scale, rope_json = _scalars(causal, window, softcap, scale, rope)
     out, lse = torch.ops.rove.attention_varlen(
         q, k, v, cu_seqlens_q, cu_seqlens_k, q_pos, kv_pos, rotate, causal, window, softcap,
-        scale, rope_json)
+        scale, rope_json, sinks)
     return (out, lse) if return_lse else out

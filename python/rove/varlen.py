@@ -45,7 +45,7 @@ def _flat_positions(x, name, n):
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", causal=True,
                      q_pos=None, kv_pos=None, window=0, softcap=0.0, scale=None, rope=None,
                      return_lse=False, threads=None, isa="auto", q_angles=None, kv_angles=None,
-                     out=None):
+                     out=None, sinks=None):
     """Attention of packed sequences, each over its own keys only.
 
     q [total_q, heads, head_dim], k, v [total_k, kv_heads, head_dim], numpy or torch, each
@@ -61,8 +61,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
     [heads, total_q]); ``out=`` ([total_q, heads, head_dim], float32, bfloat16 or float16:
     its dtype is the output's type) is written in place when its heads and dims are dense
     per token, else through a temporary, and returned. A sequence with no keys gets 0 and
-    LSE -inf. Differentiable for float32 torch q, k, v (and float64 angles) that require
-    grad: the backward is one rove_attention_backward per sequence.
+    LSE -inf (with sinks: the head's sink). sinks: attention sinks (gpt-oss), one logit
+    per query head ([heads], any float dtype), as in rove.attention. Differentiable for
+    float32 torch q, k, v (and float64 angles, and sinks) that require grad: the backward
+    is one rove_attention_backward per sequence.
     """
     from .attention import get_plan
     bare = lambda x: x.detach() if _tensor.is_torch(x) else x  # noqa: E731 (shapes only)
@@ -84,18 +86,20 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
         raise ValueError("q_angles and kv_angles go together: give both or neither")
     plan = get_plan(H, Hk, D, rotate=rotate, causal=causal, window=window, softcap=softcap,
                     scale=scale, rope=rope, isa=isa, threads=threads)
-    if _autograd.needs_grad(q, k, v, q_angles, kv_angles):  # rove_attention_backward per sequence
+    if _autograd.needs_grad(q, k, v, q_angles, kv_angles, sinks):  # backward per sequence
         _autograd.check(q, k, v, out, q_angles, kv_angles)
-        out, lse = _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles)
+        out, lse = _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles,
+                                    sinks)
         return (out, lse) if return_lse else out
     out, lse = _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, return_lse,
-                       out)
+                       out, sinks)
     return (out, lse) if return_lse else out
 
 
-def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse, out=None):
+def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse, out=None,
+            sinks=None):
     """One rove_attention_varlen(_typed) call (checked shapes); returns (out, lse or None)."""
-    from .attention import _angles, _copy_back, _logical, _prepare_out, _strided
+    from .attention import _angles, _copy_back, _logical, _prepare_out, _sinks, _strided
     vq = _tensor.view_float(q, "q")
     Tq, H, D = vq.shape
     Tk, Hk = int(ck[-1]), plan.n_kv_heads
@@ -126,6 +130,8 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
             obj, ptr = _angles(x, name, (n, Hk, half))
             keep.append(obj)
             setattr(a, name, ptr)
+    sk, a.sinks = _sinks(sinks, H)
+    keep.append(sk)
     result, ov, a.out_stride, tmp = _prepare_out(out, vq.torch, False, 3, (1, Tq, H, D),
                                                  dtype=vq.dtype)
     a.out = ov.ptr
@@ -151,8 +157,10 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
 _FUNCTION = None
 
 
-def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want_qa, want_ka):
-    """(dq, dk, dv, dq_angles or None, dkv_angles or None) of a varlen forward: one
+def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want_qa, want_ka,
+              sinks=None, want_sinks=False):
+    """(dq, dk, dv, dq_angles or None, dkv_angles or None, d sinks or None) of a varlen
+    forward (d sinks: the sequences' sums, added in float64, in the sinks' dtype): one
     rove_attention_backward per sequence over its rows (a sequence without keys or
     queries gets zero gradients). float32 torch q, k, v; dout None = zeros.
 
@@ -160,6 +168,7 @@ def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want
     sequence's rows are a contiguous run of the packed [total, heads, d] tensors): no
     per-sequence copies but its LSE's ([heads, total_q] has the sequence's columns
     apart), where a per-sequence rove.attention backward took ~90 us of Python each."""
+    from .attention import _sinks
     torch = _tensor._torch()
     with torch.no_grad():
         qc, kc, vc, oc = (x.detach().float().contiguous() for x in (q, k, v, out))
@@ -177,6 +186,9 @@ def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want
         qp = None if q_pos is None else np.ascontiguousarray(q_pos, dtype=np.int32)
         kp = None if kv_pos is None else np.ascontiguousarray(kv_pos, dtype=np.int32)
         half = plan.rotary_dim // 2
+        sk, sk_ptr = _sinks(sinks, H)
+        dsk_seq = np.zeros(H, np.float32) if sinks is not None and want_sinks else None
+        dsk = np.zeros(H, np.float64) if dsk_seq is not None else None
 
         def at(t, row, width, size):  # the address of row `row` of a [rows, width] buffer
             return None if t is None else t.data_ptr() + row * width * size
@@ -186,6 +198,8 @@ def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want
 
         a, g = _lib.AttentionArgs(), _lib.AttentionGrads()
         a.batch = 1
+        a.sinks = sk_ptr
+        g.d_sinks = None if dsk_seq is None else dsk_seq.ctypes.data
         for s in range(len(cq) - 1):
             q0, q1, k0, k1 = int(cq[s]), int(cq[s + 1]), int(ck[s]), int(ck[s + 1])
             if q1 == q0 or k1 == k0:
@@ -204,10 +218,15 @@ def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want
             st = _lib.lib.rove_attention_backward(plan._handle, ctypes.byref(a),
                                                   ctypes.byref(g))
             _lib.check("rove_attention_backward", st)
-    return dq, dk, dv, dqa, dka
+            if dsk is not None:
+                dsk += dsk_seq
+        del sk
+    if dsk is not None:
+        dsk = torch.from_numpy(dsk).to(sinks.dtype)
+    return dq, dk, dv, dqa, dka, dsk
 
 
-def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles):
+def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, sinks=None):
     """The differentiable call: forward rove_attention_varlen, backward one
     rove_attention_backward per sequence (each over its slices; a sequence without keys
     or queries gets zero gradients)."""
@@ -218,13 +237,13 @@ def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles):
 
         class VarlenFunction(torch.autograd.Function):
             @staticmethod
-            def forward(ctx, q, k, v, qa, ka, plan, cq, ck, q_pos, kv_pos):
+            def forward(ctx, q, k, v, qa, ka, sinks, plan, cq, ck, q_pos, kv_pos):
                 bare = lambda a: a.detach() if _tensor.is_torch(a) else a  # noqa: E731
                 out, lse = _varlen(plan, q.detach(), k.detach(), v.detach(), cq, ck, q_pos,
-                                   kv_pos, bare(qa), bare(ka), True)
-                # angles saved as tensors: autograd refuses a backward after an in-place
-                # edit of them (q_pos / kv_pos are private copies: _flat_positions)
-                ctx.save_for_backward(q, k, v, out, lse, qa, ka)
+                                   kv_pos, bare(qa), bare(ka), True, None, bare(sinks))
+                # angles and sinks saved as tensors: autograd refuses a backward after an
+                # in-place edit of them (q_pos / kv_pos are private copies: _flat_positions)
+                ctx.save_for_backward(q, k, v, out, lse, qa, ka, sinks)
                 ctx.meta = (plan, cq, ck, q_pos, kv_pos)
                 ctx.mark_non_differentiable(lse)
                 return out, lse
@@ -233,13 +252,15 @@ def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles):
             @_autograd.first_order_only  # no double backward: raises instead of a silent cut
             @once_differentiable
             def backward(ctx, dout, dlse):
-                q, k, v, out, lse, qa, ka = ctx.saved_tensors
+                q, k, v, out, lse, qa, ka, sinks = ctx.saved_tensors
                 plan, cq, ck, q_pos, kv_pos = ctx.meta
                 need = ctx.needs_input_grad
-                dq, dk, dv, dqa, dka = _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos,
-                                                 kv_pos, qa, ka, need[3], need[4])
+                dq, dk, dv, dqa, dka, dsk = _backward(plan, q, k, v, out, lse, dout, cq, ck,
+                                                      q_pos, kv_pos, qa, ka, need[3], need[4],
+                                                      sinks, need[5])
                 return (dq if need[0] else None, dk if need[1] else None,
-                        dv if need[2] else None, dqa, dka, None, None, None, None, None)
+                        dv if need[2] else None, dqa, dka, dsk, None, None, None, None, None)
         _FUNCTION = VarlenFunction
     return _FUNCTION.apply(q, k, v, _autograd.angle_tensor(q_angles),
-                           _autograd.angle_tensor(kv_angles), plan, cq, ck, q_pos, kv_pos)
+                           _autograd.angle_tensor(kv_angles), _autograd.sink_tensor(sinks), plan,
+                           cq, ck, q_pos, kv_pos)

@@ -78,10 +78,11 @@ def ref_rotate(x, angles, r, pairing="half", sign=1):
 
 def ref_attention(q, k, v, *, w, m=1.0, rotate=Q | K | V | O, causal=True, window=0,
                   softcap=0.0, scale=None, q_pos=None, kv_pos=None, pairing="half", r=None,
-                  q_angles=None, kv_angles=None):
+                  q_angles=None, kv_angles=None, sinks=None):
     """Attention of docs/DESIGN.md §1 in float64. q [B, Lq, H, d], k/v [B, Lk, Hk, d] (bshd);
     w the inverse frequencies [r/2]; positions [B, L] or None (defaults); angles
-    [B, L, Hk, r/2] or None. Returns (out [B, Lq, H, d], lse [B, H, Lq])."""
+    [B, L, Hk, r/2] or None; sinks [H] or None (attention sinks: each softmax row gains
+    exp(sinks[h]), a key of zero value). Returns (out [B, Lq, H, d], lse [B, H, Lq])."""
     q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
     B, Lq, H, d = q.shape
     Lk, Hk = k.shape[1], k.shape[2]
@@ -115,9 +116,14 @@ def ref_attention(q, k, v, *, w, m=1.0, rotate=Q | K | V | O, causal=True, windo
     vis = np.broadcast_to(vis, s.shape)
     s = np.where(vis, s, -np.inf)
     mx = np.max(s, axis=-1, keepdims=True)
-    mx = np.where(np.isfinite(mx), mx, 0.0)
+    mx = np.where(np.isfinite(mx), mx, 0.0 if sinks is None else -np.inf)
+    if sinks is not None:
+        sk = np.asarray(sinks, np.float64)[None, :, None, None]
+        mx = np.maximum(mx, sk)
     e = np.where(vis, np.exp(s - mx), 0.0)
     tot = e.sum(-1, keepdims=True)
+    if sinks is not None:
+        tot = tot + np.exp(sk - mx)
     a = np.divide(e, tot, out=np.zeros_like(e), where=tot > 0)
     y = np.einsum("bhij,bjhd->bihd", a, vt)
     if rotate & O:

@@ -1,0 +1,247 @@
+# SPDX-License-Identifier: MIT
+"""Attention sinks (gpt-oss: a learned logit per query head in every softmax row,
+``sinks=``) through every Python entry: rove.attention (bshd, bhsd read in place, the
+contiguous-bhsd per-KV-head path, numpy, bf16, decode over a long cache), the KV cache,
+varlen, the paged cache and the engine's pool, autograd (dq, dk, dv, d sinks against a
+float64 torch formula), the torch.library ops (and torch.compile), bad input, and
+transformers' gpt-oss through rove.hf against its eager attention."""
+import numpy as np
+import pytest
+
+import rove
+from conftest import randn
+from reference import ref_attention, rel_err
+
+
+def _ref(q, k, v, sinks, **kw):
+    w, m = rove.inv_freq(rove.RopeConfig(), q.shape[-1])
+    return ref_attention(q, k, v, w=w, m=m, sinks=sinks, **kw)
+
+
+@pytest.mark.parametrize("rotate,causal,window,softcap", [
+    ("rove", True, 0, 0.0), ("rope", True, 5, 0.0), ("none", False, 0, 0.0),
+    ("rove", False, 7, 20.0)])
+@pytest.mark.parametrize("level", [0.0, 3.0, 40.0, -60.0])
+def test_matches_the_float64_reference(rng, rotate, causal, window, softcap, level):
+    B, Lq, Lk, H, Hk, D = 2, 13, 19, 6, 2, 32
+    q, k, v = randn(rng, B, Lq, H, D), randn(rng, B, Lk, Hk, D), randn(rng, B, Lk, Hk, D)
+    sinks = (level + rng.standard_normal(H)).astype(np.float32)
+    out, lse = rove.attention(q, k, v, rotate=rotate, causal=causal, window=window,
+                              softcap=softcap, sinks=sinks, return_lse=True)
+    flags = {"rove": 15, "rope": 3, "none": 0}[rotate]
+    ro, rl = _ref(q, k, v, sinks, rotate=flags, causal=causal, window=window, softcap=softcap)
+    assert rel_err(out, ro) < 2e-5 if level < 30 else np.abs(out - ro).max() < 1e-12
+    assert np.abs(lse - rl).max() < 2e-5 * max(1.0, np.abs(rl).max())
+
+
+def test_rows_without_keys_get_zero_and_the_sink(rng):
+    q, k, v = randn(rng, 1, 4, 2, 16), randn(rng, 1, 6, 2, 16), randn(rng, 1, 6, 2, 16)
+    sinks = np.array([0.25, -1.5], np.float32)
+    out, lse = rove.attention(q, k, v, q_pos=[0, 1, 20, 21], kv_pos=[10, 11, 12, 13, 14, 15],
+                              sinks=sinks, return_lse=True)
+    assert np.all(out[0, :2] == 0.0)
+    assert np.array_equal(lse[0, :, :2], np.repeat(sinks[:, None], 2, axis=1))
+    assert np.all(np.isfinite(out)) and np.all(lse[0, :, 2:] > sinks[:, None])
+
+
+def test_layouts_dtypes_and_decode_agree(torch, rng):
+    B, Lk, H, Hk, D = 2, 40, 8, 2, 32
+    q, k, v = (torch.from_numpy(randn(rng, B, n, h, D)) for n, h in ((5, H), (Lk, Hk), (Lk, Hk)))
+    sinks = torch.from_numpy(randn(rng, H))
+    want, wl = rove.attention(q, k, v, sinks=sinks, return_lse=True)
+    ro, rl = _ref(q.numpy(), k.numpy(), v.numpy(), sinks.numpy())
+    assert rel_err(want, ro) < 2e-5
+    # bhsd views of the bshd buffers (read in place) and contiguous bhsd (the per-KV-head
+    # path, where the sinks are added after the call): the same values
+    t = lambda x: x.transpose(1, 2)  # noqa: E731
+    for kk, vv in ((t(k), t(v)), (t(k).contiguous(), t(v).contiguous())):
+        got, gl = rove.attention(t(q).contiguous(), kk, vv, sinks=sinks, layout="bhsd",
+                                 return_lse=True)
+        assert rel_err(t(got), want) < 1e-6 and (gl - wl).abs().max() < 1e-5
+    # numpy sinks with torch tensors, float64 / bf16 sinks (converted to float32)
+    assert torch.equal(rove.attention(q, k, v, sinks=sinks.numpy()), want)
+    assert torch.equal(rove.attention(q, k, v, sinks=sinks.double()), want)
+    hb = rove.attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), sinks=sinks.bfloat16())
+    rb, _ = _ref(q.bfloat16().float().numpy(), k.bfloat16().float().numpy(),
+                 v.bfloat16().float().numpy(), sinks.bfloat16().float().numpy())
+    assert hb.dtype == torch.bfloat16 and rel_err(hb.float(), rb) < 1e-2
+    # one query over a long cache (split over the keys, merged, then the sink)
+    k2, v2 = (torch.from_numpy(randn(rng, 1, 5000, Hk, D)) for _ in range(2))
+    q2 = torch.from_numpy(randn(rng, 1, 1, H, D))
+    o2 = rove.attention(q2, k2, v2, sinks=sinks)
+    assert rel_err(o2, _ref(q2.numpy(), k2.numpy(), v2.numpy(), sinks.numpy())[0]) < 2e-5
+
+
+def test_kv_cache_varlen_and_paged(rng):
+    H, Hk, D = 4, 2, 32
+    plan = rove.Plan(H, Hk, D)
+    sinks = randn(rng, H) * 2
+    lens, nq = [30, 1, 0, 70], [3, 1, 2, 1]
+    ks = [randn(rng, n, Hk, D) for n in lens]
+    vs = [randn(rng, n, Hk, D) for n in lens]
+    qs = [randn(rng, n, H, D) for n in nq]
+    # varlen == one call per sequence, bit for bit; no keys: 0 and LSE = the sink
+    cu_q, cu_k = np.cumsum([0] + nq).astype(np.int32), np.cumsum([0] + lens).astype(np.int32)
+    out, lse = rove.attention_varlen(np.concatenate(qs), np.concatenate(ks),
+                                     np.concatenate(vs), cu_q, cu_k, sinks=sinks,
+                                     return_lse=True)
+    for s in range(4):
+        o, l = out[cu_q[s]:cu_q[s + 1]], lse[:, cu_q[s]:cu_q[s + 1]]
+        if lens[s] == 0:
+            assert np.all(o == 0) and np.array_equal(l, np.repeat(sinks[:, None], nq[s], 1))
+            continue
+        wo, wl = plan.attention(qs[s][None], ks[s][None], vs[s][None], sinks=sinks,
+                                return_lse=True)
+        assert np.array_equal(o, wo[0]) and np.array_equal(l, wl[0])
+        # the KV cache and the paged cache: the same bits as the contiguous call
+        c = rove.KVCache(plan, 1, 128)
+        c.append(ks[s][None], vs[s][None])
+        co, cl = c.attention(qs[s][None], sinks=sinks, return_lse=True)
+        assert np.array_equal(co, wo) and np.array_equal(cl, wl)
+        pc = rove.PagedKVCache(plan, block_size=64, n_blocks=4, max_seqs=1)
+        sid = pc.new_sequence()
+        pc.append(sid, ks[s], vs[s])
+        po, pl = pc.attention([sid], qs[s], sinks=sinks, return_lse=True)
+        assert np.array_equal(po, co[0]) and np.array_equal(pl, cl[0])
+
+
+def test_gradients_match_torch(torch, rng):
+    """dq, dk, dv and d sinks against autograd through the gpt-oss eager formula in
+    float64 (rotate='none'), for rove.attention (both layouts), varlen and the op."""
+    import rove.torch_ops as ops
+    B, L, H, Hk, D = 2, 9, 4, 2, 16
+
+    def eager(q, k, v, s):  # transformers' gpt-oss eager_attention_forward, bshd in/out
+        qq, kk, vv = (x.transpose(1, 2) for x in (q, k, v))
+        kk, vv = kk.repeat_interleave(H // Hk, 1), vv.repeat_interleave(H // Hk, 1)
+        w = qq @ kk.transpose(-1, -2) * D ** -0.5
+        w = w.masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), -torch.inf)
+        c = torch.cat([w, s.view(1, H, 1, 1).expand(B, H, L, 1)], -1)
+        return (torch.softmax(c - c.amax(-1, keepdim=True), -1)[..., :-1] @ vv).transpose(1, 2)
+
+    base = [torch.from_numpy(randn(rng, *sh)) for sh in
+            ((B, L, H, D), (B, L, Hk, D), (B, L, Hk, D), (H,))]
+    base[3] = base[3] * 2
+    gout = torch.from_numpy(randn(rng, B, L, H, D))
+    ref = [x.double().requires_grad_() for x in base]
+    (eager(*ref) * gout.double()).sum().backward()
+    cu = torch.tensor([0, L, 2 * L], dtype=torch.int32)
+    flat = lambda x, h: x.reshape(B * L, h, D)  # noqa: E731
+    runs = {
+        "attention": lambda q, k, v, s: rove.attention(q, k, v, rotate="none", sinks=s),
+        "bhsd": lambda q, k, v, s: rove.attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), rotate="none", sinks=s,
+            layout="bhsd").transpose(1, 2),
+        "varlen": lambda q, k, v, s: rove.attention_varlen(
+            flat(q, H), flat(k, Hk), flat(v, Hk), cu, cu, rotate="none", sinks=s).view(B, L, H, D),
+        "op": lambda q, k, v, s: ops.attention(q, k, v, rotate="none", sinks=s),
+        "op varlen": lambda q, k, v, s: ops.attention_varlen(
+            flat(q, H), flat(k, Hk), flat(v, Hk), cu, cu, rotate="none", sinks=s).view(B, L, H, D),
+    }
+    for name, run in runs.items():
+        got = [x.clone().requires_grad_() for x in base]
+        out = run(*got)
+        assert (out.double() - eager(*ref)).abs().max() < 1e-5, name
+        (out * gout).sum().backward()
+        for g, r, what in zip(got, ref, "q k v sinks".split()):
+            assert (g.grad.double() - r.grad).abs().max() < 2e-5, (name, what)
+    # the sinks alone require grad (q, k, v constants)
+    s = base[3].clone().requires_grad_()
+    (rove.attention(base[0], base[1], base[2], rotate="none", sinks=s) * gout).sum().backward()
+    assert (s.grad.double() - ref[3].grad).abs().max() < 2e-5
+    # torch.compile through the op: the same sink gradient
+    s = base[3].clone().requires_grad_()
+    f = torch.compile(lambda q, k, v, s: (ops.attention(q, k, v, rotate="none", sinks=s)
+                                          * gout).sum())
+    f(*base[:3], s).backward()
+    assert (s.grad.double() - ref[3].grad).abs().max() < 2e-5
+
+
+@pytest.mark.parametrize("bad,err,msg", [
+    (np.zeros(3, np.float32), ValueError, "expected \\(4,\\)"),
+    (np.zeros((1, 4), np.float32), ValueError, "expected \\(4,\\)"),
+    (np.zeros(4, np.int32), TypeError, "float"),
+    (np.array([0, np.nan, 0, 0], np.float32), ValueError, "finite"),
+    (np.array([0, np.inf, 0, 0], np.float32), ValueError, "finite"),
+])
+def test_bad_sinks_are_refused(rng, bad, err, msg):
+    q, k, v = randn(rng, 1, 3, 4, 16), randn(rng, 1, 3, 2, 16), randn(rng, 1, 3, 2, 16)
+    with pytest.raises(err, match=msg):
+        rove.attention(q, k, v, sinks=bad)
+    cu = np.array([0, 3], np.int32)
+    with pytest.raises(err, match=msg):
+        rove.attention_varlen(q[0], k[0], v[0], cu, cu, sinks=bad)
+
+
+def test_sinks_on_another_device_are_refused(torch):
+    q = torch.zeros(1, 2, 2, 8)
+    with pytest.raises(ValueError, match="CPU"):
+        rove.attention(q, q, q, sinks=torch.zeros(2, device="meta"))
+
+
+def _gpt_oss(torch, transformers):
+    cfg = transformers.GptOssConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+        num_experts_per_tok=2, sliding_window=4, max_position_embeddings=256,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                         "beta_slow": 1.0, "truncate": False, "rope_theta": 150000.0,
+                         "original_max_position_embeddings": 4096})
+    torch.manual_seed(0)
+    m = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for layer in m.model.layers:  # sinks that matter (their init is ~0.02)
+            layer.self_attn.sinks.normal_(0.0, 2.0)
+    return m
+
+
+def test_gpt_oss_matches_eager(torch):
+    """transformers' gpt-oss (sinks passed as s_aux, sliding and full layers, padding, a
+    DynamicCache read in place) with attn_implementation='rove' against 'eager'."""
+    transformers = pytest.importorskip("transformers")
+    import rove.hf
+    rove.hf.register()
+    m = _gpt_oss(torch, transformers)
+    ids = torch.randint(0, 128, (2, 11), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    with torch.no_grad():
+        m.set_attn_implementation("eager")
+        ref = m(ids, attention_mask=mask).logits
+        g_ref = m.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False,
+                           output_logits=True, return_dict_in_generate=True)
+        m.set_attn_implementation("rove")
+        calls = rove.hf.stats["attention_calls"]
+        got = m(ids, attention_mask=mask).logits
+        g = m.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False,
+                       output_logits=True, return_dict_in_generate=True)
+    assert rove.hf.stats["attention_calls"] > calls  # librove ran
+    assert (got - ref)[mask.bool()].abs().max() < 1e-5
+    assert torch.equal(g.sequences, g_ref.sequences)
+    for a, b in zip(g.logits, g_ref.logits):  # every decode step, over the cache
+        assert (a - b).abs().max() < 1e-5
+    # bf16 weights: per-step logits close to eager's in bf16
+    mb = m.to(torch.bfloat16)
+    with torch.no_grad():
+        mb.set_attn_implementation("eager")
+        rb = mb(ids, attention_mask=mask).logits.float()
+        mb.set_attn_implementation("rove")
+        gb = mb(ids, attention_mask=mask).logits.float()
+    assert (gb - rb)[mask.bool()].abs().max() < 5e-2 * max(1.0, rb.abs().max().item())
+
+
+def test_gpt_oss_sink_gradients_match_eager(torch):
+    transformers = pytest.importorskip("transformers")
+    import rove.hf
+    rove.hf.register()
+    m = _gpt_oss(torch, transformers)
+    ids = torch.randint(0, 128, (2, 10), generator=torch.Generator().manual_seed(2))
+    grads = {}
+    for impl in ("eager", "rove"):
+        m.set_attn_implementation(impl)
+        m.zero_grad()
+        m(ids, labels=ids, use_cache=False).loss.backward()
+        grads[impl] = [layer.self_attn.sinks.grad.clone() for layer in m.model.layers]
+    for a, b in zip(grads["rove"], grads["eager"]):
+        assert (a - b).abs().max() < 1e-5 * max(1.0, b.abs().max().item())
