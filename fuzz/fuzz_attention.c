@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* Plan creation from an arbitrary config (every rope field, 0.2 ones included), then
  * rove_attention_forward on small fuzzed shapes, strides, positions (int32 edges),
- * windows, softcaps, explicit angles and LSE, with NaN/Inf/huge values in K and V rows.
+ * windows, softcaps, explicit angles, attention sinks (finite, huge or not finite) and
+ * LSE, with NaN/Inf/huge values in K and V rows.
  * Invariants: a valid status; outputs untouched on failure; stride gaps never written; a
- * query with no visible key gets 0 and LSE -inf; a query whose visible keys are finite
+ * query with no visible key gets 0 and LSE -inf (with sinks: exactly its head's sink); a
+ * non-finite sink is refused; a query whose visible keys are finite
  * (and whose logits cannot overflow) gets a finite output and LSE; rove_plan_config works
  * for every plan. Then rove_attention_backward of a successful forward with an LSE: it
- * succeeds, writes every gradient element, gives 0 to fully masked queries and unseen
- * keys, and finite gradients for finite inputs. */
+ * succeeds, writes every gradient element (d_sinks too, with sinks), gives 0 to fully
+ * masked queries and unseen keys, and finite gradients for finite inputs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +132,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   a.lse = lse;
   a.q_angles = q_ang;
   a.kv_angles = kv_ang;
+  float *sinks = NULL; /* one logit per query head: small, huge, or NaN / Inf */
+  int bad_sink = 0;
+  if (fz_u8(&rd) < 80) {
+    sinks = fz_alloc((size_t)hq * sizeof *sinks);
+    fz_fill_f32(&rd, sinks, (size_t)hq, fz_bool(&rd) ? 4.0f : 1e30f);
+    fz_specials_f32(&rd, sinks, (size_t)hq, NULL); /* NaN, Inf or 3e38 (finite) */
+    for (int64_t h = 0; h < hq; h++) bad_sink |= !isfinite(sinks[h]);
+  }
+  a.sinks = sinks;
   if (fz_u8(&rd) >= 252) a.v = NULL; /* a NULL tensor */
 
   st = rove_attention_forward(plan, &a);
@@ -137,6 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (bad_size || bad_stride || a.v == NULL || (q_ang && !kv_ang))
     FZ_CHECK(H, st != ROVE_OK, "an invalid size/stride/NULL/angle pairing was accepted");
   if (bad_angle) FZ_CHECK(H, st != ROVE_OK, "a non-finite angle was accepted");
+  if (bad_sink) FZ_CHECK(H, st != ROVE_OK, "a non-finite sink was accepted");
   if (st != ROVE_OK) {
     FZ_CHECK(H, fz_untouched(out, o_n * sizeof *out), "out written on failure");
     if (lse) FZ_CHECK(H, fz_untouched(lse, lse_n * sizeof *lse), "lse written on failure");
@@ -163,8 +175,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             else if (!bad_visible && bound < 1e30)
               FZ_CHECK(H, isfinite(y), "finite visible keys gave a non-finite output");
           }
-          if (lse && !any_visible)
+          if (lse && !any_visible && !sinks)
             FZ_CHECK(H, isinf(l) && l < 0, "fully masked query: lse not -inf");
+          if (lse && !any_visible && sinks)
+            FZ_CHECK(H, l == sinks[h], "fully masked query: lse not the head's sink");
           if (lse && any_visible && !bad_visible && bound < 1e30)
             FZ_CHECK(H, isfinite(l), "finite visible keys gave a non-finite lse");
         }
@@ -185,7 +199,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_fill_f32(&rd, dout, gq, 1.0f);
     float *dq = fz_canary_alloc(gq * sizeof *dq), *dk = fz_canary_alloc(gk * sizeof *dk);
     float *dv = fz_canary_alloc(gk * sizeof *dv);
-    rove_attention_grads g = {.dout = dout, .dq = dq, .dk = dk, .dv = dv};
+    float *dsk = sinks ? fz_canary_alloc((size_t)hq * sizeof *dsk) : NULL;
+    rove_attention_grads g = {.dout = dout, .dq = dq, .dk = dk, .dv = dv, .d_sinks = dsk};
     rove_status bs = rove_attention_backward(plan, &a, &g);
     fz_check_status(H, bs);
     FZ_CHECK(H, bs == ROVE_OK, "backward of a successful forward failed");
@@ -217,7 +232,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           }
         }
       }
+      for (int64_t h = 0; dsk && h < hq; h++) {
+        FZ_CHECK(H, !fz_is_canary_f32(dsk[h]), "a d_sinks element was not written");
+        if (!nspecial && bound < 1e30) FZ_CHECK(H, isfinite(dsk[h]), "finite inputs gave a non-finite d_sinks");
+      }
     }
+    free(dsk);
     free(dout);
     free(dq);
     free(dk);
@@ -236,6 +256,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   free(lse);
   free(q_ang);
   free(kv_ang);
+  free(sinks);
   rove_plan_destroy(plan);
   return 0;
 }
