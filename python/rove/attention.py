@@ -89,19 +89,27 @@ def _angles(a, name, shape):
 
 
 def _sinks(sinks, H):
-    """Attention sinks as librove reads them: (a float32 [H] array kept alive while C
-    reads it, its address), or (None, None). A numpy array or CPU torch tensor of any
-    float dtype (gpt-oss keeps them in the model's dtype), one finite logit per query
-    head."""
+    """Attention sinks as librove reads them: (a float32 [H] array or tensor, kept alive
+    while C reads it, and its address), or (None, None). A numpy array or CPU torch
+    tensor of any float dtype (gpt-oss keeps them in the model's dtype), one finite logit
+    per query head."""
     if sinks is None:
         return None, None
-    if _tensor.is_torch(sinks):
+    if _tensor.is_torch(sinks):  # a float32 CPU tensor is read in place
         torch = _tensor._torch()
         if sinks.device.type != "cpu":
             raise ValueError(f"sinks is on {sinks.device}; librove runs on the CPU")
         if not sinks.is_floating_point():
             raise TypeError(f"sinks is {sinks.dtype}: expected a float tensor")
-        arr = sinks.detach().to(torch.float32).contiguous().numpy()
+        t = sinks.detach()
+        if t.dtype != torch.float32 or not t.is_contiguous():
+            t = t.to(torch.float32).contiguous()
+        if tuple(t.shape) != (H,):
+            raise ValueError(f"sinks has shape {tuple(t.shape)}; expected ({H},): one logit "
+                             "per query head")
+        if not np.isfinite(t.numpy()).all():
+            raise ValueError("sinks must be finite")
+        return t, t.data_ptr()
     else:
         arr = np.asarray(sinks)
         if arr.dtype.kind != "f":
@@ -112,7 +120,7 @@ def _sinks(sinks, H):
                          "per query head")
     if not np.isfinite(arr).all():
         raise ValueError("sinks must be finite")
-    return arr, arr.ctypes.data
+    return arr, arr.__array_interface__["data"][0]
 
 
 def _apply_sinks(out32, lse, s):
@@ -315,7 +323,7 @@ def _per_kv_head(plan, q, k, v, q_pos, kv_pos, return_lse, torch_kind, sinks=Non
                    return_lse or sinks is not None, o32, None, None)
     o, lse = res if return_lse or sinks is not None else (res, None)
     if sinks is not None:
-        s = np.tile(sinks.reshape(Hk, G), (B, 1))[..., None]  # [B * Hk, G, 1]
+        s = np.tile(np.asarray(sinks).reshape(Hk, G), (B, 1))[..., None]  # [B * Hk, G, 1]
         lse = _apply_sinks(o, lse, _tensor._torch().from_numpy(s) if torch_kind else s)
         o = o.to(q.dtype) if torch_kind else o.astype(q.dtype, copy=False)
     o = o.reshape(B, Hk, Lq, G, D)

@@ -502,7 +502,7 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
         sk, _ = _sinks(sinks, H)
         o = torch.empty((B * Hk, Lq, G, D))
         _, lse = inner.attention(q, k, v, q_pos=q_pos, kv_pos=kv_pos, out=o, return_lse=True)
-        s = torch.from_numpy(np.tile(sk.reshape(Hk, G), (B, 1))[..., None])
+        s = torch.from_numpy(np.tile(np.asarray(sk).reshape(Hk, G), (B, 1))[..., None])
         _apply_sinks(o, lse, s)
         o = o.to(query.dtype)
     return o.view(B, Hk, Lq, G, D).transpose(1, 2).reshape(B, Lq, H, D)
