@@ -15,9 +15,11 @@
 #define YARN ROVE_SCALING_YARN
 
 /* d, r, pairing, rotate, causal, window, softcap, heads, kv heads, batch, q_len, kv_len,
- * scaling, positions, strided, quick */
+ * scaling, positions, strided, quick; SINKS: the same with attention sinks */
 #define CASE(d, r, pr, rot, ca, w, cap, h, hk, b, q, kv, sc, pos, st, qk) \
-  {d, r, pr, rot, ca, w, cap, h, hk, b, q, kv, sc, pos, st, qk}
+  {d, r, pr, rot, ca, w, cap, h, hk, b, q, kv, sc, pos, st, qk, 0}
+#define SINKS(d, r, pr, rot, ca, w, cap, h, hk, b, q, kv, sc, pos, st, qk) \
+  {d, r, pr, rot, ca, w, cap, h, hk, b, q, kv, sc, pos, st, qk, 1}
 
 const check_case check_cases[] = {
     /* head_dim sweep */
@@ -113,6 +115,12 @@ const check_case check_cases[] = {
     CASE(64, 0, HALF, ROVE, 0, 300, 0, 4, 4, 1, 513, 1000, NONE, POS_DEFAULT, 0, 0),
     CASE(96, 0, HALF, ROVE, 1, 0, 0, 2, 1, 1, 777, 777, YARN, POS_DEFAULT, 0, 0),
     CASE(64, 0, HALF, ROVE, 1, 0, 0, 4, 4, 1, 1500, 1500, NONE, POS_SHIFTED, 0, 0),
+    /* attention sinks (gpt-oss: GQA 64:8 x 64, YaRN, sliding windows of 128) */
+    SINKS(64, 0, HALF, ROPE, 1, 0, 0, 8, 2, 1, 100, 100, YARN, POS_DEFAULT, 0, 1),
+    SINKS(64, 0, HALF, ROPE, 1, 128, 0, 8, 2, 1, 257, 257, YARN, POS_DEFAULT, 0, 0),
+    SINKS(64, 0, HALF, ROVE, 1, 0, 0, 8, 1, 1, 1, 4097, NONE, POS_DEFAULT, 0, 1),
+    SINKS(64, 0, HALF, ROVE, 1, 0, 0, 8, 2, 2, 100, 100, NONE, POS_RANDOM, 1, 0),
+    SINKS(128, 0, INTER, ROVE, 0, 0, 20, 4, 4, 1, 37, 37, NONE, POS_NEGATIVE, 0, 0),
 };
 const size_t check_n_cases = sizeof check_cases / sizeof check_cases[0];
 
@@ -186,11 +194,11 @@ void check_case_describe(const check_case *cc, char *buf, size_t size) {
   if (cc->window) n += (size_t)snprintf(extra + n, sizeof extra - n, " win=%d", (int)cc->window);
   if (cc->softcap > 0.0f)
     snprintf(extra + n, sizeof extra - n, " cap=%g", (double)cc->softcap);
-  snprintf(buf, size, "d=%d r=%d%s %s %s %s%s h=%d/%d b=%d q=%d kv=%d%s%s%s", (int)cc->head_dim,
+  snprintf(buf, size, "d=%d r=%d%s %s %s %s%s h=%d/%d b=%d q=%d kv=%d%s%s%s%s", (int)cc->head_dim,
            (int)(cc->rotary_dim > 0 ? cc->rotary_dim : cc->rotary_dim < 0 ? -cc->rotary_dim : cc->head_dim),
            cc->rotary_dim < 0 ? " last" : "",
            cc->pairing == ROVE_PAIRING_HALF ? "half" : "inter", rotate_name(cc->rotate, rot),
            cc->causal ? "causal" : "full", extra, (int)cc->n_heads, (int)cc->n_kv_heads,
            (int)cc->batch, (int)cc->q_len, (int)cc->kv_len, scaling_names[cc->scaling],
-           pos_names[cc->pos], cc->strided ? " fused-qkv" : "");
+           pos_names[cc->pos], cc->strided ? " fused-qkv" : "", cc->sinks ? " sinks" : "");
 }

@@ -32,6 +32,7 @@ typedef struct check_case {
   check_pos pos;
   int strided; /* q, k, v as views into one fused QKV buffer; padded output rows */
   int quick;   /* part of --quick */
+  int sinks;   /* attention sinks (gpt-oss): a logit per query head */
 } check_case;
 
 extern const check_case check_cases[];
@@ -50,6 +51,7 @@ typedef struct check_data {
   float *out, *lse;
   double *ref, *ref_lse;
   int32_t *q_pos, *kv_pos;
+  float *sinks;
   int64_t out_rows, out_width, out_stride, out_floats, lse_n;
   rove_attention_args args;
 } check_data;

@@ -94,6 +94,13 @@ int check_data_make(const check_case *cc, uint64_t seed, check_data *d) {
     d->args.q_pos = d->q_pos;
     d->args.kv_pos = d->kv_pos;
   }
+  if (cc->sinks) { /* logits in [-2, 4]: of the scores' size, so they change the result */
+    d->sinks = malloc((size_t)cc->n_heads * sizeof(float));
+    if (!d->sinks) return -1;
+    cli_fill_uniform(&rng, d->sinks, cc->n_heads);
+    for (int32_t h = 0; h < cc->n_heads; h++) d->sinks[h] = 1.0f + 3.0f * d->sinks[h];
+    d->args.sinks = d->sinks;
+  }
   return 0;
 }
 
@@ -119,5 +126,6 @@ void check_data_free(check_data *d) {
   free(d->ref_lse);
   free(d->q_pos);
   free(d->kv_pos);
+  free(d->sinks);
   memset(d, 0, sizeof *d);
 }
