@@ -318,7 +318,7 @@ typedef struct rove_attention_args {
   const int32_t *q_pos;  /**< [batch][q_len] or NULL: P_i = kv_len - q_len + i */
   const int32_t *kv_pos; /**< [batch][kv_len] or NULL: p_j = j. Any int32, any order. */
   float *lse;            /**< NULL or [batch][n_heads][q_len]: ln sum_j exp(s_ij), -inf if
-                              no key is visible */
+                              no key is visible (with sinks: the sum holds e^{sinks[h]}) */
   /** Selective RoPE (see rove_selective_angles): explicit rotation angles that replace
    *  pos * w_k in every rotation the plan enables, per token and KV head (a query head
    *  uses the angles of its KV head). Both NULL (positions decide the angles) or both
@@ -386,8 +386,8 @@ typedef struct rove_varlen_args {
  * Attention of every packed sequence over its own keys only, with the plan's rotations,
  * causality (per sequence, bottom-right aligned), window, softcap and GQA: equal to one
  * rove_attention_forward per sequence (bitwise: each sequence runs exactly that call).
- * A sequence with queries and no keys gets output 0 and LSE -inf; one without queries
- * is skipped. q and out may be NULL when total_q = 0, k and v when total_k = 0 (empty
+ * A sequence with queries and no keys gets output 0 and LSE -inf (with sinks: the head's
+ * sink); one without queries is skipped. q and out may be NULL when total_q = 0, k and v when total_k = 0 (empty
  * tensors). Everything is validated, and every sequence's workspace taken, before any
  * output is written (outputs untouched on failure). The sequences run in order, in
  * groups: a long sequence alone, consecutive short ones (decode rows, short prompts)
@@ -398,7 +398,7 @@ typedef struct rove_varlen_args {
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (what rove_attention_forward rejects for a
  *         sequence, NULL cu arrays, cu[0] != 0, decreasing cu, a NULL tensor with
  *         tokens, an output overlapping an input anywhere in the packed tensors, the cu
- *         arrays, the positions or the angles);
+ *         arrays, the positions, the angles or the sinks; a non-finite sink);
  *         ROVE_ERR_SIZE_OVERFLOW;
  *         ROVE_ERR_OUT_OF_MEMORY.
  */
@@ -414,6 +414,8 @@ ROVE_API rove_status rove_attention_varlen(const rove_plan *p, const rove_varlen
  * holds; a row that is -inf in every part gets O = 0 and L = -inf. A NaN LSE makes that
  * row's O and L NaN, and so does a +inf LSE (an infinite logit, which makes the forward's
  * row NaN too). Since R_{P_i}^{-1} is linear the merge is exact for RoVE outputs too.
+ * Parts computed with attention sinks cannot be merged exactly (each holds e^{s_h}): with
+ * sinks, compute the parts without them and merge with rove_merge_partials_sinks.
  * Layouts as in rove_attention_args (dense): outs[p] and @p out [batch][q_len][n_heads]
  * [head_dim], lses[p] and @p lse [batch][n_heads][q_len]. @p lse may be NULL. @p out and
  * @p lse may be exactly outs[0] and lses[0] (merged in place) but must not overlap any
@@ -426,6 +428,24 @@ ROVE_API rove_status rove_merge_partials(int32_t n_parts, const float *const *ou
                                          const float *const *lses, int32_t batch, int32_t q_len,
                                          int32_t n_heads, int32_t head_dim, float *out,
                                          float *lse);
+
+/**
+ * rove_merge_partials with attention sinks (rove_attention_args.sinks) applied once, to
+ * the merged result: the parts must be computed *without* sinks (a part computed with
+ * them already holds e^{s_h} in its denominator, and merging n such parts would count it
+ * n times). Per row of head h:
+ *   M = max(max_p L_p, s_h),  S = sum_p e^{L_p - M} + e^{s_h - M},
+ *   O = sum_p e^{L_p - M} O_p / S,  L = M + ln S
+ * (a row that is -inf in every part gets O = 0 and L = s_h), which equals one call with
+ * the sinks over all the keys. @p sinks: NULL (= rove_merge_partials) or [n_heads] finite
+ * floats that @p out and @p lse must not overlap. New in 0.5.
+ * @return as rove_merge_partials; ROVE_ERR_INVALID_ARGUMENT also for a non-finite sink or
+ *         an output over the sinks.
+ */
+ROVE_API rove_status rove_merge_partials_sinks(int32_t n_parts, const float *const *outs,
+                                               const float *const *lses, int32_t batch,
+                                               int32_t q_len, int32_t n_heads, int32_t head_dim,
+                                               const float *sinks, float *out, float *lse);
 
 /** Gradients of one attention call (rove_attention_backward). Zero-initialise, then set. */
 typedef struct rove_attention_grads {
@@ -454,8 +474,8 @@ typedef struct rove_attention_grads {
  * causal / bottom-right alignment, explicit positions, windows, softcap, GQA / MQA (dk and
  * dv summed over each query group) and strides, all fp32. Flash style: P is recomputed
  * from the LSE key block by key block, never an n x n matrix; workspace O((q_len + kv_len)
- * * heads * head_dim). A query with no visible key (LSE -inf) contributes nothing and
- * gets dq = 0; a key no query sees gets dk = dv = 0. With sinks (a->sinks) the forward's
+ * * heads * head_dim). A query with no visible key (LSE -inf, or the sink) contributes
+ * nothing and gets dq = 0; a key no query sees gets dk = dv = 0. With sinks (a->sinks) the forward's
  * LSE holds them and g->d_sinks, when set, gets their gradient. With explicit angles (Selective
  * RoPE) their gradients are written where g asks for them (d_q_angles, d_kv_angles: each
  * rotation an angle drives contributes, e.g. a key angle through K and, for RoVE, V).
@@ -662,7 +682,7 @@ ROVE_API rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, co
 
 /**
  * Attention of new queries against the cache. Uses a->batch (must equal the cache's),
- * q_len, q, q_stride, out, out_stride, q_pos, lse exactly as rove_attention_forward; a->k,
+ * q_len, q, q_stride, out, out_stride, q_pos, lse, sinks exactly as rove_attention_forward; a->k,
  * a->v and a->kv_pos must be NULL and a->kv_len, a->k_stride and a->v_stride 0 (the cache
  * supplies them). With q_pos
  * NULL the queries take the positions of the last q_len cached tokens (they are usually
@@ -831,7 +851,8 @@ typedef struct rove_paged_args {
  * key ranges merged exactly by their LSE, and all sequences' tasks run in one parallel
  * loop (short sequences grouped, as rove_attention_varlen): results are bitwise
  * identical for any thread count. A sequence with rows and no keys gets output 0 and LSE
- * -inf. Everything (block tables included) is checked before anything is written.
+ * -inf (with sinks: the head's sink). Everything (block tables included) is checked
+ * before anything is written.
  * q and out may be NULL when total_q = 0 (a step with no query rows does nothing).
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/pool/args, NULL q/out with
  *         rows, NULL block_tables with max_blocks > 0, bad cu, a negative length, a
@@ -840,7 +861,7 @@ typedef struct rove_paged_args {
  *         block_stride below a block, a Q8 pool without scales, default query positions
  *         with more rows than keys, out or lse overlapping an array the call reads: q,
  *         the pool's K, V, scales and positions, cu_seqlens_q, seq_lens, block_tables,
- *         q_pos, q_angles);
+ *         q_pos, q_angles, sinks; a non-finite sink);
  *         ROVE_ERR_UNSUPPORTED (a Q8 pool token-major or with a block_stride other than a
  *         block's size); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY.
  */
@@ -1012,10 +1033,14 @@ typedef struct rove_layer_weights {
   const float *wv;   /**< [n_kv_heads*head_dim][d_model] */
   const float *wo;   /**< [d_model][n_heads*head_dim] */
   const float *bq, *bk, *bv, *bo; /**< NULL or [out_features] */
+  /** NULL or [n_heads]: attention sinks (gpt-oss), as rove_attention_args.sinks; of the
+   *  weights' type, copied (finite: ROVE_ERR_INVALID_ARGUMENT otherwise). New in 0.5. */
+  const float *sinks;
 } rove_layer_weights;
 
 /** Build a layer (copies the weights). @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL
- *  plan/weights/matrix, d_model <= 0); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. */
+ *  plan/weights/matrix, d_model <= 0, a non-finite sink); ROVE_ERR_SIZE_OVERFLOW;
+ *  ROVE_ERR_OUT_OF_MEMORY. */
 ROVE_API rove_status rove_layer_create(const rove_plan *p, const rove_layer_weights *w,
                                        rove_layer **out);
 /** rove_layer_create with weights and biases of type @p weight_type (F32, BF16 or F16: the

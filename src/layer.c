@@ -41,6 +41,7 @@
 
 #include <cblas.h>
 
+#include "attention_internal.h"
 #include "layer_internal.h"
 
 /* OpenBLAS's thread controls (declared here too, so another cblas.h would still do). */
@@ -213,6 +214,7 @@ rove_attention_args rove_layer_views(const rove_layer *l, const rove_layer_work 
   a.q_stride = a.k_stride = a.v_stride = l->qkv_width;
   a.out = w->att;
   a.out_stride = l->q_width;
+  a.sinks = l->sinks;
   return a;
 }
 
@@ -290,7 +292,14 @@ rove_status rove_layer_create_typed(const rove_plan *p, const rove_layer_weights
   l->wqkv = rove_alloc(sizeof(float) * (size_t)nqkv);
   l->wo = rove_alloc(sizeof(float) * (size_t)no);
   l->bo = w->bo ? rove_alloc(sizeof(float) * (size_t)w->d_model) : NULL;
-  rove_status st = (l->wqkv && l->wo && (l->bo || !w->bo)) ? fuse_bias(l, w, t) : ROVE_ERR_OUT_OF_MEMORY;
+  l->sinks = w->sinks ? rove_alloc(sizeof(float) * (size_t)c->n_heads) : NULL;
+  rove_status st = (l->wqkv && l->wo && (l->bo || !w->bo) && (l->sinks || !w->sinks))
+                       ? fuse_bias(l, w, t)
+                       : ROVE_ERR_OUT_OF_MEMORY;
+  if (st == ROVE_OK && w->sinks) { /* widened, then checked as the attention would */
+    copy_rows(l, l->sinks, 0, w->sinks, 1, c->n_heads, t);
+    st = rove_check_sinks(p, l->sinks);
+  }
   if (st != ROVE_OK) {
     rove_layer_destroy(l);
     return st;
@@ -314,6 +323,7 @@ void rove_layer_destroy(rove_layer *l) {
   rove_free(l->bqkv);
   rove_free(l->wo);
   rove_free(l->bo);
+  rove_free(l->sinks);
   free(l);
 }
 

@@ -16,6 +16,7 @@ struct rove_layer {
   float *bqkv;          /* [qkv_width] (missing biases as zeros), or NULL if all are NULL */
   float *wo;            /* [d_model][q_width] */
   float *bo;            /* [d_model] or NULL */
+  float *sinks;         /* [n_heads] attention sinks, or NULL */
 };
 
 /* Buffers of one forward call: the fused projection and the attention output. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The attention layer (src/layer.c, src/layer_cached.c): rove_layer_forward against naive
- * double-precision projections around the oracle attention; the cached forward (prefill,
- * then decode token by token) against one full forward; bad input. Links librove.so. */
+ * double-precision projections around the oracle attention (also with attention sinks);
+ * the cached forward (prefill, then decode token by token) against one full forward; bad
+ * input. Links librove.so. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ typedef struct {
   rove_layer *layer;
   rove_layer_weights w;
   float *wq, *wk, *wv, *wo, *bias[4]; /* bq, bk, bv, bo */
+  float *sinks;                       /* [H] or NULL */
   float *x;
   int32_t *pos;
   int64_t rows, qw, kvw;              /* batch * n, H * d, Hkv * d */
@@ -36,6 +38,8 @@ typedef struct {
 /* Rotary placement LAST for the problems made while this is > 0: this many rotated dims at
  * the end of each head (DeepSeek MLA). 0: FIRST, r = head_dim. */
 static int g_last_rdim;
+/* Attention sinks (a logit per head) in the problems made while this is set. */
+static int g_sinks;
 
 static float *rand_buf(rove_rng *r, int64_t n, float lo, float hi) {
   float *p = malloc(sizeof(float) * (size_t)n);
@@ -80,9 +84,10 @@ static void make_problem(lproblem *pr, const lcase *c, uint64_t seed) {
     if (c->biases & (1 << i)) pr->bias[i] = rand_buf(&rng, blen[i], -0.5f, 0.5f);
   pr->x = rand_buf(&rng, pr->rows * c->d_model, -1.0f, 1.0f);
   make_positions(pr, &rng);
+  if (g_sinks) pr->sinks = rand_buf(&rng, c->H, -1.0f, 2.0f);
   pr->w = (rove_layer_weights){.d_model = c->d_model, .wq = pr->wq, .wk = pr->wk, .wv = pr->wv,
                                .wo = pr->wo, .bq = pr->bias[0], .bk = pr->bias[1],
-                               .bv = pr->bias[2], .bo = pr->bias[3]};
+                               .bv = pr->bias[2], .bo = pr->bias[3], .sinks = pr->sinks};
   rove_attention_config_init(&pr->cfg, c->H, c->Hkv, c->d);
   pr->cfg.rotate = c->rotate;
   pr->cfg.n_threads = c->threads;
@@ -100,6 +105,7 @@ static void free_problem(lproblem *pr) {
   rove_layer_destroy(pr->layer);
   rove_plan_destroy(pr->plan);
   free(pr->wq), free(pr->wk), free(pr->wv), free(pr->wo), free(pr->x), free(pr->pos);
+  free(pr->sinks);
   for (int i = 0; i < 4; i++) free(pr->bias[i]);
 }
 
@@ -139,7 +145,7 @@ static double *reference(const lproblem *pr) {
   double inv_freq[ROVE_MAX_HEAD_DIM / 2], m = 1.0;
   assert_int_equal(rove_rope_inv_freq(&pr->cfg.rope, c->d, inv_freq, &m), ROVE_OK);
   rove_attention_args a = {.batch = c->batch, .q_len = c->n, .kv_len = c->n, .q = qf, .k = kf,
-                           .v = vf, .q_pos = pr->pos, .kv_pos = pr->pos};
+                           .v = vf, .q_pos = pr->pos, .kv_pos = pr->pos, .sinks = pr->sinks};
   assert_int_equal(rove_oracle_attention(&pr->cfg, inv_freq, m, &a, att, NULL), 0);
   for (int64_t r = 0; r < rows; r++) /* y = att Wo^T + bo */
     for (int64_t o = 0; o < dm; o++) {
@@ -315,6 +321,33 @@ static void test_placement_last(void **state) {
   g_last_rdim = 0;
 }
 
+/* Attention sinks (gpt-oss): forward against the reference, cached prefill + decode
+ * against the full forward, and the sinks copied at create. */
+static void test_sinks(void **state) {
+  (void)state;
+  g_sinks = 1;
+  const lcase gqa = {8, 2, 32, 64, 2, 45, ROVE_ROTATE_ROPE, ALL_BIASES, 0, 2, ROVE_PAIRING_HALF, 16};
+  check_forward(&gqa, 41);
+  const lcase rove = {4, 4, 16, 48, 1, 37, ROVE_ROTATE_ROVE, BQ | BO, 2, 1, ROVE_PAIRING_HALF, 0};
+  check_forward(&rove, 42);
+  check_prefill_decode(&gqa, 20, 43);
+  lproblem pr; /* the layer keeps its own copy */
+  make_problem(&pr, &gqa, 44);
+  const int64_t ny = pr.rows * gqa.d_model;
+  float *y0 = malloc(sizeof(float) * (size_t)ny), *y1 = malloc(sizeof(float) * (size_t)ny);
+  assert_true(y0 && y1);
+  assert_int_equal(rove_layer_forward(pr.layer, gqa.batch, gqa.n, pr.x, NULL, y0), ROVE_OK);
+  for (int h = 0; h < gqa.H; h++) pr.sinks[h] = NAN;
+  assert_int_equal(rove_layer_forward(pr.layer, gqa.batch, gqa.n, pr.x, NULL, y1), ROVE_OK);
+  assert_memory_equal(y0, y1, sizeof(float) * (size_t)ny);
+  rove_layer *l = NULL; /* a non-finite sink: refused at create */
+  assert_int_equal(rove_layer_create(pr.plan, &pr.w, &l), ROVE_ERR_INVALID_ARGUMENT);
+  assert_null(l);
+  free(y0), free(y1);
+  free_problem(&pr);
+  g_sinks = 0;
+}
+
 /* Capacity exceeded: status, the cache and y unchanged. */
 static void test_cached_capacity(void **state) {
   (void)state;
@@ -459,6 +492,7 @@ int main(void) {
       cmocka_unit_test(test_weights_are_copied),
       cmocka_unit_test(test_cached_equals_full),
       cmocka_unit_test(test_cached_capacity),
+      cmocka_unit_test(test_sinks),
       cmocka_unit_test(test_placement_last),
       cmocka_unit_test(test_bad_create),
       cmocka_unit_test(test_bad_forward),

@@ -105,7 +105,7 @@ static void test_concurrent_layer_calls(void **state) {
   rove_rng r;
   rove_rng_seed(&r, 17);
   float *w = uniform(&r, (int64_t)H * D * DM, -0.03f, 0.03f), *x = uniform(&r, (int64_t)N * DM, -1, 1);
-  rove_layer_weights lw = {DM, w, w, w, w, NULL, NULL, NULL, NULL};
+  rove_layer_weights lw = {.d_model = DM, .wq = w, .wk = w, .wv = w, .wo = w};
   rove_layer *l = NULL;
   assert_int_equal(rove_layer_create(p, &lw, &l), ROVE_OK);
   float *ref = malloc(sizeof(float) * N * DM), *y = malloc(sizeof(float) * CALLERS * N * DM);

@@ -2,7 +2,8 @@
 /* rove_merge_partials: attention over disjoint key sets (each its own rove_attention_forward
  * with its LSE) merged equals one call over all keys, for RoVE / RoPE / no rotation,
  * causal with parts no query sees (LSE -inf), GQA, batch 2, 1 to 5 parts, in place;
- * rows -inf in every part; NaN LSEs; bad input. Links the public librove.so. */
+ * rows -inf in every part; NaN LSEs; bad input. rove_merge_partials_sinks: parts without
+ * sinks merged with them equal one call with the sinks over all keys. Links librove.so. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,9 @@ static float *alloc_f(int64_t n) {
   return x;
 }
 
-/* Attention of all queries (positions LK - LQ + i) over keys [j0, j1) of k, v. */
+/* Attention of all queries (positions LK - LQ + i) over keys [j0, j1) of k, v (with the
+ * attention sinks g_sinks when set). */
+static const float *g_sinks;
 static void partial(const rove_plan *p, const float *q, const float *k, const float *v, int j0,
                     int j1, float *out, float *lse) {
   const int n = j1 - j0;
@@ -36,12 +39,13 @@ static void partial(const rove_plan *p, const float *q, const float *k, const fl
   rove_attention_args a;
   memset(&a, 0, sizeof a);
   a.batch = B, a.q_len = LQ, a.kv_len = n, a.q = q, a.k = kp, a.v = vp, a.out = out;
-  a.q_pos = qpos, a.kv_pos = kpos, a.lse = lse;
+  a.q_pos = qpos, a.kv_pos = kpos, a.lse = lse, a.sinks = g_sinks;
   assert_int_equal(rove_attention_forward(p, &a), ROVE_OK);
   free(kp), free(vp), free(qpos), free(kpos);
 }
 
-static void check_split(uint32_t rot, const int *cuts, int n_parts, uint64_t seed) {
+static void check_split(uint32_t rot, const int *cuts, int n_parts, uint64_t seed,
+                        const float *sinks) {
   rove_attention_config c;
   rove_attention_config_init(&c, H, HKV, D);
   c.rotate = rot, c.causal = 1;
@@ -53,26 +57,33 @@ static void check_split(uint32_t rot, const int *cuts, int n_parts, uint64_t see
   float *q = alloc_f(nq), *k = alloc_f(nk), *v = alloc_f(nk);
   rove_rng_fill(&r, q, nq, -2, 2), rove_rng_fill(&r, k, nk, -2, 2), rove_rng_fill(&r, v, nk, -1, 1);
   float *want = alloc_f(nq), *wlse = alloc_f(nl);
+  g_sinks = sinks; /* the truth: one call with the sinks; the parts: without */
   partial(p, q, k, v, 0, LK, want, wlse);
+  g_sinks = NULL;
   float *outs[8], *lses[8];
   for (int i = 0; i < n_parts; i++) {
     outs[i] = alloc_f(nq), lses[i] = alloc_f(nl);
     partial(p, q, k, v, cuts[i], cuts[i + 1], outs[i], lses[i]);
   }
   float *got = alloc_f(nq), *glse = alloc_f(nl);
-  assert_int_equal(rove_merge_partials(n_parts, (const float *const *)outs,
-                                       (const float *const *)lses, B, LQ, H, D, got, glse),
+  assert_int_equal(sinks ? rove_merge_partials_sinks(n_parts, (const float *const *)outs,
+                                                     (const float *const *)lses, B, LQ, H, D,
+                                                     sinks, got, glse)
+                         : rove_merge_partials(n_parts, (const float *const *)outs,
+                                               (const float *const *)lses, B, LQ, H, D, got, glse),
                    ROVE_OK);
   const double e = rove_max_rel_err_ff(got, want, nq);
   double el = 0;
   for (int64_t i = 0; i < nl; i++)
     el = fmax(el, wlse[i] == -INFINITY ? (glse[i] == -INFINITY ? 0 : INFINITY)
                                        : fabs((double)glse[i] - wlse[i]));
-  print_message("  rot 0x%x, %d parts: out err %.2g, lse err %.2g\n", rot, n_parts, e, el);
+  print_message("  rot 0x%x, %d parts%s: out err %.2g, lse err %.2g\n", rot, n_parts,
+                sinks ? " (sinks)" : "", e, el);
   assert_true(e < 2e-6 && el < 2e-5);
   /* in place into part 0: the same bits */
-  assert_int_equal(rove_merge_partials(n_parts, (const float *const *)outs,
-                                       (const float *const *)lses, B, LQ, H, D, outs[0], lses[0]),
+  assert_int_equal(rove_merge_partials_sinks(n_parts, (const float *const *)outs,
+                                             (const float *const *)lses, B, LQ, H, D, sinks,
+                                             outs[0], lses[0]),
                    ROVE_OK);
   assert_memory_equal(outs[0], got, sizeof(float) * (size_t)nq);
   assert_memory_equal(lses[0], glse, sizeof(float) * (size_t)nl);
@@ -87,12 +98,16 @@ static void test_splits(void **state) {
   static const int late[] = {0, 50, 57, LK}; /* [57, 61): later than the first queries */
   static const int five[] = {0, 9, 10, 33, 55, LK};
   static const uint32_t rots[] = {ROVE_ROTATE_ROVE, ROVE_ROTATE_ROPE, 0};
+  static const float sinks[H] = {0.5f, -2.0f, 3.0f, 40.0f}; /* the last outweighs all */
   for (int ri = 0; ri < 3; ri++) {
-    check_split(rots[ri], one, 1, 1 + ri);
-    check_split(rots[ri], two, 2, 10 + ri);
-    check_split(rots[ri], three, 3, 20 + ri);
-    check_split(rots[ri], late, 3, 30 + ri);
-    check_split(rots[ri], five, 5, 40 + ri);
+    check_split(rots[ri], one, 1, 1 + ri, NULL);
+    check_split(rots[ri], two, 2, 10 + ri, NULL);
+    check_split(rots[ri], three, 3, 20 + ri, NULL);
+    check_split(rots[ri], late, 3, 30 + ri, NULL);
+    check_split(rots[ri], five, 5, 40 + ri, NULL);
+    check_split(rots[ri], one, 1, 50 + ri, sinks);
+    check_split(rots[ri], late, 3, 60 + ri, sinks); /* parts no query sees: -inf */
+    check_split(rots[ri], five, 5, 70 + ri, sinks);
   }
 }
 
@@ -109,8 +124,16 @@ static void test_special_rows(void **state) {
   assert_int_equal(rove_merge_partials(2, outs, lses, 1, 2, 1, 4, out, lse), ROVE_OK);
   for (int c = 0; c < 4; c++) assert_true(out[c] == 0.0f && out[4 + c] == o1[4 + c]);
   assert_true(lse[0] == -INFINITY && lse[1] == 0.5f);
+  const float sink = 1.25f; /* with a sink: row 0 gets 0 and LSE = the sink, row 1 */
+  assert_int_equal(rove_merge_partials_sinks(2, outs, lses, 1, 2, 1, 4, &sink, out, lse), ROVE_OK);
+  const double w = 1.0 / (1.0 + exp(1.25 - 0.5)); /* part 1's share beside the sink */
+  for (int c = 0; c < 4; c++)
+    assert_true(out[c] == 0.0f && fabs(out[4 + c] - w * o1[4 + c]) < 1e-6);
+  assert_true(lse[0] == 1.25f && fabs(lse[1] - (1.25 + log(1.0 + exp(0.5 - 1.25)))) < 1e-6);
   l1[1] = NAN;
   assert_int_equal(rove_merge_partials(2, outs, lses, 1, 2, 1, 4, out, NULL), ROVE_OK);
+  for (int c = 0; c < 4; c++) assert_true(isnan(out[4 + c]));
+  assert_int_equal(rove_merge_partials_sinks(2, outs, lses, 1, 2, 1, 4, &sink, out, NULL), ROVE_OK);
   for (int c = 0; c < 4; c++) assert_true(isnan(out[4 + c]));
 }
 
@@ -144,6 +167,11 @@ static void test_bad_input(void **state) {
     assert_int_equal(rove_merge_partials(2, outs, u.p, 1, 2, 1, 4, out, u.f), inv);
     assert_true(u.p[0] == l0 && u.p[1] == l1);
   }
+  const float nan_sink = NAN, inf_sink = -INFINITY; /* sinks: finite, no output over them */
+  assert_int_equal(rove_merge_partials_sinks(2, outs, lses, 1, 2, 1, 4, &nan_sink, out, lse), inv);
+  assert_int_equal(rove_merge_partials_sinks(2, outs, lses, 1, 2, 1, 4, &inf_sink, out, lse), inv);
+  assert_int_equal(rove_merge_partials_sinks(2, outs, lses, 1, 2, 1, 4, out + 3, out, lse), inv);
+  assert_int_equal(rove_merge_partials_sinks(2, outs, lses, 1, 2, 1, 4, lse + 1, out, lse), inv);
   for (int i = 0; i < 8; i++) assert_true(out[i] == 7.0f);
 }
 

@@ -76,7 +76,7 @@ class AttentionArgs(Structure):
 class LayerWeights(Structure):
     _fields_ = [("d_model", c_int32), ("wq", c_void_p), ("wk", c_void_p), ("wv", c_void_p),
                 ("wo", c_void_p), ("bq", c_void_p), ("bk", c_void_p), ("bv", c_void_p),
-                ("bo", c_void_p)]
+                ("bo", c_void_p), ("sinks", c_void_p)]
 
 
 class SelectivePhaseWeights(Structure):
@@ -399,6 +399,8 @@ _PROTOTYPES = {  # name: (restype, argtypes)
     "rove_attention_varlen_typed": (c_enum, [_P, POINTER(VarlenArgs), POINTER(TensorTypes)]),
     "rove_merge_partials": (c_enum, [c_int32, _P, _P, c_int32, c_int32, c_int32, c_int32, _P,
                                      _P]),
+    "rove_merge_partials_sinks": (c_enum, [c_int32, _P, _P, c_int32, c_int32, c_int32, c_int32,
+                                           _P, _P, _P]),
     "rove_paged_attention": (c_enum, [_P, POINTER(PagedKV), POINTER(PagedArgs)]),
     "rove_paged_store": (c_enum, [_P, POINTER(PagedKV), c_int32, _P, _P, c_int64, _P, c_int64,
                                   c_enum, _P, _P]),

@@ -101,6 +101,9 @@ def _sinks(sinks, H):
             raise ValueError(f"sinks is on {sinks.device}; librove runs on the CPU")
         if not sinks.is_floating_point():
             raise TypeError(f"sinks is {sinks.dtype}: expected a float tensor")
+        # the differentiable entries reach here with grad off (inside their autograd
+        # Function); anywhere else a gradient of the sinks would be silently dropped
+        _tensor._no_grad_wanted(sinks, "sinks", torch)
         t = sinks.detach()
         if t.dtype != torch.float32 or not t.is_contiguous():
             t = t.to(torch.float32).contiguous()

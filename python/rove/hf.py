@@ -458,7 +458,8 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
     ``s_aux``, one logit per query head) go to librove in the first form; in the second
     the regrouped heads of different KV heads share the inner call's heads, so the sinks
     are added after it on a float32 output (rove.attention's _apply_sinks), rounded once
-    to q's dtype. Sinks that require grad take the first form (K/V copied)."""
+    to q's dtype; with sinks and a graph to record (an input that requires grad, grad
+    mode on) the first form is taken, K/V copied."""
     B, H, Lq, D = query.shape
     Hk, Lk = key.shape[1], key.shape[2]
     if value.shape[-1] != D or tuple(value.shape[:3]) != (B, Hk, Lk):
@@ -475,8 +476,11 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
         s = x.stride()
         return x.shape[1] == 1 or (s[1] == D and s[3] == 1)
 
-    sink_grad = sinks is not None and sinks.requires_grad and torch.is_grad_enabled()
-    if sink_grad and not (tokens_dense(key) and tokens_dense(value)):
+    # the regrouped form adds sinks after the call, outside autograd: a graph through
+    # them (training, or grad mode on) takes the first form, K/V copied
+    graph = torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in (query, key, value, sinks))
+    if sinks is not None and graph and not (tokens_dense(key) and tokens_dense(value)):
         key, value = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (key, value))
     if tokens_dense(key) and tokens_dense(value):
         plan = get_plan(H, Hk, D, **plan_kw)

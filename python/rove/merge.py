@@ -7,9 +7,10 @@ import ctypes
 import numpy as np
 
 from . import _lib, _tensor
+from .attention import _sinks
 
 
-def merge_partials(outs, lses):
+def merge_partials(outs, lses, *, sinks=None):
     """Merge the outputs and LSEs of attentions of the same queries over disjoint key sets
     (split-KV, shards, cascades) exactly: L = ln sum_p e^{L_p}, O = sum_p e^{L_p - L} O_p.
 
@@ -20,9 +21,12 @@ def merge_partials(outs, lses):
     outs and lses may also be one array or tensor each with the parts stacked on a first
     axis ([parts, batch, q_len, heads, head_dim] and [parts, batch, heads, q_len]): the
     same result, without a check per part (the fast way for many parts).
+    sinks: attention sinks [heads] (rove.attention's), applied once to the merged result
+    (rove_merge_partials_sinks): the parts must then be computed without them, and the
+    merge equals one call with the sinks over all the keys.
     Not differentiable (it is inference glue)."""
     if _stacked(outs) and _stacked(lses):
-        return _merge_stacked(outs, lses)
+        return _merge_stacked(outs, lses, sinks)
     outs, lses = list(outs), list(lses)
     if not outs or len(outs) != len(lses):
         raise ValueError(f"need as many LSEs as outputs, at least one (got {len(outs)} "
@@ -40,11 +44,12 @@ def merge_partials(outs, lses):
         oo, po[i] = _tensor.contiguous(o, f"outs[{i}]", np.float32, shape)
         lo, pl[i] = _tensor.contiguous(l, f"lses[{i}]", np.float32, lshape)
         keep += [oo, lo]
+    sk, psk = _sinks(sinks, H)
     out, pout = _tensor.empty(v0.torch, shape)
     lse, plse = _tensor.empty(v0.torch, lshape)
-    st = _lib.lib.rove_merge_partials(len(outs), po, pl, B, L, H, D, pout, plse)
-    del keep
-    _lib.check("rove_merge_partials", st)
+    st = _lib.lib.rove_merge_partials_sinks(len(outs), po, pl, B, L, H, D, psk, pout, plse)
+    del keep, sk
+    _lib.check("rove_merge_partials_sinks", st)
     return out, lse
 
 
@@ -52,7 +57,7 @@ def _stacked(x) -> bool:
     return isinstance(x, np.ndarray) or _tensor.is_torch(x)
 
 
-def _merge_stacked(outs, lses):
+def _merge_stacked(outs, lses, sinks):
     """merge_partials of parts stacked on axis 0 of one array / tensor each."""
     v = _tensor.view(outs, "outs")
     shape = tuple(v.shape)
@@ -69,12 +74,13 @@ def _merge_stacked(outs, lses):
     oo, po = _tensor.contiguous(outs, "outs", np.float32, shape)
     lo, pl = _tensor.contiguous(lses, "lses", np.float32, (n,) + lpart)
     so, sl = 4 * B * L * H * D, 4 * B * H * L  # bytes per part
+    sk, psk = _sinks(sinks, H)
     out, pout = _tensor.empty(v.torch, part)
     lse, plse = _tensor.empty(v.torch, lpart)
     del v
-    st = _lib.lib.rove_merge_partials(n, (ctypes.c_void_p * n)(*range(po, po + n * so, so)),
-                                      (ctypes.c_void_p * n)(*range(pl, pl + n * sl, sl)),
-                                      B, L, H, D, pout, plse)
-    del oo, lo
-    _lib.check("rove_merge_partials", st)
+    st = _lib.lib.rove_merge_partials_sinks(
+        n, (ctypes.c_void_p * n)(*range(po, po + n * so, so)),
+        (ctypes.c_void_p * n)(*range(pl, pl + n * sl, sl)), B, L, H, D, psk, pout, plse)
+    del oo, lo, sk
+    _lib.check("rove_merge_partials_sinks", st)
     return out, lse

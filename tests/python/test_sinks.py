@@ -2,9 +2,10 @@
 """Attention sinks (gpt-oss: a learned logit per query head in every softmax row,
 ``sinks=``) through every Python entry: rove.attention (bshd, bhsd read in place, the
 contiguous-bhsd per-KV-head path, numpy, bf16, decode over a long cache), the KV cache,
-varlen, the paged cache and the engine's pool, autograd (dq, dk, dv, d sinks against a
-float64 torch formula), the torch.library ops (and torch.compile), bad input, and
-transformers' gpt-oss through rove.hf against its eager attention."""
+varlen, the paged cache and the engine's pool, merge_partials, autograd (dq, dk, dv, d
+sinks against a float64 torch formula; refused where there is no backward), the
+torch.library ops (and torch.compile), bad input, and transformers' gpt-oss through
+rove.hf against its eager attention (inference and training)."""
 import numpy as np
 import pytest
 
@@ -157,6 +158,44 @@ def test_gradients_match_torch(torch, rng):
     assert (s.grad.double() - ref[3].grad).abs().max() < 2e-5
 
 
+def test_merge_partials_with_sinks(torch, rng):
+    """Parts computed without sinks, merged with them (list and stacked forms): one call
+    with the sinks over all the keys."""
+    B, Lq, Lk, H, Hk, D = 2, 5, 40, 4, 2, 32
+    q, k, v = (torch.from_numpy(randn(rng, B, n, h, D)) for n, h in ((Lq, H), (Lk, Hk), (Lk, Hk)))
+    sinks = torch.tensor([0.5, -2.0, 3.0, 1.0])
+    want, wl = rove.attention(q, k, v, sinks=sinks, return_lse=True)
+    cuts = [0, 13, 14, 40]
+    qp = torch.arange(Lk - Lq, Lk)
+    parts = [rove.attention(q, k[:, a:b], v[:, a:b], q_pos=qp, kv_pos=torch.arange(a, b),
+                            return_lse=True) for a, b in zip(cuts, cuts[1:])]
+    outs, lses = [p[0] for p in parts], [p[1] for p in parts]
+    for o, l in (rove.merge_partials(outs, lses, sinks=sinks),
+                 rove.merge_partials(torch.stack(outs), torch.stack(lses), sinks=sinks)):
+        assert (o - want).abs().max() < 1e-6 and (l - wl).abs().max() < 1e-5
+    with pytest.raises(ValueError, match="finite"):
+        rove.merge_partials(outs, lses, sinks=torch.tensor([0.0, float("nan"), 0.0, 0.0]))
+
+
+def test_calls_without_a_backward_refuse_sinks_that_require_grad(torch, rng):
+    """The KV and paged caches have no backward: sinks that require grad (with grad on)
+    are refused as q would be, never silently cut; under no_grad they run."""
+    plan = rove.Plan(4, 2, 16)
+    q, k, v = (torch.from_numpy(randn(rng, 1, 4, h, 16)) for h in (4, 2, 2))
+    s = torch.randn(4, requires_grad=True)
+    c = rove.KVCache(plan, 1, 16)
+    c.append(k, v)
+    pc = rove.PagedKVCache(plan, block_size=16, n_blocks=2, max_seqs=1)
+    sid = pc.new_sequence()
+    pc.append(sid, k[0], v[0])
+    with pytest.raises(RuntimeError, match="sinks requires grad"):
+        c.attention(q, sinks=s)
+    with pytest.raises(RuntimeError, match="sinks requires grad"):
+        pc.attention([sid], q[0], sinks=s)
+    with torch.no_grad():
+        assert torch.equal(c.attention(q, sinks=s)[0], pc.attention([sid], q[0], sinks=s))
+
+
 @pytest.mark.parametrize("bad,err,msg", [
     (np.zeros(3, np.float32), ValueError, "expected \\(4,\\)"),
     (np.zeros((1, 4), np.float32), ValueError, "expected \\(4,\\)"),
@@ -231,17 +270,25 @@ def test_gpt_oss_matches_eager(torch):
     assert (gb - rb)[mask.bool()].abs().max() < 5e-2 * max(1.0, rb.abs().max().item())
 
 
-def test_gpt_oss_sink_gradients_match_eager(torch):
+@pytest.mark.parametrize("frozen", [False, True])
+def test_gpt_oss_gradients_match_eager(torch, frozen):
+    """fp32 training: the sinks' gradients (trainable) or, with the sinks frozen (LoRA
+    style: gpt-oss's contiguous [b, h, s, d] keys then go through the copying form), the
+    projections' gradients equal eager's."""
     transformers = pytest.importorskip("transformers")
     import rove.hf
     rove.hf.register()
     m = _gpt_oss(torch, transformers)
+    for layer in m.model.layers:
+        layer.self_attn.sinks.requires_grad_(not frozen)
     ids = torch.randint(0, 128, (2, 10), generator=torch.Generator().manual_seed(2))
+    params = [p for layer in m.model.layers for p in
+              ((layer.self_attn.q_proj.weight,) if frozen else (layer.self_attn.sinks,))]
     grads = {}
     for impl in ("eager", "rove"):
         m.set_attn_implementation(impl)
         m.zero_grad()
         m(ids, labels=ids, use_cache=False).loss.backward()
-        grads[impl] = [layer.self_attn.sinks.grad.clone() for layer in m.model.layers]
+        grads[impl] = [p.grad.clone() for p in params]
     for a, b in zip(grads["rove"], grads["eager"]):
         assert (a - b).abs().max() < 1e-5 * max(1.0, b.abs().max().item())
