@@ -335,6 +335,15 @@ typedef struct rove_attention_args {
    *  o_i / (l_i + exp(sinks[h] - m_i)) and the LSE ln(sum_j exp(s_ij) + exp(sinks[h]))
    *  (sinks[h] for a query with no visible key, whose output stays 0). */
   const float *sinks;
+  /** K and V with their heads apart, read in place: PyTorch's [batch][n_kv_heads][kv_len]
+   *  [head_dim] (transformers' caches) is kv_head_stride = kv_len * head_dim, k_stride =
+   *  v_stride = head_dim, k_batch_stride = v_batch_stride = n_kv_heads * kv_len *
+   *  head_dim. Elements between consecutive KV heads of a token, for K and V alike: 0 =
+   *  head_dim (the heads of a token side by side, the layout above); else >= head_dim,
+   *  and then a token stride of 0 means head_dim and may be as small as head_dim.
+   *  Elements between batch rows: 0 = kv_len token strides; else > 0. All 0 with a KV
+   *  cache. New in 0.5. */
+  int64_t kv_head_stride, k_batch_stride, v_batch_stride;
 } rove_attention_args;
 
 /**

@@ -129,7 +129,8 @@ ROVE_API rove_status rove_mpi_split_positions(rove_mpi_split kind, int32_t seq_l
  *   and the causal mask follow them exactly as in rove_attention_forward.
  * - a->lse: NULL or out [batch][n_heads][q_len]: ln sum_j e^{s_ij} over every visible key
  *   of every rank (-inf when none is visible; the output is then 0).
- * - a->q_angles, a->kv_angles and a->sinks must be NULL (ROVE_ERR_UNSUPPORTED otherwise).
+ * - a->q_angles, a->kv_angles and a->sinks must be NULL and the K/V head and batch strides
+ *   0 (ROVE_ERR_UNSUPPORTED otherwise).
  * Pointers of an empty tensor (q, q_pos, out, lse with q_len = 0; k, v, kv_pos with
  * kv_len = 0) may be NULL. Outputs must not overlap any input (checked).
  *
@@ -190,7 +191,7 @@ ROVE_API rove_status rove_mpi_ring_attention(const rove_plan *p, const rove_atte
  *
  * @p a, as in rove_kv_cache_attention: a->batch (> 0, equal to the caches' batch) and
  * a->q_len (> 0) must be the same on every rank; a->k, a->v, a->kv_pos must be NULL and
- * a->kv_len 0; a->q_angles / a->kv_angles / a->sinks NULL (ROVE_ERR_UNSUPPORTED otherwise: an angle
+ * a->kv_len and the K/V strides 0; a->q_angles / a->kv_angles / a->sinks NULL (ROVE_ERR_UNSUPPORTED otherwise: an angle
  * cache cannot be used).
  * - a->q [batch][q_len][n_heads][head_dim] (token stride a->q_stride, 0 = dense) and
  *   a->q_pos [batch][q_len] (**required**: the queries' global positions; a cache's

@@ -165,6 +165,13 @@ static inline int64_t rove_fwd_velem(const rove_fwd *f, int64_t b, int64_t h, in
   if (f->blocks) return rove_fwd_kelem(f, b, h, j); /* a pool's K and V share the layout */
   return b * f->v_bstride + h * f->kv_hstride + j * f->vs;
 }
+/* Elements spanned by the caller's K (v = 0) or V (v = 1): from element 0 to the end of
+ * the last row (strides resolved and the sum checked by rove_fwd_init). */
+static inline int64_t rove_fwd_kv_extent(const rove_fwd *f, int v) {
+  return (f->batch - 1) * (v ? f->v_bstride : f->k_bstride) +
+         (f->p->cfg.n_kv_heads - 1) * f->kv_hstride + (f->kv_len - 1) * (v ? f->vs : f->ks) +
+         f->p->cfg.head_dim;
+}
 /* How many of the n rows from token j are contiguous in memory (to the end of j's block
  * in a paged cache; all n otherwise). */
 static inline int64_t rove_fwd_run_len(const rove_fwd *f, int64_t j, int64_t n) {

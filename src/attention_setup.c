@@ -20,6 +20,30 @@ rove_status rove_tensor_extent(int64_t stride, int64_t width, int64_t rows, int6
   return ROVE_OK;
 }
 
+/* The caller's K or V: token, head and batch strides resolved (rove_attention_args: a head
+ * stride of 0 puts the heads of a token side by side, so a token row is n_kv_heads *
+ * head_dim wide; a head stride >= head_dim puts them apart, and a token row is head_dim
+ * wide; a batch stride of 0 is kv_len token strides) and the element extent
+ *   (batch - 1) bs + (n_kv_heads - 1) hs + (kv_len - 1) ts + head_dim
+ * (with the defaults: (batch kv_len - 1) ts + n_kv_heads head_dim, as before). */
+static rove_status kv_extent(const rove_fwd *f, const rove_attention_args *a, int64_t tstride,
+                             int64_t bstride, int64_t *ts, int64_t *bs, int64_t *extent) {
+  const int64_t d = f->p->cfg.head_dim, hkv = f->p->cfg.n_kv_heads, hs = a->kv_head_stride;
+  const int64_t row = hs ? d : hkv * d; /* the dense width of a token row */
+  if (tstride == 0) tstride = row;
+  if (tstride < row || hs < 0 || (hs && hs < d) || bstride < 0) return ROVE_ERR_INVALID_ARGUMENT;
+  int64_t e, t;
+  if (bstride == 0 && !rove_mul_i64(a->kv_len, tstride, &bstride)) return ROVE_ERR_SIZE_OVERFLOW;
+  if (!rove_mul_i64(a->batch - 1, bstride, &e) || !rove_mul_i64(hkv - 1, hs ? hs : d, &t) ||
+      !rove_add_i64(e, t, &e) || !rove_mul_i64(a->kv_len - 1, tstride, &t) ||
+      !rove_add_i64(e, t, &e) || !rove_add_i64(e, d, &e) || e > INT64_MAX / (int64_t)sizeof(float))
+    return ROVE_ERR_SIZE_OVERFLOW;
+  *ts = tstride;
+  *bs = bstride;
+  *extent = e;
+  return ROVE_OK;
+}
+
 /* Strides, extents and the no-overlap rule for the output tensors (K/V only when they are
  * the caller's: a cache's are the library's own): out and lse overlap no array the call
  * reads, positions and angles included (they are read per batch row and tile, while other
@@ -33,8 +57,11 @@ static rove_status check_tensors(rove_fwd *f, const rove_attention_args *a) {
   rove_status st = rove_tensor_extent(a->q_stride, wq, qrows, &f->qs, &eq);
   ek = ev = 0;
   f->ks = f->vs = wkv;
-  if (st == ROVE_OK && !f->kv_rotated) st = rove_tensor_extent(a->k_stride, wkv, krows, &f->ks, &ek);
-  if (st == ROVE_OK && !f->kv_rotated) st = rove_tensor_extent(a->v_stride, wkv, krows, &f->vs, &ev);
+  if (st == ROVE_OK && !f->kv_rotated)
+    st = kv_extent(f, a, a->k_stride, a->k_batch_stride, &f->ks, &f->k_bstride, &ek);
+  if (st == ROVE_OK && !f->kv_rotated)
+    st = kv_extent(f, a, a->v_stride, a->v_batch_stride, &f->vs, &f->v_bstride, &ev);
+  f->kv_hstride = a->kv_head_stride ? a->kv_head_stride : c->head_dim;
   if (st == ROVE_OK) st = rove_tensor_extent(a->out_stride, wq, qrows, &f->os, &eo);
   if (st != ROVE_OK) return st;
   if (!rove_mul_i64(qrows, c->n_heads, &el) || el > INT64_MAX / (int64_t)sizeof(float))
@@ -254,7 +281,7 @@ rove_status rove_fwd_init_team(rove_fwd *f, const rove_plan *p, const rove_atten
     f->v_type = types->v;
   }
   if (kv ? (a->k || a->v || a->kv_pos || a->kv_len != 0 || a->k_stride || a->v_stride ||
-            kv->len <= 0)
+            a->kv_head_stride || a->k_batch_stride || a->v_batch_stride || kv->len <= 0)
          : (!a->k || !a->v || a->kv_len <= 0))
     return ROVE_ERR_INVALID_ARGUMENT;
   f->p = p;
@@ -282,11 +309,7 @@ rove_status rove_fwd_init_team(rove_fwd *f, const rove_plan *p, const rove_atten
     f->block_shift = kv->block_shift;
     f->block_stride = kv->block_stride;
     if (kv->blocks && a->batch != 1) return ROVE_ERR_INTERNAL; /* paged views are per sequence */
-  } else { /* [batch][kv_len][n_kv_heads][head_dim] with token strides */
-    f->k_bstride = f->kv_len * f->ks;
-    f->v_bstride = f->kv_len * f->vs;
-    f->kv_hstride = p->cfg.head_dim;
-  }
+  } /* else the caller's strides, resolved by check_tensors */
   return alloc_workspace(f, a, kv);
 }
 

@@ -1004,6 +1004,123 @@ static void test_sinks(void **state) {
   check_case(&t, seed++);
 }
 
+/* ---- K / V with their heads apart (PyTorch's bhsd, transformers' caches) ---------------- */
+
+/* x [B][L][Hkv][d] copied to heads apart: token stride ts, head stride hs, batch stride bs
+ * (gaps filled with NaN, which no read may touch). */
+static float *to_heads_apart(const float *x, int B, int L, int Hkv, int d, int64_t ts,
+                             int64_t hs, int64_t bs, int64_t *n) {
+  *n = (B - 1) * bs + (Hkv - 1) * hs + (L - 1) * ts + d;
+  float *y = malloc(sizeof(float) * (size_t)*n);
+  assert_non_null(y);
+  for (int64_t i = 0; i < *n; i++) y[i] = NAN;
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < L; t++)
+      for (int h = 0; h < Hkv; h++)
+        memcpy(y + b * bs + h * hs + t * ts, x + (((int64_t)b * L + t) * Hkv + h) * d,
+               sizeof(float) * (size_t)d);
+  return y;
+}
+
+/* The same call with K and V read through head / batch strides gives the same bits as the
+ * dense layout: prefill, decode (rows and split paths), GQA, batch 2, windows, sinks; the
+ * backward likewise; bad strides are refused. */
+static void test_kv_head_strides(void **state) {
+  (void)state;
+  struct {
+    int B, Lq, Lk, H, Hkv, d, causal, window, pad;
+  } cs[] = {{2, 70, 70, 6, 2, 64, 1, 0, 0},   {1, 1, 3000, 8, 2, 64, 1, 0, 3},
+            {2, 5, 700, 4, 4, 32, 1, 100, 1}, {1, 16, 300, 32, 8, 128, 1, 0, 0},
+            {2, 9, 9, 2, 1, 16, 0, 0, 2}};
+  for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++)
+    for (int threads = 1; threads <= 2; threads++) {
+      const int B = cs[ci].B, Lq = cs[ci].Lq, Lk = cs[ci].Lk, H = cs[ci].H, Hkv = cs[ci].Hkv,
+                d = cs[ci].d, pad = cs[ci].pad;
+      rove_attention_config c;
+      rove_attention_config_init(&c, H, Hkv, d);
+      c.causal = cs[ci].causal, c.window = cs[ci].window, c.n_threads = threads;
+      rove_plan *p = NULL;
+      assert_int_equal(rove_plan_create(&c, &p), ROVE_OK);
+      rove_rng g;
+      rove_rng_seed(&g, 3100 + ci);
+      const int64_t nq = (int64_t)B * Lq * H * d, nk = (int64_t)B * Lk * Hkv * d;
+      float *q = malloc(sizeof(float) * (size_t)nq), *k = malloc(sizeof(float) * (size_t)nk);
+      float *v = malloc(sizeof(float) * (size_t)nk), *sk = malloc(sizeof(float) * (size_t)H);
+      float *o0 = malloc(sizeof(float) * (size_t)nq), *o1 = malloc(sizeof(float) * (size_t)nq);
+      float *l0 = malloc(sizeof(float) * (size_t)(B * H * Lq)), *l1 = malloc(sizeof(float) * (size_t)(B * H * Lq));
+      assert_true(q && k && v && sk && o0 && o1 && l0 && l1);
+      rove_rng_fill(&g, q, nq, -1, 1), rove_rng_fill(&g, k, nk, -1, 1), rove_rng_fill(&g, v, nk, -1, 1);
+      rove_rng_fill(&g, sk, H, -1, 2);
+      /* bhsd with padding: token stride d + pad, head stride (Lk + 2) (d + pad), batch
+       * stride of all heads + 5 */
+      const int64_t ts = d + pad, hs = (Lk + 2) * ts, bs = Hkv * hs + 5;
+      int64_t n;
+      float *ka = to_heads_apart(k, B, Lk, Hkv, d, ts, hs, bs, &n);
+      float *va = to_heads_apart(v, B, Lk, Hkv, d, ts, hs, bs, &n);
+      rove_attention_args a = {.batch = B, .q_len = Lq, .kv_len = Lk, .q = q, .k = k, .v = v,
+                               .out = o0, .lse = l0, .sinks = ci % 2 ? sk : NULL};
+      assert_int_equal(rove_attention_forward(p, &a), ROVE_OK);
+      rove_attention_args b = a;
+      b.k = ka, b.v = va, b.out = o1, b.lse = l1;
+      b.k_stride = b.v_stride = pad ? ts : 0; /* 0: head_dim once the heads are apart */
+      b.kv_head_stride = hs, b.k_batch_stride = b.v_batch_stride = bs;
+      assert_int_equal(rove_attention_forward(p, &b), ROVE_OK);
+      assert_memory_equal(o0, o1, sizeof(float) * (size_t)nq);
+      assert_memory_equal(l0, l1, sizeof(float) * (size_t)(B * H * Lq));
+      /* the backward over the strided K / V: the same gradients */
+      float *dout = malloc(sizeof(float) * (size_t)nq), *g0[3], *g1[3];
+      assert_non_null(dout);
+      rove_rng_fill(&g, dout, nq, -1, 1);
+      for (int i = 0; i < 3; i++) {
+        g0[i] = malloc(sizeof(float) * (size_t)(i ? nk : nq));
+        g1[i] = malloc(sizeof(float) * (size_t)(i ? nk : nq));
+        assert_true(g0[i] && g1[i]);
+      }
+      rove_attention_grads gr = {.dout = dout, .dq = g0[0], .dk = g0[1], .dv = g0[2]};
+      assert_int_equal(rove_attention_backward(p, &a, &gr), ROVE_OK);
+      b.out = o0, b.lse = l0;
+      gr.dq = g1[0], gr.dk = g1[1], gr.dv = g1[2];
+      assert_int_equal(rove_attention_backward(p, &b, &gr), ROVE_OK);
+      for (int i = 0; i < 3; i++) assert_memory_equal(g0[i], g1[i], sizeof(float) * (size_t)(i ? nk : nq));
+      /* refused: a head stride below head_dim, a token stride below head_dim, a negative
+       * batch stride, an output inside the strided K's extent, a batch stride that makes
+       * the extent overflow */
+      rove_attention_args bad = b;
+      bad.out = o1, bad.lse = l1;
+      bad.kv_head_stride = d - 1;
+      assert_int_equal(rove_attention_forward(p, &bad), ROVE_ERR_INVALID_ARGUMENT);
+      bad = b, bad.out = o1, bad.lse = l1, bad.k_stride = d - 1;
+      assert_int_equal(rove_attention_forward(p, &bad), ROVE_ERR_INVALID_ARGUMENT);
+      bad = b, bad.out = o1, bad.lse = l1, bad.v_batch_stride = -1;
+      assert_int_equal(rove_attention_forward(p, &bad), ROVE_ERR_INVALID_ARGUMENT);
+      bad = b, bad.out = ka + n - 1, bad.lse = l1;
+      assert_int_equal(rove_attention_forward(p, &bad), ROVE_ERR_INVALID_ARGUMENT);
+      if (B > 1) {
+        bad = b, bad.out = o1, bad.lse = l1, bad.k_batch_stride = INT64_MAX / 2;
+        assert_int_equal(rove_attention_forward(p, &bad), ROVE_ERR_SIZE_OVERFLOW);
+      }
+      for (int i = 0; i < 3; i++) free(g0[i]), free(g1[i]);
+      free(dout), free(q), free(k), free(v), free(sk), free(o0), free(o1), free(l0), free(l1);
+      free(ka), free(va);
+      rove_plan_destroy(p);
+    }
+  /* a KV cache takes no K/V strides */
+  rove_attention_config c;
+  rove_attention_config_init(&c, 2, 1, 16);
+  rove_plan *p = NULL;
+  assert_int_equal(rove_plan_create(&c, &p), ROVE_OK);
+  rove_kv_cache *kc = NULL;
+  assert_int_equal(rove_kv_cache_create(p, 1, 4, &kc), ROVE_OK);
+  float kv[16] = {0}, q[32] = {0}, out[32];
+  assert_int_equal(rove_kv_cache_append(kc, 1, kv, 0, kv, 0, NULL), ROVE_OK);
+  rove_attention_args a = {.batch = 1, .q_len = 1, .q = q, .out = out, .kv_head_stride = 16};
+  assert_int_equal(rove_kv_cache_attention(kc, &a), ROVE_ERR_INVALID_ARGUMENT);
+  a.kv_head_stride = 0;
+  assert_int_equal(rove_kv_cache_attention(kc, &a), ROVE_OK);
+  rove_kv_cache_destroy(kc);
+  rove_plan_destroy(p);
+}
+
 int main(void) {
   rove_test_isa_gate();
   const struct CMUnitTest tests[] = {
@@ -1026,6 +1143,7 @@ int main(void) {
       cmocka_unit_test(test_placement_permutation),
       cmocka_unit_test(test_rotate_placement),
       cmocka_unit_test(test_sinks),
+      cmocka_unit_test(test_kv_head_strides),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,7 +70,8 @@ class AttentionArgs(Structure):
                 ("q_stride", c_int64), ("k_stride", c_int64), ("v_stride", c_int64),
                 ("out_stride", c_int64), ("q_pos", c_void_p), ("kv_pos", c_void_p),
                 ("lse", c_void_p), ("q_angles", c_void_p), ("kv_angles", c_void_p),
-                ("sinks", c_void_p)]
+                ("sinks", c_void_p), ("kv_head_stride", c_int64), ("k_batch_stride", c_int64),
+                ("v_batch_stride", c_int64)]
 
 
 class LayerWeights(Structure):
@@ -311,8 +312,9 @@ LIBRARY_PATH = _find_library()
 lib = ctypes.CDLL(LIBRARY_PATH)  # CDLL: the GIL is released during every call
 
 # The structs below mirror rove.h of 0.5 (rove_paged_kv.layout was new in 0.3, its
-# block_stride in 0.4, the sinks of the attention, varlen and paged args and d_sinks of
-# the grads in 0.5), and while the major version is 0 a minor release may change public
+# block_stride in 0.4, the sinks of the attention, varlen and paged args, d_sinks of the
+# grads, the layer weights' sinks and the attention args' K/V head and batch strides in
+# 0.5), and while the major version is 0 a minor release may change public
 # structs (the SONAME carries the minor): another minor (ROVE_LIBRARY pointing at another
 # build) would read them wrongly, silently. So the version is checked first, before any
 # other symbol is bound (an older library also lacks some of them).

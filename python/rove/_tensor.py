@@ -174,6 +174,25 @@ def token_stride(shape, strides):
     return ts
 
 
+def kv_strides(shape, strides):
+    """(token, head, batch) strides in elements of a [b, s, h, d] K or V whose heads are
+    apart (PyTorch's [b, h, s, d] and transformers' caches), for rove_attention_args'
+    k_stride / kv_head_stride / k_batch_stride; or None when the C API cannot read it in
+    place (dims not dense, a stride below d, a 0 stride on an axis longer than 1: a
+    broadcast, which C would read as "the default"). An axis of length 1 gets the value
+    C's default implies (head stride d, token stride d, batch stride 0)."""
+    b, s, h, d = shape
+    sb, ss, sh, sd = strides
+    if None in strides or (d > 1 and sd != 1):
+        return None
+    ts = ss if s > 1 else d
+    hs = sh if h > 1 else d
+    bs = sb if b > 1 else 0
+    if ts < d or hs < d or (b > 1 and sb <= 0):
+        return None
+    return ts, hs, bs
+
+
 def dense_copy(v: View, logical_order) -> View:
     """One contiguous copy of v with its axes in ``logical_order`` (counted in ``copies``)."""
     global copies

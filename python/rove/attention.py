@@ -27,6 +27,7 @@ into a temporary and copied into it.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 from collections import OrderedDict
 
@@ -110,7 +111,7 @@ def _sinks(sinks, H):
         if tuple(t.shape) != (H,):
             raise ValueError(f"sinks has shape {tuple(t.shape)}; expected ({H},): one logit "
                              "per query head")
-        if not np.isfinite(t.numpy()).all():
+        if not all(map(math.isfinite, t.tolist())):  # (numpy's isfinite: ~35 us in a decode step)
             raise ValueError("sinks must be finite")
         return t, t.data_ptr()
     else:
@@ -121,25 +122,9 @@ def _sinks(sinks, H):
     if arr.shape != (H,):
         raise ValueError(f"sinks has shape {tuple(arr.shape)}; expected ({H},): one logit "
                          "per query head")
-    if not np.isfinite(arr).all():
+    if not all(map(math.isfinite, arr.tolist())):
         raise ValueError("sinks must be finite")
     return arr, arr.__array_interface__["data"][0]
-
-
-def _apply_sinks(out32, lse, s):
-    """Sinks added after the call (paths that regroup heads, where librove's one [H]
-    array cannot be handed over): out * 1/(1 + e^(s - lse)) and ln(e^lse + e^s), in
-    float32. out32: float32 [..., L, H, D], scaled in place; lse [..., H, L]; s: the sinks
-    shaped to broadcast against lse ([..., H, 1]), of out32's kind. A row without keys
-    (lse -inf) keeps 0 and gets LSE s, as librove gives. Returns the new LSE."""
-    if _tensor.is_torch(out32):
-        torch = _tensor._torch()
-        out32.mul_(torch.sigmoid(lse - s).transpose(-1, -2).unsqueeze(-1))
-        return torch.logaddexp(lse, s.expand_as(lse))
-    with np.errstate(over="ignore"):
-        w = (1.0 / (1.0 + np.exp(s - lse))).astype(np.float32)
-    out32 *= np.swapaxes(w, -1, -2)[..., None]
-    return np.logaddexp(lse, s).astype(np.float32)
 
 
 class Plan(_lib.SharedHandle):
@@ -278,65 +263,17 @@ def _copy_back(out, tmp, torch_kind):
         np.copyto(out, tmp)
 
 
-def _c_contiguous(x) -> bool:
-    return x.is_contiguous() if _tensor.is_torch(x) else x.flags.c_contiguous
-
-
-def _per_kv_head(plan, q, k, v, q_pos, kv_pos, return_lse, torch_kind, sinks=None):
-    """Attention on contiguous [b, h, s, d] K and V (PyTorch's and transformers' cache
-    layout), which librove cannot read as [b, s, h, d] without copying all of K and V on
-    every call (2.6-9x slower in decode): each (batch row, KV head) becomes a batch row of
-    its own, K/V are read in place as [b*h_kv, s, 1, d] (token stride d), and only q and
-    the output (q_len rows) are regrouped, as [b*h_kv, q_len, group, d]. The same plan
-    with group query heads and one KV head: each query head meets the same keys through
-    the same kernel, so a prefill gives the bshd call's bits; a decode over a long cache
-    may split the keys into another number of parts (librove splits per batch row, and
-    there are h_kv times more rows here), so its merge of the parts rounds differently
-    (~1e-7 relative; still the same for any thread count). The output is, as always, a
-    [b, h, q, d] view of a [b, q, h, d] buffer. Sinks (a float32 [H] array from _sinks)
-    differ between the KV heads that now share the inner plan's heads, so they are added
-    after the call (_apply_sinks) on a float32 output, rounded once to q's dtype."""
-    B, H, Lq, D = q.shape
-    Hk, Lk = k.shape[1], k.shape[2]
-    G = H // Hk
-    inner = get_plan(G, 1, D, rotate=plan.rotate, causal=plan.causal, window=plan.window,
-                     softcap=plan.softcap, scale=plan.scale, rope=plan.rope, isa=plan.isa,
-                     threads=plan.threads)
-
-    def per_row(pos, name, L):  # [L] or [B, L] -> [B * Hk, L]
-        p, _ = _tensor.positions(pos, name, B, L)
-        return None if p is None else np.repeat(np.broadcast_to(np.asarray(p), (B, L)), Hk,
-                                                 axis=0)
-
-    # q regrouped into a fresh buffer of canonical strides (q_len rows; a reshape may give
-    # a view whose size-1 axes have strides librove's token-stride rule refuses)
-    if torch_kind:
-        qq = q.reshape(B, Hk, G, Lq, D).transpose(2, 3).clone(
-            memory_format=_tensor._torch().contiguous_format).view(B * Hk, Lq, G, D)
-    else:
-        qq = np.array(q.reshape(B, Hk, G, Lq, D).swapaxes(2, 3), order="C",
-                      copy=True).reshape(B * Hk, Lq, G, D)
-    _tensor.copies += 1
-    o32 = None
-    if sinks is not None:  # float32 out, the sinks after the call, one rounding at the end
-        o32 = _tensor._torch().empty((B * Hk, Lq, G, D)) if torch_kind else \
-            np.empty((B * Hk, Lq, G, D), np.float32)
-    res = _forward(inner, qq, k.reshape(B * Hk, Lk, 1, D), v.reshape(B * Hk, Lk, 1, D),
-                   per_row(q_pos, "q_pos", Lq), per_row(kv_pos, "kv_pos", Lk), "bshd",
-                   return_lse or sinks is not None, o32, None, None)
-    o, lse = res if return_lse or sinks is not None else (res, None)
-    if sinks is not None:
-        s = np.tile(np.asarray(sinks).reshape(Hk, G), (B, 1))[..., None]  # [B * Hk, G, 1]
-        lse = _apply_sinks(o, lse, _tensor._torch().from_numpy(s) if torch_kind else s)
-        o = o.to(q.dtype) if torch_kind else o.astype(q.dtype, copy=False)
-    o = o.reshape(B, Hk, Lq, G, D)
-    _tensor.copies += 1  # the output regrouped
-    if torch_kind:
-        o = o.permute(0, 2, 1, 3, 4).contiguous().reshape(B, Lq, H, D).transpose(1, 2)
-    else:
-        o = np.ascontiguousarray(o.transpose(0, 2, 1, 3, 4)).reshape(B, Lq, H, D)
-        o = np.transpose(o, _BHSD_TO_BSHD)
-    return (o, lse.reshape(B, H, Lq)) if return_lse else o
+def _kv_apart(lk, lv):
+    """K and V ([b, s, h, d] views) whose heads lie apart, as librove reads them in place
+    (token, head, batch strides of each; one head stride for both), or None: the heads of
+    a token side by side (the token-stride form), or a layout only a copy can give."""
+    if (_tensor.token_stride(lk.shape, lk.strides) is not None and
+            _tensor.token_stride(lv.shape, lv.strides) is not None):
+        return None
+    sk, sv = _tensor.kv_strides(lk.shape, lk.strides), _tensor.kv_strides(lv.shape, lv.strides)
+    if sk is None or sv is None or sk[1] != sv[1]:
+        return None
+    return sk, sv
 
 
 def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv_angles,
@@ -390,21 +327,17 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
     if max(B, Lq, Lk) > 2 ** 31 - 1:
         raise ValueError("batch and sequence lengths must fit int32")
 
-    if (cache is None and bhsd and ndim == 4 and out is None and q_angles is None
-            and kv_angles is None and Hk > 1 and _tensor.token_stride(lk.shape, lk.strides)
-            is None and _c_contiguous(k) and _c_contiguous(v)):
-        if plan is None:
-            plan = get_plan(H, Hk, D, **plan_kw)
-        return _per_kv_head(plan, q, k, v, q_pos, kv_pos, return_lse, vq.torch,
-                            _sinks(sinks, H)[0])
-
     a = _lib.AttentionArgs()
     a.batch, a.q_len, a.kv_len = B, Lq, Lk
     lq, a.q_stride = _strided(lq, "q", bhsd, ndim)
     a.q = lq.ptr
     if cache is None:
-        lk, a.k_stride = _strided(lk, "k", bhsd, ndim)
-        lv, a.v_stride = _strided(lv, "v", bhsd, ndim)
+        kv = _kv_apart(lk, lv)
+        if kv is not None:  # heads apart ([b, h, s, d], transformers' caches): in place
+            (a.k_stride, a.kv_head_stride, a.k_batch_stride), (a.v_stride, _, a.v_batch_stride) = kv
+        else:
+            lk, a.k_stride = _strided(lk, "k", bhsd, ndim)
+            lv, a.v_stride = _strided(lv, "v", bhsd, ndim)
         a.k, a.v = lk.ptr, lv.ptr
     qp, a.q_pos = _tensor.positions(q_pos, "q_pos", B, Lq)
     kp, a.kv_pos = (None, None) if cache is not None else _tensor.positions(kv_pos, "kv_pos", B, Lk)

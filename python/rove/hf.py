@@ -115,7 +115,7 @@ import numpy as np
 import torch
 
 from . import _lib
-from .attention import _apply_sinks, _sinks, get_plan
+from .attention import get_plan
 from .hf_config import hf_head_dim, hf_rope_parameters, rope_config_from_hf
 from .rope import RopeConfig, inv_freq as _inv_freq
 from .rotate import rotate as _rotate
@@ -449,17 +449,10 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
                    kv_pos, rope, sinks=None):
     """librove attention on HF's [b, h, s, d] tensors; returns [b, q, h, d] (contiguous).
 
-    Tensors whose tokens librove can read in place (HF's q/k/v views of a projection) go in
-    one call as they are. A contiguous [b, h, s, d] K/V (transformers' caches) cannot be
-    read as [b, s, h, d] without a copy of the whole cache, so each (batch row, KV head)
-    becomes a batch row of its own: K/V are then read in place ([b*h, s, 1, d], token
-    stride d), and only q and the output (q_len rows: one per decode step) are regrouped
-    as [b*h_kv, q_len, group, d]. One librove call either way. Attention sinks (gpt-oss's
-    ``s_aux``, one logit per query head) go to librove in the first form; in the second
-    the regrouped heads of different KV heads share the inner call's heads, so the sinks
-    are added after it on a float32 output (rove.attention's _apply_sinks), rounded once
-    to q's dtype; with sinks and a graph to record (an input that requires grad, grad
-    mode on) the first form is taken, K/V copied."""
+    One librove call, K and V read in place: HF's q/k/v views of a projection through
+    token strides, a contiguous [b, h, s, d] K/V (transformers' caches) through
+    rove_attention_args' head and batch strides. Attention sinks (gpt-oss's ``s_aux``, one
+    logit per query head) go to librove with them."""
     B, H, Lq, D = query.shape
     Hk, Lk = key.shape[1], key.shape[2]
     if value.shape[-1] != D or tuple(value.shape[:3]) != (B, Hk, Lk):
@@ -467,49 +460,17 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
                          f"{tuple(key.shape)} / head_dim {D}")
     if H % Hk:
         raise ValueError(f"{H} query heads are not a multiple of {Hk} KV heads")
-    G = H // Hk
-    plan_kw = dict(rotate=rotate, causal=bool(causal), window=int(window),
-                   softcap=float(softcap or 0.0), scale=scaling, rope=rope, threads=_threads)
+    plan = get_plan(H, Hk, D, rotate=rotate, causal=bool(causal), window=int(window),
+                    softcap=float(softcap or 0.0), scale=scaling, rope=rope, threads=_threads)
     stats["attention_calls"] += 1
-
-    def tokens_dense(x):  # heads of one token adjacent: readable in place as bshd
-        s = x.stride()
-        return x.shape[1] == 1 or (s[1] == D and s[3] == 1)
-
-    # the regrouped form adds sinks after the call, outside autograd: a graph through
-    # them (training, or grad mode on) takes the first form, K/V copied
-    graph = torch.is_grad_enabled() and any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in (query, key, value, sinks))
-    if sinks is not None and graph and not (tokens_dense(key) and tokens_dense(value)):
-        key, value = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (key, value))
-    if tokens_dense(key) and tokens_dense(value):
-        plan = get_plan(H, Hk, D, **plan_kw)
-        if torch.is_grad_enabled():  # training: rove.attention's autograd (a fresh output)
-            o = plan.attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos, layout="bhsd",
-                               sinks=sinks)
-            return o.transpose(1, 2)  # the [b, q, h, d] buffer librove wrote
-        out = torch.empty((B, Lq, H, D), dtype=query.dtype)
-        plan.attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos, layout="bhsd",
-                       out=out.transpose(1, 2), sinks=sinks)
-        return out
-    k = key.contiguous().view(B * Hk, Lk, 1, D)
-    v = value.contiguous().view(B * Hk, Lk, 1, D)
-    q = query.reshape(B, Hk, G, Lq, D).transpose(2, 3).reshape(B * Hk, Lq, G, D)
-    if q_pos is not None:
-        q_pos = np.repeat(np.broadcast_to(q_pos, (B, Lq)), Hk, axis=0)
-    if kv_pos is not None:
-        kv_pos = np.repeat(np.broadcast_to(kv_pos, (B, Lk)), Hk, axis=0)
-    inner = get_plan(G, 1, D, **plan_kw)
-    if sinks is None:
-        o = inner.attention(q, k, v, q_pos=q_pos, kv_pos=kv_pos)
-    else:  # float32 out, the sinks of each row's KV head after the call, one rounding
-        sk, _ = _sinks(sinks, H)
-        o = torch.empty((B * Hk, Lq, G, D))
-        _, lse = inner.attention(q, k, v, q_pos=q_pos, kv_pos=kv_pos, out=o, return_lse=True)
-        s = torch.from_numpy(np.tile(np.asarray(sk).reshape(Hk, G), (B, 1))[..., None])
-        _apply_sinks(o, lse, s)
-        o = o.to(query.dtype)
-    return o.view(B, Hk, Lq, G, D).transpose(1, 2).reshape(B, Lq, H, D)
+    if torch.is_grad_enabled():  # training: rove.attention's autograd (a fresh output)
+        o = plan.attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos, layout="bhsd",
+                           sinks=sinks)
+        return o.transpose(1, 2)  # the [b, q, h, d] buffer librove wrote
+    out = torch.empty((B, Lq, H, D), dtype=query.dtype)
+    plan.attention(query, key, value, q_pos=q_pos, kv_pos=kv_pos, layout="bhsd",
+                   out=out.transpose(1, 2), sinks=sinks)
+    return out
 
 
 def _run_packed(query, key, value, info: MaskInfo, *, rotate, softcap, scaling, pos, rope,

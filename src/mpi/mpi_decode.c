@@ -59,7 +59,8 @@ static rove_status check_local(dec *x, const rove_plan *p, const rove_kv_cache *
     int32_t h, hk, d, causal, window;
     if (rmpi_plan_key(cp, &h, &hk, &d, &causal, &window) != *key) return ROVE_ERR_INVALID_ARGUMENT;
   }
-  if (a->batch <= 0 || a->q_len <= 0 || a->k || a->v || a->kv_pos || a->kv_len != 0)
+  if (a->batch <= 0 || a->q_len <= 0 || a->k || a->v || a->kv_pos || a->kv_len != 0 ||
+      a->k_stride || a->v_stride || a->kv_head_stride || a->k_batch_stride || a->v_batch_stride)
     return ROVE_ERR_INVALID_ARGUMENT;
   if (x->root < 0 || x->root >= x->size) return ROVE_ERR_INVALID_ARGUMENT;
   if (a->q_angles || a->kv_angles || a->sinks) return ROVE_ERR_UNSUPPORTED;

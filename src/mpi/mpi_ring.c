@@ -23,7 +23,9 @@ static rove_status check_local(rmpi_ring *r, int64_t *key) {
   *key = rmpi_plan_key(r->p, &r->H, &r->Hkv, &r->d, &r->causal, &r->window);
   if (*key < 0) return ROVE_ERR_INVALID_ARGUMENT;
   if (a->batch <= 0 || a->q_len < 0 || a->kv_len < 0) return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->q_angles || a->kv_angles || a->sinks) return ROVE_ERR_UNSUPPORTED;
+  if (a->q_angles || a->kv_angles || a->sinks || a->kv_head_stride || a->k_batch_stride ||
+      a->v_batch_stride)
+    return ROVE_ERR_UNSUPPORTED;
   const int has_q = a->q_len > 0, has_kv = a->kv_len > 0;
   if (has_q && (!a->q || !a->q_pos || !a->out)) return ROVE_ERR_INVALID_ARGUMENT;
   if (has_kv && (!a->k || !a->v || !a->kv_pos)) return ROVE_ERR_INVALID_ARGUMENT;
