@@ -5,7 +5,8 @@
  * LSE, with NaN/Inf/huge values in K and V rows.
  * Invariants: a valid status; outputs untouched on failure; stride gaps never written; a
  * query with no visible key gets 0 and LSE -inf (with sinks: exactly its head's sink); a
- * non-finite sink is refused; a query whose visible keys are finite
+ * non-finite sink is refused; K/V laid out again with their heads apart (head and batch
+ * strides) give the same bits, bad strides a refusal; a query whose visible keys are finite
  * (and whose logits cannot overflow) gets a finite output and LSE; rove_plan_config works
  * for every plan. Then rove_attention_backward of a successful forward with an LSE: it
  * succeeds, writes every gradient element (d_sinks too, with sinks), gives 0 to fully
@@ -187,6 +188,50 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           FZ_CHECK(H, fz_untouched(row + hq * d, (size_t)(ost - hq * d) * sizeof *row),
                    "out stride gap written");
       }
+  }
+
+  /* K and V laid out again with their heads apart (kv_head_stride, batch strides, fuzzed
+   * paddings): the same bits, or a refusal with the output untouched for strides the
+   * API rejects (a head or token stride below head_dim, a negative or huge batch
+   * stride). */
+  if (st == ROVE_OK && fz_bool(&rd)) {
+    const int64_t kst = ks ? ks : hkv * d, vst = vs ? vs : hkv * d;
+    const int64_t tp = fz_range(&rd, 0, 3), hp = fz_range(&rd, 0, 5), bp = fz_range(&rd, 0, 7);
+    const int64_t ts = d + tp, hs = nk * ts + hp, bsz = hkv * hs + bp;
+    const size_t n = (size_t)((a.batch - 1) * bsz + (hkv - 1) * hs + (nk - 1) * ts + d);
+    float *k2 = fz_alloc(n * sizeof *k2), *v2 = fz_alloc(n * sizeof *v2);
+    for (int64_t b = 0; b < a.batch; b++)
+      for (int64_t j = 0; j < nk; j++)
+        for (int64_t h = 0; h < hkv; h++) {
+          memcpy(k2 + b * bsz + h * hs + j * ts, k + (b * nk + j) * kst + h * d, (size_t)d * 4);
+          memcpy(v2 + b * bsz + h * hs + j * ts, v + (b * nk + j) * vst + h * d, (size_t)d * 4);
+        }
+    float *out2 = fz_canary_alloc(o_n * sizeof *out2);
+    rove_attention_args b2 = a;
+    b2.k = k2, b2.v = v2, b2.out = out2, b2.lse = NULL;
+    b2.k_stride = b2.v_stride = tp ? ts : 0;
+    b2.kv_head_stride = hs;
+    b2.k_batch_stride = b2.v_batch_stride = a.batch > 1 ? bsz : 0;
+    const uint8_t mode = fz_u8(&rd);
+    int bad = 0;
+    if (mode >= 240) b2.kv_head_stride = d - 1, bad = 1;
+    else if (mode >= 230) b2.k_stride = d - 1, bad = 1;
+    else if (mode >= 220) b2.v_batch_stride = -1, bad = 1;
+    else if (mode >= 210 && a.batch > 1) b2.k_batch_stride = INT64_MAX / 3, bad = 1;
+    rove_status s2 = rove_attention_forward(plan, &b2);
+    fz_check_status(H, s2);
+    if (bad) {
+      FZ_CHECK(H, s2 != ROVE_OK, "a bad K/V head or batch stride was accepted");
+      FZ_CHECK(H, fz_untouched(out2, o_n * sizeof *out2), "out written on a refused stride");
+    } else {
+      FZ_CHECK(H, s2 == ROVE_OK, "K/V with heads apart refused");
+      if (s2 == ROVE_OK)
+        FZ_CHECK(H, memcmp(out, out2, o_n * sizeof *out) == 0 || nspecial,
+                 "K/V with heads apart gave other bits than the dense layout");
+    }
+    free(k2);
+    free(v2);
+    free(out2);
   }
 
   /* The backward of a successful forward with an LSE: same arguments, dense gradients.
