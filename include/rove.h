@@ -356,8 +356,9 @@ typedef struct rove_attention_args {
  * a logit of +inf) makes every dim of that query's output and its LSE NaN; a NaN in the
  * V row of a visible key makes the output dims it reaches NaN (the LSE stays finite).
  * @p a->out and @p a->lse must not overlap any array the call reads (q, k, v, q_pos,
- * kv_pos, the angles, the sinks: checked; positions and angles are read tile by tile
- * while other tasks already write) nor each other. Bitwise identical results for any
+ * kv_pos, the angles, the sinks: checked, each array as the span from its first to its
+ * last element, gaps between strided rows or heads included; positions and angles are
+ * read tile by tile while other tasks already write) nor each other. Bitwise identical results for any
  * thread count.
  * Safe to call concurrently with the same plan and distinct outputs.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/args/tensor, size <= 0, stride

@@ -52,8 +52,8 @@ def test_hf_style_bhsd_views_are_zero_copy(rng, torch):
 
 def test_contiguous_bhsd_kv_is_read_in_place(rng, torch):
     """Contiguous [b, h, s, d] K/V (PyTorch's and transformers' cache layout) are read in
-    place through rove_attention_args' head and batch strides (they were copied whole on
-    every call, then regrouped per KV head): only a contiguous [b, h, s, d] q is copied
+    place through rove_attention_args' head and batch strides (before 0.5: regrouped per
+    KV head, q and the output copied): only a contiguous [b, h, s, d] q is copied
     (q_len rows), and the results are the bshd call's bit for bit (LSE too), a decode
     over a long cache split over its keys included."""
     B, L, H, d = 1, 25, 2, 64
