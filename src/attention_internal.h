@@ -107,13 +107,13 @@ typedef struct rove_kv_view {
 rove_status rove_tensor_extent(int64_t stride, int64_t width, int64_t rows, int64_t *resolved,
                                int64_t *extent);
 
+/* ROVE_OK for NULL or n_heads finite sinks, else ROVE_ERR_INVALID_ARGUMENT. */
+rove_status rove_check_sinks(const rove_plan *p, const float *sinks);
+
 /* Validate p and a (a->k/v/kv_len/kv_pos, or kv when non-NULL) with the element types of
  * the caller's tensors (types NULL: all fp32; with kv its k and v are not read), compute
  * sizes (checked), allocate the workspace. On failure nothing is allocated and no output
  * was touched. */
-/* ROVE_OK for NULL or n_heads finite sinks, else ROVE_ERR_INVALID_ARGUMENT. */
-rove_status rove_check_sinks(const rove_plan *p, const float *sinks);
-
 rove_status rove_fwd_init(rove_fwd *f, const rove_plan *p, const rove_attention_args *a,
                           const rove_kv_view *kv, const rove_tensor_types *types);
 /* Run the phases of an initialised call and release it. */

@@ -114,11 +114,10 @@ def _sinks(sinks, H):
         if not all(map(math.isfinite, t.tolist())):  # (numpy's isfinite: ~35 us in a decode step)
             raise ValueError("sinks must be finite")
         return t, t.data_ptr()
-    else:
-        arr = np.asarray(sinks)
-        if arr.dtype.kind != "f":
-            raise TypeError(f"sinks is {arr.dtype}: expected a float array")
-        arr = np.ascontiguousarray(arr, dtype=np.float32)
+    arr = np.asarray(sinks)
+    if arr.dtype.kind != "f":
+        raise TypeError(f"sinks is {arr.dtype}: expected a float array")
+    arr = np.ascontiguousarray(arr, dtype=np.float32)
     if arr.shape != (H,):
         raise ValueError(f"sinks has shape {tuple(arr.shape)}; expected ({H},): one logit "
                          "per query head")

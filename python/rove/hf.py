@@ -13,9 +13,10 @@ Two entry points:
     scaling (``scaling``, e.g. Gemma's ``query_pre_attn_scalar``), the logit softcap
     (``softcap``, Gemma-2), attention sinks (gpt-oss's ``s_aux``), causality and sliding
     windows come from the module, its kwargs and the mask. The caches' [b, h, s, d] K and
-    V are read in place (librove's K/V head strides). DeepSeek-V2/V3 MLA (value heads narrower than the query/key heads) runs
-    with the values zero-padded to the qk head dim and the output sliced back (exact
-    without rotations; its logit scale with the YaRN mscale is the module's ``scaling``).
+    V are read in place (librove's K/V head strides). DeepSeek-V2/V3 MLA (value heads
+    narrower than the query/key heads) runs with the values zero-padded to the qk head
+    dim and the output sliced back (exact without rotations; its logit scale with the
+    YaRN mscale is the module's ``scaling``).
 
 ``rove.hf.apply(model, mode="rope" | "rove")``
     librove takes over the rotation of a supported model (Llama, Mistral, Qwen2, Qwen3,
