@@ -358,13 +358,15 @@ typedef struct rove_attention_args {
  * @p a->out and @p a->lse must not overlap any array the call reads (q, k, v, q_pos,
  * kv_pos, the angles, the sinks: checked, each array as the span from its first to its
  * last element, gaps between strided rows or heads included; positions and angles are
- * read tile by tile while other tasks already write) nor each other. Bitwise identical results for any
- * thread count.
+ * read tile by tile while other tasks already write) nor each other. Bitwise identical
+ * results for any thread count.
  * Safe to call concurrently with the same plan and distinct outputs.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/args/tensor, size <= 0, stride
- *         below the dense width, overlapping output, only one of q_angles / kv_angles,
- *         kv_angles with a KV cache, a non-finite angle or sink); ROVE_ERR_SIZE_OVERFLOW (an
- *         element count does not fit int64, checked before anything is read);
+ *         below the dense width, a K/V head stride below head_dim or a negative batch
+ *         stride, K/V strides with a KV cache, overlapping output, only one of q_angles /
+ *         kv_angles, kv_angles with a KV cache, a non-finite angle or sink);
+ *         ROVE_ERR_SIZE_OVERFLOW (an element count or extent does not fit int64, checked
+ *         before anything is read);
  *         ROVE_ERR_OUT_OF_MEMORY (workspace). Outputs are untouched on failure.
  */
 ROVE_API rove_status rove_attention_forward(const rove_plan *p, const rove_attention_args *a);
@@ -397,9 +399,10 @@ typedef struct rove_varlen_args {
  * causality (per sequence, bottom-right aligned), window, softcap and GQA: equal to one
  * rove_attention_forward per sequence (bitwise: each sequence runs exactly that call).
  * A sequence with queries and no keys gets output 0 and LSE -inf (with sinks: the head's
- * sink); one without queries is skipped. q and out may be NULL when total_q = 0, k and v when total_k = 0 (empty
- * tensors). Everything is validated, and every sequence's workspace taken, before any
- * output is written (outputs untouched on failure). The sequences run in order, in
+ * sink); one without queries is skipped. q and out may be NULL when total_q = 0, k and v
+ * when total_k = 0 (empty tensors). Everything is validated, and every sequence's
+ * workspace taken, before any output is written (outputs untouched on failure). The
+ * sequences run in order, in
  * groups: a long sequence alone, consecutive short ones (decode rows, short prompts)
  * together, every phase of a group (tables, K/V packing, query tiles, split merges) as
  * one parallel loop over the plan's threads (a group below 2^20 multiply-adds runs on
@@ -485,10 +488,11 @@ typedef struct rove_attention_grads {
  * dv summed over each query group) and strides, all fp32. Flash style: P is recomputed
  * from the LSE key block by key block, never an n x n matrix; workspace O((q_len + kv_len)
  * * heads * head_dim). A query with no visible key (LSE -inf, or the sink) contributes
- * nothing and gets dq = 0; a key no query sees gets dk = dv = 0. With sinks (a->sinks) the forward's
- * LSE holds them and g->d_sinks, when set, gets their gradient. With explicit angles (Selective
- * RoPE) their gradients are written where g asks for them (d_q_angles, d_kv_angles: each
- * rotation an angle drives contributes, e.g. a key angle through K and, for RoVE, V).
+ * nothing and gets dq = 0; a key no query sees gets dk = dv = 0. With sinks (a->sinks)
+ * the forward's LSE holds them and g->d_sinks, when set, gets their gradient. With
+ * explicit angles (Selective RoPE) their gradients are written where g asks for them
+ * (d_q_angles, d_kv_angles: each rotation an angle drives contributes, e.g. a key angle
+ * through K and, for RoVE, V).
  * Bitwise identical for any thread count (no atomics: dk / dv and dq are accumulated by
  * disjoint tasks in a fixed order).
  * The tile loops have a kernel per ISA (scalar, AVX2, AVX-512, NEON), each checked against
@@ -692,10 +696,10 @@ ROVE_API rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, co
 
 /**
  * Attention of new queries against the cache. Uses a->batch (must equal the cache's),
- * q_len, q, q_stride, out, out_stride, q_pos, lse, sinks exactly as rove_attention_forward; a->k,
- * a->v and a->kv_pos must be NULL and a->kv_len, a->k_stride and a->v_stride 0 (the cache
- * supplies them). With q_pos
- * NULL the queries take the positions of the last q_len cached tokens (they are usually
+ * q_len, q, q_stride, out, out_stride, q_pos, lse, sinks exactly as
+ * rove_attention_forward; a->k, a->v and a->kv_pos must be NULL and a->kv_len and the
+ * K/V strides (k_stride, v_stride, kv_head_stride, the batch strides) 0 (the cache
+ * supplies them). With q_pos NULL the queries take the positions of the last q_len cached tokens (they are usually
  * the tokens just appended), so q_len must not exceed the cache length then.
  * @return as rove_attention_forward; ROVE_ERR_INVALID_ARGUMENT also for an empty cache.
  */
