@@ -402,9 +402,8 @@ typedef struct rove_varlen_args {
  * sink); one without queries is skipped. q and out may be NULL when total_q = 0, k and v
  * when total_k = 0 (empty tensors). Everything is validated, and every sequence's
  * workspace taken, before any output is written (outputs untouched on failure). The
- * sequences run in order, in
- * groups: a long sequence alone, consecutive short ones (decode rows, short prompts)
- * together, every phase of a group (tables, K/V packing, query tiles, split merges) as
+ * sequences run in order, in groups: a long sequence alone, consecutive short ones
+ * (decode rows, short prompts) together, every phase of a group (tables, K/V packing, query tiles, split merges) as
  * one parallel loop over the plan's threads (a group below 2^20 multiply-adds runs on
  * the calling thread); results are bitwise identical for any thread count. Workspace:
  * one block of the largest group's size, from the plan's pool.
