@@ -403,10 +403,10 @@ typedef struct rove_varlen_args {
  * when total_k = 0 (empty tensors). Everything is validated, and every sequence's
  * workspace taken, before any output is written (outputs untouched on failure). The
  * sequences run in order, in groups: a long sequence alone, consecutive short ones
- * (decode rows, short prompts) together, every phase of a group (tables, K/V packing, query tiles, split merges) as
- * one parallel loop over the plan's threads (a group below 2^20 multiply-adds runs on
- * the calling thread); results are bitwise identical for any thread count. Workspace:
- * one block of the largest group's size, from the plan's pool.
+ * (decode rows, short prompts) together, every phase of a group (tables, K/V packing,
+ * query tiles, split merges) as one parallel loop over the plan's threads (a group below
+ * 2^20 multiply-adds runs on the calling thread); results are bitwise identical for any
+ * thread count. Workspace: one block of the largest group's size, from the plan's pool.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (what rove_attention_forward rejects for a
  *         sequence, NULL cu arrays, cu[0] != 0, decreasing cu, a NULL tensor with
  *         tokens, an output overlapping an input anywhere in the packed tensors, the cu
