@@ -698,8 +698,9 @@ ROVE_API rove_status rove_kv_cache_append(rove_kv_cache *c, int32_t n_tokens, co
  * q_len, q, q_stride, out, out_stride, q_pos, lse, sinks exactly as
  * rove_attention_forward; a->k, a->v and a->kv_pos must be NULL and a->kv_len and the
  * K/V strides (k_stride, v_stride, kv_head_stride, the batch strides) 0 (the cache
- * supplies them). With q_pos NULL the queries take the positions of the last q_len cached tokens (they are usually
- * the tokens just appended), so q_len must not exceed the cache length then.
+ * supplies them). With q_pos NULL the queries take the positions of the last q_len
+ * cached tokens (they are usually the tokens just appended), so q_len must not exceed
+ * the cache length then.
  * @return as rove_attention_forward; ROVE_ERR_INVALID_ARGUMENT also for an empty cache.
  */
 ROVE_API rove_status rove_kv_cache_attention(const rove_kv_cache *c, const rove_attention_args *a);
