@@ -139,7 +139,7 @@ static void test_special_rows(void **state) {
 
 static void test_bad_input(void **state) {
   (void)state;
-  float o0[8], o1[8], l0[2], l1[2], out[8], lse[2];
+  float o0[8], o1[8], l0[2], l1[2], out[8], lse[2] = {7.0f, 7.0f};
   for (int i = 0; i < 8; i++) o0[i] = o1[i] = 1.0f, out[i] = 7.0f;
   l0[0] = l0[1] = l1[0] = l1[1] = 0.0f;
   const float *outs[2] = {o0, o1}, *lses[2] = {l0, l1}, *bad[2] = {o0, NULL};
