@@ -102,10 +102,10 @@ static rove_status check_grads(rove_bwd *w, const rove_attention_args *a,
   if (st != ROVE_OK) return st;
   /* inputs: q, k, v, out (extents from the forward's strides), lse, dout; angles and
    * positions below */
-  const size_t bq = (size_t)((qrows - 1) * f->qs + wq) * sizeof(float);
-  const size_t bk = (size_t)rove_fwd_kv_extent(f, 0) * sizeof(float);
-  const size_t bv = (size_t)rove_fwd_kv_extent(f, 1) * sizeof(float);
-  const size_t bo = (size_t)((qrows - 1) * f->os + wq) * sizeof(float);
+  const size_t bq = (size_t)f->q_extent * sizeof(float);
+  const size_t bk = (size_t)f->k_extent * sizeof(float);
+  const size_t bv = (size_t)f->v_extent * sizeof(float);
+  const size_t bo = (size_t)f->o_extent * sizeof(float);
   const size_t bl = (size_t)(qrows * c->n_heads) * sizeof(float);
   /* angle gradients: only with explicit angles, [batch][len][n_kv_heads][r/2] doubles */
   if ((g->d_q_angles || g->d_kv_angles) && !f->angles) return ROVE_ERR_INVALID_ARGUMENT;

@@ -28,6 +28,9 @@ typedef struct rove_fwd {
    * k + b * k_bstride + h * kv_hstride + j * ks (v likewise with v_bstride and vs). */
   const void *k, *v;               /* rows of k_type / v_type elements */
   int64_t k_bstride, v_bstride, kv_hstride;
+  /* elements spanned by the caller's q, k, v and out (from element 0 to the end of the
+   * last row; checked by rove_fwd_init; k and v 0 with a cache) */
+  int64_t q_extent, k_extent, v_extent, o_extent;
   int kv_rotated;
   /* A paged cache (batch 1): token j lives in block blocks[j >> block_shift], row
    * j & (block_size - 1); a block holds every KV head, block_stride elements apart. NULL:
@@ -164,13 +167,6 @@ static inline int64_t rove_fwd_kelem(const rove_fwd *f, int64_t b, int64_t h, in
 static inline int64_t rove_fwd_velem(const rove_fwd *f, int64_t b, int64_t h, int64_t j) {
   if (f->blocks) return rove_fwd_kelem(f, b, h, j); /* a pool's K and V share the layout */
   return b * f->v_bstride + h * f->kv_hstride + j * f->vs;
-}
-/* Elements spanned by the caller's K (v = 0) or V (v = 1): from element 0 to the end of
- * the last row (strides resolved and the sum checked by rove_fwd_init). */
-static inline int64_t rove_fwd_kv_extent(const rove_fwd *f, int v) {
-  return (f->batch - 1) * (v ? f->v_bstride : f->k_bstride) +
-         (f->p->cfg.n_kv_heads - 1) * f->kv_hstride + (f->kv_len - 1) * (v ? f->vs : f->ks) +
-         f->p->cfg.head_dim;
 }
 /* How many of the n rows from token j are contiguous in memory (to the end of j's block
  * in a paged cache; all n otherwise). */

@@ -64,6 +64,10 @@ static rove_status check_tensors(rove_fwd *f, const rove_attention_args *a) {
   f->kv_hstride = a->kv_head_stride ? a->kv_head_stride : c->head_dim;
   if (st == ROVE_OK) st = rove_tensor_extent(a->out_stride, wq, qrows, &f->os, &eo);
   if (st != ROVE_OK) return st;
+  f->q_extent = eq;
+  f->k_extent = ek;
+  f->v_extent = ev;
+  f->o_extent = eo;
   if (!rove_mul_i64(qrows, c->n_heads, &el) || el > INT64_MAX / (int64_t)sizeof(float))
     return ROVE_ERR_SIZE_OVERFLOW;
   /* byte extents (elements of each tensor's type; the lse is fp32) */
