@@ -8,6 +8,11 @@ round:
   decode bhsd   rove.attention (rotate="none", as SDPA) on a contiguous [b, h, s, d] K/V
                 (PyTorch's and HF's cache layout), its bshd twin, and SDPA (enable_gqa):
                 32:8 heads x 128, q_len 1
+  hf decode     rove.attention over a [1, 8, kv, 64] bhsd K/V with one query row of 32
+                heads (what rove.hf runs per layer and step over a DynamicCache), without
+                and with gpt-oss attention sinks (sinks=), kv 1024 and 8192
+  cache sinks   KVCache.attention of one row over 1024 keys (32:8 x 64), without and with
+                sinks=
   rotate bhsd   rove.rotate on a contiguous [1, 32, 2048, 128], its bshd twin, and the
                 torch formula x cos + rotate_half(x) sin with cached tables
   hf rotate     rove.hf's rotation of new K ([1, 8, 2048, 128])
@@ -61,6 +66,19 @@ def cases():
                 (f"decode bhsd kv {kv}", "sdpa",
                  lambda q=q, k=k, v=v: torch.nn.functional.scaled_dot_product_attention(
                      q, k, v, enable_gqa=True))]
+    sinks = r(32)
+    for kv in (1024, 8192):
+        q, k, v = r(1, 32, 1, 64), r(1, 8, kv, 64), r(1, 8, kv, 64)
+        out += [(f"hf decode kv {kv}", variant,
+                 lambda q=q, k=k, v=v, s=s: rove.attention(q, k, v, layout="bhsd", rotate="none",
+                                                           sinks=s, threads=1))
+                for variant, s in (("no sinks", None), ("sinks", sinks))]
+    cache = rove.KVCache(rove.Plan(32, 8, 64, threads=1), 1, 1024)
+    ck = r(1, 1024, 8, 64).numpy()
+    cache.append(ck, ck)
+    q1 = r(1, 1, 32, 64).numpy()
+    out += [("cache decode kv 1024", variant, lambda s=s, q1=q1: cache.attention(q1, sinks=s))
+            for variant, s in (("no sinks", None), ("sinks", sinks))]
     x = r(1, 32, 2048, 128)
     xs = x.transpose(1, 2).contiguous()
     pos = np.arange(2048)
