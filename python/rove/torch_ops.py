@@ -181,6 +181,33 @@ _op.register_autograd(_op_backward(torch.ops.rove.attention_backward, 10),
                       setup_context=_setup_context)
 
 
+def _check_shapes(name, q, k, v, sinks, bhsd, ranks):
+    """Fake kernels: the shape rules of the real op (rove.attention / attention_varlen), so
+    that meta and fake tensors (torch.compile's tracing) fail as real ones do, with a
+    ValueError, instead of getting an output shape: q of a rank in ranks, k and v of q's
+    rank and one shape, head_dim equal and even, q's heads a multiple of k's, the batch
+    equal, sinks [heads of q]."""
+    torch._check_value(q.dim() in ranks and k.dim() == q.dim(), lambda: (
+        f"{name}: q and k must both be {' or '.join(f'{r}-D' for r in ranks)} (got q "
+        f"{tuple(q.shape)}, k {tuple(k.shape)})"))
+    torch._check_value(k.shape == v.shape, lambda: (
+        f"{name}: k and v shapes differ: {tuple(k.shape)} vs {tuple(v.shape)}"))
+    ax = (-3 if bhsd else -2)  # the heads axis
+    H, Hk, D = q.shape[ax], k.shape[ax], q.shape[-1]
+    torch._check_value(k.shape[-1] == D, lambda: (
+        f"{name}: head_dim of q ({D}) and k/v ({k.shape[-1]}) differ"))
+    torch._check_value(D >= 2 and D % 2 == 0, lambda: (
+        f"{name}: head_dim must be even and >= 2 (q has head_dim {D})"))
+    torch._check_value(Hk > 0 and H % Hk == 0, lambda: (
+        f"{name}: q has {H} heads, k has {Hk}: n_heads must be a multiple of n_kv_heads"))
+    if q.dim() == 4:
+        torch._check_value(q.shape[0] == k.shape[0], lambda: (
+            f"{name}: batch of q ({q.shape[0]}) and k/v ({k.shape[0]}) differ"))
+    if sinks is not None:
+        torch._check_value(sinks.dim() == 1 and sinks.shape[0] == H, lambda: (
+            f"{name}: sinks must be [n_heads] = [{H}], got {tuple(sinks.shape)}"))
+
+
 @_op.register_fake
 def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout,
       sinks=None):
@@ -188,7 +215,10 @@ def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json,
     for t in (q, k, v):
         torch._check(t.dtype in _DTYPES,
                      lambda: "rove::attention takes float32, bfloat16 or float16 tensors")
+    torch._check_value(layout in ("bshd", "bhsd"), lambda: (
+        f"rove::attention: layout must be 'bshd' or 'bhsd' (got {layout!r})"))
     bhsd = layout == "bhsd"
+    _check_shapes("rove::attention", q, k, v, sinks, bhsd, (3, 4))
     f32 = torch.float32  # the LSE is float32 whatever q's dtype; out has q's dtype
     if q.dim() == 3:
         L, H = (q.shape[1], q.shape[0]) if bhsd else (q.shape[0], q.shape[1])
@@ -268,7 +298,12 @@ def _(q, k, v, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, ro
     for t in (q, k, v):
         torch._check(t.dtype in _DTYPES,
                      lambda: "rove::attention_varlen takes float32, bfloat16 or float16 tensors")
-    torch._check(q.dim() == 3, lambda: "rove::attention_varlen: q is [total_q, heads, head_dim]")
+    _check_shapes("rove::attention_varlen", q, k, v, sinks, False, (3,))
+    for c in (cq, ck):
+        torch._check_value(c.dim() == 1 and c.shape[0] >= 2, lambda: (
+            "rove::attention_varlen: cu_seqlens are 1-D [n_seqs + 1], n_seqs >= 1"))
+    torch._check_value(cq.shape[0] == ck.shape[0], lambda: (
+        "rove::attention_varlen: cu_seqlens_q and cu_seqlens_k differ in length"))
     return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
 
 

@@ -210,6 +210,48 @@ def test_ops_refuse_a_meta_tensor_beside_cpu_inputs(rng, op, which):
         assert out.device.type == "meta" and out.shape == (1,) + q.shape
 
 
+def _bad_shapes():
+    """(name, op, q, k, v, extra kwargs) that the real op refuses with a ValueError."""
+    e = torch.empty
+    return [("heads not a multiple", "attention", e(2, 4, 6, 16), e(2, 4, 4, 16), e(2, 4, 4, 16), {}),
+            ("v head_dim", "attention", e(2, 4, 8, 16), e(2, 3, 4, 16), e(2, 3, 4, 32), {}),
+            ("k head_dim", "attention", e(2, 4, 8, 16), e(2, 3, 4, 32), e(2, 3, 4, 32), {}),
+            ("odd head_dim", "attention", e(2, 4, 8, 15), e(2, 3, 4, 15), e(2, 3, 4, 15), {}),
+            ("batch", "attention", e(2, 4, 8, 16), e(3, 3, 4, 16), e(3, 3, 4, 16), {}),
+            ("2-D q", "attention", e(4, 16), e(3, 16), e(3, 16), {}),
+            ("ranks", "attention", e(2, 4, 8, 16), e(3, 4, 16), e(3, 4, 16), {}),
+            ("layout", "attention", e(2, 4, 8, 16), e(2, 3, 4, 16), e(2, 3, 4, 16),
+             dict(layout="sbhd")),
+            ("sinks", "attention", e(2, 4, 8, 16), e(2, 3, 4, 16), e(2, 3, 4, 16),
+             dict(sinks=e(4))),
+            ("varlen heads", "varlen", e(7, 6, 16), e(5, 4, 16), e(5, 4, 16), {}),
+            ("varlen v", "varlen", e(7, 8, 16), e(5, 4, 16), e(5, 4, 8), {}),
+            ("varlen rank", "varlen", e(1, 7, 8, 16), e(1, 5, 4, 16), e(1, 5, 4, 16), {}),
+            ("varlen cu", "varlen", e(7, 8, 16), e(5, 4, 16), e(5, 4, 16),
+             dict(cu=(torch.tensor([0, 3, 7]), torch.tensor([0, 5])))),
+            ("varlen sinks", "varlen", e(7, 8, 16), e(5, 4, 16), e(5, 4, 16),
+             dict(sinks=e(4)))]
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("case", _bad_shapes(), ids=lambda c: c[0])
+def test_ops_refuse_bad_shapes_on_every_device(device, case):
+    """The fake kernels (meta and fake tensors: torch.compile's tracing) used to give any
+    shapes an output (or an IndexError for a 2-D q): they now refuse what the real op
+    refuses, with a ValueError."""
+    _, op, q, k, v, kw = case
+    to = lambda t: t.to(device)  # noqa: E731
+    q, k, v = to(q), to(k), to(v)
+    kw = {n: (tuple(to(c) for c in x) if n == "cu" else to(x) if isinstance(x, torch.Tensor)
+              else x) for n, x in kw.items()}
+    with pytest.raises(ValueError):
+        if op == "attention":
+            rove.torch_ops.attention(q, k, v, **kw)
+        else:
+            cu = kw.pop("cu", (torch.tensor([0, 3, 7]), torch.tensor([0, 2, 5])))
+            rove.torch_ops.attention_varlen(q, k, v, to(cu[0]), to(cu[1]), **kw)
+
+
 @pytest.mark.parametrize("op", ["attention", "attention_varlen"])
 @pytest.mark.parametrize("kw, exc", [
     (dict(causal="False"), TypeError), (dict(causal=None), TypeError),
