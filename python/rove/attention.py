@@ -381,13 +381,14 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
     else:
         st = _lib.lib.rove_kv_cache_attention_typed(cache._ptr, a, types)
         fn = "rove_kv_cache_attention_typed"
-    del lk, lv, qp, kp, qa, ka, sk  # kept alive until here: C read them
-    # (the overlap C refuses is with what it was given: out itself only when not computed
-    # aside)
+    # (the overlap C refuses is with what it was given -- the positions, angles and sinks
+    # as converted -- and with out itself only when it was not computed aside)
     why = ""
     if st == _lib.ERR_INVALID_ARGUMENT:
-        why = ((out is not None and tmp is None and _tensor.overlap_detail(out, q=q, k=k, v=v))
+        why = ((out is not None and tmp is None and _tensor.overlap_detail(
+                   out, q=q, k=k, v=v, q_pos=qp, kv_pos=kp, q_angles=qa, kv_angles=ka, sinks=sk))
                or (cache._attention_detail(Lq, q_pos, q_angles) if cache is not None else ""))
+    del lk, lv, qp, kp, qa, ka, sk  # kept alive until here: C read them
     _lib.check(fn, st, why)
     if tmp is not None:
         _copy_back(result, tmp, vq.torch)

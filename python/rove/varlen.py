@@ -104,6 +104,7 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
     Tq, H, D = vq.shape
     Tk, Hk = int(ck[-1]), plan.n_kv_heads
     keep = [cq, ck]
+    seen = dict(cu_seqlens_q=cq, cu_seqlens_k=ck)  # C's inputs besides q, k, v (named on overlap)
     a = _lib.VarlenArgs()
     a.n_seqs = cq.shape[0] - 1
     a.cu_seqlens_q, a.cu_seqlens_k = cq.ctypes.data, ck.ctypes.data
@@ -124,14 +125,17 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
         if x is not None:
             obj, ptr = _tensor.positions(x, name, 1, n)
             keep.append(obj)
+            seen[name] = obj
             setattr(a, field, ptr)
     for name, x, n in (("q_angles", q_angles, Tq), ("kv_angles", kv_angles, Tk)):
         if x is not None:
             obj, ptr = _angles(x, name, (n, Hk, half))
             keep.append(obj)
+            seen[name] = obj
             setattr(a, name, ptr)
     sk, a.sinks = _sinks(sinks, H)
     keep.append(sk)
+    seen["sinks"] = sk
     result, ov, a.out_stride, tmp = _prepare_out(out, vq.torch, False, 3, (1, Tq, H, D),
                                                  dtype=vq.dtype)
     a.out = ov.ptr
@@ -144,9 +148,10 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
         types = _lib.TensorTypes(dt["q"], dt["k"], dt["v"], ov.dtype)
         st = _lib.lib.rove_attention_varlen_typed(plan._handle, ctypes.byref(a), ctypes.byref(types))
         fn = "rove_attention_varlen_typed"
-    del keep
-    _lib.check(fn, st, _tensor.overlap_detail(out, q=q, k=k, v=v)
-               if st == _lib.ERR_INVALID_ARGUMENT and out is not None and tmp is None else "")
+    why = (_tensor.overlap_detail(out, q=q, k=k, v=v, **seen)
+           if st == _lib.ERR_INVALID_ARGUMENT and out is not None and tmp is None else "")
+    del keep, seen
+    _lib.check(fn, st, why)
     if tmp is not None:
         _copy_back(result, tmp, vq.torch)
     elif out is not None:

@@ -108,6 +108,31 @@ def test_bad_cu_unsigned_and_clear_messages():
         assert np.array_equal(qc, q)
 
 
+def test_out_overlapping_sinks_or_positions_is_named():
+    """librove refuses an out= that overlaps the sinks or the positions it reads (correct);
+    the Python error used to name only an overlap with q, k or v and gave a bare 'invalid
+    argument' here."""
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 4, 8, 16, generator=g) for _ in range(3))
+    cu = torch.tensor([0, 4], dtype=torch.int32)
+    for varlen in (False, True):
+        buf = torch.zeros(1, 4, 8, 16)
+        call = ((lambda **kw: rove.attention_varlen(q[0], k[0], v[0], cu, cu, out=buf[0], **kw))
+                if varlen else (lambda **kw: rove.attention(q, k, v, out=buf, **kw)))
+        with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps sinks"):
+            call(sinks=buf.view(-1)[-8:])
+        pos = buf.view(torch.int32).view(-1)[:4]  # positions 0 (the zeros of buf)
+        kv_pos = torch.arange(4, dtype=torch.int32)
+        if not varlen:
+            with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps q_pos"):
+                call(q_pos=pos, kv_pos=kv_pos)
+        else:  # varlen reads a private copy of the positions: no overlap, the same result
+            want = rove.attention_varlen(q[0], k[0], v[0], cu, cu, q_pos=pos.clone(),
+                                         kv_pos=kv_pos, causal=False)
+            assert torch.equal(call(q_pos=pos, kv_pos=kv_pos, causal=False), want)
+
+
 def test_positions_kept_by_the_graph():
     """The backward uses the forward's positions and angles: an in-place edit of the
     position tensor in between changes nothing, one of angles is refused by autograd;
