@@ -312,7 +312,13 @@ def rove_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_fun
         info.cu = _match_packed(blocks, B, Lq, int(local_size or 0))
         if info.cu is not None:
             found = (True, int(local_size or 0))
-    if found is None:
+    chunk = getattr(kwargs.get("config"), "attention_chunk_size", None)
+    if found is None and local_size is not None and chunk is not None and int(local_size) == chunk:
+        info.error = (f"Llama-4 chunked attention (chunks of {chunk} tokens) over a cache, or "
+                      "with padding: librove runs chunked attention only as a prefill from an "
+                      "empty cache without padding (packed chunks); decoding through it is "
+                      "not supported")
+    elif found is None:
         info.error = ("the attention mask transformers built is not a causal or bidirectional "
                       "mask (with an optional sliding window) combined with key padding, nor "
                       "packed sequences -- e.g. token-type blocks or a custom mask function -- "

@@ -772,3 +772,29 @@ def test_applied_model_saves_and_loads():
     x = torch.randint(3, H.VOCAB, (1, 12), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         assert torch.equal(loaded(x).logits, model(x).logits)
+
+
+# ---- Llama-4 chunked attention ---------------------------------------------------------------
+def test_llama4_chunked_prefill_and_its_decode_refused():
+    """Llama-4's chunked attention (causal within chunks of attention_chunk_size) runs as
+    packed sequences in a prefill from an empty cache: the logits equal eager's and the
+    varlen path ran. A decode step over the cache (a chunk mask with an offset) is refused
+    with an error that names chunked attention (it used to give the generic 'not a causal
+    or bidirectional mask' message)."""
+    cfg = T.Llama4TextConfig(vocab_size=H.VOCAB, hidden_size=128, intermediate_size=256,
+                             intermediate_size_mlp=256, num_hidden_layers=4,
+                             num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                             attention_chunk_size=8, num_local_experts=2, pad_token_id=0,
+                             bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    ref = T.AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="eager").eval()
+    mod = T.AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="rove").eval()
+    mod.load_state_dict(ref.state_dict())
+    ids = torch.randint(3, H.VOCAB, (1, 20), generator=torch.Generator().manual_seed(3))
+    calls = RH.stats["packed_calls"]
+    with torch.no_grad():
+        got, want = mod(ids, use_cache=False).logits, ref(ids, use_cache=False).logits
+    assert RH.stats["packed_calls"] > calls
+    assert _rel(got, want) <= 1e-5
+    with torch.no_grad(), pytest.raises(ValueError, match="chunked attention"):
+        mod.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=0)
