@@ -193,7 +193,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* K and V laid out again with their heads apart (kv_head_stride, batch strides, fuzzed
    * paddings): the same bits, or a refusal with the output untouched for strides the
    * API rejects (a head or token stride below head_dim, a negative or huge batch
-   * stride). */
+   * stride, a default batch stride with batch > 1). */
   if (st == ROVE_OK && fz_bool(&rd)) {
     const int64_t kst = ks ? ks : hkv * d, vst = vs ? vs : hkv * d;
     const int64_t tp = fz_range(&rd, 0, 3), hp = fz_range(&rd, 0, 5), bp = fz_range(&rd, 0, 7);
@@ -218,6 +218,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else if (mode >= 230) b2.k_stride = d - 1, bad = 1;
     else if (mode >= 220) b2.v_batch_stride = -1, bad = 1;
     else if (mode >= 210 && a.batch > 1) b2.k_batch_stride = INT64_MAX / 3, bad = 1;
+    else if (mode >= 200 && a.batch > 1) b2.v_batch_stride = 0, bad = 1; /* outer axis unknown */
     rove_status s2 = rove_attention_forward(plan, &b2);
     fz_check_status(H, s2);
     if (bad) {

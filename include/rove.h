@@ -341,7 +341,9 @@ typedef struct rove_attention_args {
    *  head_dim. Elements between consecutive KV heads of a token, for K and V alike: 0 =
    *  head_dim (the heads of a token side by side, the layout above); else >= head_dim,
    *  and then a token stride of 0 means head_dim and may be as small as head_dim.
-   *  Elements between batch rows: 0 = kv_len token strides; else > 0. All 0 with a KV
+   *  Elements between batch rows: 0 = kv_len token strides; else > 0. With the heads
+   *  apart (kv_head_stride set) and batch > 1 the batch strides must be given (0 is
+   *  ROVE_ERR_INVALID_ARGUMENT: which axis is outer is not known). All 0 with a KV
    *  cache. New in 0.5. */
   int64_t kv_head_stride, k_batch_stride, v_batch_stride;
 } rove_attention_args;
@@ -463,7 +465,9 @@ ROVE_API rove_status rove_merge_partials_sinks(int32_t n_parts, const float *con
 typedef struct rove_attention_grads {
   const float *dout;  /**< [batch][q_len][n_heads][head_dim]: dLoss / d out */
   float *dq;          /**< out: [batch][q_len][n_heads][head_dim] */
-  float *dk, *dv;     /**< out: [batch][kv_len][n_kv_heads][head_dim] */
+  float *dk, *dv;     /**< out: [batch][kv_len][n_kv_heads][head_dim], token-major even
+                           when K and V were read with their heads apart (kv_head_stride:
+                           the head and batch strides do not apply to the gradients) */
   /** Floats between consecutive tokens, as in rove_attention_args; 0 = dense. */
   int64_t dout_stride, dq_stride, dk_stride, dv_stride;
   /** With explicit angles (a->q_angles / kv_angles): NULL, or out: dLoss / d angle,
@@ -488,7 +492,8 @@ typedef struct rove_attention_grads {
  * from the LSE key block by key block, never an n x n matrix; workspace O((q_len + kv_len)
  * * heads * head_dim). A query with no visible key (LSE -inf, or the sink) contributes
  * nothing and gets dq = 0; a key no query sees gets dk = dv = 0. With sinks (a->sinks)
- * the forward's LSE holds them and g->d_sinks, when set, gets their gradient. With
+ * the forward's LSE holds them and g->d_sinks, when set, gets their gradient (a->sinks
+ * must be the forward's: other sinks cannot be detected and give wrong gradients). With
  * explicit angles (Selective RoPE) their gradients are written where g asks for them
  * (d_q_angles, d_kv_angles: each rotation an angle drives contributes, e.g. a key angle
  * through K and, for RoVE, V).

@@ -23,7 +23,8 @@ rove_status rove_tensor_extent(int64_t stride, int64_t width, int64_t rows, int6
 /* The caller's K or V: token, head and batch strides resolved (rove_attention_args: a head
  * stride of 0 puts the heads of a token side by side, so a token row is n_kv_heads *
  * head_dim wide; a head stride >= head_dim puts them apart, and a token row is head_dim
- * wide; a batch stride of 0 is kv_len token strides) and the element extent
+ * wide; a batch stride of 0 is kv_len token strides, refused with the heads apart and
+ * batch > 1) and the element extent
  *   (batch - 1) bs + (n_kv_heads - 1) hs + (kv_len - 1) ts + head_dim
  * (with the defaults: (batch kv_len - 1) ts + n_kv_heads head_dim, as before). */
 static rove_status kv_extent(const rove_fwd *f, const rove_attention_args *a, int64_t tstride,
@@ -32,6 +33,7 @@ static rove_status kv_extent(const rove_fwd *f, const rove_attention_args *a, in
   const int64_t row = hs ? d : hkv * d; /* the dense width of a token row */
   if (tstride == 0) tstride = row;
   if (tstride < row || hs < 0 || (hs && hs < d) || bstride < 0) return ROVE_ERR_INVALID_ARGUMENT;
+  if (hs && bstride == 0 && a->batch > 1) return ROVE_ERR_INVALID_ARGUMENT; /* outer axis unknown */
   int64_t e, t;
   if (bstride == 0 && !rove_mul_i64(a->kv_len, tstride, &bstride)) return ROVE_ERR_SIZE_OVERFLOW;
   if (!rove_mul_i64(a->batch - 1, bstride, &e) || !rove_mul_i64(hkv - 1, hs ? hs : d, &t) ||

@@ -1098,6 +1098,12 @@ static void test_kv_head_strides(void **state) {
       if (B > 1) {
         bad = b, bad.out = o1, bad.lse = l1, bad.k_batch_stride = INT64_MAX / 2;
         assert_int_equal(rove_attention_forward(p, &bad), ROVE_ERR_SIZE_OVERFLOW);
+        /* heads apart with a default batch stride: which axis is outer is unknown (kv_len
+         * token strides would read batch 0's later heads as batch 1): refused */
+        bad = b, bad.out = o1, bad.lse = l1, bad.k_batch_stride = 0;
+        assert_int_equal(rove_attention_forward(p, &bad), ROVE_ERR_INVALID_ARGUMENT);
+        bad = b, bad.out = o1, bad.lse = l1, bad.v_batch_stride = 0;
+        assert_int_equal(rove_attention_forward(p, &bad), ROVE_ERR_INVALID_ARGUMENT);
       }
       for (int i = 0; i < 3; i++) free(g0[i]), free(g1[i]);
       free(dout), free(q), free(k), free(v), free(sk), free(o0), free(o1), free(l0), free(l1);
