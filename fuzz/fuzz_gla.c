@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* GLA: plan creation from fuzzed configs, then rove_gla_forward, rove_gla_recurrent and
  * rove_gla_backward on the same fuzzed inputs (log decays g from 0 down to -FLT_MAX, sometimes positive or
- * non-finite; angles; initial/final states, in place or not).
+ * non-finite; angles; initial/final states, in place or not; the batch as packed
+ * sequences of fuzzed lengths, cu_seqlens sometimes hostile).
  * Invariants: a valid status; g > 0, non-finite g or (for a rotating plan) non-finite
  * angles are rejected; outputs and final state untouched on failure; both calls give the
  * same status, and on success finite outputs and states that agree to float rounding. */
@@ -47,6 +48,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int64_t tok = (int64_t)a.batch * (bad ? 1 : a.seq_len);
   size_t qk_n = (size_t)(tok * nh * kd), v_n = (size_t)(tok * nh * vd);
   size_t st_n = (size_t)(a.batch * nh * kd * vd), a_n = (size_t)(tok * nh * (r / 2));
+  /* packed sequences (cu_seqlens): the batch's tokens as one row of a.batch sequences of
+   * fuzzed lengths (the same buffers, a state per sequence); sometimes a hostile array
+   * (not from 0, not ending at seq_len, decreasing), which must be refused */
+  int32_t cu[3];
+  if (!bad && fz_bool(&rd)) {
+    const int32_t n = a.batch, total = a.batch * a.seq_len;
+    cu[0] = 0, cu[1] = n == 2 ? fz_range(&rd, 0, total) : total, cu[2] = total;
+    const uint8_t m = fz_u8(&rd);
+    if (m >= 245) cu[0] = 1, bad = 1;
+    else if (m >= 240) cu[n] = total - 1, bad = 1;
+    else if (m >= 235 && n == 2) cu[1] = total + 1, bad = 1;
+    a.seq_len = total, a.batch = 1, a.cu_seqlens = cu, a.n_seqs = n;
+  }
   float *q = fz_alloc(qk_n * sizeof *q), *k = fz_alloc(qk_n * sizeof *k);
   float *v = fz_alloc(v_n * sizeof *v), *g = fz_alloc(qk_n * sizeof *g);
   fz_fill_f32(&rd, q, qk_n, 1.0f);
@@ -109,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ac.out = out[c];
     sc[c] = c == 0 ? rove_gla_forward(plan, &ac) : rove_gla_recurrent(plan, &ac);
     fz_check_status(H, sc[c]);
-    if (bad || bad_g || bad_ang) FZ_CHECK(H, sc[c] != ROVE_OK, "bad seq_len/g/angles accepted");
+    if (bad || bad_g || bad_ang) FZ_CHECK(H, sc[c] != ROVE_OK, "bad seq_len/cu/g/angles accepted");
     if (sc[c] != ROVE_OK) {
       FZ_CHECK(H, fz_untouched(out[c], v_n * sizeof(float)), "out written on failure");
       if (state_mode == 1)

@@ -37,7 +37,7 @@ extern "C" {
 /** @name Version */
 /**@{*/
 #define ROVE_VERSION_MAJOR 0
-#define ROVE_VERSION_MINOR 5
+#define ROVE_VERSION_MINOR 6
 #define ROVE_VERSION_PATCH 0
 /** Encoded as major*10000 + minor*100 + patch. */
 #define ROVE_VERSION (ROVE_VERSION_MAJOR * 10000 + ROVE_VERSION_MINOR * 100 + ROVE_VERSION_PATCH)
@@ -1351,6 +1351,16 @@ typedef struct rove_gla_args {
                                       equal initial_state (updated in place) */
   float *out;                    /**< [batch][seq_len][n_heads][value_dim]; must not
                                       overlap an input */
+  /** NULL, or packed sequences (flash-linear-attention's cu_seqlens): [n_seqs + 1]
+   *  cumulative lengths, cu_seqlens[0] = 0, non-decreasing, cu_seqlens[n_seqs] = seq_len,
+   *  with batch 1. Sequence s is tokens cu_seqlens[s] .. cu_seqlens[s+1]-1 of the row (it
+   *  may be empty) and runs from its own state: initial_state, final_state and
+   *  d_initial_state / d_final_state are then [n_seqs][n_heads][key_dim][value_dim]. Each
+   *  sequence's results equal a call on it alone, bit for bit (chunks start at each
+   *  sequence's first token); the sequences are spread over the threads, longest first.
+   *  Must not overlap an output. New in 0.6. */
+  const int32_t *cu_seqlens;
+  int32_t n_seqs;                /**< with cu_seqlens: >= 1; else 0 */
 } rove_gla_args;
 
 /**
@@ -1360,8 +1370,10 @@ typedef struct rove_gla_args {
  * run ~12x slower; the calling thread's floating-point mode is restored before the call
  * returns. rove_gla_backward does the same.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan/args/tensor, sizes <= 0, g > 0 or
- *         non-finite, non-finite angles, overlapping output); ROVE_ERR_SIZE_OVERFLOW;
- *         ROVE_ERR_OUT_OF_MEMORY. Outputs untouched on failure.
+ *         non-finite, non-finite angles, overlapping output; cu_seqlens with batch != 1,
+ *         n_seqs < 1, cu_seqlens[0] != 0, decreasing or not ending at seq_len; n_seqs
+ *         without cu_seqlens); ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. Outputs
+ *         untouched on failure.
  */
 ROVE_API rove_status rove_gla_forward(const rove_gla_plan *p, const rove_gla_args *a);
 /** Token-by-token recurrent GLA (decode; any seq_len). Same arguments and statuses. */
@@ -1371,7 +1383,8 @@ ROVE_API rove_status rove_gla_recurrent(const rove_gla_plan *p, const rove_gla_a
  *  in the layouts of rove_gla_args. */
 typedef struct rove_gla_grads {
   const float *dout;          /**< [batch][seq_len][n_heads][value_dim]: dLoss / d out */
-  const float *d_final_state; /**< NULL (0) or [batch][n_heads][key_dim][value_dim] */
+  const float *d_final_state; /**< NULL (0) or [batch][n_heads][key_dim][value_dim]
+                                   ([n_seqs][...] with cu_seqlens, as the states) */
   float *dq, *dk, *dg;        /**< out: [batch][seq_len][n_heads][key_dim] */
   float *dv;                  /**< out: [batch][seq_len][n_heads][value_dim] */
   float *d_initial_state;     /**< NULL or out: [batch][n_heads][key_dim][value_dim] (the

@@ -15,7 +15,7 @@ dir=${1:-build-tsan}
 jobs=${ROVE_JOBS:-$(nproc 2>/dev/null || echo 2)}
 suites=(ktest_threads test_thread_pool test_properties test_decode test_kv_cache test_gla test_layer
   test_selective_attention test_kv_cache_types test_attention_types test_attention_backward
-  test_gla_backward test_paged)
+  test_gla_backward test_gla_varlen test_paged)
 
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=thread \
   -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \

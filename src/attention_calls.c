@@ -13,14 +13,6 @@
 
 #define GROUP_TASKS 8 /* query-tile tasks per thread that make a group of calls */
 
-int rove_check_cu(const int32_t *cu, int32_t n, int64_t *total) {
-  if (!cu || cu[0] != 0) return 0;
-  for (int32_t s = 0; s < n; s++)
-    if (cu[s + 1] < cu[s]) return 0;
-  *total = cu[n];
-  return 1;
-}
-
 static int64_t call_keys(const rove_attention_args *a, const rove_kv_view *kv) {
   return kv ? kv->len : a->kv_len;
 }

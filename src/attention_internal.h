@@ -134,8 +134,6 @@ rove_status rove_fwd_init_team(rove_fwd *f, const rove_plan *p, const rove_atten
  * workspaces. Each call's results are those of rove_fwd_run. */
 void rove_fwd_run_many(rove_fwd *f, int32_t n);
 void rove_fwd_release(rove_fwd *f);
-/* Cumulative lengths cu[0..n]: cu[0] = 0, non-decreasing; *total = cu[n]. 0 if not. */
-int rove_check_cu(const int32_t *cu, int32_t n, int64_t *total);
 /* n batch-1 calls (args[s]; kv NULL or [n] views; types NULL or the tensors' element
  * types, as rove_fwd_init) validated and given one workspace before any runs, then run in
  * groups (attention_calls.c); call s's LSE rows go to lse + cu_q[s] with total_q floats

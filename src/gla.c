@@ -9,7 +9,10 @@
  * never on the thread, the group or what ran before, so the output is bitwise identical
  * for any thread count. Tensor rows of token t
  * of batch row b, head h start at ((b T + t) H + h) * width; the state of (b, h) at
- * (b H + h) dk dv. All checks come before anything is written. */
+ * (b H + h) dk dv. Packed sequences (cu_seqlens) are the same with sequence s in place of
+ * batch row b, starting at token cu_seqlens[s] of the one row. All checks come before
+ * anything is written. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "gla_internal.h"
@@ -65,11 +68,19 @@ rove_status rove_gla_check_inputs(const rove_gla_plan *p, const rove_gla_args *a
                                   rove_gla_bytes *by) {
   if (!p || !a || !a->q || !a->k || !a->v || !a->g) return ROVE_ERR_INVALID_ARGUMENT;
   if (a->batch <= 0 || a->seq_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
+  if (a->cu_seqlens) { /* packed sequences of one row, ending at seq_len */
+    int64_t total = 0;
+    if (a->batch != 1 || a->n_seqs < 1 || !rove_check_cu(a->cu_seqlens, a->n_seqs, &total) ||
+        total != a->seq_len)
+      return ROVE_ERR_INVALID_ARGUMENT;
+  } else if (a->n_seqs != 0) {
+    return ROVE_ERR_INVALID_ARGUMENT; /* n_seqs without cu_seqlens would be ignored */
+  }
   const rove_gla_config *c = &p->cfg;
   int64_t rows, nk, nv, ns, na;
   if (!rove_mul_i64((int64_t)a->batch * a->seq_len, c->n_heads, &rows) ||
       !rove_mul_i64(rows, c->key_dim, &nk) || !rove_mul_i64(rows, c->value_dim, &nv) ||
-      !rove_mul_i64((int64_t)a->batch * c->n_heads, (int64_t)c->key_dim * c->value_dim, &ns) ||
+      !rove_mul_i64(rove_gla_n_seqs(a) * c->n_heads, (int64_t)c->key_dim * c->value_dim, &ns) ||
       !rove_mul_i64(rows, p->half, &na))
     return ROVE_ERR_SIZE_OVERFLOW;
   const int64_t lim =
@@ -77,7 +88,41 @@ rove_status rove_gla_check_inputs(const rove_gla_plan *p, const rove_gla_args *a
                                                                  : (uint64_t)INT64_MAX / 8);
   if (nk > lim || nv > lim || ns > lim || na > lim) return ROVE_ERR_SIZE_OVERFLOW;
   by->k = nk * 4, by->v = nv * 4, by->s = ns * 4, by->angles = use_angles ? na * 8 : 0;
+  by->cu = a->cu_seqlens ? ((int64_t)a->n_seqs + 1) * 4 : 0;
   return ROVE_OK;
+}
+
+/* Longest first, equal lengths by index (a total order: qsort's instability is moot). */
+typedef struct {
+  int64_t len;
+  int32_t s;
+} seq_len_at;
+static int longest_first(const void *x, const void *y) {
+  const seq_len_at *a = x, *b = y;
+  if (a->len != b->len) return a->len > b->len ? -1 : 1;
+  return (a->s > b->s) - (a->s < b->s);
+}
+
+int rove_gla_seq_order(const rove_gla_args *a, int32_t **order) {
+  *order = NULL;
+  if (!a->cu_seqlens || a->n_seqs < 2) return 1;
+  int sorted = 1; /* already longest first: no array */
+  for (int32_t s = 1; s < a->n_seqs && sorted; s++)
+    sorted = rove_gla_seq_len(a, s) <= rove_gla_seq_len(a, s - 1);
+  if (sorted) return 1;
+  seq_len_at *t = malloc(sizeof *t * (size_t)a->n_seqs);
+  int32_t *o = malloc(sizeof *o * (size_t)a->n_seqs);
+  if (!t || !o) {
+    free(t);
+    free(o);
+    return 0;
+  }
+  for (int32_t s = 0; s < a->n_seqs; s++) t[s].len = rove_gla_seq_len(a, s), t[s].s = s;
+  qsort(t, (size_t)a->n_seqs, sizeof *t, longest_first);
+  for (int32_t s = 0; s < a->n_seqs; s++) o[s] = t[s].s;
+  free(t);
+  *order = o;
+  return 1;
 }
 
 rove_status rove_gla_check_contents(const rove_gla_plan *p, const rove_gla_args *a,
@@ -100,12 +145,12 @@ static rove_status check_args(const rove_gla_plan *p, const rove_gla_args *a, in
   rove_status st = rove_gla_check_inputs(p, a, use_angles, &by);
   if (st != ROVE_OK) return st;
   const double *ang = use_angles ? a->angles : NULL;
-  const void *in[6] = {a->q, a->k, a->v, a->g, ang, a->initial_state};
-  const int64_t in_bytes[6] = {by.k, by.k, by.v, by.k, by.angles, by.s};
-  for (int i = 0; i < 6; i++)
+  const void *in[7] = {a->q, a->k, a->v, a->g, ang, a->cu_seqlens, a->initial_state};
+  const int64_t in_bytes[7] = {by.k, by.k, by.v, by.k, by.angles, by.cu, by.s};
+  for (int i = 0; i < 7; i++)
     if (overlap(a->out, by.v, in[i], in_bytes[i])) return ROVE_ERR_INVALID_ARGUMENT;
   if (a->final_state) {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
       if (overlap(a->final_state, by.s, in[i], in_bytes[i])) return ROVE_ERR_INVALID_ARGUMENT;
     if (overlap(a->final_state, by.s, a->out, by.v)) return ROVE_ERR_INVALID_ARGUMENT;
     if (a->final_state != a->initial_state && overlap(a->final_state, by.s, a->initial_state, by.s))
@@ -116,17 +161,20 @@ static rove_status check_args(const rove_gla_plan *p, const rove_gla_args *a, in
 
 /* ---- the parallel loop over (batch row, head group) ------------------------------------ */
 
-/* Task i: batch row b, heads h0 .. h0+group-1, the whole sequence. The recurrence runs
- * on the states in place in final_state when there is one (after copying initial_state
- * there unless it is the same buffer: a decode step then moves no state around), else
- * in the thread's scratch. Only this task touches these heads' states. */
+/* Task i: sequence b (a batch row, or a packed sequence), heads h0 .. h0+group-1, the
+ * whole sequence. The recurrence runs on the states in place in final_state when there
+ * is one (after copying initial_state there unless it is the same buffer: a decode step
+ * then moves no state around), else in the thread's scratch. Only this task touches
+ * these heads' states. */
 static void group_task_body(int64_t i, int tid, void *vctx) {
   const gla_call *c = vctx;
   const rove_gla_args *a = c->a;
   gla_scratch ws = rove_gla_scratch_at(c, tid);
   const int32_t per_b = c->p->cfg.n_heads / c->group;
-  const int32_t b = (int32_t)(i / per_b), h0 = (int32_t)(i % per_b) * c->group;
-  const int64_t kv = (int64_t)c->p->cfg.key_dim * c->p->cfg.value_dim, T = a->seq_len;
+  const int64_t slot = i / per_b;
+  const int32_t b = c->order ? c->order[slot] : (int32_t)slot, h0 = (int32_t)(i % per_b) * c->group;
+  const int64_t kv = (int64_t)c->p->cfg.key_dim * c->p->cfg.value_dim;
+  const int64_t T = rove_gla_seq_len(a, b), start = rove_gla_seq_start(a, b);
   const int64_t s0 = ((int64_t)b * c->p->cfg.n_heads + h0) * kv, sn = (int64_t)c->group * kv;
   float *st = a->final_state ? a->final_state + s0 : ws.s;
   if (!a->initial_state)
@@ -138,12 +186,12 @@ static void group_task_body(int64_t i, int tid, void *vctx) {
     const int32_t np = c->pad ? (int32_t)rove_gla_round16(n) : n;
     for (int32_t j0 = 0; j0 < c->group; j0 += c->sub) {
       const int32_t G = c->group - j0 < c->sub ? c->group - j0 : c->sub;
-      rove_gla_load_step(c, &ws, b, h0 + j0, G, t0, n, np);
+      rove_gla_load_step(c, &ws, h0 + j0, G, start + t0, n, np);
       for (int32_t j = 0; j < G; j++) {
         const gla_head hd = rove_gla_head(c, &ws, j);
         c->run(c, &hd, st + (j0 + j) * kv, n, np);
       }
-      rove_gla_store_step(c, &ws, b, h0 + j0, G, t0, n);
+      rove_gla_store_step(c, &ws, h0 + j0, G, start + t0, n);
     }
   }
 }
@@ -197,17 +245,25 @@ rove_status rove_gla_run(const rove_gla_plan *p, const rove_gla_args *a, int32_t
   const double macs =
       (double)a->batch * p->cfg.n_heads * a->seq_len * p->cfg.key_dim * p->cfg.value_dim;
   int32_t threads = macs < SERIAL_MACS ? 1 : p->cfg.n_threads;
-  c.group = group_size(p, a->batch, threads);
-  const int64_t tasks = (int64_t)a->batch * (p->cfg.n_heads / c.group);
+  const int64_t seqs = rove_gla_n_seqs(a);
+  c.group = group_size(p, (int32_t)seqs, threads);
+  const int64_t tasks = seqs * (p->cfg.n_heads / c.group);
   threads = rove_team_size(threads, tasks); /* scratch for the threads that run */
   c.state_floats = a->final_state ? 0 : (int64_t)c.group * p->cfg.key_dim * p->cfg.value_dim;
   c.sub = sub_size(p, c.rows, c.group);
   c.scratch_floats = rove_gla_scratch_floats(p, c.rows, c.sub, c.state_floats);
   size_t size = 0;
+  int32_t *order = NULL;
+  if (!rove_gla_seq_order(a, &order)) return ROVE_ERR_OUT_OF_MEMORY;
+  c.order = order;
   c.scratch = rove_pool_get(p->pool, (size_t)(threads * c.scratch_floats) * sizeof(float), &size);
-  if (!c.scratch) return ROVE_ERR_OUT_OF_MEMORY;
+  if (!c.scratch) {
+    free(order);
+    return ROVE_ERR_OUT_OF_MEMORY;
+  }
   rove_parallel_for(threads, tasks, group_task, &c);
   rove_pool_put(p->pool, c.scratch, size);
+  free(order);
   return ROVE_OK;
 }
 

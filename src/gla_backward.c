@@ -2,7 +2,8 @@
 /* rove_gla_backward: the driver of the two backward sweeps (the chunk algebra is in
  * kernels/gla_kernels.h, its loops in kernels/gla_bwd_body.h).
  *
- * One task per (batch row b, group of G heads h0 .. h0+G-1), the whole sequence:
+ * One task per (sequence b: a batch row or, with cu_seqlens, a packed sequence; group of
+ * G heads h0 .. h0+G-1), the whole sequence:
  *   1. state sweep, chunk by chunk from the initial states: the chunk's k~, v~ and g of
  *      the G heads are loaded and the bwd_state kernel moves each head's S past it; S
  *      before each chunk is kept (the chunk-start states, G dk dv floats a chunk). After
@@ -31,6 +32,7 @@
  * work (one head at a time); the kept states [M][G][dk][dv] and, with segments, the
  * segment starts [segments][G][dk][dv]; and, while they fit in TABLE_CACHE_FLOATS, cos and
  * sin [T][G][half] of the whole sequence. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "gla_internal.h"
@@ -51,8 +53,9 @@ typedef struct {
   const rove_gla_grads *g;
   int rot_q, rot_k, rot_v, rot_o, rot_any;
   int32_t group;        /* heads per task */
-  int64_t chunks;       /* chunks of the sequence */
+  int64_t chunks;       /* chunks of the longest sequence */
   int64_t seg_chunks;   /* M: chunks per segment (all of them: one segment) */
+  const int32_t *order; /* sequence of task slot i / groups (NULL: i / groups) */
   int64_t state_floats; /* G dk dv rounded up to 16: one kept state of the group */
   int64_t cache_floats; /* tables of the whole sequence per thread (0: not kept) */
   int64_t scratch_floats;
@@ -67,20 +70,26 @@ typedef struct {
   double *carry;
 } gb_scratch;
 
+/* The sequence of a task: its index (the state row), first token row, length, chunks. */
+typedef struct {
+  int64_t b, start, len, chunks;
+} gb_seq;
+
 /* Floats of one head's chunk rows, states and tables. */
 static int64_t head_floats(const rove_gla_plan *p) {
   const int64_t C = p->cfg.chunk, dk = p->cfg.key_dim, dv = p->cfg.value_dim;
   return C * (5 * dk + 3 * dv + 2 * p->half) + 2 * dk * dv + 2 * dk;
 }
 
-static int64_t segments(const gb_call *c) {
-  return (c->chunks + c->seg_chunks - 1) / c->seg_chunks;
+/* Segments of a sequence of the given chunks (of the longest: the scratch's count). */
+static int64_t segments(const gb_call *c, int64_t chunks) {
+  return (chunks + c->seg_chunks - 1) / c->seg_chunks;
 }
 
 static int64_t scratch_floats(const gb_call *c) {
   const rove_gla_plan *p = c->p;
   const int64_t C = p->cfg.chunk, dk = p->cfg.key_dim, dv = p->cfg.value_dim, G = c->group;
-  const int64_t nseg = segments(c);
+  const int64_t nseg = segments(c, c->chunks);
   return 2 * c->cache_floats + 2 * rove_gla_round16(C * G * p->half) +
          5 * rove_gla_round16(G * C * dk) + 3 * rove_gla_round16(G * C * dv) +
          2 * c->state_floats + rove_gla_round16(2 * G * dk) +
@@ -110,16 +119,16 @@ static gb_scratch scratch_at(const gb_call *c, int tid) {
   w.work = w.h + c->state_floats + rove_gla_round16(2 * G * dk);
   w.kept = w.work + rove_gla_round16(rove_gla_bwd_work_floats(C, dk, dv));
   float *next = w.kept + c->seg_chunks * c->state_floats;
-  w.seg_first = segments(c) > 1 ? next : NULL;
-  if (w.seg_first) next += segments(c) * c->state_floats;
+  w.seg_first = segments(c, c->chunks) > 1 ? next : NULL;
+  if (w.seg_first) next += segments(c, c->chunks) * c->state_floats;
   w.cos_all = c->cache_floats ? next : NULL;
   w.sin_all = c->cache_floats ? next + c->cache_floats : NULL;
   return w;
 }
 
-/* Row index (token t of batch row b, head h) of the [B][T][H] tensors. */
-static int64_t row_of(const gb_call *c, int64_t b, int64_t h, int64_t t) {
-  return (b * c->a->seq_len + t) * c->p->cfg.n_heads + h;
+/* Row index (token t of sequence sq, head h) of the [B T][H] tensors. */
+static int64_t row_of(const gb_call *c, const gb_seq *sq, int64_t h, int64_t t) {
+  return (sq->start + t) * c->p->cfg.n_heads + h;
 }
 
 /* The rotation of the G heads' rows of token i of the chunk (tables [C][G][half]), or
@@ -155,13 +164,13 @@ static void zero_pad(const gb_call *c, float *x, int64_t width, int32_t n, int32
 /* Tokens t0 .. t0+n-1 of the group's heads: the tables (formed when make_tables, else
  * only pointed at in the kept tables), k~, v~, g and (grads) q~, do~ into each head's
  * [C][width] rows; rows n .. np-1 zero. */
-static void load_chunk(const gb_call *c, gb_scratch *ws, int64_t b, int64_t h0, int64_t t0,
-                       int32_t n, int32_t np, int grads, int make_tables) {
+static void load_chunk(const gb_call *c, gb_scratch *ws, const gb_seq *sq, int64_t h0,
+                       int64_t t0, int32_t n, int32_t np, int grads, int make_tables) {
   const rove_gla_plan *p = c->p;
   const rove_gla_args *a = c->a;
   const int64_t dk = p->cfg.key_dim, dv = p->cfg.value_dim, H = p->cfg.n_heads, w = p->half;
   const int64_t C = p->cfg.chunk, G = c->group, hk = C * dk, hv = C * dv;
-  const int64_t r0 = row_of(c, b, h0, t0);
+  const int64_t r0 = row_of(c, sq, h0, t0);
   if (ws->cos_all) ws->cos_t = ws->cos_all + t0 * G * w, ws->sin_t = ws->sin_all + t0 * G * w;
   const float sc = p->cfg.scale;
   for (int32_t i = 0; i < n && i < PREFETCH_TOKENS; i++) prefetch_token(c, r0 + i * H, grads);
@@ -200,15 +209,15 @@ static void add_pair_grads(const rove_gla_plan *p, const float *gy, const float 
  * carries, the angle gradients; then the gradients rotated back into the user's rows,
  * token by token (a rotate call per token and tensor, its rows the G heads: each writes
  * one contiguous run, as load_chunk reads them). */
-static void finish_chunk(const gb_call *c, gb_scratch *ws, int64_t b, int64_t h0, int64_t t0,
-                         int32_t n) {
+static void finish_chunk(const gb_call *c, gb_scratch *ws, const gb_seq *sq, int64_t h0,
+                         int64_t t0, int32_t n) {
   const rove_gla_plan *p = c->p;
   const rove_gla_grads *g = c->g;
   const int32_t dk = p->cfg.key_dim, dv = p->cfg.value_dim, w = p->half, G = c->group;
   const int64_t C = p->cfg.chunk, H = p->cfg.n_heads;
   const float sc = p->cfg.scale;
   for (int32_t i = n - 1; i >= 0; i--) {
-    const int64_t r = row_of(c, b, h0, t0 + i);
+    const int64_t r = row_of(c, sq, h0, t0 + i);
     for (int32_t j = 0; j < G; j++) {
       const int64_t x = j * C + i, rj = r + j;
       float *dgr = g->dg + rj * dk;
@@ -225,7 +234,7 @@ static void finish_chunk(const gb_call *c, gb_scratch *ws, int64_t b, int64_t h0
       }
     }
   }
-  const int64_t r0 = row_of(c, b, h0, t0), hk = C * dk, hv = C * dv;
+  const int64_t r0 = row_of(c, sq, h0, t0), hk = C * dk, hv = C * dv;
   for (int32_t i = 0; i < n; i++) {
     const rove_rot rq = rot_token(c, ws, i, c->rot_q), rk = rot_token(c, ws, i, c->rot_k);
     const rove_rot rv = rot_token(c, ws, i, c->rot_v);
@@ -249,9 +258,11 @@ static rove_gla_bwd_chunk head_chunk(const gb_call *c, const gb_scratch *ws, int
   return ch;
 }
 
-/* Tokens of chunk i: *t0 and the count (the last chunk may be short); *np rounded up. */
-static int32_t chunk_rows(const gb_call *c, int64_t i, int64_t *t0, int32_t *np) {
-  const int64_t C = c->p->cfg.chunk, T = c->a->seq_len;
+/* Tokens of chunk i of sq: *t0 and the count (the last chunk may be short); *np rounded
+ * up. */
+static int32_t chunk_rows(const gb_call *c, const gb_seq *sq, int64_t i, int64_t *t0,
+                          int32_t *np) {
+  const int64_t C = c->p->cfg.chunk, T = sq->len;
   *t0 = i * C;
   const int32_t n = (int32_t)(T - *t0 < C ? T - *t0 : C);
   *np = (int32_t)rove_gla_round16(n);
@@ -260,16 +271,16 @@ static int32_t chunk_rows(const gb_call *c, int64_t i, int64_t *t0, int32_t *np)
 
 /* The state sweep over chunks c0 .. c1-1, moving ws->s: S before chunk i is copied to
  * keep[(i - c0) / every] when (i - c0) % every == 0. */
-static void state_sweep(const gb_call *c, gb_scratch *ws, int64_t b, int64_t h0, int64_t c0,
-                        int64_t c1, float *keep, int64_t every, int make_tables) {
+static void state_sweep(const gb_call *c, gb_scratch *ws, const gb_seq *sq, int64_t h0,
+                        int64_t c0, int64_t c1, float *keep, int64_t every, int make_tables) {
   const int64_t sn = c->state_floats;
   for (int64_t i = c0; i < c1; i++) {
     if ((i - c0) % every == 0)
       memcpy(keep + (i - c0) / every * sn, ws->s, (size_t)sn * sizeof(float));
     int64_t t0;
     int32_t np;
-    const int32_t n = chunk_rows(c, i, &t0, &np);
-    load_chunk(c, ws, b, h0, t0, n, np, 0, make_tables);
+    const int32_t n = chunk_rows(c, sq, i, &t0, &np);
+    load_chunk(c, ws, sq, h0, t0, n, np, 0, make_tables);
     for (int32_t j = 0; j < c->group; j++) {
       const rove_gla_bwd_chunk ch = head_chunk(c, ws, j, np, ws->s);
       c->p->kern->gla.bwd_state(&ch);
@@ -278,19 +289,19 @@ static void state_sweep(const gb_call *c, gb_scratch *ws, int64_t b, int64_t h0,
 }
 
 /* The gradient sweep over chunks c1-1 .. c0 (their states kept from c0 on). */
-static void grads_sweep(const gb_call *c, gb_scratch *ws, int64_t b, int64_t h0, int64_t c0,
-                        int64_t c1) {
+static void grads_sweep(const gb_call *c, gb_scratch *ws, const gb_seq *sq, int64_t h0,
+                        int64_t c0, int64_t c1) {
   for (int64_t i = c1 - 1; i >= c0; i--) {
     int64_t t0;
     int32_t np;
-    const int32_t n = chunk_rows(c, i, &t0, &np);
-    load_chunk(c, ws, b, h0, t0, n, np, 1, c->rot_any && !ws->cos_all);
+    const int32_t n = chunk_rows(c, sq, i, &t0, &np);
+    load_chunk(c, ws, sq, h0, t0, n, np, 1, c->rot_any && !ws->cos_all);
     float *s = ws->kept + (i - c0) * c->state_floats;
     for (int32_t j = 0; j < c->group; j++) {
       const rove_gla_bwd_chunk ch = head_chunk(c, ws, j, np, s);
       c->p->kern->gla.bwd_grads(&ch);
     }
-    finish_chunk(c, ws, b, h0, t0, n);
+    finish_chunk(c, ws, sq, h0, t0, n);
   }
 }
 
@@ -301,17 +312,21 @@ static void group_task_body(int64_t i, int tid, void *vctx) {
   const rove_gla_grads *g = c->g;
   gb_scratch ws = scratch_at(c, tid);
   const int32_t G = c->group, per_b = p->cfg.n_heads / G;
-  const int64_t H = p->cfg.n_heads, b = i / per_b, h0 = (i % per_b) * G;
+  const int64_t H = p->cfg.n_heads, slot = i / per_b, h0 = (i % per_b) * G;
+  gb_seq sq;
+  sq.b = c->order ? c->order[slot] : slot;
+  sq.start = rove_gla_seq_start(a, sq.b), sq.len = rove_gla_seq_len(a, sq.b);
+  sq.chunks = (sq.len + p->cfg.chunk - 1) / p->cfg.chunk;
   const int32_t dk = p->cfg.key_dim, dv = p->cfg.value_dim;
-  const int64_t kv = (int64_t)dk * dv, s0 = (b * H + h0) * kv, sn = G * kv;
-  const int64_t M = c->seg_chunks, nseg = segments(c);
+  const int64_t kv = (int64_t)dk * dv, s0 = (sq.b * H + h0) * kv, sn = G * kv;
+  const int64_t M = c->seg_chunks, nseg = segments(c, sq.chunks);
   /* 1. state sweep: every chunk's state kept, or (segments) each segment's first */
   if (a->initial_state)
     memcpy(ws.s, a->initial_state + s0, (size_t)sn * sizeof(float));
   else
     memset(ws.s, 0, (size_t)sn * sizeof(float));
-  state_sweep(c, &ws, b, h0, 0, c->chunks, nseg == 1 ? ws.kept : ws.seg_first,
-              nseg == 1 ? 1 : M, c->rot_any);
+  state_sweep(c, &ws, &sq, h0, 0, sq.chunks, nseg <= 1 ? ws.kept : ws.seg_first,
+              nseg <= 1 ? 1 : M, c->rot_any);
   /* the final state's own term of dg, then H = d_final_state */
   for (int64_t e = 0; e < (int64_t)G * dk; e++) {
     double t = 0.0;
@@ -326,12 +341,12 @@ static void group_task_body(int64_t i, int tid, void *vctx) {
     memset(ws.h, 0, (size_t)sn * sizeof(float));
   /* 2. gradient sweep, a segment at a time from the last */
   for (int64_t seg = nseg - 1; seg >= 0; seg--) {
-    const int64_t c0 = seg * M, c1 = c0 + M < c->chunks ? c0 + M : c->chunks;
+    const int64_t c0 = seg * M, c1 = c0 + M < sq.chunks ? c0 + M : sq.chunks;
     if (nseg > 1) {
       memcpy(ws.s, ws.seg_first + seg * c->state_floats, (size_t)sn * sizeof(float));
-      state_sweep(c, &ws, b, h0, c0, c1, ws.kept, 1, c->rot_any && !ws.cos_all);
+      state_sweep(c, &ws, &sq, h0, c0, c1, ws.kept, 1, c->rot_any && !ws.cos_all);
     }
-    grads_sweep(c, &ws, b, h0, c0, c1);
+    grads_sweep(c, &ws, &sq, h0, c0, c1);
   }
   /* 3. */
   if (g->d_initial_state) memcpy(g->d_initial_state + s0, ws.h, (size_t)sn * sizeof(float));
@@ -362,20 +377,22 @@ static rove_status check_grads(const gb_call *c, int use_angles, const rove_gla_
   const rove_gla_grads *g = c->g;
   const int need_out = g->d_angles && c->rot_o;
   if (need_out && !a->out) return ROVE_ERR_INVALID_ARGUMENT;
-  const void *in[9] = {a->q,
-                       a->k,
-                       a->v,
-                       a->g,
-                       use_angles ? a->angles : NULL,
-                       a->initial_state,
-                       g->dout,
-                       g->d_final_state,
-                       need_out ? a->out : NULL};
-  const int64_t inb[9] = {by->k, by->k, by->v, by->k, by->angles, by->s, by->v, by->s, by->v};
+  const void *in[10] = {a->q,
+                        a->k,
+                        a->v,
+                        a->g,
+                        use_angles ? a->angles : NULL,
+                        a->initial_state,
+                        g->dout,
+                        g->d_final_state,
+                        need_out ? a->out : NULL,
+                        a->cu_seqlens};
+  const int64_t inb[10] = {by->k, by->k,  by->v, by->k, by->angles,
+                           by->s, by->v,  by->s, by->v, by->cu};
   void *outs[6] = {g->dq, g->dk, g->dg, g->dv, g->d_initial_state, g->d_angles};
   const int64_t outb[6] = {by->k, by->k, by->k, by->v, by->s, by->angles};
   for (int o = 0; o < 6; o++) {
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < 10; i++)
       if (rove_overlap(outs[o], (size_t)outb[o], in[i], (size_t)inb[i]))
         return ROVE_ERR_INVALID_ARGUMENT;
     for (int o2 = 0; o2 < o; o2++)
@@ -408,13 +425,17 @@ rove_status rove_gla_backward(const rove_gla_plan *p, const rove_gla_args *a,
   const double macs =
       (double)a->batch * p->cfg.n_heads * a->seq_len * p->cfg.key_dim * p->cfg.value_dim;
   int threads = macs < SERIAL_MACS ? 1 : p->cfg.n_threads;
-  c.group = group_size(p, a->batch, threads);
-  const int64_t tasks = (int64_t)a->batch * (p->cfg.n_heads / c.group);
+  const int64_t seqs = rove_gla_n_seqs(a);
+  int64_t longest = 0; /* the scratch is sized for the longest sequence */
+  for (int64_t s = 0; s < seqs; s++)
+    if (rove_gla_seq_len(a, s) > longest) longest = rove_gla_seq_len(a, s);
+  c.group = group_size(p, (int32_t)seqs, threads);
+  const int64_t tasks = seqs * (p->cfg.n_heads / c.group);
   threads = rove_team_size(threads, tasks);
-  const int64_t tab = rove_gla_round16((int64_t)a->seq_len * c.group * p->half);
+  const int64_t tab = rove_gla_round16(longest * c.group * p->half);
   c.cache_floats = c.rot_any && 2 * tab <= TABLE_CACHE_FLOATS ? tab : 0;
   /* the chunk-start states kept: all of them while they fit in bwd_keep_floats */
-  c.chunks = ((int64_t)a->seq_len + p->cfg.chunk - 1) / p->cfg.chunk;
+  c.chunks = (longest + p->cfg.chunk - 1) / p->cfg.chunk;
   c.state_floats = rove_gla_round16((int64_t)c.group * p->cfg.key_dim * p->cfg.value_dim);
   const int64_t fit = p->bwd_keep_floats / c.state_floats;
   c.seg_chunks = fit < 1 ? 1 : fit < c.chunks ? fit : c.chunks;
@@ -423,9 +444,16 @@ rove_status rove_gla_backward(const rove_gla_plan *p, const rove_gla_args *a,
       (uint64_t)(threads * c.scratch_floats) > SIZE_MAX / sizeof(float))
     return ROVE_ERR_SIZE_OVERFLOW;
   size_t size = 0;
+  int32_t *order = NULL;
+  if (!rove_gla_seq_order(a, &order)) return ROVE_ERR_OUT_OF_MEMORY;
+  c.order = order;
   c.scratch = rove_pool_get(p->pool, (size_t)(threads * c.scratch_floats) * sizeof(float), &size);
-  if (!c.scratch) return ROVE_ERR_OUT_OF_MEMORY;
+  if (!c.scratch) {
+    free(order);
+    return ROVE_ERR_OUT_OF_MEMORY;
+  }
   rove_parallel_for(threads, tasks, group_task, &c);
   rove_pool_put(p->pool, c.scratch, size);
+  free(order);
   return ROVE_OK;
 }

@@ -64,16 +64,36 @@ struct gla_call {
   int64_t state_floats;           /* states in the scratch: 0 with final_state */
   int64_t scratch_floats;         /* per thread */
   float *scratch;                 /* threads * scratch_floats */
+  const int32_t *order;           /* sequence of task slot i / groups (NULL: i / groups) */
   gla_rows_fn run;
 };
 
+/* The sequences of a call: its batch rows, or (cu_seqlens) the packed sequences of its one
+ * row. Sequence s is tokens start .. start + len - 1 of the [batch * seq_len] token rows
+ * of every tensor, and state row s of the states. */
+static inline int64_t rove_gla_n_seqs(const rove_gla_args *a) {
+  return a->cu_seqlens ? a->n_seqs : a->batch;
+}
+static inline int64_t rove_gla_seq_start(const rove_gla_args *a, int64_t s) {
+  return a->cu_seqlens ? a->cu_seqlens[s] : s * a->seq_len;
+}
+static inline int64_t rove_gla_seq_len(const rove_gla_args *a, int64_t s) {
+  return a->cu_seqlens ? a->cu_seqlens[s + 1] - a->cu_seqlens[s] : a->seq_len;
+}
+
+/* The order in which a call's tasks take the sequences: longest first (packed sequences,
+ * so that a long one does not start last and leave the other threads idle), else in
+ * order. *order is NULL (in order) or an array to free; 0 when it cannot be allocated. */
+int rove_gla_seq_order(const rove_gla_args *a, int32_t **order);
+
 /* Byte sizes of a call's tensors: q / k / g, v / out, a state, the angles (0 when unused). */
 typedef struct rove_gla_bytes {
-  int64_t k, v, s, angles;
+  int64_t k, v, s, angles, cu;
 } rove_gla_bytes;
 
 /* gla.c: the checks every GLA entry shares. Inputs: NULL plan / args / q, k, v, g, sizes
- * <= 0 (INVALID_ARGUMENT), products past int64 / SIZE_MAX / 8 (SIZE_OVERFLOW); sets *by.
+ * <= 0, bad cu_seqlens (INVALID_ARGUMENT), products past int64 / SIZE_MAX / 8
+ * (SIZE_OVERFLOW); sets *by (the states' bytes count every sequence's).
  * Contents: g finite and <= 0, the angles finite when use_angles (the slowest check:
  * run it last). */
 rove_status rove_gla_check_inputs(const rove_gla_plan *p, const rove_gla_args *a, int use_angles,
@@ -93,13 +113,15 @@ int64_t rove_gla_scratch_floats(const rove_gla_plan *p, int32_t rows, int32_t su
 gla_scratch rove_gla_scratch_at(const gla_call *c, int tid);
 gla_head rove_gla_head(const gla_call *c, const gla_scratch *ws, int32_t j);
 
-/* Tokens t0 .. t0+n-1 of heads h .. h+G-1 (G <= sub) of batch row b into ws (tables,
- * rotated and scaled rows); rows n .. np-1 of every head zero. */
-void rove_gla_load_step(const gla_call *c, gla_scratch *ws, int32_t b, int32_t h, int32_t G,
-                        int64_t t0, int32_t n, int32_t np);
-/* ws->o rows 0..n-1 of heads h .. h+G-1 (rotated back with ROTATE_O) to out. */
-void rove_gla_store_step(const gla_call *c, const gla_scratch *ws, int32_t b, int32_t h,
-                         int32_t G, int64_t t0, int32_t n);
+/* Tokens t0 .. t0+n-1 (of the call's token rows: a sequence's start included) of heads
+ * h .. h+G-1 (G <= sub) into ws (tables, rotated and scaled rows); rows n .. np-1 of
+ * every head zero. */
+void rove_gla_load_step(const gla_call *c, gla_scratch *ws, int32_t h, int32_t G, int64_t t0,
+                        int32_t n, int32_t np);
+/* ws->o rows 0..n-1 of heads h .. h+G-1 (rotated back with ROTATE_O) to out at tokens
+ * t0 .. t0+n-1 of the call's token rows. */
+void rove_gla_store_step(const gla_call *c, const gla_scratch *ws, int32_t h, int32_t G,
+                         int64_t t0, int32_t n);
 
 /* Bytes [x, x + bytes) towards L2, one request per 64-byte line (the row loads of the
  * forward, gla_rows.c, and of the backward, gla_backward.c, run a few tokens ahead). */

@@ -2,7 +2,8 @@
 /* GLA driver, the token rows of a step: the per-thread scratch, and moving one step of a
  * head group between the user tensors and the scratch (gla_internal.h has the layouts).
  *
- * Tensor rows of token t of batch row b, head h start at ((b T + t) H + h) * width, so
+ * Tensor rows of token t of batch row b, head h start at ((b T + t) H + h) * width (of
+ * packed sequences, at token cu_seqlens[s] + t of the one row), so
  * the rows of the group's heads for one token are adjacent: a step is read and written
  * token by token, each token's group rows as one contiguous run (per tensor), and one
  * call of the rotate kernel per tensor and token scatters the heads to their own rows of
@@ -54,9 +55,9 @@ gla_head rove_gla_head(const gla_call *c, const gla_scratch *ws, int32_t j) {
   return h;
 }
 
-/* Row index (token t of batch row b, head h) of the [B][T][H] tensors. */
-static int64_t row_of(const gla_call *c, int32_t b, int32_t h, int64_t t) {
-  return ((int64_t)b * c->a->seq_len + t) * c->p->cfg.n_heads + h;
+/* Row index (token row t of the call, head h) of the [B T][H] tensors. */
+static int64_t row_of(const gla_call *c, int32_t h, int64_t t) {
+  return t * c->p->cfg.n_heads + h;
 }
 
 /* The inputs of heads h .. h+G-1 at tensor row r (token t, head h). */
@@ -109,10 +110,10 @@ static void load_token(const gla_call *c, gla_scratch *ws, int64_t r, int32_t i,
     memcpy(ws->g + j * hk + (int64_t)i * dk, a->g + (r + j) * dk, (size_t)dk * sizeof(float));
 }
 
-void rove_gla_load_step(const gla_call *c, gla_scratch *ws, int32_t b, int32_t h, int32_t G,
-                        int64_t t0, int32_t n, int32_t np) {
+void rove_gla_load_step(const gla_call *c, gla_scratch *ws, int32_t h, int32_t G, int64_t t0,
+                        int32_t n, int32_t np) {
   const int32_t dk = c->p->cfg.key_dim, dv = c->p->cfg.value_dim;
-  const int64_t r0 = row_of(c, b, h, t0), H = c->p->cfg.n_heads;
+  const int64_t r0 = row_of(c, h, t0), H = c->p->cfg.n_heads;
   for (int32_t i = 0; i < n && i < PREFETCH_TOKENS; i++) prefetch_token(c, r0 + i * H, G);
   for (int32_t i = 0; i < n; i++) {
     if (i + PREFETCH_TOKENS < n) prefetch_token(c, r0 + (i + PREFETCH_TOKENS) * H, G);
@@ -126,14 +127,14 @@ void rove_gla_load_step(const gla_call *c, gla_scratch *ws, int32_t b, int32_t h
 
 /* Row by row (one rotate call per head row, with no prefetch: a single call over the
  * group would prefetch ahead along the scratch stride, far past the rows it reads). */
-void rove_gla_store_step(const gla_call *c, const gla_scratch *ws, int32_t b, int32_t h,
-                         int32_t G, int64_t t0, int32_t n) {
+void rove_gla_store_step(const gla_call *c, const gla_scratch *ws, int32_t h, int32_t G,
+                         int64_t t0, int32_t n) {
   const rove_gla_plan *p = c->p;
   const int32_t dv = p->cfg.value_dim;
   const int64_t hv = (int64_t)c->rows * dv;
   for (int32_t i = 0; i < n; i++) {
     rove_rot ro = rot_of(c, ws, i, c->rot_o);
-    float *dst = c->a->out + row_of(c, b, h, t0 + i) * dv;
+    float *dst = c->a->out + row_of(c, h, t0 + i) * dv;
     for (int32_t j = 0; j < G; j++) {
       p->kern->rotate(dst + (int64_t)j * dv, 0, ws->o + j * hv + (int64_t)i * dv, 0, 1, dv, &ro,
                       1.0f, 1.0f, 1);

@@ -76,6 +76,14 @@ size_t rove_span_bytes(int64_t count, size_t es) {
   return (uint64_t)count > SIZE_MAX / es ? SIZE_MAX : (size_t)count * es;
 }
 
+int rove_check_cu(const int32_t *cu, int32_t n, int64_t *total) {
+  if (!cu || cu[0] != 0) return 0;
+  for (int32_t s = 0; s < n; s++)
+    if (cu[s + 1] < cu[s]) return 0;
+  *total = cu[n];
+  return 1;
+}
+
 int rove_overlap_any(const void *out, size_t bytes, const rove_span *in, int n) {
   for (int i = 0; i < n; i++)
     if (rove_overlap(out, bytes, in[i].p, in[i].bytes)) return 1;

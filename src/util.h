@@ -27,6 +27,9 @@ typedef struct rove_span {
 /* Bytes of count elements of es bytes each; SIZE_MAX when that does not fit (no such
  * array exists, and an overlap test against it stays on the safe side); 0 for count <= 0. */
 size_t rove_span_bytes(int64_t count, size_t es);
+/* Cumulative lengths cu[0..n] (varlen attention, GLA's packed sequences): cu non-NULL,
+ * cu[0] = 0, non-decreasing; *total = cu[n]. 0 if not. */
+int rove_check_cu(const int32_t *cu, int32_t n, int64_t *total);
 /* Whether the output [out, out + bytes) overlaps any of the n inputs (never for NULL). */
 int rove_overlap_any(const void *out, size_t bytes, const rove_span *in, int n);
 /* Flush subnormal float results to zero on this thread until the matching end (x86:

@@ -681,10 +681,20 @@ static void setup_gla(fx *f) {
   assert_int_equal(rove_gla_plan_create(&c, &f->gla), ROVE_OK);
 }
 
-static rove_status gla_call(fx *f, int recurrent) {
+/* Packed: the same tokens as two sequences of one row, the shorter first (so that the
+ * call allocates the longest-first order of its tasks), with the same two states. */
+static const int32_t k_gla_cu[3] = {0, 100, 320};
+static void gla_pack(rove_gla_args *a, int packed) {
+  if (!packed) return;
+  a->seq_len = a->batch * a->seq_len, a->batch = 1;
+  a->cu_seqlens = k_gla_cu, a->n_seqs = 2;
+}
+
+static rove_status gla_call(fx *f, int recurrent, int packed) {
   const int32_t B = 2, T = 160;
   const int64_t n = (int64_t)B * T * H * D;
   rove_gla_args a = {.batch = B, .seq_len = T};
+  gla_pack(&a, packed);
   a.q = g_in;
   a.k = g_in + n;
   a.v = g_in + 2 * n;
@@ -698,10 +708,11 @@ static rove_status gla_call(fx *f, int recurrent) {
   return recurrent ? rove_gla_recurrent(f->gla, &a) : rove_gla_forward(f->gla, &a);
 }
 /* The backward of the same call: dq, dk, dv, dg in g_out, d_initial_state in g_out2. */
-static rove_status call_gla_backward(fx *f) {
+static rove_status gla_backward(fx *f, int packed) {
   const int32_t B = 2, T = 160;
   const int64_t n = (int64_t)B * T * H * D;
   rove_gla_args a = {.batch = B, .seq_len = T};
+  gla_pack(&a, packed);
   a.q = g_in, a.k = g_in + n, a.v = g_in + 2 * n, a.g = g_decay, a.angles = g_ang;
   a.initial_state = g_in + 3 * n;
   a.out = g_in + 4 * n + (int64_t)B * H * D * D; /* stands in for the forward's output */
@@ -713,8 +724,11 @@ static rove_status call_gla_backward(fx *f) {
   add_out(f, g_out2, sizeof(float) * B * H * D * D);
   return rove_gla_backward(f->gla, &a, &g);
 }
-static rove_status call_gla_forward(fx *f) { return gla_call(f, 0); }
-static rove_status call_gla_recurrent(fx *f) { return gla_call(f, 1); }
+static rove_status call_gla_backward(fx *f) { return gla_backward(f, 0); }
+static rove_status call_gla_backward_packed(fx *f) { return gla_backward(f, 1); }
+static rove_status call_gla_forward(fx *f) { return gla_call(f, 0, 0); }
+static rove_status call_gla_recurrent(fx *f) { return gla_call(f, 1, 0); }
+static rove_status call_gla_forward_packed(fx *f) { return gla_call(f, 0, 1); }
 
 static const scenario k_scenarios[] = {
     {"plan_create", NULL, call_plan_create, NULL},
@@ -753,6 +767,8 @@ static const scenario k_scenarios[] = {
     {"gla_forward", setup_gla, call_gla_forward, NULL},
     {"gla_recurrent", setup_gla, call_gla_recurrent, NULL},
     {"gla_backward", setup_gla, call_gla_backward, NULL},
+    {"gla_forward_packed", setup_gla, call_gla_forward_packed, NULL},
+    {"gla_backward_packed", setup_gla, call_gla_backward_packed, NULL},
     {"paged_cache_create", make_plan, call_paged_create, NULL},
     {"paged_append_copy_on_write", setup_paged, call_paged_append, observe_paged},
     {"paged_fork", setup_paged, call_paged_fork, observe_paged},

@@ -48,14 +48,14 @@ def _make_function():
 
     class GLAFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, g, angles, initial_state, plan, fn):
+        def forward(ctx, q, k, v, g, angles, initial_state, plan, fn, cu):
             with torch.no_grad():
                 out, fs = plan._run(fn, q.detach(), k.detach(), v.detach(), g.detach(),
                                     None if angles is None else angles.detach(),
                                     None if initial_state is None else initial_state.detach(),
-                                    True, None)
+                                    True, None, cu)
             ctx.save_for_backward(q, k, v, g, angles, initial_state, out)
-            ctx.plan = plan
+            ctx.plan, ctx.cu = plan, cu  # cu: the forward's private copy
             return out, fs
 
         @staticmethod
@@ -65,25 +65,27 @@ def _make_function():
             q, k, v, g, angles, s0, out = ctx.saved_tensors
             need = ctx.needs_input_grad
             grads = _backward(ctx.plan, q, k, v, g, angles, s0, out, dout, dfinal,
-                              want_angles=need[4], want_state=need[5])
-            return tuple(x if n else None for x, n in zip(grads, need[:6])) + (None, None)
+                              want_angles=need[4], want_state=need[5], cu=ctx.cu)
+            return tuple(x if n else None for x, n in zip(grads, need[:6])) + (None,) * 3
 
     return GLAFunction
 
 
-def gla(plan, fn, q, k, v, g, angles, initial_state, return_final_state, out):
-    """The differentiable call: what plan.forward / plan.recurrent return."""
+def gla(plan, fn, q, k, v, g, angles, initial_state, return_final_state, out, cu=None):
+    """The differentiable call: what plan.forward / plan.recurrent return (cu: checked
+    int32 cu_seqlens or None)."""
     global _FUNCTION
     check(q, k, v, g, angles, initial_state, out)
     if _FUNCTION is None:
         _FUNCTION = _make_function()
-    o, fs = _FUNCTION.apply(q, k, v, g, angles, initial_state, plan, fn)
+    o, fs = _FUNCTION.apply(q, k, v, g, angles, initial_state, plan, fn, cu)
     return (o, fs) if return_final_state else o
 
 
-def _backward(plan, q, k, v, g, angles, s0, out, dout, dfinal, want_angles, want_state):
+def _backward(plan, q, k, v, g, angles, s0, out, dout, dfinal, want_angles, want_state,
+              cu=None):
     """dq, dk, dv, dg, d_angles (or None), d_initial_state (or None) by rove_gla_backward,
-    in the inputs' shapes."""
+    in the inputs' shapes (cu: the packed sequences' cu_seqlens, or None)."""
     torch = _tensor._torch()
     flat = q.dim() == 3
 
@@ -91,24 +93,29 @@ def _backward(plan, q, k, v, g, angles, s0, out, dout, dfinal, want_angles, want
         x = x.detach().to(dtype)
         return (x.unsqueeze(0) if flat else x).contiguous()
 
+    def cs(x):  # a state: [N, H, K, V] already with packed sequences
+        return x.detach().to(torch.float32).contiguous() if cu is not None else c(x)
+
     with torch.no_grad():
         qc, kc, vc, gc, oc = c(q), c(k), c(v), c(g), c(out)
         B, T = qc.shape[:2]
         doc = torch.zeros_like(oc) if dout is None else c(dout)
         a = _lib.GLAArgs()
         a.batch, a.seq_len = B, T
+        if cu is not None:
+            a.cu_seqlens, a.n_seqs = cu.ctypes.data, cu.shape[0] - 1
         a.q, a.k, a.v, a.g, a.out = (x.data_ptr() for x in (qc, kc, vc, gc, oc))
         ac = sc = dfc = None
         if angles is not None:
             ac = c(angles, torch.float64)
             a.angles = ac.data_ptr()
         if s0 is not None:
-            sc = c(s0)
+            sc = cs(s0)
             a.initial_state = sc.data_ptr()
         gr = _lib.GLAGrads()
         gr.dout = doc.data_ptr()
         if dfinal is not None:
-            dfc = c(dfinal)
+            dfc = cs(dfinal)
             gr.d_final_state = dfc.data_ptr()
         dq, dk, dv, dg = (torch.empty_like(x) for x in (qc, kc, vc, gc))
         gr.dq, gr.dk, gr.dv, gr.dg = (x.data_ptr() for x in (dq, dk, dv, dg))
@@ -119,7 +126,8 @@ def _backward(plan, q, k, v, g, angles, s0, out, dout, dfinal, want_angles, want
         elif want_angles:  # no rotation: the angles are not used
             da = torch.zeros_like(c(angles, torch.float64))
         if want_state:
-            ds = torch.empty((B,) + tuple(plan_state_shape(plan)), dtype=torch.float32)
+            n = cu.shape[0] - 1 if cu is not None else B
+            ds = torch.empty((n,) + tuple(plan_state_shape(plan)), dtype=torch.float32)
             gr.d_initial_state = ds.data_ptr()
         st = _lib.lib.rove_gla_backward(plan._ptr, ctypes.byref(a), ctypes.byref(gr))
         del ac, sc, dfc
@@ -127,7 +135,7 @@ def _backward(plan, q, k, v, g, angles, s0, out, dout, dfinal, want_angles, want
 
     def u(x):
         return None if x is None else (x[0] if flat else x)
-    return u(dq), u(dk), u(dv), u(dg), u(da), u(ds)
+    return u(dq), u(dk), u(dv), u(dg), u(da), ds if cu is not None else u(ds)
 
 
 def plan_state_shape(plan):

@@ -100,7 +100,8 @@ class GLAConfig(Structure):
 class GLAArgs(Structure):
     _fields_ = [("batch", c_int32), ("seq_len", c_int32), ("q", c_void_p), ("k", c_void_p),
                 ("v", c_void_p), ("g", c_void_p), ("angles", c_void_p),
-                ("initial_state", c_void_p), ("final_state", c_void_p), ("out", c_void_p)]
+                ("initial_state", c_void_p), ("final_state", c_void_p), ("out", c_void_p),
+                ("cu_seqlens", c_void_p), ("n_seqs", c_int32)]
 
 
 class GLAGrads(Structure):
@@ -311,14 +312,14 @@ def _find_library(dirs=None) -> str:
 LIBRARY_PATH = _find_library()
 lib = ctypes.CDLL(LIBRARY_PATH)  # CDLL: the GIL is released during every call
 
-# The structs below mirror rove.h of 0.5 (rove_paged_kv.layout was new in 0.3, its
+# The structs below mirror rove.h of 0.6 (rove_paged_kv.layout was new in 0.3, its
 # block_stride in 0.4, the sinks of the attention, varlen and paged args, d_sinks of the
 # grads, the layer weights' sinks and the attention args' K/V head and batch strides in
-# 0.5), and while the major version is 0 a minor release may change public
+# 0.5, the GLA args' cu_seqlens and n_seqs in 0.6), and while the major version is 0 a minor release may change public
 # structs (the SONAME carries the minor): another minor (ROVE_LIBRARY pointing at another
 # build) would read them wrongly, silently. So the version is checked first, before any
 # other symbol is bound (an older library also lacks some of them).
-LIBRARY_VERSION = (0, 5)
+LIBRARY_VERSION = (0, 6)
 
 
 def _check_version(path: str, version: str) -> None:

@@ -74,42 +74,61 @@ class GLAPlan(_lib.SharedHandle):
                 f"isa={self.isa!r})")
 
     def forward(self, q, k, v, g, *, angles=None, initial_state=None,
-                return_final_state=False, out=None):
+                return_final_state=False, out=None, cu_seqlens=None):
         """Chunked GLA (prefill): q, k, g [batch, seq, H, key_dim], v [batch, seq, H,
         value_dim] float32 (3-D without batch; non-contiguous inputs are copied once),
         g <= 0 log decays, angles None or float64 [batch, seq, H, rotary_dim/2],
         initial_state None (zeros) or float32 [batch, H, key_dim, value_dim]. Returns out
         (and the final state with return_final_state).
 
+        cu_seqlens (flash-linear-attention's): None, or packed sequences of one row, an
+        integer array [N + 1] of cumulative lengths from 0 to seq (q [1, seq, H, key_dim]
+        or 3-D [seq, H, key_dim]). Sequence i is tokens cu_seqlens[i] .. cu_seqlens[i+1]-1
+        and runs from its own state: initial_state and the final state are then
+        [N, H, key_dim, value_dim]. Each sequence's results equal a call on it alone, bit
+        for bit.
+
         Differentiable for torch tensors (torch.autograd, rove_gla_backward): float32 q,
         k, v, g and initial_state, float64 angles; gradients reach every input that
         requires grad, through the output and the final state."""
         return self._call("rove_gla_forward", q, k, v, g, angles, initial_state,
-                          return_final_state, out)
+                          return_final_state, out, cu_seqlens)
 
     def recurrent(self, q, k, v, g, *, angles=None, initial_state=None,
-                  return_final_state=False, out=None):
+                  return_final_state=False, out=None, cu_seqlens=None):
         """Token-by-token GLA (decode); the same arguments, result and gradients as
         forward()."""
         return self._call("rove_gla_recurrent", q, k, v, g, angles, initial_state,
-                          return_final_state, out)
+                          return_final_state, out, cu_seqlens)
 
-    def _call(self, fn, q, k, v, g, angles, initial_state, return_final_state, out):
+    def _call(self, fn, q, k, v, g, angles, initial_state, return_final_state, out,
+              cu_seqlens=None):
         if _tensor.is_torch(q) and isinstance(angles, np.ndarray):
             # numpy float64 angles with torch inputs, as rove.attention takes them (a
             # private torch copy; any other numpy array is refused below as it was)
             angles = _autograd.angle_tensor(angles)
+        cu = None
+        if cu_seqlens is not None:  # a private int32 copy, checked (the backward reuses it)
+            from .varlen import _cu
+            cu = np.array(_cu(cu_seqlens, "cu_seqlens", None), dtype=np.int32, copy=True)
         if _autograd.needs_grad(q, k, v, g, angles, initial_state):
             return _gla_autograd.gla(self, fn, q, k, v, g, angles, initial_state,
-                                     return_final_state, out)
-        return self._run(fn, q, k, v, g, angles, initial_state, return_final_state, out)
+                                     return_final_state, out, cu)
+        return self._run(fn, q, k, v, g, angles, initial_state, return_final_state, out, cu)
 
-    def _run(self, fn, q, k, v, g, angles, initial_state, return_final_state, out):
+    def _run(self, fn, q, k, v, g, angles, initial_state, return_final_state, out, cu=None):
         vq = _tensor.view(q, "q")
         nd = len(vq.shape)
         if nd not in (3, 4):
             raise ValueError(f"q must be [batch, seq, H, key_dim] (or 3-D), got {vq.shape}")
         B, T = ((1,) + tuple(vq.shape))[-4:-2] if nd == 3 else vq.shape[:2]
+        if cu is not None:
+            if B != 1:
+                raise ValueError(f"with cu_seqlens q must be [1, seq, H, key_dim] (or 3-D "
+                                 f"[seq, H, key_dim]): packed sequences are one row, got "
+                                 f"batch {B}")
+            if int(cu[-1]) != T:
+                raise ValueError(f"cu_seqlens ends at {int(cu[-1])}, but q holds {T} tokens")
         H, K, V = self.n_heads, self.key_dim, self.value_dim
         lead = (B, T) if nd == 4 else (T,)
         keep = {}  # name -> what C reads (a contiguous copy where one was made)
@@ -128,12 +147,16 @@ class GLAPlan(_lib.SharedHandle):
             raise ValueError(f"q has an empty axis (shape {tuple(vq.shape)})")
         a = _lib.GLAArgs()
         a.batch, a.seq_len = B, T
+        if cu is not None:
+            a.cu_seqlens, a.n_seqs = cu.ctypes.data, cu.shape[0] - 1
+            keep["cu_seqlens"] = cu
         a.q, a.k, a.v, a.g = arr(q, "q", K), arr(k, "k", K), arr(v, "v", V), arr(g, "g", K)
         # g <= 0 and finite, finite angles: checked by librove (one parallel scan, not a
         # numpy pass here on the calling thread); its ROVE_ERR_INVALID_ARGUMENT says so
         if angles is not None:
             a.angles = arr(angles, "angles", self.rotary_dim // 2, np.float64)
-        sshape = (B, H, K, V) if nd == 4 else (H, K, V)
+        sshape = (cu.shape[0] - 1, H, K, V) if cu is not None else \
+            (B, H, K, V) if nd == 4 else (H, K, V)
         if initial_state is not None:
             s0, a.initial_state = _tensor.contiguous(initial_state, "initial_state",
                                                      np.float32, sshape)
@@ -188,7 +211,7 @@ def _shapes(q, v):
 
 def gla(q, k, v, g, *, angles=None, scale=None, rotate="rope", rotary_dim=0,
         pairing="half", chunk=None, initial_state=None, return_final_state=False,
-        threads=None, isa="auto", out=None):
+        threads=None, isa="auto", out=None, cu_seqlens=None):
     """Chunked GLA (prefill) with a cached GLAPlan; see GLAPlan.forward. rotate applies
     only with angles: without them the plan rotates nothing (so any key_dim works)."""
     H, K, V = _shapes(q, v)
@@ -196,12 +219,12 @@ def gla(q, k, v, g, *, angles=None, scale=None, rotate="rope", rotary_dim=0,
     p = _plan(H, K, V, scale=scale, rotate=rotate, rotary_dim=rotary_dim, pairing=pairing,
               chunk=chunk, isa=isa, threads=threads)
     return p.forward(q, k, v, g, angles=angles, initial_state=initial_state,
-                     return_final_state=return_final_state, out=out)
+                     return_final_state=return_final_state, out=out, cu_seqlens=cu_seqlens)
 
 
 def gla_recurrent(q, k, v, g, *, angles=None, scale=None, rotate="rope", rotary_dim=0,
                   pairing="half", initial_state=None, return_final_state=False,
-                  threads=None, isa="auto", out=None):
+                  threads=None, isa="auto", out=None, cu_seqlens=None):
     """Token-by-token GLA (decode) with a cached GLAPlan; see GLAPlan.recurrent (rotate
     applies only with angles, as in gla)."""
     H, K, V = _shapes(q, v)
@@ -209,4 +232,4 @@ def gla_recurrent(q, k, v, g, *, angles=None, scale=None, rotate="rope", rotary_
     p = _plan(H, K, V, scale=scale, rotate=rotate, rotary_dim=rotary_dim, pairing=pairing,
               isa=isa, threads=threads)
     return p.recurrent(q, k, v, g, angles=angles, initial_state=initial_state,
-                       return_final_state=return_final_state, out=out)
+                       return_final_state=return_final_state, out=out, cu_seqlens=cu_seqlens)

@@ -193,3 +193,87 @@ def test_refusals():
                 np.zeros((1, 4, 2, 4)).tolist()):
         with pytest.raises(TypeError, match="angles is a"):
             rove.gla(q, q, q, g, angles=bad)
+
+
+# ---- packed sequences (cu_seqlens, flash-linear-attention's varlen) -------------------------
+LENS = (37, 0, 1, 70, 16, 5)
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_packed_sequences_match_torch_and_single_calls(recurrent):
+    """GLA over packed sequences (cu_seqlens): the output, the final states and every
+    gradient (q, k, v, g, angles, the initial states) against float64 torch autograd run
+    sequence by sequence (each from its own state), and bit for bit equal to librove's
+    calls on each sequence alone (forward); 3-D q as well as [1, seq, H, K]."""
+    gen = np.random.default_rng(77 + recurrent)
+    H, K, V, N = 2, 16, 24, len(LENS)
+    T = sum(LENS)
+    cu = np.concatenate([[0], np.cumsum(LENS)]).astype(np.int64)
+    x = _inputs(gen, 1, T, H, K, V, K)
+    s0 = torch.tensor(gen.uniform(-1, 1, (N, H, K, V)))
+    dout = torch.tensor(gen.uniform(-1, 1, (1, T, H, V)))
+    dfin = torch.tensor(gen.uniform(-1, 1, (N, H, K, V)))
+    scale = 1.0 / np.sqrt(K)
+    ref = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "g", "angles")}
+    ref["s0"] = s0.clone().requires_grad_(True)
+    outs, finals = [], []
+    for i in range(N):
+        a, b = int(cu[i]), int(cu[i + 1])
+        if a == b:  # an empty sequence: no output, its state passes through
+            finals.append(ref["s0"][i:i + 1])
+            continue
+        o, S = reference_gla(ref["q"][:, a:b], ref["k"][:, a:b], ref["v"][:, a:b],
+                             ref["g"][:, a:b], ref["angles"][:, a:b], ref["s0"][i:i + 1],
+                             "qkvo", K, "half", scale)
+        outs.append(o)
+        finals.append(S)
+    o, S = torch.cat(outs, 1), torch.cat(finals, 0)
+    ((o * dout).sum() + (S * dfin).sum()).backward()
+    plan = rove.GLAPlan(H, K, V, rotate="rove", chunk=16, threads=2)
+    run = plan.recurrent if recurrent else plan.forward
+    lib = {n: (t.float() if n != "angles" else t).detach().clone().requires_grad_(True)
+           for n, t in ref.items()}
+    out, fs = run(lib["q"], lib["k"], lib["v"], lib["g"], angles=lib["angles"],
+                  initial_state=lib["s0"], return_final_state=True,
+                  cu_seqlens=torch.tensor(cu))
+    assert out.shape == (1, T, H, V) and fs.shape == (N, H, K, V)
+    assert rel_err(out.detach().double(), o.detach()) < 1e-5
+    assert rel_err(fs.detach().double(), S.detach()) < 1e-5
+    ((out * dout.float()).sum() + (fs * dfin.float()).sum()).backward()
+    for n in lib:
+        e = rel_err(lib[n].grad.double(), ref[n].grad)
+        assert e < (1e-3 if n in ("g", "angles") else TOL), (n, e)
+    # each sequence alone (numpy, no grad): the same bits
+    npx = {n: t.detach().numpy() for n, t in lib.items()}
+    for i in range(N):
+        a, b = int(cu[i]), int(cu[i + 1])
+        if a == b:  # no tokens: the state passes through
+            assert np.array_equal(fs[i].detach().numpy(), npx["s0"][i])
+            continue
+        oi, si = run(*(npx[n][0, a:b] for n in ("q", "k", "v", "g")),
+                     angles=npx["angles"][0, a:b], initial_state=npx["s0"][i],
+                     return_final_state=True)
+        assert np.array_equal(oi, out[0, a:b].detach().numpy())
+        assert np.array_equal(si, fs[i].detach().numpy())
+    # 3-D q: the same call without the batch axis
+    o3 = run(*(npx[n][0] for n in ("q", "k", "v", "g")), angles=npx["angles"][0],
+             initial_state=npx["s0"], cu_seqlens=cu)
+    assert np.array_equal(o3, out[0].detach().numpy())
+
+
+def test_packed_sequences_refusals():
+    gen = np.random.default_rng(5)
+    x = _inputs(gen, 2, 10, 2, 8, 8, 8)
+    q, k, v, g = (x[n].float().numpy() for n in ("q", "k", "v", "g"))
+    plan = rove.GLAPlan(2, 8, 8, rotate="none")
+    with pytest.raises(ValueError, match="one row"):
+        plan.forward(q, k, v, g, cu_seqlens=[0, 4, 10])
+    with pytest.raises(ValueError, match="ends at 9"):
+        plan.forward(q[:1], k[:1], v[:1], g[:1], cu_seqlens=[0, 4, 9])
+    with pytest.raises(ValueError, match="not decrease"):
+        plan.forward(q[:1], k[:1], v[:1], g[:1], cu_seqlens=[0, 6, 4, 10])
+    with pytest.raises(TypeError):
+        plan.forward(q[:1], k[:1], v[:1], g[:1], cu_seqlens=[0.0, 10.0])
+    with pytest.raises(ValueError):  # a state per sequence, not per batch row
+        plan.forward(q[:1], k[:1], v[:1], g[:1], cu_seqlens=[0, 4, 10],
+                     initial_state=np.zeros((1, 2, 8, 8), np.float32))
