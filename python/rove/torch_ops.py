@@ -6,6 +6,7 @@
                                         "", "bshd")         # (sinks: an optional last tensor)
     out = rove.torch_ops.attention(q, k, v, rotate="rope", layout="bhsd")  # keyword form
     out = rove.torch_ops.attention_varlen(q, k, v, cu_q, cu_k)  # rove::attention_varlen
+    out = rove.torch_ops.gla(q, k, v, g, angles=a, cu_seqlens=cu)  # rove::gla
 
 The op is opaque to the compiler (no graph break; a fake implementation gives its output
 shapes). Its arguments are rove.attention's, with the RopeConfig as a JSON string
@@ -20,7 +21,9 @@ rove.attention_varlen the same way (packed [total, heads, d] tensors, cu_seqlens
 or int64 tensors; out [total_q, heads, d], LSE [heads, total_q]; the backward is one
 rove_attention_backward per sequence). Both take attention sinks as an optional last
 tensor (sinks=; differentiable for float32 q, k, v: its gradient comes from the backward
-ops). The keyword wrappers refuse what rove.attention
+ops). rove::gla is rove.gla / rove.gla_recurrent (recurrent=True) the same way: (out,
+final state), with optional angles, initial state and cu_seqlens; differentiable in q, k,
+v, g, the angles and the initial state through both outputs (rove::gla_backward). The keyword wrappers refuse what rove.attention
 refuses (a string causal, a float window, a bool softcap: TypeError, never coerced); a
 float32 input requiring grad beside a bf16/fp16 one is refused at the forward; every
 tensor argument must be on q's device (a meta tensor among CPU ones is an error).
@@ -31,6 +34,7 @@ import functools
 import json
 from typing import Optional, Tuple
 
+import numpy as np
 import torch
 
 from . import _autograd, _params, varlen as _varlen
@@ -319,3 +323,136 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
         q, k, v, cu_seqlens_q, cu_seqlens_k, q_pos, kv_pos, rotate, causal, window, softcap,
         scale, rope_json, sinks)
     return (out, lse) if return_lse else out
+
+
+# ---- rove::gla -----------------------------------------------------------------------------
+# rove.gla / rove.gla_recurrent as an op: (out, final_state) from q, k, g [B, T, H, K] (or
+# 3-D [T, H, K]), v [..., V] float32, optional float64 angles [..., rotary_dim/2], an
+# optional float32 initial state and optional cu_seqlens (packed sequences: batch 1, states
+# [N, H, K, V]). The final state is always returned (an op's outputs are fixed); its
+# gradient, and the output's, flow into the backward op rove::gla_backward.
+def _gla_plan(q, v, scale, rotate, rotary_dim, pairing, chunk, with_angles):
+    from .gla import _plan as gla_plan
+    return gla_plan(q.shape[-2], q.shape[-1], v.shape[-1], scale=scale,
+                    rotate=_flags(rotate) if with_angles else "none", rotary_dim=rotary_dim,
+                    pairing=pairing, chunk=chunk or None, isa="auto", threads=None)
+
+
+def _gla_cu(cu):
+    return None if cu is None else np.array(_varlen._cu(cu, "cu_seqlens", None), np.int32)
+
+
+@torch.library.custom_op("rove::gla", mutates_args=())
+def _gla_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
+            angles: Optional[torch.Tensor], initial_state: Optional[torch.Tensor],
+            cu_seqlens: Optional[torch.Tensor], scale: Optional[float], rotate: str,
+            rotary_dim: int, pairing: str, chunk: int, recurrent: bool
+            ) -> Tuple[torch.Tensor, torch.Tensor]:
+    plan = _gla_plan(q, v, scale, rotate, rotary_dim, pairing, chunk, angles is not None)
+    fn = "rove_gla_recurrent" if recurrent else "rove_gla_forward"
+    out, fs = plan._run(fn, q, k, v, g, angles, initial_state, True, None, _gla_cu(cu_seqlens))
+    return out, fs
+
+
+def _gla_state_shape(q, v, cu):
+    H, K, V = q.shape[-2], q.shape[-1], v.shape[-1]
+    if cu is not None:
+        return (cu.shape[0] - 1, H, K, V)
+    return (q.shape[0], H, K, V) if q.dim() == 4 else (H, K, V)
+
+
+@_gla_op.register_fake
+def _(q, k, v, g, angles, initial_state, cu_seqlens, scale, rotate, rotary_dim, pairing,
+      chunk, recurrent):
+    name = "rove::gla"
+    _check_devices(name, q, k, v, g, angles, initial_state, cu_seqlens)
+    for t in (q, k, v, g):
+        torch._check(t.dtype == torch.float32, lambda: f"{name}: q, k, v and g are float32")
+    torch._check_value(q.dim() in (3, 4) and k.shape == q.shape and g.shape == q.shape and
+                       v.shape[:-1] == q.shape[:-1], lambda: (
+                           f"{name}: q, k, g [batch, seq, H, key_dim] (or 3-D) and v [..., "
+                           f"value_dim] (got {tuple(q.shape)}, {tuple(k.shape)}, "
+                           f"{tuple(g.shape)}, {tuple(v.shape)})"))
+    if cu_seqlens is not None:
+        torch._check_value(cu_seqlens.dim() == 1 and cu_seqlens.shape[0] >= 2 and
+                           (q.dim() == 3 or q.shape[0] == 1), lambda: (
+                               f"{name}: cu_seqlens is [N + 1], N >= 1, with one row of q"))
+    shape = _gla_state_shape(q, v, cu_seqlens)
+    if initial_state is not None:
+        torch._check_value(tuple(initial_state.shape) == tuple(shape), lambda: (
+            f"{name}: initial_state must be {tuple(shape)}"))
+    return q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],)), q.new_empty(shape)
+
+
+@torch.library.custom_op("rove::gla_backward", mutates_args=())
+def _gla_bwd_op(dout: torch.Tensor, dfinal: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+                v: torch.Tensor, g: torch.Tensor, out: torch.Tensor,
+                angles: Optional[torch.Tensor], initial_state: Optional[torch.Tensor],
+                cu_seqlens: Optional[torch.Tensor], scale: Optional[float], rotate: str,
+                rotary_dim: int, pairing: str, chunk: int, want_angles: bool,
+                want_state: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                           torch.Tensor, torch.Tensor, torch.Tensor]:
+    from . import _gla_autograd
+    plan = _gla_plan(q, v, scale, rotate, rotary_dim, pairing, chunk, angles is not None)
+    dq, dk, dv, dg, da, ds = _gla_autograd._backward(
+        plan, q, k, v, g, angles, initial_state, out, dout, dfinal, want_angles, want_state,
+        cu=_gla_cu(cu_seqlens))
+    empty = q.new_empty((0,))
+    return (dq.contiguous(), dk.contiguous(), dv.contiguous(), dg.contiguous(),
+            empty.double() if da is None else da.contiguous(),
+            empty if ds is None else ds.contiguous())
+
+
+@_gla_bwd_op.register_fake
+def _(dout, dfinal, q, k, v, g, out, angles, initial_state, cu_seqlens, scale, rotate,
+      rotary_dim, pairing, chunk, want_angles, want_state):
+    da = angles.new_empty(angles.shape) if want_angles and angles is not None else \
+        q.new_empty((0,), dtype=torch.float64)
+    ds = q.new_empty(_gla_state_shape(q, v, cu_seqlens)) if want_state else q.new_empty((0,))
+    return _f32_like(q, k, v, g) + (da, ds)
+
+
+def _gla_setup_context(ctx, inputs, output):
+    q, k, v, g, angles, s0, cu = inputs[:7]
+    for name, t in (("q", q), ("k", k), ("v", v), ("g", g), ("initial_state", s0)):
+        if t is not None and t.dtype != torch.float32:
+            raise TypeError(f"rove::gla: {name} is {t.dtype}; gradients are computed for "
+                            "float32 q, k, v, g and initial_state")
+    out, _ = output
+    ctx.save_for_backward(q, k, v, g, out, angles, s0)
+    ctx.cu = None if cu is None else cu.clone()  # an in-place edit later changes nothing
+    ctx.params = inputs[7:12]  # scale, rotate, rotary_dim, pairing, chunk
+
+
+def _gla_backward(ctx, dout, dfinal):
+    q, k, v, g, out, angles, s0 = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    if dout is None:
+        dout = torch.zeros_like(out)
+    if dfinal is None:
+        dfinal = torch.zeros(_gla_state_shape(q, v, ctx.cu), dtype=torch.float32)
+    dq, dk, dv, dg, da, ds = torch.ops.rove.gla_backward(
+        dout, dfinal, q, k, v, g, out, angles, s0, ctx.cu, *ctx.params,
+        bool(angles is not None and need[4]), bool(s0 is not None and need[5]))
+    return (dq, dk, dv, dg, da if angles is not None and need[4] else None,
+            ds if s0 is not None and need[5] else None) + (None,) * 7
+
+
+_gla_op.register_autograd(_gla_backward, setup_context=_gla_setup_context)
+
+
+def gla(q, k, v, g, *, angles=None, initial_state=None, cu_seqlens=None, scale=None,
+        rotate="rope", rotary_dim=0, pairing="half", chunk=None, recurrent=False,
+        return_final_state=False):
+    """rove.gla (recurrent=True: rove.gla_recurrent) through the rove::gla custom op (torch
+    tensors only; cu_seqlens as an integer tensor). rotate applies only with angles."""
+    if isinstance(rotate, int) and not isinstance(rotate, bool):
+        rotate = str(rotate)
+    if not torch.compiler.is_compiling():
+        scale = _params.scale(scale)
+        rotary_dim = _params.positive_int("rotary_dim", rotary_dim, minimum=0)
+        if chunk is not None and chunk not in (16, 32, 64, 128):
+            raise ValueError(f"chunk must be 16, 32, 64 or 128 (got {chunk!r})")
+    out, fs = torch.ops.rove.gla(q, k, v, g, angles, initial_state, cu_seqlens, scale, rotate,
+                                 int(rotary_dim), pairing, int(chunk or 0), bool(recurrent))
+    return (out, fs) if return_final_state else out
