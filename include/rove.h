@@ -1145,6 +1145,23 @@ ROVE_API rove_status rove_selective_angles(int32_t batch, int32_t seq_len, int32
                                            double *carry_out, double *angles);
 
 /**
+ * rove_selective_angles over packed sequences (varlen, as rove_gla_args.cu_seqlens):
+ * @p phi and @p angles are [total][n_heads][n_pairs], total = cu_seqlens[n_seqs] > 0;
+ * sequence s is tokens cu_seqlens[s] .. cu_seqlens[s+1]-1 (it may be empty: its carry
+ * passes through) and runs from its own carry: @p carry_in / @p carry_out are
+ * [n_seqs][n_heads][n_pairs]. Each sequence's angles and carry are those of
+ * rove_selective_angles on it alone, bit for bit. cu_seqlens: [n_seqs + 1], from 0,
+ * non-decreasing; it must not overlap an output. New in 0.6.
+ * @return as rove_selective_angles, and ROVE_ERR_INVALID_ARGUMENT for n_seqs <= 0 or a bad
+ *         cu_seqlens.
+ */
+ROVE_API rove_status rove_selective_angles_packed(int32_t n_seqs, const int32_t *cu_seqlens,
+                                                  int32_t n_heads, int32_t n_pairs,
+                                                  const float *phi, const double *temp,
+                                                  const double *carry_in, double *carry_out,
+                                                  double *angles);
+
+/**
  * The backward of rove_selective_angles: for upstream gradients @p d_angles (and
  * @p d_carry_out, the gradient of the carried sum left after the last token, or NULL),
  *   d_phi[b][s][h][k]   = sum_{t>=s} temp[k] d_angles[b][t][h][k] (+ d_carry_out[b][h][k])
@@ -1165,6 +1182,15 @@ ROVE_API rove_status rove_selective_angles_backward(int32_t batch, int32_t seq_l
                                                     const double *d_angles,
                                                     const double *d_carry_out, float *d_phi,
                                                     double *d_carry_in, double *d_temp);
+
+/** The backward of rove_selective_angles_packed (layouts, carries and cu_seqlens as its
+ *  forward; d_carry_out and d_carry_in [n_seqs][n_heads][n_pairs]): each sequence's d_phi
+ *  and d_carry_in are those of rove_selective_angles_backward on it alone, bit for bit;
+ *  d_temp sums over every sequence. New in 0.6. */
+ROVE_API rove_status rove_selective_angles_packed_backward(
+    int32_t n_seqs, const int32_t *cu_seqlens, int32_t n_heads, int32_t n_pairs,
+    const float *phi, const double *temp, const double *carry_in, const double *d_angles,
+    const double *d_carry_out, float *d_phi, double *d_carry_in, double *d_temp);
 
 /** Projection of the phase network from the normalised input u to one value z per head
  *  and pair (the reference's phi_parametrization). */
@@ -1293,6 +1319,20 @@ ROVE_API int32_t rove_selective_phase_state_len(const rove_selective_phase_weigh
 ROVE_API rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t batch,
                                           int32_t seq_len, const float *x, int64_t x_stride,
                                           float *conv_state, float *phi);
+
+/** rove_selective_phase over packed sequences (varlen, as rove_gla_args.cu_seqlens): x rows
+ *  [total] (token stride x_stride, 0 = dense) and phi [total][H][n_pairs], total =
+ *  cu_seqlens[n_seqs] > 0; sequence s is tokens cu_seqlens[s] .. cu_seqlens[s+1]-1 (it may
+ *  be empty) and its causal conv runs from its own history: conv_state NULL (every
+ *  sequence fresh, no state out) or [n_seqs][H][n_pairs][S]. Each sequence's phi and state
+ *  are those of rove_selective_phase on it alone, bit for bit. cu_seqlens: [n_seqs + 1],
+ *  from 0, non-decreasing, not overlapping phi or conv_state. New in 0.6.
+ *  @return as rove_selective_phase, and ROVE_ERR_INVALID_ARGUMENT for n_seqs <= 0 or a bad
+ *          cu_seqlens. */
+ROVE_API rove_status rove_selective_phase_packed(const rove_selective_phase_weights *w,
+                                                 int32_t n_seqs, const int32_t *cu_seqlens,
+                                                 const float *x, int64_t x_stride,
+                                                 float *conv_state, float *phi);
 /**@}*/
 
 /* ------------------------------------------------------------------------------------ */

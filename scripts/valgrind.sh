@@ -37,7 +37,8 @@ fi
 # (0.1 and 0.3 s natively).
 suites=(test_bad_input test_rope_freq test_rope_fields test_kv_cache test_layer test_selective
   test_selective_phase test_selective_attention test_attention_types test_kv_cache_types
-  test_attention_backward test_gla_backward test_gla_varlen test_merge test_varlen test_paged)
+  test_attention_backward test_gla_backward test_gla_varlen test_selective_packed test_merge
+  test_varlen test_paged)
 
 echo "==== valgrind: configure and build $dir"
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROVE_SANITIZE=OFF \

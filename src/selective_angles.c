@@ -2,7 +2,9 @@
 /* rove_selective_temperatures and rove_selective_angles (include/rove.h, "Selective RoPE").
  *
  * Layout: phi and angles are [batch][seq_len][row] with row = n_heads * n_pairs (the
- * (head, pair) entries of one token, contiguous); carries are [batch][row].
+ * (head, pair) entries of one token, contiguous); carries are [batch][row]. Packed
+ * sequences (rove_selective_angles_packed): one row of cu[n] tokens, sequence b its tokens
+ * cu[b] .. cu[b+1]-1 with carry row b, run as a batch row of its own.
  *
  * Each task owns one batch row and a block of at most ANGLE_BLOCK consecutive row entries,
  * keeps their running sums c in a local array and walks the tokens in order, calling the
@@ -27,6 +29,8 @@ rove_status rove_selective_temperatures(int32_t n_pairs, double *temp) {
 
 typedef struct {
   int32_t seq_len, n_pairs;
+  const int32_t *cu; /* packed sequences: sequence b is tokens cu[b] .. cu[b+1]-1 (NULL:
+                        batch rows of seq_len tokens) */
   int64_t row, n_blocks, total;
   const float *phi;
   const double *temp, *carry_in;
@@ -50,19 +54,21 @@ static void check_task(int64_t i, int tid, void *arg) {
   if (bad) __atomic_store_n(&x->bad, 1, __ATOMIC_RELAXED);
 }
 
-/* One (batch row, block of row entries) over all tokens. */
+/* One (batch row or packed sequence, block of row entries) over its tokens. */
 static void angles_task(int64_t i, int tid, void *arg) {
   (void)tid;
   const angles_ctx *x = arg;
   const int64_t b = i / x->n_blocks, j0 = (i % x->n_blocks) * ANGLE_BLOCK;
+  const int64_t t0 = x->cu ? x->cu[b] : b * x->seq_len;
+  const int64_t len = x->cu ? x->cu[b + 1] - x->cu[b] : x->seq_len;
   const int64_t n = x->row - j0 < ANGLE_BLOCK ? x->row - j0 : ANGLE_BLOCK;
   double c[ANGLE_BLOCK], tb[ANGLE_BLOCK];
   for (int64_t j = 0; j < n; j++) {
     tb[j] = x->temp[(j0 + j) % x->n_pairs]; /* temp expanded over the heads of the block */
     c[j] = x->carry_in ? x->carry_in[b * x->row + j0 + j] : 0.0;
   }
-  for (int64_t t = 0; t < x->seq_len; t++) {
-    const int64_t off = (b * x->seq_len + t) * x->row + j0;
+  for (int64_t t = 0; t < len; t++) {
+    const int64_t off = (t0 + t) * x->row + j0;
     x->accum(c, x->angles + off, x->phi + off, tb, n);
   }
   if (x->carry_out) memcpy(x->carry_out + b * x->row + j0, c, (size_t)n * sizeof(double));
@@ -81,11 +87,14 @@ static rove_status angle_sizes(int32_t batch, int32_t seq_len, int32_t n_heads, 
 
 static int all_finite_d(const double *v, int64_t n) { return !v || rove_angles_finite(v, n); }
 
-/* No output may overlap an input or the other output (carry_out == carry_in is allowed). */
-static int overlaps(const angles_ctx *x, int64_t carry) {
+/* No output may overlap an input or the other output (carry_out == carry_in is allowed);
+ * cu_bytes: the packed sequences' cu array (0 without). */
+static int overlaps(const angles_ctx *x, int64_t carry, size_t cu_bytes) {
   const size_t na = (size_t)x->total * sizeof(double), nc = (size_t)carry * sizeof(double);
   const size_t np = (size_t)x->total * sizeof(float), nt = (size_t)x->n_pairs * sizeof(double);
-  if (rove_overlap(x->angles, na, x->phi, np) || rove_overlap(x->angles, na, x->temp, nt))
+  if (rove_overlap(x->angles, na, x->phi, np) || rove_overlap(x->angles, na, x->temp, nt) ||
+      rove_overlap(x->angles, na, x->cu, cu_bytes) ||
+      (x->carry_out && rove_overlap(x->carry_out, nc, x->cu, cu_bytes)))
     return 1;
   if (x->carry_in && rove_overlap(x->angles, na, x->carry_in, nc)) return 1;
   if (!x->carry_out) return 0;
@@ -96,15 +105,22 @@ static int overlaps(const angles_ctx *x, int64_t carry) {
          rove_overlap(x->carry_out, nc, x->carry_in, nc);
 }
 
-rove_status rove_selective_angles(int32_t batch, int32_t seq_len, int32_t n_heads,
-                                  int32_t n_pairs, const float *phi, const double *temp,
-                                  const double *carry_in, double *carry_out, double *angles) {
+/* rove_selective_angles (cu NULL: batch rows of seq_len tokens) and
+ * rove_selective_angles_packed (cu: batch sequences of cu[batch] tokens in all, seq_len
+ * the total). */
+static rove_status angles_run(int32_t batch, int32_t seq_len, const int32_t *cu,
+                              int32_t n_heads, int32_t n_pairs, const float *phi,
+                              const double *temp, const double *carry_in, double *carry_out,
+                              double *angles) {
   if (!phi || !angles || batch <= 0 || seq_len <= 0 || n_heads <= 0 || n_pairs <= 0)
     return ROVE_ERR_INVALID_ARGUMENT;
-  angles_ctx x = {seq_len, n_pairs, 0, 0, 0, phi, temp, carry_in, carry_out, angles, NULL, 0};
+  angles_ctx x = {seq_len, n_pairs, cu, 0, 0, 0, phi, temp, carry_in, carry_out, angles, NULL, 0};
   int64_t carry = 0;
-  rove_status st = angle_sizes(batch, seq_len, n_heads, n_pairs, &x.row, &x.total, &carry);
+  /* packed: the sizes of one row of seq_len tokens, the carries of batch sequences */
+  rove_status st = angle_sizes(cu ? 1 : batch, seq_len, n_heads, n_pairs, &x.row, &x.total, &carry);
+  if (st == ROVE_OK && cu && !rove_mul_i64(batch, x.row, &carry)) st = ROVE_ERR_SIZE_OVERFLOW;
   if (st != ROVE_OK) return st;
+  const size_t cu_bytes = cu ? ((size_t)batch + 1) * sizeof(int32_t) : 0;
   double temp_default[ROVE_MAX_HEAD_DIM / 2];
   double *temp_own = NULL;
   if (!temp) { /* the defaults, on the stack when they fit */
@@ -115,7 +131,8 @@ rove_status rove_selective_angles(int32_t batch, int32_t seq_len, int32_t n_head
     x.temp = temp_own;
   }
   st = ROVE_OK;
-  if (!all_finite_d(x.temp, n_pairs) || !all_finite_d(carry_in, carry) || overlaps(&x, carry))
+  if (!all_finite_d(x.temp, n_pairs) || !all_finite_d(carry_in, carry) ||
+      overlaps(&x, carry, cu_bytes))
     st = ROVE_ERR_INVALID_ARGUMENT;
   const int32_t threads = x.total < SERIAL_BELOW ? 1 : rove_default_threads();
   if (st == ROVE_OK) {
@@ -129,4 +146,22 @@ rove_status rove_selective_angles(int32_t batch, int32_t seq_len, int32_t n_head
   }
   if (temp_own && temp_own != temp_default) rove_free(temp_own);
   return st;
+}
+
+rove_status rove_selective_angles(int32_t batch, int32_t seq_len, int32_t n_heads,
+                                  int32_t n_pairs, const float *phi, const double *temp,
+                                  const double *carry_in, double *carry_out, double *angles) {
+  return angles_run(batch, seq_len, NULL, n_heads, n_pairs, phi, temp, carry_in, carry_out,
+                    angles);
+}
+
+rove_status rove_selective_angles_packed(int32_t n_seqs, const int32_t *cu_seqlens,
+                                         int32_t n_heads, int32_t n_pairs, const float *phi,
+                                         const double *temp, const double *carry_in,
+                                         double *carry_out, double *angles) {
+  int64_t total = 0;
+  if (n_seqs <= 0 || !rove_check_cu(cu_seqlens, n_seqs, &total) || total <= 0)
+    return ROVE_ERR_INVALID_ARGUMENT;
+  return angles_run(n_seqs, (int32_t)total, cu_seqlens, n_heads, n_pairs, phi, temp, carry_in,
+                    carry_out, angles);
 }

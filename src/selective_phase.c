@@ -6,7 +6,9 @@
  * phi [batch][seq_len][H][P] (also the z buffer of the token pass); conv_state
  * [batch][H][P][S], oldest first; the gate buffer [batch][block][n_gate] doubles.
  * Threads: token pass one task per group of up to ROVE_PHASE_GROUP tokens of a batch row,
- * head pass one task per (b, h); no result depends on the thread count. Failures happen
+ * head pass one task per (b, h); no result depends on the thread count. Packed sequences
+ * (rove_selective_phase_packed) are one row whose head pass runs each sequence's part of
+ * a block from that sequence's own history (conv_state [n_seqs][H][P][S]). Failures happen
  * before anything is written. */
 #include <math.h>
 #include <string.h>
@@ -87,9 +89,10 @@ static rove_status phase_options(const rove_selective_phase_weights *w) {
 /* The shape of the run, every extent in int64 (and bytes), the stride, the overlap rule,
  * and the multiply-adds per token (*per_token, for the thread count). */
 static rove_status phase_sizes(const rove_selective_phase_weights *w, int32_t batch,
-                               int32_t seq_len, const float *x, int64_t x_stride,
-                               const float *state, const float *phi, rove_phase_run *r,
-                               int64_t *xs, int64_t *per_token) {
+                               int32_t seq_len, int64_t n_states, const int32_t *cu,
+                               const float *x, int64_t x_stride, const float *state,
+                               const float *phi, rove_phase_run *r, int64_t *xs,
+                               int64_t *per_token) {
   const int64_t lim = INT64_MAX / (int64_t)sizeof(double);
   int64_t rows, ext, nphi, nstate, m0, m1, m2;
   r->state_len = rove_selective_phase_state_len(w);
@@ -124,13 +127,15 @@ static rove_status phase_sizes(const rove_selective_phase_weights *w, int32_t ba
     return ROVE_ERR_SIZE_OVERFLOW;
   if (!rove_mul_i64(rows - 1, *xs, &ext) || !rove_add_i64(ext, r->d, &ext) || ext > lim ||
       !rove_mul_i64(rows, r->hp, &nphi) || nphi > lim ||
-      !rove_mul_i64(batch, r->hp, &nstate) || !rove_mul_i64(nstate, r->state_len, &nstate) ||
+      !rove_mul_i64(n_states, r->hp, &nstate) || !rove_mul_i64(nstate, r->state_len, &nstate) ||
       nstate > lim)
     return ROVE_ERR_SIZE_OVERFLOW;
   const size_t bx = (size_t)ext * sizeof(float), bp = (size_t)nphi * sizeof(float);
   const size_t bs = (size_t)nstate * sizeof(float);
-  if (rove_overlap(phi, bp, x, bx) ||
-      (state && bs && (rove_overlap(state, bs, x, bx) || rove_overlap(state, bs, phi, bp))))
+  const size_t bcu = cu ? ((size_t)n_states + 1) * sizeof(int32_t) : 0;
+  if (rove_overlap(phi, bp, x, bx) || rove_overlap(phi, bp, cu, bcu) ||
+      (state && bs && (rove_overlap(state, bs, x, bx) || rove_overlap(state, bs, phi, bp) ||
+                       rove_overlap(state, bs, cu, bcu))))
     return ROVE_ERR_INVALID_ARGUMENT;
   return ROVE_OK;
 }
@@ -140,7 +145,9 @@ typedef struct {
   const float *x;
   int64_t xs, seq_len, t0, n; /* the block: tokens [t0, t0 + n) of every batch row */
   int64_t groups;             /* token groups per batch row: ceil(n / ROVE_PHASE_GROUP) */
-  float *phi, *hist;          /* hist [batch][H][P][S] */
+  float *phi, *hist;          /* hist [batch][H][P][S] (packed: [n_seqs][H][P][S]) */
+  const int32_t *cu;          /* packed sequences of the one row (NULL: batch rows) */
+  int64_t seq0;               /* packed: the first sequence that ends after t0 */
   double *gates;              /* [batch][n][n_gate] or NULL */
   double *scratch;            /* per thread: GROUP * (d + mid) doubles for the token pass,
                                  ROVE_PHASE_HEAD_WORK for the head pass */
@@ -159,25 +166,49 @@ static void token_task(int64_t i, int tid, void *arg) {
                     c->gates ? c->gates + (b * c->n + first) * c->r->n_gate : NULL);
 }
 
+/* Packed sequences, head h: each sequence's part of the block through the conv from its
+ * own history, as a batch row of its own would run it. */
+static void head_task_packed(const block_ctx *c, int64_t h, int tid) {
+  const int64_t H = c->r->w->n_heads, P = c->r->w->n_pairs, end = c->t0 + c->n;
+  for (int64_t s = c->seq0; c->cu[s] < end; s++) {
+    const int64_t a = c->cu[s] > c->t0 ? c->cu[s] : c->t0;
+    const int64_t b = c->cu[s + 1] < end ? c->cu[s + 1] : end;
+    if (b <= a) continue; /* an empty sequence: its history passes through */
+    rove_phase_head(c->r, h, b - a, c->phi + a * c->r->hp,
+                    c->gates ? c->gates + (a - c->t0) * c->r->n_gate : NULL,
+                    c->hist ? c->hist + (s * H + h) * P * c->r->state_len : NULL,
+                    c->scratch + (int64_t)tid * c->scratch_per_thread);
+  }
+}
+
 static void head_task(int64_t i, int tid, void *arg) { /* i = b * H + h */
   const block_ctx *c = arg;
   const int64_t H = c->r->w->n_heads, b = i / H, h = i % H;
   const int64_t P = c->r->w->n_pairs;
+  if (c->cu) {
+    head_task_packed(c, h, tid);
+    return;
+  }
   rove_phase_head(c->r, h, c->n, c->phi + (b * c->seq_len + c->t0) * c->r->hp,
                   c->gates ? c->gates + b * c->n * c->r->n_gate : NULL,
                   c->hist ? c->hist + i * P * c->r->state_len : NULL,
                   c->scratch + (int64_t)tid * c->scratch_per_thread);
 }
 
-rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t batch,
-                                 int32_t seq_len, const float *x, int64_t x_stride,
-                                 float *conv_state, float *phi) {
+/* rove_selective_phase (cu NULL: batch rows of seq_len tokens, a state row each) and
+ * rove_selective_phase_packed (batch 1, seq_len tokens in all; cu: n_seqs sequences with a
+ * state row each). */
+static rove_status phase_run(const rove_selective_phase_weights *w, int32_t batch,
+                             int32_t seq_len, const int32_t *cu, int32_t n_seqs,
+                             const float *x, int64_t x_stride, float *conv_state, float *phi) {
   if (!w || !x || !phi || batch <= 0 || seq_len <= 0) return ROVE_ERR_INVALID_ARGUMENT;
   rove_status st = phase_options(w);
   if (st != ROVE_OK) return st;
   rove_phase_run r = {.w = w, .dots = rove_kernels_for(rove_best_isa())->phase_dots};
   int64_t xs = 0, per_token = 0, work;
-  st = phase_sizes(w, batch, seq_len, x, x_stride, conv_state, phi, &r, &xs, &per_token);
+  const int64_t n_states = cu ? n_seqs : batch;
+  st = phase_sizes(w, batch, seq_len, n_states, cu, x, x_stride, conv_state, phi, &r, &xs,
+                   &per_token);
   if (st != ROVE_OK) return st;
   int64_t block = BLOCK_ROWS / batch; /* tokens per block, at least a group, at most seq_len */
   if (block < ROVE_PHASE_GROUP) block = ROVE_PHASE_GROUP;
@@ -187,7 +218,7 @@ rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t 
   const int64_t groups = (block + ROVE_PHASE_GROUP - 1) / ROVE_PHASE_GROUP; /* per batch row */
   const int64_t tasks = (int64_t)batch * (groups > w->n_heads ? groups : w->n_heads);
   const int32_t team = rove_team_size(threads, tasks); /* of either pass */
-  block_ctx c = {&r, x, xs, seq_len, 0, 0, 0, phi, NULL, NULL, NULL, 0};
+  block_ctx c = {&r, x, xs, seq_len, 0, 0, 0, phi, NULL, cu, 0, NULL, NULL, 0};
   /* the token pass's u and mid of a group, or the head pass's work, in 64-byte blocks
    * (phase_sizes bounds both) */
   const int64_t head_work = ROVE_PHASE_HEAD_WORK(&r);
@@ -197,7 +228,7 @@ rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t 
   if (!rove_mul_i64(c.scratch_per_thread, (int64_t)team * (int64_t)sizeof(double),
                     &scratch_bytes))
     return ROVE_ERR_SIZE_OVERFLOW;
-  const size_t nhist = (size_t)batch * (size_t)r.hp * (size_t)r.state_len;
+  const size_t nhist = (size_t)n_states * (size_t)r.hp * (size_t)r.state_len;
   const size_t hp = (size_t)r.hp, ngate = (size_t)batch * (size_t)block * (size_t)r.n_gate;
   /* per call, for every head: scale, exp_b, the conv bias [hp] and taps [H][W][P] */
   const int64_t W = w->skip_conv ? 0 : w->conv_width;
@@ -243,6 +274,7 @@ rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t 
   for (int64_t t0 = 0; t0 < seq_len; t0 += block) {
     c.t0 = t0;
     c.n = seq_len - t0 < block ? seq_len - t0 : block;
+    while (cu && cu[c.seq0 + 1] <= t0) c.seq0++; /* cu ends at seq_len > t0: stops */
     c.groups = (c.n + ROVE_PHASE_GROUP - 1) / ROVE_PHASE_GROUP;
     rove_parallel_for(threads, (int64_t)batch * c.groups, token_task, &c);
     rove_parallel_for(threads, (int64_t)batch * w->n_heads, head_task, &c);
@@ -250,4 +282,19 @@ rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t 
   if (nhist && conv_state) memcpy(conv_state, c.hist, nhist * sizeof(float));
   rove_free(consts), rove_free(c.scratch), rove_free(c.hist), rove_free(c.gates);
   return ROVE_OK;
+}
+
+rove_status rove_selective_phase(const rove_selective_phase_weights *w, int32_t batch,
+                                 int32_t seq_len, const float *x, int64_t x_stride,
+                                 float *conv_state, float *phi) {
+  return phase_run(w, batch, seq_len, NULL, 0, x, x_stride, conv_state, phi);
+}
+
+rove_status rove_selective_phase_packed(const rove_selective_phase_weights *w, int32_t n_seqs,
+                                        const int32_t *cu_seqlens, const float *x,
+                                        int64_t x_stride, float *conv_state, float *phi) {
+  int64_t total = 0;
+  if (n_seqs <= 0 || !rove_check_cu(cu_seqlens, n_seqs, &total) || total <= 0)
+    return ROVE_ERR_INVALID_ARGUMENT;
+  return phase_run(w, 1, (int32_t)total, cu_seqlens, n_seqs, x, x_stride, conv_state, phi);
 }

@@ -640,7 +640,18 @@ static rove_status call_selective_angles(fx *f) {
                                (double *)g_out);
 }
 
-static rove_status call_selective_phase(fx *f) {
+/* Packed: the same 128 tokens as sequences of 50, 0 and 78, each with its state row. */
+static const int32_t k_phase_cu[4] = {0, 50, 50, 128};
+
+static rove_status call_selective_angles_packed(fx *f) {
+  const int32_t pairs = 600;
+  add_out(f, g_out, sizeof(double) * 128 * 2 * pairs);
+  add_out(f, g_out2, sizeof(double) * 3 * 2 * pairs);
+  return rove_selective_angles_packed(3, k_phase_cu, 2, pairs, g_in, NULL, NULL,
+                                      (double *)g_out2, (double *)g_out);
+}
+
+static rove_status phase_call(fx *f, int packed) {
   const int32_t T = 64, pairs = HALF, in_dim = D;
   const float *w = g_in + 200000;
   rove_selective_phase_weights pw; /* every part: low-rank projection, conv, exp(bias), gate */
@@ -655,10 +666,14 @@ static rove_status call_selective_phase(fx *f) {
   pw.gate_w = pw.gate_down + 16 * H * in_dim;         /* [H * pairs][16] */
   pw.gate_b = pw.gate_w + H * pairs * 16;             /* [H * pairs] */
   float *state = g_out2;
+  const int32_t rows = packed ? 3 : 2; /* state rows: sequences or batch rows */
   add_out(f, g_out, sizeof(float) * 2 * T * H * pairs);
-  add_inout(f, state, sizeof(float) * 2 * H * pairs * 3, g_in + 300000);
+  add_inout(f, state, sizeof(float) * (size_t)rows * H * pairs * 3, g_in + 300000);
+  if (packed) return rove_selective_phase_packed(&pw, 3, k_phase_cu, g_in, 0, state, g_out);
   return rove_selective_phase(&pw, 2, T, g_in, 0, state, g_out);
 }
+static rove_status call_selective_phase(fx *f) { return phase_call(f, 0); }
+static rove_status call_selective_phase_packed(fx *f) { return phase_call(f, 1); }
 
 /* GLA: plan creation, chunked forward, recurrence */
 static rove_gla_config gla_config(const fx *f) {
@@ -763,6 +778,8 @@ static const scenario k_scenarios[] = {
     {"layer_forward_cached_decode", setup_layer_cache, call_layer_cached_decode, observe_cache},
     {"selective_angles", NULL, call_selective_angles, NULL},
     {"selective_phase", NULL, call_selective_phase, NULL},
+    {"selective_angles_packed", NULL, call_selective_angles_packed, NULL},
+    {"selective_phase_packed", NULL, call_selective_phase_packed, NULL},
     {"gla_plan_create", NULL, call_gla_create, NULL},
     {"gla_forward", setup_gla, call_gla_forward, NULL},
     {"gla_recurrent", setup_gla, call_gla_recurrent, NULL},

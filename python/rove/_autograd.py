@@ -217,12 +217,12 @@ def _make_angles_function():
 
     class SelectiveAnglesFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, phi, temp, carry):
-            from .selective import selective_angles
-            angles, cout = selective_angles(phi.detach(),
-                                            None if temp is None else temp.detach(),
-                                            None if carry is None else carry.detach())
+        def forward(ctx, phi, temp, carry, cu):
+            from .selective import _angles
+            angles, cout = _angles(phi.detach(), None if temp is None else temp.detach(),
+                                   None if carry is None else carry.detach(), None, cu)
             ctx.save_for_backward(phi, temp, carry)
+            ctx.cu = cu  # checked, private (packed sequences) or None
             return angles, cout
 
         @staticmethod
@@ -230,33 +230,40 @@ def _make_angles_function():
         @once_differentiable
         def backward(ctx, d_angles, d_carry):
             phi, temp, carry = ctx.saved_tensors
+            cu = ctx.cu
             flat = phi.dim() == 3
+            cflat = flat and cu is None  # packed carries are [N, H, P] already
             pc = (phi.unsqueeze(0) if flat else phi).detach().float().contiguous()
             B, T, H, P = pc.shape
             da = torch.zeros((B, T, H, P), dtype=torch.float64) if d_angles is None else \
                 (d_angles.unsqueeze(0) if flat else d_angles).double().contiguous()
             dc = None if d_carry is None else \
-                (d_carry.unsqueeze(0) if flat else d_carry).double().contiguous()
+                (d_carry.unsqueeze(0) if cflat else d_carry).double().contiguous()
             tc = None if temp is None else temp.detach().double().contiguous()
             cc = None if carry is None else \
-                (carry.unsqueeze(0) if flat else carry).detach().double().contiguous()
+                (carry.unsqueeze(0) if cflat else carry).detach().double().contiguous()
             d_phi = torch.empty_like(pc)
-            d_cin = torch.empty((B, H, P), dtype=torch.float64)
+            d_cin = torch.empty((B if cu is None else cu.shape[0] - 1, H, P), dtype=torch.float64)
             d_temp = torch.empty((P,), dtype=torch.float64)
             ptr = lambda x: None if x is None else x.data_ptr()  # noqa: E731
-            st = _lib.lib.rove_selective_angles_backward(B, T, H, P, ptr(pc), ptr(tc), ptr(cc),
-                                                          ptr(da), ptr(dc), ptr(d_phi),
-                                                          ptr(d_cin), ptr(d_temp))
+            if cu is None:
+                st = _lib.lib.rove_selective_angles_backward(
+                    B, T, H, P, ptr(pc), ptr(tc), ptr(cc), ptr(da), ptr(dc), ptr(d_phi),
+                    ptr(d_cin), ptr(d_temp))
+            else:
+                st = _lib.lib.rove_selective_angles_packed_backward(
+                    cu.shape[0] - 1, cu.ctypes.data, H, P, ptr(pc), ptr(tc), ptr(cc), ptr(da),
+                    ptr(dc), ptr(d_phi), ptr(d_cin), ptr(d_temp))
             _lib.check("rove_selective_angles_backward", st)
             need = ctx.needs_input_grad
             return (d_phi[0] if flat else d_phi) if need[0] else None, \
                 d_temp if need[1] else None, \
-                ((d_cin[0] if flat else d_cin) if need[2] else None)
+                ((d_cin[0] if cflat else d_cin) if need[2] else None), None
 
     return SelectiveAnglesFunction
 
 
-def selective_angles(phi, temp, carry):
+def selective_angles(phi, temp, carry, cu_seqlens=None):
     """rove.selective_angles recorded for autograd: (angles, carry_out)."""
     global _ANGLES_FUNCTION
     torch = _tensor._torch()
@@ -272,4 +279,9 @@ def selective_angles(phi, temp, carry):
             raise TypeError(f"{name} is {x.dtype}: expected {dt}")
     if _ANGLES_FUNCTION is None:
         _ANGLES_FUNCTION = _make_angles_function()
-    return _ANGLES_FUNCTION.apply(phi, temp, carry)
+    from .selective import _packed_cu
+    cu = None
+    if cu_seqlens is not None:
+        B, T = (1, phi.shape[0]) if phi.dim() == 3 else tuple(phi.shape[:2])
+        cu = _packed_cu(cu_seqlens, B, T, "phi")
+    return _ANGLES_FUNCTION.apply(phi, temp, carry, cu)

@@ -29,7 +29,22 @@ def _batched(x, name, dtype, ndim4=True):
     return obj, ptr, shape, len(v.shape) == 3
 
 
-def selective_angles(phi, temp=None, carry=None):
+def _packed_cu(cu_seqlens, B, T, what):
+    """cu_seqlens as a private int32 array (None stays None), checked against a packed
+    row of T tokens (batch 1)."""
+    if cu_seqlens is None:
+        return None
+    from .varlen import _cu
+    cu = np.array(_cu(cu_seqlens, "cu_seqlens", None), dtype=np.int32, copy=True)
+    if B != 1:
+        raise ValueError(f"with cu_seqlens {what} must be one packed row (batch 1, or no "
+                         f"batch axis), got batch {B}")
+    if int(cu[-1]) != T:
+        raise ValueError(f"cu_seqlens ends at {int(cu[-1])}, but {what} holds {T} tokens")
+    return cu
+
+
+def selective_angles(phi, temp=None, carry=None, cu_seqlens=None):
     """(angles, carry_out): for each row b, head h, pair k, sequentially over t,
     c += phi[b, t, h, k] (double); angles[b, t, h, k] = temp[k] * c, from
     c = carry[b, h, k] (0 when carry is None).
@@ -38,8 +53,12 @@ def selective_angles(phi, temp=None, carry=None):
     (selective_temperatures) or float64 [n_pairs]. carry: None or float64 [batch, heads,
     n_pairs]. Returns float64 angles shaped like phi and the carry for the next chunk;
     chunks that pass the carry on give angles bit-identical to one call.
+    cu_seqlens: None, or packed sequences of one row (flash-linear-attention's varlen,
+    as rove.gla's): an integer array [N + 1] of cumulative lengths from 0 to seq; each
+    sequence sums from its own carry (carry and carry_out [N, heads, n_pairs]) and its
+    angles are those of a call on it alone, bit for bit.
     Differentiable for torch tensors that require grad (phi float32, temp / carry float64):
-    the backward is rove_selective_angles_backward.
+    the backward is rove_selective_angles_backward (packed: its packed form).
     """
     if any(_tensor.is_torch(x) and x.requires_grad for x in (phi, temp, carry)) and \
             _tensor._torch().is_grad_enabled():
@@ -47,19 +66,30 @@ def selective_angles(phi, temp=None, carry=None):
             raise TypeError("phi must be a torch tensor when temp or carry requires grad "
                             "(gradients are recorded for torch tensors only)")
         from ._autograd import selective_angles as differentiable  # torch autograd
-        return differentiable(phi, temp, carry)
+        return differentiable(phi, temp, carry, cu_seqlens)
+    return _angles(phi, temp, carry, cu_seqlens)
+
+
+def _angles(phi, temp, carry, cu_seqlens, cu=None):
+    """selective_angles without autograd (cu: cu_seqlens already checked, or None)."""
     p, pp, (B, T, H, P), flat = _batched(phi, "phi", np.float32)
+    if cu is None:
+        cu = _packed_cu(cu_seqlens, B, T, "phi")
     tmp = tp = None
     if temp is not None:
         tmp, tp = _tensor.contiguous(temp, "temp", np.float64, (P,))
-    cshape = (H, P) if flat else (B, H, P)
+    cshape = (cu.shape[0] - 1, H, P) if cu is not None else (H, P) if flat else (B, H, P)
     cin = cp = None
     if carry is not None:
         cin, cp = _tensor.contiguous(carry, "carry", np.float64, cshape)
     torch_kind = _tensor.is_torch(p)
     angles, ap = _tensor.empty(torch_kind, (B, T, H, P), np.float64)
     cout, cop = _tensor.empty(torch_kind, cshape, np.float64)
-    st = _lib.lib.rove_selective_angles(B, T, H, P, pp, tp, cp, cop, ap)
+    if cu is not None:
+        st = _lib.lib.rove_selective_angles_packed(cu.shape[0] - 1, cu.ctypes.data, H, P, pp,
+                                                   tp, cp, cop, ap)
+    else:
+        st = _lib.lib.rove_selective_angles(B, T, H, P, pp, tp, cp, cop, ap)
     if st == _lib.ERR_INVALID_ARGUMENT:  # librove refuses non-finite inputs: say which (a
         # check here before every call cost half of a decode step's call)
         for name, x in (("phi", p), ("temp", tmp), ("carry", cin)):
@@ -288,7 +318,7 @@ class SelectivePhaseWeights:
         return cls(H, P, **kw)
 
 
-def selective_phase(x, weights: SelectivePhaseWeights, conv_state=None):
+def selective_phase(x, weights: SelectivePhaseWeights, conv_state=None, cu_seqlens=None):
     """Increments phi float32 [batch, seq, n_heads, n_pairs] from the layer input x
     float32 [batch, seq, d] (2-D [seq, d] without batch gives phi [seq, n_heads, n_pairs];
     d = n_heads * in_dim, features of a token dense, any token stride), as the reference's
@@ -299,6 +329,12 @@ def selective_phase(x, weights: SelectivePhaseWeights, conv_state=None):
     for a 2-D x without the batch axis, [n_heads, n_pairs, state_len]:
     weights.new_state(1)[0]): read as the history before token 0 and updated in place, so
     a sequence fed in pieces gives the same phi as one call, bit for bit.
+
+    cu_seqlens: None, or packed sequences of one row (as rove.gla's and
+    rove.selective_angles'): x [1, seq, d] or [seq, d], an integer array [N + 1] of
+    cumulative lengths from 0 to seq. Each sequence's causal conv runs from its own
+    history (conv_state [N, n_heads, n_pairs, state_len], or None: every sequence fresh),
+    and its phi is that of a call on it alone, bit for bit.
     """
     if not isinstance(weights, SelectivePhaseWeights):
         raise TypeError("weights must be a rove.SelectivePhaseWeights")
@@ -320,14 +356,20 @@ def selective_phase(x, weights: SelectivePhaseWeights, conv_state=None):
         v4 = _tensor.dense_copy(_tensor.View(v.obj[None] if ndim == 2 else v.obj, v.torch, 0,
                                              (), ()), (0, 1, 2))
         ts = d
+    cu = _packed_cu(cu_seqlens, B, T, "x")
     cs = csp = None
     if conv_state is not None:
         S = weights.state_len
-        cshape = (B, weights.n_heads, weights.n_pairs, S) if ndim == 3 else \
+        cshape = (cu.shape[0] - 1, weights.n_heads, weights.n_pairs, S) if cu is not None \
+            else (B, weights.n_heads, weights.n_pairs, S) if ndim == 3 else \
             (weights.n_heads, weights.n_pairs, S)
         cs, csp = _tensor.contiguous(conv_state, "conv_state", np.float32, cshape, writable=True)
     phi, pp = _tensor.empty(v.torch, (B, T, weights.n_heads, weights.n_pairs))
-    st = _lib.lib.rove_selective_phase(weights._c(), B, T, v4.ptr, ts, csp, pp)
+    if cu is not None:
+        st = _lib.lib.rove_selective_phase_packed(weights._c(), cu.shape[0] - 1, cu.ctypes.data,
+                                                  v4.ptr, ts, csp, pp)
+    else:
+        st = _lib.lib.rove_selective_phase(weights._c(), B, T, v4.ptr, ts, csp, pp)
     del v, v4
     _lib.check("rove_selective_phase", st)
     _tensor.mark_written(cs)  # the convolution state, updated in place

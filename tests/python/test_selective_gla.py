@@ -389,3 +389,86 @@ def test_angles_refuse_non_finite_temp_and_carry(rng, monkeypatch):
             rove.selective_angles(np.where(np.arange(4) == 0, np.nan, phi).astype(np.float32)
                                   if name == "phi" else phi, **kw)
         assert calls.pop() == rove._lib.ERR_INVALID_ARGUMENT
+
+
+# ---- packed sequences (cu_seqlens) through the whole Selective RoPE + GLA road ------------
+PACKED_LENS = (9, 0, 40, 1, 77)
+
+
+def test_packed_selective_rope_equals_each_sequence(rng, torch):
+    """Phase network -> angles -> GLA over packed sequences (cu_seqlens, fla's varlen):
+    phi, the conv states, the angles, the carries, GLA's output and final states equal the
+    calls on each sequence alone, bit for bit; the gradients of the angles' and GLA's
+    inputs (phi, carry, q, k, v, g, initial state) equal the per-sequence calls' (d temp
+    summed), through torch autograd."""
+    H, P, D = 2, 4, 6
+    K, V = 2 * P, 8
+    N, T = len(PACKED_LENS), sum(PACKED_LENS)
+    cu = np.concatenate([[0], np.cumsum(PACKED_LENS)]).astype(np.int64)
+    p = reference_params(rng, H, P, D, "low-rank", 4, True, "gla")
+    wts = rove.SelectivePhaseWeights.from_reference_state_dict(p, H, conv_act="silu")
+    x = randn(rng, T, H * D)
+    st0 = rng.uniform(-1, 1, (N, H, P, wts.state_len)).astype(np.float32)
+    st = st0.copy()
+    phi = rove.selective_phase(x, wts, conv_state=st, cu_seqlens=cu)
+    carry0 = rng.uniform(-3, 3, (N, H, P))
+    f = lambda *s: torch.from_numpy(randn(rng, *s))  # noqa: E731
+    q, k, v = f(T, H, K), f(T, H, K), f(T, H, V)
+    g = -torch.rand(T, H, K, generator=torch.Generator().manual_seed(3))
+    s0 = f(N, H, K, V)
+    dout, dfin = f(T, H, V), f(N, H, K, V)
+
+    def chain(xs, sl, c0, state0, cu_):
+        phi_t, q_, k_, v_, g_ = xs
+        ang, cout = rove.selective_angles(phi_t, carry=c0, cu_seqlens=cu_)
+        o, fs = rove.gla(q_, k_, v_, g_, angles=ang, initial_state=state0, rotate="rove",
+                         return_final_state=True, chunk=16, cu_seqlens=cu_)
+        return ang, cout, o, fs
+
+    leaves = [torch.from_numpy(phi).requires_grad_(True)] + \
+        [t.clone().requires_grad_(True) for t in (q, k, v, g)]
+    c0 = torch.from_numpy(carry0).requires_grad_(True)
+    s0p = s0.clone().requires_grad_(True)
+    ang, cout, o, fs = chain(leaves, None, c0, s0p, cu)
+    ((o * dout).sum() + (fs * dfin).sum() + cout.sum()).backward()
+    for i in range(N):
+        a, b = int(cu[i]), int(cu[i + 1])
+        if a == b:  # empty: states pass through, their gradients are the upstream ones
+            assert np.array_equal(st[i], st0[i]) and torch.equal(cout[i].detach(), c0[i].detach())
+            assert torch.equal(fs[i].detach(), s0[i]) and torch.equal(s0p.grad[i], dfin[i])
+            assert torch.equal(c0.grad[i], torch.ones_like(c0.grad[i]))
+            continue
+        sti = st0[i:i + 1].copy()
+        assert np.array_equal(rove.selective_phase(x[None, a:b], wts, conv_state=sti)[0], phi[a:b])
+        assert np.array_equal(sti[0], st[i])
+        one = [t.detach()[a:b].clone().requires_grad_(True) for t in leaves]
+        c1 = torch.from_numpy(carry0[i:i + 1]).requires_grad_(True)
+        s1 = s0[i:i + 1].clone().requires_grad_(True)
+        ang1, cout1, o1, fs1 = chain([t[None] for t in one], None, c1, s1, None)
+        ((o1[0] * dout[a:b]).sum() + (fs1 * dfin[i:i + 1]).sum() + cout1.sum()).backward()
+        assert torch.equal(ang1[0], ang[a:b]) and torch.equal(cout1[0], cout[i])
+        assert torch.equal(o1[0], o[a:b]) and torch.equal(fs1[0], fs[i])
+        for t1, tp in zip(one, leaves):
+            assert torch.equal(t1.grad, tp.grad[a:b])
+        assert torch.equal(c1.grad[0], c0.grad[i]) and torch.equal(s1.grad[0], s0p.grad[i])
+
+
+def test_packed_selective_refusals(rng, torch):
+    H, P, D = 2, 4, 6
+    p = reference_params(rng, H, P, D, "low-rank", 4, False, None)
+    wts = rove.SelectivePhaseWeights.from_reference_state_dict(p, H)
+    x = randn(rng, 2, 10, H * D)
+    with pytest.raises(ValueError, match="one packed row"):
+        rove.selective_phase(x, wts, cu_seqlens=[0, 4, 10])
+    with pytest.raises(ValueError, match="ends at 9"):
+        rove.selective_phase(x[0], wts, cu_seqlens=[0, 4, 9])
+    with pytest.raises(ValueError):  # a state per sequence
+        rove.selective_phase(x[0], wts, conv_state=wts.new_state(1), cu_seqlens=[0, 4, 10])
+    phi = rng.uniform(0, 1, (10, H, P)).astype(np.float32)
+    with pytest.raises(ValueError, match="not decrease"):
+        rove.selective_angles(phi, cu_seqlens=[0, 5, 4, 10])
+    with pytest.raises(ValueError):
+        rove.selective_angles(phi, carry=np.zeros((1, H, P)), cu_seqlens=[0, 4, 10])
+    with pytest.raises(ValueError, match="one packed row"):
+        rove.selective_angles(torch.from_numpy(np.stack([phi, phi])).requires_grad_(True),
+                              cu_seqlens=[0, 4, 10])
