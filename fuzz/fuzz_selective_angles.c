@@ -5,7 +5,8 @@
  * carry_out untouched; on success the angles and carry are bit for bit the sequential
  * double sum the contract defines, and splitting the tokens in two calls that pass the
  * carry gives the same bits. rove_selective_angles_backward on the same inputs: the same
- * acceptance, and d_phi / d_carry_in bit for bit the reverse running sum. */
+ * acceptance, and d_phi / d_carry_in bit for bit the reverse running sum. The batch rows
+ * as packed sequences (rove_selective_angles_packed): the same bits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       free(carry);
       free(ang2);
     }
+  }
+  /* The batch rows as packed sequences (rove_selective_angles_packed, cu_seqlens): the
+   * same acceptance and, on success, the same bits; a decreasing cu_seqlens is refused. */
+  if (!bad) {
+    int32_t cu[3] = {0, (int32_t)ns, (int32_t)(2 * ns)};
+    double *ang3 = fz_canary_alloc(n * sizeof *ang3), *co3 = fz_canary_alloc(nc * sizeof *co3);
+    const rove_status a3 = rove_selective_angles_packed(batch, cu, heads, pairs, phi, temp,
+                                                        carry_orig, co3, ang3);
+    fz_check_status(H, a3);
+    FZ_CHECK(H, (a3 == ROVE_OK) == (st == ROVE_OK), "packed and batch calls disagree");
+    if (a3 == ROVE_OK && st == ROVE_OK) {
+      FZ_CHECK(H, memcmp(ang3, angles, n * sizeof *ang3) == 0, "packed angles differ");
+      if (carry_out)
+        FZ_CHECK(H, memcmp(co3, carry_out, nc * sizeof *co3) == 0, "packed carry differs");
+    }
+    if (batch == 2) {
+      int32_t down[3] = {0, (int32_t)ns + 1, (int32_t)ns};
+      double *ang4 = fz_canary_alloc(n * sizeof *ang4);
+      FZ_CHECK(H, rove_selective_angles_packed(2, down, heads, pairs, phi, temp, NULL, NULL,
+                                               ang4) == ROVE_ERR_INVALID_ARGUMENT,
+               "a decreasing cu_seqlens was accepted");
+      FZ_CHECK(H, fz_untouched(ang4, n * sizeof *ang4), "angles written on a bad cu_seqlens");
+      free(ang4);
+    }
+    free(ang3);
+    free(co3);
   }
   /* The backward with the same inputs: the same acceptance (bad sizes and non-finite
    * phi / temp / carry_in rejected, outputs untouched), and on success d_phi equals the
