@@ -445,7 +445,7 @@ def gla(q, k, v, g, *, angles=None, initial_state=None, cu_seqlens=None, scale=N
         rotate="rope", rotary_dim=0, pairing="half", chunk=None, recurrent=False,
         return_final_state=False):
     """rove.gla (recurrent=True: rove.gla_recurrent) through the rove::gla custom op (torch
-    tensors only; cu_seqlens as an integer tensor). rotate applies only with angles."""
+    tensors; cu_seqlens an integer tensor, list or array). rotate applies only with angles."""
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
     if not torch.compiler.is_compiling():
@@ -453,6 +453,8 @@ def gla(q, k, v, g, *, angles=None, initial_state=None, cu_seqlens=None, scale=N
         rotary_dim = _params.positive_int("rotary_dim", rotary_dim, minimum=0)
         if chunk is not None and chunk not in (16, 32, 64, 128):
             raise ValueError(f"chunk must be 16, 32, 64 or 128 (got {chunk!r})")
+    if cu_seqlens is not None and not isinstance(cu_seqlens, torch.Tensor):
+        cu_seqlens = torch.as_tensor(np.asarray(cu_seqlens))  # a list or numpy array, as rove.gla
     out, fs = torch.ops.rove.gla(q, k, v, g, angles, initial_state, cu_seqlens, scale, rotate,
                                  int(rotary_dim), pairing, int(chunk or 0), bool(recurrent))
     return (out, fs) if return_final_state else out

@@ -388,3 +388,6 @@ def test_gla_op_refuses_bad_shapes_on_meta():
         rove.torch_ops.gla(q, m(2, 5, 2, 4), v, q)
     o, fs = rove.torch_ops.gla(q, q, m(2, 5, 2, 6), q, return_final_state=True)
     assert o.shape == (2, 5, 2, 6) and fs.shape == (2, 2, 8, 6)
+    c = torch.randn(1, 5, 2, 8)  # cu_seqlens as a list, as rove.gla takes it
+    assert torch.equal(rove.torch_ops.gla(c, c, c, -c.abs(), cu_seqlens=[0, 2, 5]),
+                       rove.gla(c, c, c, -c.abs(), cu_seqlens=[0, 2, 5]))
