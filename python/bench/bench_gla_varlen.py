@@ -8,8 +8,12 @@ the same work), forward and forward + backward, in one run.
 
 Two sets (fixed seed): 8 sequences of 64..4096 tokens (issue 17's lengths) and 64 of
 16..256. 12 heads x 64 x 64, chunk 64, Selective angles with RoVE's rotations, initial
-states. The calls of a row are timed in interleaved rounds (medians of --runs). Prints a
-markdown table (ms; tokens/s of the packed call in Mtok/s).
+states. The calls of a row are timed in interleaved rounds (medians of --runs). The
+forwards write into an output allocated once (out=; the loop into its slices of it): a
+fresh 38 MB output per call faults its pages in on every call (~2 us a page in a VM), which
+a loop's smaller outputs, reused from the heap, do not. The backward rows (autograd, which
+takes no out=) allocate. Prints a markdown table (ms; tokens/s of the packed call in
+Mtok/s).
 """
 import argparse
 import statistics
@@ -54,21 +58,23 @@ def main():
         ang = (torch.rand(1, T, H, K // 2, generator=gen, dtype=torch.float64) * 40 - 20)
         s0 = r(count, H, K, V)
         dout = r(1, T, H, V)
+        out = torch.empty(1, T, H, V)
         for thr in args.threads:
             kw = dict(rotate="rove", threads=thr)
             leaves = [x.clone().requires_grad_() for x in (q, k, v, gd)]
 
             def packed():
-                return rove.gla(q, k, v, gd, angles=ang, initial_state=s0, cu_seqlens=cu, **kw)
+                return rove.gla(q, k, v, gd, angles=ang, initial_state=s0, cu_seqlens=cu,
+                                out=out, **kw)
 
             def loop():
                 for i in range(count):
                     a, b = int(cu[i]), int(cu[i + 1])
                     rove.gla(q[:, a:b], k[:, a:b], v[:, a:b], gd[:, a:b], angles=ang[:, a:b],
-                             initial_state=s0[i:i + 1], **kw)
+                             initial_state=s0[i:i + 1], out=out[:, a:b], **kw)
 
             def dense():
-                return rove.gla(q, k, v, gd, angles=ang, initial_state=s0[:1], **kw)
+                return rove.gla(q, k, v, gd, angles=ang, initial_state=s0[:1], out=out, **kw)
 
             def packed_bwd():
                 o = rove.gla(*leaves, angles=ang, initial_state=s0, cu_seqlens=cu, **kw)
