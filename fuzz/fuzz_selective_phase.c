@@ -5,7 +5,8 @@
  * required weight missing or an unused one set, strides and conv states.
  * Invariants: a valid status; a required weight NULL is rejected; phi and conv_state
  * untouched on failure; on success finite phi, and feeding the tokens in two pieces with
- * the conv state gives the same phi and final state bit for bit. */
+ * the conv state gives the same phi and final state bit for bit, and so does the batch
+ * as packed sequences (rove_selective_phase_packed). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FZ_CHECK(H, memcmp(st2, state, cn * sizeof *state) == 0, "pieces' final state differs");
       free(st2);
       free(phi2);
+    }
+    /* the batch rows as packed sequences (rove_selective_phase_packed): the same bits */
+    {
+      const int32_t cu[3] = {0, (int32_t)ns, (int32_t)(2 * ns)};
+      float *st3 = state0 ? malloc(cn * sizeof *st3) : NULL;
+      if (st3) memcpy(st3, state0, cn * sizeof *st3);
+      float *phi3 = malloc(pn * sizeof *phi3);
+      rove_status a3 = rove_selective_phase_packed(&w, batch, cu, x, stride, st3, phi3);
+      FZ_CHECK(H, a3 == ROVE_OK, "packed refused what the batch call took");
+      if (a3 == ROVE_OK) {
+        FZ_CHECK(H, memcmp(phi3, phi, pn * sizeof *phi) == 0, "packed phi differs");
+        if (st3 && sl > 0)
+          FZ_CHECK(H, memcmp(st3, state, cn * sizeof *state) == 0, "packed state differs");
+      }
+      free(st3);
+      free(phi3);
     }
   }
   free(x);
