@@ -279,9 +279,9 @@ def selective_angles(phi, temp, carry, cu_seqlens=None):
             raise TypeError(f"{name} is {x.dtype}: expected {dt}")
     if _ANGLES_FUNCTION is None:
         _ANGLES_FUNCTION = _make_angles_function()
-    from .selective import _packed_cu
+    from .varlen import packed_cu
     cu = None
     if cu_seqlens is not None:
         B, T = (1, phi.shape[0]) if phi.dim() == 3 else tuple(phi.shape[:2])
-        cu = _packed_cu(cu_seqlens, B, T, "phi")
+        cu = packed_cu(cu_seqlens, B, T, "phi")
     return _ANGLES_FUNCTION.apply(phi, temp, carry, cu)

@@ -110,7 +110,7 @@ class GLAPlan(_lib.SharedHandle):
         cu = None
         if cu_seqlens is not None:  # a private int32 copy, checked (the backward reuses it)
             from .varlen import _cu
-            cu = np.array(_cu(cu_seqlens, "cu_seqlens", None), dtype=np.int32, copy=True)
+            cu = _cu(cu_seqlens, "cu_seqlens", None)
         if _autograd.needs_grad(q, k, v, g, angles, initial_state):
             return _gla_autograd.gla(self, fn, q, k, v, g, angles, initial_state,
                                      return_final_state, out, cu)
@@ -123,12 +123,8 @@ class GLAPlan(_lib.SharedHandle):
             raise ValueError(f"q must be [batch, seq, H, key_dim] (or 3-D), got {vq.shape}")
         B, T = ((1,) + tuple(vq.shape))[-4:-2] if nd == 3 else vq.shape[:2]
         if cu is not None:
-            if B != 1:
-                raise ValueError(f"with cu_seqlens q must be [1, seq, H, key_dim] (or 3-D "
-                                 f"[seq, H, key_dim]): packed sequences are one row, got "
-                                 f"batch {B}")
-            if int(cu[-1]) != T:
-                raise ValueError(f"cu_seqlens ends at {int(cu[-1])}, but q holds {T} tokens")
+            from .varlen import check_packed
+            check_packed(cu, B, T, "q")
         H, K, V = self.n_heads, self.key_dim, self.value_dim
         lead = (B, T) if nd == 4 else (T,)
         keep = {}  # name -> what C reads (a contiguous copy where one was made)

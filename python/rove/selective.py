@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _lib, _params, _tensor
+from .varlen import packed_cu
 
 
 def selective_temperatures(n_pairs: int) -> np.ndarray:
@@ -27,21 +28,6 @@ def _batched(x, name, dtype, ndim4=True):
     obj, ptr = _tensor.contiguous(x, name, dtype)
     shape = tuple(v.shape) if len(v.shape) == 4 else (1,) + tuple(v.shape)
     return obj, ptr, shape, len(v.shape) == 3
-
-
-def _packed_cu(cu_seqlens, B, T, what):
-    """cu_seqlens as a private int32 array (None stays None), checked against a packed
-    row of T tokens (batch 1)."""
-    if cu_seqlens is None:
-        return None
-    from .varlen import _cu
-    cu = np.array(_cu(cu_seqlens, "cu_seqlens", None), dtype=np.int32, copy=True)
-    if B != 1:
-        raise ValueError(f"with cu_seqlens {what} must be one packed row (batch 1, or no "
-                         f"batch axis), got batch {B}")
-    if int(cu[-1]) != T:
-        raise ValueError(f"cu_seqlens ends at {int(cu[-1])}, but {what} holds {T} tokens")
-    return cu
 
 
 def selective_angles(phi, temp=None, carry=None, cu_seqlens=None):
@@ -74,7 +60,7 @@ def _angles(phi, temp, carry, cu_seqlens, cu=None):
     """selective_angles without autograd (cu: cu_seqlens already checked, or None)."""
     p, pp, (B, T, H, P), flat = _batched(phi, "phi", np.float32)
     if cu is None:
-        cu = _packed_cu(cu_seqlens, B, T, "phi")
+        cu = packed_cu(cu_seqlens, B, T, "phi")
     tmp = tp = None
     if temp is not None:
         tmp, tp = _tensor.contiguous(temp, "temp", np.float64, (P,))
@@ -356,7 +342,7 @@ def selective_phase(x, weights: SelectivePhaseWeights, conv_state=None, cu_seqle
         v4 = _tensor.dense_copy(_tensor.View(v.obj[None] if ndim == 2 else v.obj, v.torch, 0,
                                              (), ()), (0, 1, 2))
         ts = d
-    cu = _packed_cu(cu_seqlens, B, T, "x")
+    cu = packed_cu(cu_seqlens, B, T, "x")
     cs = csp = None
     if conv_state is not None:
         S = weights.state_len

@@ -339,7 +339,7 @@ def _gla_plan(q, v, scale, rotate, rotary_dim, pairing, chunk, with_angles):
 
 
 def _gla_cu(cu):
-    return None if cu is None else np.array(_varlen._cu(cu, "cu_seqlens", None), np.int32)
+    return None if cu is None else _varlen._cu(cu, "cu_seqlens", None)  # a private int32 copy
 
 
 @torch.library.custom_op("rove::gla", mutates_args=())

@@ -27,6 +27,26 @@ def _cu(x, name, n):
     return a
 
 
+def check_packed(cu, B, T, what):
+    """Packed sequences (GLA, Selective RoPE): one row (batch 1) of T tokens that the
+    checked cu_seqlens cu ends at."""
+    if B != 1:
+        raise ValueError(f"with cu_seqlens {what} must be one packed row (batch 1, or no "
+                         f"batch axis), got batch {B}")
+    if int(cu[-1]) != T:
+        raise ValueError(f"cu_seqlens ends at {int(cu[-1])}, but {what} holds {T} tokens")
+
+
+def packed_cu(cu_seqlens, B, T, what):
+    """cu_seqlens as a checked private int32 array (_cu copies) for a packed row of T tokens
+    (check_packed); None stays None."""
+    if cu_seqlens is None:
+        return None
+    cu = _cu(cu_seqlens, "cu_seqlens", None)
+    check_packed(cu, B, T, what)
+    return cu
+
+
 def _flat_positions(x, name, n):
     """Positions [total] (a [1, total] array too, as flattened) as a private int32 copy:
     checked here, and kept by an autograd graph unchanged by later in-place edits of the

@@ -266,7 +266,7 @@ def test_packed_sequences_refusals():
     x = _inputs(gen, 2, 10, 2, 8, 8, 8)
     q, k, v, g = (x[n].float().numpy() for n in ("q", "k", "v", "g"))
     plan = rove.GLAPlan(2, 8, 8, rotate="none")
-    with pytest.raises(ValueError, match="one row"):
+    with pytest.raises(ValueError, match="one packed row"):
         plan.forward(q, k, v, g, cu_seqlens=[0, 4, 10])
     with pytest.raises(ValueError, match="ends at 9"):
         plan.forward(q[:1], k[:1], v[:1], g[:1], cu_seqlens=[0, 4, 9])
