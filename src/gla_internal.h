@@ -10,6 +10,7 @@
 #include "kernels/gla_kernels.h"
 #include "kernels/kernels.h"
 #include "plan.h"
+#include "util.h"
 
 struct rove_gla_plan {
   rove_gla_config cfg;        /* validated; rotary_dim, scale, n_threads, isa resolved */
@@ -75,10 +76,10 @@ static inline int64_t rove_gla_n_seqs(const rove_gla_args *a) {
   return a->cu_seqlens ? a->n_seqs : a->batch;
 }
 static inline int64_t rove_gla_seq_start(const rove_gla_args *a, int64_t s) {
-  return a->cu_seqlens ? a->cu_seqlens[s] : s * a->seq_len;
+  return rove_seq_start(a->cu_seqlens, s, a->seq_len);
 }
 static inline int64_t rove_gla_seq_len(const rove_gla_args *a, int64_t s) {
-  return a->cu_seqlens ? a->cu_seqlens[s + 1] - a->cu_seqlens[s] : a->seq_len;
+  return rove_seq_len(a->cu_seqlens, s, a->seq_len);
 }
 
 /* The order in which a call's tasks take the sequences: longest first (packed sequences,

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "util.h"
 #include "selective.h"
 
 #define ANGLE_BLOCK 512        /* row entries per task: 8 KiB of c + temp on the stack */
@@ -59,8 +60,7 @@ static void angles_task(int64_t i, int tid, void *arg) {
   (void)tid;
   const angles_ctx *x = arg;
   const int64_t b = i / x->n_blocks, j0 = (i % x->n_blocks) * ANGLE_BLOCK;
-  const int64_t t0 = x->cu ? x->cu[b] : b * x->seq_len;
-  const int64_t len = x->cu ? x->cu[b + 1] - x->cu[b] : x->seq_len;
+  const int64_t t0 = rove_seq_start(x->cu, b, x->seq_len), len = rove_seq_len(x->cu, b, x->seq_len);
   const int64_t n = x->row - j0 < ANGLE_BLOCK ? x->row - j0 : ANGLE_BLOCK;
   double c[ANGLE_BLOCK], tb[ANGLE_BLOCK];
   for (int64_t j = 0; j < n; j++) {

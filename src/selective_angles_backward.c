@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "util.h"
 #include "selective.h"
 
 static int finite_f(const float *v, int64_t n) {
@@ -78,7 +79,7 @@ static rove_status angles_backward(int32_t batch, int32_t seq_len, const int32_t
     }
   }
   for (int64_t b = 0; b < batch; b++) {
-    const int64_t t0 = cu ? cu[b] : b * seq_len, len = cu ? cu[b + 1] - cu[b] : seq_len;
+    const int64_t t0 = rove_seq_start(cu, b, seq_len), len = rove_seq_len(cu, b, seq_len);
     for (int64_t j = 0; j < row; j++) {
       const double tk = temp[j % n_pairs];
       const double *da = d_angles + t0 * row + j;

@@ -30,6 +30,14 @@ size_t rove_span_bytes(int64_t count, size_t es);
 /* Cumulative lengths cu[0..n] (varlen attention, GLA's packed sequences): cu non-NULL,
  * cu[0] = 0, non-decreasing; *total = cu[n]. 0 if not. */
 int rove_check_cu(const int32_t *cu, int32_t n, int64_t *total);
+/* Sequence s of a call: packed (cu non-NULL) tokens cu[s] .. cu[s + 1] - 1 of its one row,
+ * or batch row s of seq_len tokens (tokens s * seq_len ..). */
+static inline int64_t rove_seq_start(const int32_t *cu, int64_t s, int64_t seq_len) {
+  return cu ? cu[s] : s * seq_len;
+}
+static inline int64_t rove_seq_len(const int32_t *cu, int64_t s, int64_t seq_len) {
+  return cu ? (int64_t)cu[s + 1] - cu[s] : seq_len;
+}
 /* Whether the output [out, out + bytes) overlaps any of the n inputs (never for NULL). */
 int rove_overlap_any(const void *out, size_t bytes, const rove_span *in, int n);
 /* Flush subnormal float results to zero on this thread until the matching end (x86:
