@@ -101,14 +101,20 @@ allowed_skips='^(install_and_example|test_thread_pool\.fork)$'
 # The suites that check the API's own logic, whatever the kernels (thread limits, hostile
 # and bad input, allocation failures, the thread pool), and the CLI's long runs (its
 # GPT-2 demo and quick bench) run once under emulation: under cortex-a53 with the NEON
-# table. Their scalar-capped reruns are left out (~180 s of emulated CPU), as they are
-# under QEMU_CPU=max, where the scalar-capped reruns of the other suites (*.isa_scalar)
-# are left out as well: the scalar kernels read no CPU feature, so they ran already under
-# cortex-a53 (and natively on x86); max is there for the NEON paths that detect fp16 /
-# bf16 (the CLI's typed-cache demos stay).
+# table. Their scalar-capped reruns are left out (~180 s of emulated CPU).
+# QEMU_CPU=max: librove's NEON kernels need nothing beyond baseline NEON (no kernel reads
+# ROVE_CPU_FP16 / BF16 / SVE), so the attention, decode, GLA and property suites would run
+# the same instructions as under cortex-a53 and are not rerun there. What does differ
+# under max: librove's feature detection (checked below: it must report fp16, bf16 and
+# sve there, and none of them under cortex-a53), OpenBLAS's core selection (the layer
+# suites and the typed-attention / typed-cache suites that run projections through it),
+# libc's string routines, and the half / 8-bit conversion paths (ktest_*, the typed-cache
+# suites and the CLI's typed-cache demos). The scalar-capped reruns (*.isa_scalar) read
+# no CPU feature and ran under cortex-a53 already (and natively on x86).
 api='test_(thread_limits|hostile_input|bad_input|alloc_fail|thread_pool)'
+same_as_a53='test_(attention|attention_backward|properties|decode|varlen|paged|gla|gla_backward|kv_cache)\.isa_neon|ktest_(softcap|gla)'
 exclude=(-E "^(test_[A-Za-z0-9_]+|test_thread_pool\.spin0|${api}\.isa_scalar)$")
-exclude_max=(-E "^(test_[A-Za-z0-9_]+|test_thread_pool\.spin0|[A-Za-z0-9_]+\.isa_scalar|${api}\.[a-z_0-9]+|rove_cli\.(demo_n256|bench_quick))$")
+exclude_max=(-E "^(test_[A-Za-z0-9_]+|test_thread_pool\.spin0|[A-Za-z0-9_]+\.isa_scalar|${api}\.[a-z_0-9]+|${same_as_a53}|rove_cli\.(demo_n256|bench_quick))$")
 if [ "${ROVE_AARCH64_ALL:-0}" = 1 ]; then exclude=(); exclude_max=(); fi
 
 run_ctest() {
@@ -118,8 +124,17 @@ run_ctest() {
   echo "==== $dir: ctest under qemu-aarch64, QEMU_CPU=$cpu"
   # OPENBLAS_CORETYPE (e.g. Haswell, set for the x86 host) would make the arm64 OpenBLAS
   # fall back to its generic kernels: unset it for these runs only.
-  env -u OPENBLAS_CORETYPE QEMU_CPU="$cpu" \
-    "$ROVE_QEMU" "$dir/tools/rove" info 2>&1 | sed 's/^/  rove info: /' || true
+  local info features
+  info=$(env -u OPENBLAS_CORETYPE QEMU_CPU="$cpu" "$ROVE_QEMU" "$dir/tools/rove" info 2>&1 || true)
+  printf '%s\n' "$info" | sed 's/^/  rove info: /'
+  # The detected features, as rove info names them ("CPU features:    neon fp16 bf16 sve (0x...)").
+  features=$(printf '%s\n' "$info" | sed -n 's/^CPU features: *\(.*\) (0x[0-9a-f]*)$/\1/p')
+  local want="neon"
+  if [ "$cpu" = max ]; then want="neon fp16 bf16 sve"; fi
+  if [ "$features" != "$want" ]; then
+    echo "test-aarch64: QEMU_CPU=$cpu: rove info reports CPU features '$features', expected '$want'"
+    rc=1
+  fi
   (cd "$dir" && env -u OPENBLAS_CORETYPE QEMU_CPU="$cpu" \
     ctest --output-on-failure -j "$ctest_jobs" --timeout 900 "${ex[@]}") 2>&1 | tee "$log" || rc=$?
   local summary skipped
