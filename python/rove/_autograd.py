@@ -19,13 +19,18 @@ from . import _lib, _tensor
 
 
 def needs_grad(q, *others) -> bool:
-    """Whether this call must record a graph: torch inputs, one of q and the others (k, v,
-    the angles) requiring grad, grad on."""
+    """Whether this call must go through its autograd.Function: torch inputs, one of q and
+    the others (k, v, the angles) requiring grad with grad on, or one of them inside a
+    torch.func transform (vmap, grad, ...: their tensors have no storage of their own,
+    so only the Function's forward, which torch.func hands the plain tensors, may call C)."""
     if not _tensor.is_torch(q):
         return False
     t = _tensor._torch()
-    return t.is_grad_enabled() and any(
-        _tensor.is_torch(x) and x.requires_grad for x in (q,) + others)
+    xs = [x for x in (q,) + others if _tensor.is_torch(x)]
+    if _tensor.forward_ad(xs, t):
+        raise NotImplementedError(f"rove: {_tensor._FORWARD_AD}")
+    return (t.is_grad_enabled() and any(x.requires_grad for x in xs)) or \
+        any(_tensor.func_wrapped(x, t) for x in xs)
 
 
 def _bshd(x, bhsd, ndim):
@@ -78,54 +83,111 @@ def angle_tensor(a):
     return a
 
 
-def first_order_only(backward):
-    """A backward (already once_differentiable) that refuses to run with grad mode on, as
-    it is under create_graph=True: its gradients are not themselves differentiable, and
-    once_differentiable's error comes only from a backward through them, so a loss linear
-    in the output (out.sum()) would lose the second-order term without a word."""
-    import functools
+_DOUBLE = ("rove: a double backward (create_graph=True) is not supported: librove's "
+           "gradients are not differentiable")
 
-    @functools.wraps(backward)
-    def guarded(ctx, *grads):
-        if _tensor._torch().is_grad_enabled():
-            raise RuntimeError("rove: a double backward (create_graph=True) is not supported: "
-                               "librove's gradients are not differentiable")
-        return backward(ctx, *grads)
-    return guarded
+
+def _loop_vmap(apply):
+    """A vmap rule for an autograd.Function: apply() once per element of the vmapped
+    dimension, the results stacked on dimension 0 (librove has no batched-over-calls
+    entry; each call runs with its own threads as usual). None results stay None."""
+    def vmap(info, in_dims, *args):
+        torch = _tensor._torch()
+        outs = [apply(*(a.select(d, i) if isinstance(a, torch.Tensor) and d is not None else a
+                        for a, d in zip(args, in_dims)))
+                for i in range(info.batch_size)]
+        res = tuple(None if outs[0][j] is None else torch.stack([o[j] for o in outs])
+                    for j in range(len(outs[0])))
+        return res, tuple(None if r is None else 0 for r in res)
+    return vmap
+
+
+def make_function(name, run, save, grads):
+    """A torch.autograd.Function `name` over librove calls, in the form torch.func takes
+    (grad, vjp, jacrev, vmap and their compositions, as well as plain autograd):
+
+      run(*inputs) -> tuple of tensors        the forward's C calls (grad mode off)
+      save(inputs, outputs) -> (tensors, meta, non-differentiable output indices)
+      grads(meta, need, saved, grad_outputs) -> one gradient or None per input
+                                              the backward's C calls (need[i]: a tensor
+                                              is wanted for input i)
+
+    The backward runs grads() inside a second Function, so that torch.func hands it plain
+    tensors (a C call needs their storage) and so that differentiating the gradients
+    raises (librove's backward has no backward of its own) instead of dropping the
+    second-order term: that Function records the saved inputs too, so even a loss linear
+    in the output (whose gradient outputs need no grad) cannot lose the term without a
+    word. create_graph=True itself, and torch.func.grad (which runs every backward with
+    grad mode on, as create_graph does), work while nothing differentiates the gradients.
+    vmap runs one call per element (_loop_vmap)."""
+    torch = _tensor._torch()
+
+    def backward_run(meta, need, n_saved, *tensors):
+        res = grads(meta, need, tensors[:n_saved], tensors[n_saved:])
+        # a Function's outputs are tensors: not wanted -> an empty placeholder (dropped
+        # again by the outer backward, which returns None for every input not in need)
+        return tuple(r if n and r is not None else torch.empty(0) for r, n in zip(res, need))
+
+    class Backward(torch.autograd.Function):
+        @staticmethod
+        def forward(*args):
+            return backward_run(*args)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, *grad_outputs):
+            raise RuntimeError(_DOUBLE)
+
+        vmap = staticmethod(_loop_vmap(lambda *a: Backward.apply(*a)))
+
+    def forward(*inputs):
+        return run(*inputs)
+
+    def setup_context(ctx, inputs, output):
+        tensors, meta, non_diff = save(inputs, output)
+        ctx.save_for_backward(*tensors)
+        ctx.meta = meta
+        if non_diff:
+            ctx.mark_non_differentiable(*(output[i] for i in non_diff))
+
+    def backward(ctx, *grad_outputs):
+        need = tuple(ctx.needs_input_grad)
+        saved = ctx.saved_tensors
+        res = Backward.apply(ctx.meta, need, len(saved), *saved, *grad_outputs)
+        return tuple(r if n else None for r, n in zip(res, need))
+
+    fn = type(name, (torch.autograd.Function,), {
+        "forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
+        "backward": staticmethod(backward)})
+    fn.vmap = staticmethod(_loop_vmap(lambda *a: fn.apply(*a)))
+    return fn
 
 
 def _make_function():
-    torch = _tensor._torch()
-    from torch.autograd.function import once_differentiable
+    def run(q, k, v, q_angles, kv_angles, sinks, plan, q_pos, kv_pos, layout):
+        from .attention import _forward
+        return _forward(plan, q, k, v, q_pos, kv_pos, layout, True, None, q_angles,
+                        kv_angles, sinks=sinks)
 
-    class AttentionFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, q, k, v, q_angles, kv_angles, sinks, plan, q_pos, kv_pos, layout):
-            from .attention import _forward
-            out, lse = _forward(plan, q, k, v, q_pos, kv_pos, layout, True, None, q_angles,
-                                kv_angles, sinks=sinks)
-            # angles and sinks saved as tensors: autograd refuses a backward after an
-            # in-place edit of them; q_pos / kv_pos are private copies (frozen())
-            ctx.save_for_backward(q, k, v, out, lse, q_angles, kv_angles, sinks)
-            ctx.meta = (plan, q_pos, kv_pos, layout)
-            ctx.mark_non_differentiable(lse)
-            return out, lse
+    def save(inputs, output):
+        q, k, v, q_angles, kv_angles, sinks, plan, q_pos, kv_pos, layout = inputs
+        # angles and sinks saved as tensors: autograd refuses a backward after an in-place
+        # edit of them; q_pos / kv_pos are private copies (frozen()); the LSE is not
+        # differentiable
+        return ((q, k, v, output[0], output[1], q_angles, kv_angles, sinks),
+                (plan, q_pos, kv_pos, layout), (1,))
 
-        @staticmethod
-        @first_order_only  # no double backward: raises instead of a silent cut
-        @once_differentiable
-        def backward(ctx, dout, dlse):
-            q, k, v, out, lse, q_angles, kv_angles, sinks = ctx.saved_tensors
-            plan, q_pos, kv_pos, layout = ctx.meta
-            need = ctx.needs_input_grad
-            dq, dk, dv, dqa, dka, dsk = _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos,
-                                                  layout, q_angles, kv_angles,
-                                                  angle_grads=(need[3], need[4]), sinks=sinks,
-                                                  sink_grad=need[5])
-            return (dq if need[0] else None, dk if need[1] else None, dv if need[2] else None,
-                    dqa, dka, dsk, None, None, None, None)
+    def grads(meta, need, saved, grad_outputs):
+        q, k, v, out, lse, q_angles, kv_angles, sinks = saved
+        plan, q_pos, kv_pos, layout = meta
+        return _backward(plan, q, k, v, out, lse, grad_outputs[0], q_pos, kv_pos, layout,
+                         q_angles, kv_angles, angle_grads=(need[3], need[4]), sinks=sinks,
+                         sink_grad=need[5]) + (None,) * 4
 
-    return AttentionFunction
+    return make_function("AttentionFunction", run, save, grads)
 
 
 _FUNCTION = None
@@ -213,54 +275,46 @@ _ANGLES_FUNCTION = None
 
 def _make_angles_function():
     torch = _tensor._torch()
-    from torch.autograd.function import once_differentiable
 
-    class SelectiveAnglesFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, phi, temp, carry, cu):
-            from .selective import _angles
-            angles, cout = _angles(phi.detach(), None if temp is None else temp.detach(),
-                                   None if carry is None else carry.detach(), None, cu)
-            ctx.save_for_backward(phi, temp, carry)
-            ctx.cu = cu  # checked, private (packed sequences) or None
-            return angles, cout
+    def run(phi, temp, carry, cu):
+        from .selective import _angles
+        bare = lambda x: None if x is None else x.detach()  # noqa: E731
+        return _angles(bare(phi), bare(temp), bare(carry), None, cu)
 
-        @staticmethod
-        @first_order_only  # no double backward: raises instead of a silent cut
-        @once_differentiable
-        def backward(ctx, d_angles, d_carry):
-            phi, temp, carry = ctx.saved_tensors
-            cu = ctx.cu
-            flat = phi.dim() == 3
-            cflat = flat and cu is None  # packed carries are [N, H, P] already
-            pc = (phi.unsqueeze(0) if flat else phi).detach().float().contiguous()
-            B, T, H, P = pc.shape
-            da = torch.zeros((B, T, H, P), dtype=torch.float64) if d_angles is None else \
-                (d_angles.unsqueeze(0) if flat else d_angles).double().contiguous()
-            dc = None if d_carry is None else \
-                (d_carry.unsqueeze(0) if cflat else d_carry).double().contiguous()
-            tc = None if temp is None else temp.detach().double().contiguous()
-            cc = None if carry is None else \
-                (carry.unsqueeze(0) if cflat else carry).detach().double().contiguous()
-            d_phi = torch.empty_like(pc)
-            d_cin = torch.empty((B if cu is None else cu.shape[0] - 1, H, P), dtype=torch.float64)
-            d_temp = torch.empty((P,), dtype=torch.float64)
-            ptr = lambda x: None if x is None else x.data_ptr()  # noqa: E731
-            if cu is None:
-                st = _lib.lib.rove_selective_angles_backward(
-                    B, T, H, P, ptr(pc), ptr(tc), ptr(cc), ptr(da), ptr(dc), ptr(d_phi),
-                    ptr(d_cin), ptr(d_temp))
-            else:
-                st = _lib.lib.rove_selective_angles_packed_backward(
-                    cu.shape[0] - 1, cu.ctypes.data, H, P, ptr(pc), ptr(tc), ptr(cc), ptr(da),
-                    ptr(dc), ptr(d_phi), ptr(d_cin), ptr(d_temp))
-            _lib.check("rove_selective_angles_backward", st)
-            need = ctx.needs_input_grad
-            return (d_phi[0] if flat else d_phi) if need[0] else None, \
-                d_temp if need[1] else None, \
-                ((d_cin[0] if cflat else d_cin) if need[2] else None), None
+    def save(inputs, output):
+        phi, temp, carry, cu = inputs
+        return (phi, temp, carry), cu, ()  # cu: checked, private (packed sequences) or None
 
-    return SelectiveAnglesFunction
+    def grads(cu, need, saved, grad_outputs):
+        phi, temp, carry = (None if x is None else x.detach() for x in saved)
+        d_angles, d_carry = grad_outputs
+        flat = phi.dim() == 3
+        cflat = flat and cu is None  # packed carries are [N, H, P] already
+        pc = (phi.unsqueeze(0) if flat else phi).float().contiguous()
+        B, T, H, P = pc.shape
+        da = torch.zeros((B, T, H, P), dtype=torch.float64) if d_angles is None else \
+            (d_angles.unsqueeze(0) if flat else d_angles).double().contiguous()
+        dc = None if d_carry is None else \
+            (d_carry.unsqueeze(0) if cflat else d_carry).double().contiguous()
+        tc = None if temp is None else temp.double().contiguous()
+        cc = None if carry is None else \
+            (carry.unsqueeze(0) if cflat else carry).double().contiguous()
+        d_phi = torch.empty_like(pc)
+        d_cin = torch.empty((B if cu is None else cu.shape[0] - 1, H, P), dtype=torch.float64)
+        d_temp = torch.empty((P,), dtype=torch.float64)
+        ptr = lambda x: None if x is None else x.data_ptr()  # noqa: E731
+        if cu is None:
+            st = _lib.lib.rove_selective_angles_backward(
+                B, T, H, P, ptr(pc), ptr(tc), ptr(cc), ptr(da), ptr(dc), ptr(d_phi),
+                ptr(d_cin), ptr(d_temp))
+        else:
+            st = _lib.lib.rove_selective_angles_packed_backward(
+                cu.shape[0] - 1, cu.ctypes.data, H, P, ptr(pc), ptr(tc), ptr(cc), ptr(da),
+                ptr(dc), ptr(d_phi), ptr(d_cin), ptr(d_temp))
+        _lib.check("rove_selective_angles_backward", st)
+        return (d_phi[0] if flat else d_phi), d_temp, (d_cin[0] if cflat else d_cin), None
+
+    return make_function("SelectiveAnglesFunction", run, save, grads)
 
 
 def selective_angles(phi, temp, carry, cu_seqlens=None):

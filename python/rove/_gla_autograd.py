@@ -43,32 +43,23 @@ def check(q, k, v, g, angles, initial_state, out):
 
 
 def _make_function():
-    torch = _tensor._torch()
-    from torch.autograd.function import once_differentiable
+    def run(q, k, v, g, angles, initial_state, plan, fn, cu):
+        bare = lambda x: None if x is None else x.detach()  # noqa: E731
+        return plan._run(fn, q.detach(), k.detach(), v.detach(), g.detach(), bare(angles),
+                         bare(initial_state), True, None, cu)
 
-    class GLAFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, q, k, v, g, angles, initial_state, plan, fn, cu):
-            with torch.no_grad():
-                out, fs = plan._run(fn, q.detach(), k.detach(), v.detach(), g.detach(),
-                                    None if angles is None else angles.detach(),
-                                    None if initial_state is None else initial_state.detach(),
-                                    True, None, cu)
-            ctx.save_for_backward(q, k, v, g, angles, initial_state, out)
-            ctx.plan, ctx.cu = plan, cu  # cu: the forward's private copy
-            return out, fs
+    def save(inputs, output):
+        q, k, v, g, angles, initial_state, plan, fn, cu = inputs
+        # the output too: the output rotation's angle gradient reads it
+        return (q, k, v, g, angles, initial_state, output[0]), (plan, cu), ()
 
-        @staticmethod
-        @_autograd.first_order_only  # no double backward: raises instead of a silent cut
-        @once_differentiable
-        def backward(ctx, dout, dfinal):
-            q, k, v, g, angles, s0, out = ctx.saved_tensors
-            need = ctx.needs_input_grad
-            grads = _backward(ctx.plan, q, k, v, g, angles, s0, out, dout, dfinal,
-                              want_angles=need[4], want_state=need[5], cu=ctx.cu)
-            return tuple(x if n else None for x, n in zip(grads, need[:6])) + (None,) * 3
+    def grads(meta, need, saved, grad_outputs):
+        q, k, v, g, angles, s0, out = saved
+        plan, cu = meta  # cu: the forward's private copy
+        return _backward(plan, q, k, v, g, angles, s0, out, *grad_outputs,
+                         want_angles=need[4], want_state=need[5], cu=cu) + (None,) * 3
 
-    return GLAFunction
+    return _autograd.make_function("GLAFunction", run, save, grads)
 
 
 def gla(plan, fn, q, k, v, g, angles, initial_state, return_final_state, out, cu=None):

@@ -48,13 +48,52 @@ def _torch_checks(x, name: str, dtype_name: str, t) -> None:
     _no_grad_wanted(x, name, t)
 
 
+_DIFFERENTIABLE = ("rove.attention, Plan.attention, rove.attention_varlen, rove.gla "
+                   "and rove.selective_angles are the differentiable ones")
+_FORWARD_AD = ("librove has no forward-mode derivatives (torch.autograd.forward_ad, "
+               "torch.func.jvp / jacfwd): use reverse mode (backward, torch.func.grad / "
+               "vjp / jacrev)")
+
+
+def forward_ad(xs, t=None) -> bool:
+    """Whether a forward-mode derivative is being taken through any of the torch tensors
+    xs: a dual tensor of torch.autograd.forward_ad, or inside torch.func.jvp / jacfwd.
+    Two cheap module-level tests first (no dual level, no torch.func transform)."""
+    t = t or _torch()
+    fa = t.autograd.forward_ad
+    if getattr(fa, "_current_level", -1) >= 0 and any(
+            is_torch(x) and fa.unpack_dual(x).tangent is not None for x in xs):
+        return True
+    if t._C._functorch.maybe_current_level() is None:
+        return False
+    from torch._C._functorch import TransformType
+    from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+    return any(i.key() == TransformType.Jvp for i in retrieve_all_functorch_interpreters())
+
+
+def func_wrapped(x, t=None) -> bool:
+    """Whether x is a tensor of a torch.func transform (vmap's batched tensor, grad's
+    wrapper): no storage of its own, only the transform's Function calls may read it."""
+    t = t or _torch()
+    return is_torch(x) and t._C._functorch.maybe_current_level() is not None and \
+        t._C._functorch.is_functorch_wrapped_tensor(x)
+
+
 def _no_grad_wanted(x, name: str, t) -> None:
-    """Refuse a tensor whose gradient a call without a backward would silently drop."""
+    """Refuse a tensor whose gradient a call without a backward would silently drop (and,
+    for every call, a forward-mode derivative, which librove would drop as silently; a
+    tensor of a torch.func transform outside the calls that support them)."""
     if x.requires_grad and t.is_grad_enabled():
         raise RuntimeError(f"{name} requires grad, but this librove call has no backward "
-                           "(rove.attention, Plan.attention, rove.attention_varlen, rove.gla "
-                           "and rove.selective_angles are the differentiable ones): call it "
-                           "under torch.no_grad() (or pass a detached tensor)")
+                           f"({_DIFFERENTIABLE}): call it under torch.no_grad() (or pass a "
+                           "detached tensor)")
+    if forward_ad((x,), t):
+        raise NotImplementedError(f"{name}: {_FORWARD_AD}")
+    if func_wrapped(x, t):
+        raise NotImplementedError(
+            f"{name} is a tensor of a torch.func transform (vmap, grad, ...), which this "
+            f"librove call does not support (it reads the tensor's memory; {_DIFFERENTIABLE} "
+            "and support torch.func.grad, vjp, jacrev and vmap)")
 
 
 _DTYPES = {}  # numpy dtype -> (np.dtype, name); dtype.name is slow (a Python property)
@@ -323,6 +362,21 @@ def overlap_detail(out, **inputs) -> str:
             if hit else "")
 
 
+def _func_constant(x, name: str, t):
+    """The plain tensor under an integer tensor that torch.func's grad has wrapped
+    (positions or cu_seqlens made inside a transformed function: no derivative exists for
+    them, so the value is all there is). A tensor that vmap batches has a value per
+    element, which a librove call cannot take: refused."""
+    f = t._C._functorch
+    while f.is_functorch_wrapped_tensor(x):
+        if f.is_batchedtensor(x):
+            raise NotImplementedError(
+                f"{name} is batched by torch.func.vmap: librove takes one {name} for the "
+                "call (vmap over the other inputs, or loop)")
+        x = f.get_unwrapped(x)
+    return x
+
+
 def to_numpy(x, name: str):
     """An ndarray of x (CPU torch tensors and lists/ints are accepted, never copied beyond
     what numpy needs)."""
@@ -332,7 +386,14 @@ def to_numpy(x, name: str):
     if t is not None and isinstance(x, t.Tensor):
         if x.device.type != "cpu":
             raise ValueError(f"{name} is on device '{x.device}': move it with {name}.cpu()")
+        if func_wrapped(x, t) and not x.dtype.is_floating_point and not x.is_complex():
+            x = _func_constant(x, name, t)
         _no_grad_wanted(x, name, t)
+        if t._C._functorch.maybe_current_level() is not None:
+            # a plain tensor (a torch.func tensor was refused above) inside a transform:
+            # detach / numpy would be the transform's ops, which wrap their results
+            with t._C._DisableFuncTorch():
+                return x.detach().numpy()
         return x.detach().numpy()
     return np.asarray(x)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _lib, _params, _tensor
+from . import _autograd, _lib, _params, _tensor
 from .varlen import packed_cu
 
 
@@ -46,12 +46,13 @@ def selective_angles(phi, temp=None, carry=None, cu_seqlens=None):
     Differentiable for torch tensors that require grad (phi float32, temp / carry float64):
     the backward is rove_selective_angles_backward (packed: its packed form).
     """
-    if any(_tensor.is_torch(x) and x.requires_grad for x in (phi, temp, carry)) and \
+    if not _tensor.is_torch(phi) and any(_tensor.is_torch(x) and x.requires_grad
+                                         for x in (temp, carry)) and \
             _tensor._torch().is_grad_enabled():
-        if not _tensor.is_torch(phi):
-            raise TypeError("phi must be a torch tensor when temp or carry requires grad "
-                            "(gradients are recorded for torch tensors only)")
-        from ._autograd import selective_angles as differentiable  # torch autograd
+        raise TypeError("phi must be a torch tensor when temp or carry requires grad "
+                        "(gradients are recorded for torch tensors only)")
+    if _autograd.needs_grad(phi, temp, carry):  # torch autograd or torch.func
+        from ._autograd import selective_angles as differentiable
         return differentiable(phi, temp, carry, cu_seqlens)
     return _angles(phi, temp, carry, cu_seqlens)
 

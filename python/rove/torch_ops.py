@@ -37,7 +37,7 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 
-from . import _autograd, _params, varlen as _varlen
+from . import _autograd, _params, _tensor, varlen as _varlen
 from .attention import _heads, attention as _attention, get_plan
 from .rope import RopeConfig
 
@@ -234,9 +234,17 @@ def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json,
     return (out.transpose(1, 2) if bhsd else out), q.new_empty((B, H, L), dtype=f32)
 
 
+def _no_forward_ad(name, *xs):
+    """The custom ops have no forward-mode rule, and torch would give their outputs no
+    tangent (zero derivatives, without a word): refused here, in eager mode."""
+    if not torch.compiler.is_compiling() and _tensor.forward_ad(xs, torch):
+        raise NotImplementedError(f"{name}: {_tensor._FORWARD_AD}")
+
+
 def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, rope=None,
               window=0, softcap=0.0, scale=None, layout="bshd", return_lse=False, sinks=None):
     """rove.attention through the rove::attention custom op (torch tensors only)."""
+    _no_forward_ad("rove::attention", q, k, v, sinks)
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
     causal, window, softcap, scale, rope_json = _scalars(causal, window, softcap, scale, rope)
@@ -316,6 +324,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
                      return_lse=False, sinks=None):
     """rove.attention_varlen through the rove::attention_varlen custom op (torch tensors
     only; cu_seqlens as integer tensors)."""
+    _no_forward_ad("rove::attention_varlen", q, k, v, sinks)
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
     causal, window, softcap, scale, rope_json = _scalars(causal, window, softcap, scale, rope)
@@ -446,6 +455,7 @@ def gla(q, k, v, g, *, angles=None, initial_state=None, cu_seqlens=None, scale=N
         return_final_state=False):
     """rove.gla (recurrent=True: rove.gla_recurrent) through the rove::gla custom op (torch
     tensors; cu_seqlens an integer tensor, list or array). rotate applies only with angles."""
+    _no_forward_ad("rove::gla", q, k, v, g, angles, initial_state)
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
     if not torch.compiler.is_compiling():

@@ -87,18 +87,19 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
     is one rove_attention_backward per sequence.
     """
     from .attention import get_plan
-    bare = lambda x: x.detach() if _tensor.is_torch(x) else x  # noqa: E731 (shapes only)
-    vq, vk = _tensor.view_float(bare(q), "q"), _tensor.view_float(bare(k), "k")
-    if len(vq.shape) != 3 or len(vk.shape) != 3:
-        raise ValueError(f"q and k must be [total, heads, head_dim] (got {vq.shape}, {vk.shape})")
-    Tq, H, D = vq.shape
-    Tk, Hk, Dk = vk.shape
+    def shape(x, name):  # shapes only (torch: checked where the call reads the tensor)
+        return tuple(x.shape) if _tensor.is_torch(x) else _tensor.view_float(x, name).shape
+    sq, sk = shape(q, "q"), shape(k, "k")
+    if len(sq) != 3 or len(sk) != 3:
+        raise ValueError(f"q and k must be [total, heads, head_dim] (got {sq}, {sk})")
+    Tq, H, D = sq
+    Tk, Hk, Dk = sk
     cq = _cu(cu_seqlens_q, "cu_seqlens_q", None)
     ck = _cu(cu_seqlens_k, "cu_seqlens_k", cq.shape[0])
     if cq[-1] != Tq or ck[-1] != Tk:
         raise ValueError(f"cu_seqlens end at {cq[-1]} / {ck[-1]}, but q / k hold {Tq} / {Tk} tokens")
     if Dk != D or Hk <= 0 or H % Hk:
-        raise ValueError(f"q {vq.shape} and k {vk.shape}: head_dim must match and n_heads be a "
+        raise ValueError(f"q {sq} and k {sk}: head_dim must match and n_heads be a "
                          "multiple of n_kv_heads")
     q_pos = _flat_positions(q_pos, "q_pos", Tq)
     kv_pos = _flat_positions(kv_pos, "kv_pos", Tk)
@@ -256,36 +257,27 @@ def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, 
     rove_attention_backward per sequence (each over its slices; a sequence without keys
     or queries gets zero gradients)."""
     global _FUNCTION
-    torch = _tensor._torch()
     if _FUNCTION is None:
-        from torch.autograd.function import once_differentiable
+        def run(q, k, v, qa, ka, sinks, plan, cq, ck, q_pos, kv_pos):
+            bare = lambda a: a.detach() if _tensor.is_torch(a) else a  # noqa: E731
+            return _varlen(plan, q.detach(), k.detach(), v.detach(), cq, ck, q_pos, kv_pos,
+                           bare(qa), bare(ka), True, None, bare(sinks))
 
-        class VarlenFunction(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, q, k, v, qa, ka, sinks, plan, cq, ck, q_pos, kv_pos):
-                bare = lambda a: a.detach() if _tensor.is_torch(a) else a  # noqa: E731
-                out, lse = _varlen(plan, q.detach(), k.detach(), v.detach(), cq, ck, q_pos,
-                                   kv_pos, bare(qa), bare(ka), True, None, bare(sinks))
-                # angles and sinks saved as tensors: autograd refuses a backward after an
-                # in-place edit of them (q_pos / kv_pos are private copies: _flat_positions)
-                ctx.save_for_backward(q, k, v, out, lse, qa, ka, sinks)
-                ctx.meta = (plan, cq, ck, q_pos, kv_pos)
-                ctx.mark_non_differentiable(lse)
-                return out, lse
+        def save(inputs, output):
+            q, k, v, qa, ka, sinks, plan, cq, ck, q_pos, kv_pos = inputs
+            # angles and sinks saved as tensors: autograd refuses a backward after an
+            # in-place edit of them (q_pos / kv_pos are private copies: _flat_positions);
+            # the LSE is not differentiable
+            return (q, k, v, output[0], output[1], qa, ka, sinks), \
+                (plan, cq, ck, q_pos, kv_pos), (1,)
 
-            @staticmethod
-            @_autograd.first_order_only  # no double backward: raises instead of a silent cut
-            @once_differentiable
-            def backward(ctx, dout, dlse):
-                q, k, v, out, lse, qa, ka, sinks = ctx.saved_tensors
-                plan, cq, ck, q_pos, kv_pos = ctx.meta
-                need = ctx.needs_input_grad
-                dq, dk, dv, dqa, dka, dsk = _backward(plan, q, k, v, out, lse, dout, cq, ck,
-                                                      q_pos, kv_pos, qa, ka, need[3], need[4],
-                                                      sinks, need[5])
-                return (dq if need[0] else None, dk if need[1] else None,
-                        dv if need[2] else None, dqa, dka, dsk, None, None, None, None, None)
-        _FUNCTION = VarlenFunction
+        def grads(meta, need, saved, grad_outputs):
+            q, k, v, out, lse, qa, ka, sinks = saved
+            plan, cq, ck, q_pos, kv_pos = meta
+            return _backward(plan, q, k, v, out, lse, grad_outputs[0], cq, ck, q_pos,
+                             kv_pos, qa, ka, need[3], need[4], sinks, need[5]) + (None,) * 5
+
+        _FUNCTION = _autograd.make_function("VarlenFunction", run, save, grads)
     return _FUNCTION.apply(q, k, v, _autograd.angle_tensor(q_angles),
                            _autograd.angle_tensor(kv_angles), _autograd.sink_tensor(sinks), plan,
                            cq, ck, q_pos, kv_pos)

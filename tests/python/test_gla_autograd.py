@@ -118,25 +118,31 @@ def test_3d_inputs_and_only_some_requiring_grad():
 
 
 def test_double_backward_raises():
-    """create_graph=True is refused, a loss linear in the output included (its second-order
-    term would otherwise be dropped without a word), as is a backward through a gradient."""
+    """create_graph=True gives the first-order gradient (equal to the plain backward's);
+    a backward through that gradient raises, a loss linear in the output included (its
+    second-order term is never dropped without a word)."""
     gen = np.random.default_rng(6)
     q, k, v = (torch.tensor(gen.uniform(-1, 1, (1, 5, 2, 8)), dtype=torch.float32,
                             requires_grad=True) for _ in range(3))
     g = torch.tensor(-gen.uniform(0, 1, (1, 5, 2, 8)), dtype=torch.float32)
     for loss in (lambda o: o.sum(), lambda o: o.square().sum()):
+        dq, = torch.autograd.grad(loss(rove.gla(q, k, v, g)), q, create_graph=True)
+        want, = torch.autograd.grad(loss(rove.gla(q, k, v, g)), q)
+        assert torch.equal(dq.detach(), want) and dq.requires_grad
         with pytest.raises(RuntimeError, match="double backward"):
-            torch.autograd.grad(loss(rove.gla(q, k, v, g)), q, create_graph=True)
+            dq.square().sum().backward()
 
 
 def test_selective_angles_double_backward_raises():
-    """The angles' backward is not differentiable either: create_graph=True through
-    rove.selective_angles alone (angles into pure torch ops) raises, not a silently dropped
-    second-order term (README: a double backward raises)."""
+    """The angles' backward is not differentiable either: a backward through a gradient
+    taken with create_graph=True through rove.selective_angles alone (angles into pure
+    torch ops) raises, not a silently dropped second-order term (README: a double backward
+    raises)."""
     phi = torch.rand(1, 6, 1, 4, requires_grad=True)
     for loss in (lambda a: a.sum(), lambda a: torch.sin(a).sum()):
+        dphi, = torch.autograd.grad(loss(rove.selective_angles(phi)[0]), phi, create_graph=True)
         with pytest.raises(RuntimeError, match="double backward"):
-            torch.autograd.grad(loss(rove.selective_angles(phi)[0]), phi, create_graph=True)
+            torch.autograd.grad(dphi.square().sum(), phi)
     g, = torch.autograd.grad(torch.sin(rove.selective_angles(phi)[0]).sum(), phi)
     assert torch.isfinite(g).all()  # first order still works
 
