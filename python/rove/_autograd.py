@@ -26,7 +26,11 @@ def needs_grad(q, *others) -> bool:
     if not _tensor.is_torch(q):
         return False
     t = _tensor._torch()
-    xs = [x for x in (q,) + others if _tensor.is_torch(x)]
+    xs = (q,) + others
+    if not _tensor.transforms_active(t):  # the common case: plain autograd or inference
+        return t.is_grad_enabled() and any(
+            x is not None and _tensor.is_torch(x) and x.requires_grad for x in xs)
+    xs = [x for x in xs if _tensor.is_torch(x)]
     if _tensor.forward_ad(xs, t):
         raise NotImplementedError(f"rove: {_tensor._FORWARD_AD}")
     return (t.is_grad_enabled() and any(x.requires_grad for x in xs)) or \
@@ -102,9 +106,40 @@ def _loop_vmap(apply):
     return vmap
 
 
+class _Pair:
+    """Two autograd.Functions of one computation: `plain` (forward(ctx, ...)) for plain
+    autograd and `func` (forward / setup_context apart, with a vmap rule) for torch.func,
+    which takes only the second form; but torch binds the second form's arguments with
+    inspect.signature on every apply (~40 us), so plain autograd gets the first."""
+
+    def __init__(self, plain, func):
+        self.plain, self.func = plain, func
+
+    def apply(self, *args):
+        t = _tensor._torch()
+        return (self.func if _tensor.transforms_active(t) else self.plain).apply(*args)
+
+
+def _pair(name, forward, setup_context, backward):
+    torch = _tensor._torch()
+
+    def plain_forward(ctx, *inputs):
+        output = forward(*inputs)
+        setup_context(ctx, inputs, output)
+        return output
+
+    plain = type(name, (torch.autograd.Function,), {
+        "forward": staticmethod(plain_forward), "backward": staticmethod(backward)})
+    func = type(name, (torch.autograd.Function,), {
+        "forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
+        "backward": staticmethod(backward)})
+    func.vmap = staticmethod(_loop_vmap(lambda *a: func.apply(*a)))
+    return _Pair(plain, func)
+
+
 def make_function(name, run, save, grads):
-    """A torch.autograd.Function `name` over librove calls, in the form torch.func takes
-    (grad, vjp, jacrev, vmap and their compositions, as well as plain autograd):
+    """An autograd.Function `name` over librove calls (a _Pair: .apply), for plain
+    autograd and for torch.func (grad, vjp, jacrev, vmap and their compositions):
 
       run(*inputs) -> tuple of tensors        the forward's C calls (grad mode off)
       save(inputs, outputs) -> (tensors, meta, non-differentiable output indices)
@@ -122,26 +157,17 @@ def make_function(name, run, save, grads):
     vmap runs one call per element (_loop_vmap)."""
     torch = _tensor._torch()
 
-    def backward_run(meta, need, n_saved, *tensors):
+    def backward_forward(meta, need, n_saved, *tensors):
         res = grads(meta, need, tensors[:n_saved], tensors[n_saved:])
         # a Function's outputs are tensors: not wanted -> an empty placeholder (dropped
         # again by the outer backward, which returns None for every input not in need)
         return tuple(r if n and r is not None else torch.empty(0) for r, n in zip(res, need))
 
-    class Backward(torch.autograd.Function):
-        @staticmethod
-        def forward(*args):
-            return backward_run(*args)
+    def backward_backward(ctx, *grad_outputs):
+        raise RuntimeError(_DOUBLE)
 
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            pass
-
-        @staticmethod
-        def backward(ctx, *grad_outputs):
-            raise RuntimeError(_DOUBLE)
-
-        vmap = staticmethod(_loop_vmap(lambda *a: Backward.apply(*a)))
+    backward_fn = _pair(name + "Backward", backward_forward, lambda ctx, i, o: None,
+                        backward_backward)
 
     def forward(*inputs):
         return run(*inputs)
@@ -156,14 +182,13 @@ def make_function(name, run, save, grads):
     def backward(ctx, *grad_outputs):
         need = tuple(ctx.needs_input_grad)
         saved = ctx.saved_tensors
-        res = Backward.apply(ctx.meta, need, len(saved), *saved, *grad_outputs)
+        if torch.is_grad_enabled():  # create_graph=True, torch.func: recorded
+            res = backward_fn.apply(ctx.meta, need, len(saved), *saved, *grad_outputs)
+        else:  # a plain backward records nothing: the Function would only cost time
+            res = grads(ctx.meta, need, saved, grad_outputs)
         return tuple(r if n else None for r, n in zip(res, need))
 
-    fn = type(name, (torch.autograd.Function,), {
-        "forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
-        "backward": staticmethod(backward)})
-    fn.vmap = staticmethod(_loop_vmap(lambda *a: fn.apply(*a)))
-    return fn
+    return _pair(name, forward, setup_context, backward)
 
 
 def _make_function():

@@ -55,6 +55,13 @@ _FORWARD_AD = ("librove has no forward-mode derivatives (torch.autograd.forward_
                "vjp / jacrev)")
 
 
+def transforms_active(t) -> bool:
+    """Whether a forward-AD dual level or a torch.func transform is open (two module-level
+    reads, ~0.3 us): when not, no tensor can carry a tangent or be a torch.func tensor."""
+    return getattr(t.autograd.forward_ad, "_current_level", -1) >= 0 or \
+        t._C._functorch.maybe_current_level() is not None
+
+
 def forward_ad(xs, t=None) -> bool:
     """Whether a forward-mode derivative is being taken through any of the torch tensors
     xs: a dual tensor of torch.autograd.forward_ad, or inside torch.func.jvp / jacfwd.
@@ -87,6 +94,8 @@ def _no_grad_wanted(x, name: str, t) -> None:
         raise RuntimeError(f"{name} requires grad, but this librove call has no backward "
                            f"({_DIFFERENTIABLE}): call it under torch.no_grad() (or pass a "
                            "detached tensor)")
+    if not transforms_active(t):
+        return
     if forward_ad((x,), t):
         raise NotImplementedError(f"{name}: {_FORWARD_AD}")
     if func_wrapped(x, t):
