@@ -58,13 +58,14 @@ def check(q, k, v, out, q_angles, kv_angles):
     t = _tensor._torch()
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not _tensor.is_torch(x):
-            raise TypeError("q, k and v must all be torch tensors when one requires grad")
+            raise TypeError("q, k and v must all be torch tensors when one requires grad "
+                            "(or is a tensor of a torch.func transform)")
         if x.dtype != t.float32:
-            raise TypeError(f"{name} is {x.dtype}: gradients are computed for float32 "
-                            "q, k and v only (cast with .float())")
+            raise TypeError(f"{name} is {x.dtype}: gradients, and calls under torch.func, "
+                            "are computed for float32 q, k and v only (cast with .float())")
     if out is not None:
-        raise ValueError("out= cannot be used when an input requires grad (autograd needs a "
-                         "fresh output)")
+        raise ValueError("out= cannot be used when an input requires grad or under a "
+                         "torch.func transform (autograd needs a fresh output)")
     for name, a in (("q_angles", q_angles), ("kv_angles", kv_angles)):
         if _tensor.is_torch(a) and a.requires_grad and a.dtype != t.float64:
             raise TypeError(f"{name} is {a.dtype}: angles are float64")
@@ -97,6 +98,9 @@ def _loop_vmap(apply):
     entry; each call runs with its own threads as usual). None results stay None."""
     def vmap(info, in_dims, *args):
         torch = _tensor._torch()
+        if info.batch_size == 0:
+            raise ValueError("rove: torch.func.vmap over a dimension of size 0 (librove "
+                             "makes one call per element)")
         outs = [apply(*(a.select(d, i) if isinstance(a, torch.Tensor) and d is not None else a
                         for a, d in zip(args, in_dims)))
                 for i in range(info.batch_size)]

@@ -21,10 +21,11 @@ def check(q, k, v, g, angles, initial_state, out):
     t = _tensor._torch()
     for name, x in (("q", q), ("k", k), ("v", v), ("g", g)):
         if not _tensor.is_torch(x):
-            raise TypeError("q, k, v and g must all be torch tensors when one requires grad")
+            raise TypeError("q, k, v and g must all be torch tensors when one requires grad "
+                            "(or is a tensor of a torch.func transform)")
         if x.dtype != t.float32:
-            raise TypeError(f"{name} is {x.dtype}: gradients are computed for float32 q, k, "
-                            "v and g only (cast with .float())")
+            raise TypeError(f"{name} is {x.dtype}: gradients, and calls under torch.func, are "
+                            "computed for float32 q, k, v and g only (cast with .float())")
     if initial_state is not None and (not _tensor.is_torch(initial_state) or
                                       initial_state.dtype != t.float32):
         raise TypeError("initial_state must be a float32 torch tensor when gradients are "
@@ -38,8 +39,8 @@ def check(q, k, v, g, angles, initial_state, out):
     if _tensor.is_torch(angles) and angles.requires_grad and angles.dtype != t.float64:
         raise TypeError(f"angles is {angles.dtype}: angles are float64")
     if out is not None:
-        raise ValueError("out= cannot be used when an input requires grad (autograd needs a "
-                         "fresh output)")
+        raise ValueError("out= cannot be used when an input requires grad or under a "
+                         "torch.func transform (autograd needs a fresh output)")
 
 
 def _make_function():
