@@ -113,6 +113,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (fz_bool(&rd)) dqa = fz_canary_alloc(naq * 8);
   if (fz_bool(&rd)) dka = fz_canary_alloc(nak * 8);
   g.dout = dout, g.dq = dq, g.dk = dk, g.dv = dv, g.d_q_angles = dqa, g.d_kv_angles = dka;
+  float *dl = NULL; /* the LSE's upstream gradient, dense [batch][hq][q_len] */
+  if (fz_bool(&rd)) {
+    dl = fz_alloc((size_t)(qrows * hq) * 4);
+    fz_fill_f32(&rd, dl, (size_t)(qrows * hq), 1.0f);
+  }
+  g.d_lse = dl;
   /* aliasing */
   int alias = 0;
   const uint8_t am = fz_u8(&rd);
@@ -126,6 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 6: if (dqa && edq * 4 <= naq * 8) g.dq = (float *)(void *)dqa, alias = 1; break;
     case 7: if (qp && edq * 4 <= (size_t)qrows * 4) g.dq = (float *)(void *)qp, alias = 1; break;
     case 8: if (edk <= eo) g.dk = out, alias = 1; break;
+    case 9: if (qrows * hq > 0) g.d_lse = dq, alias = 1; break; /* an output as d_lse */
     default: break;
   }
   const int angle_grad_without = (dqa || dka) && !angles;
@@ -152,7 +159,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (gr[1] > hq * d) FZ_CHECK(H, fz_untouched(dq + r * gr[1] + hq * d, (size_t)(gr[1] - hq * d) * 4), "dq gap written");
   }
   free(q), free(k), free(v), free(out), free(lse), free(qp), free(kp), free(qa), free(ka);
-  free(dout), free(dq), free(dk), free(dv), free(dqa), free(dka);
+  free(dout), free(dq), free(dk), free(dv), free(dqa), free(dka), free(dl);
   rove_plan_destroy(plan);
   return 0;
 }

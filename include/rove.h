@@ -37,7 +37,7 @@ extern "C" {
 /** @name Version */
 /**@{*/
 #define ROVE_VERSION_MAJOR 0
-#define ROVE_VERSION_MINOR 6
+#define ROVE_VERSION_MINOR 7
 #define ROVE_VERSION_PATCH 0
 /** Encoded as major*10000 + minor*100 + patch. */
 #define ROVE_VERSION (ROVE_VERSION_MAJOR * 10000 + ROVE_VERSION_MINOR * 100 + ROVE_VERSION_PATCH)
@@ -480,6 +480,12 @@ typedef struct rove_attention_grads {
    *  the queries: -sum_i exp(sinks[h] - lse_i) (dout_i . out_i)). Must be NULL without
    *  a->sinks. */
   float *d_sinks;
+  /** NULL, or the upstream gradient of the forward's LSE, dLoss / d lse, [batch][n_heads]
+   *  [q_len] floats (dense, as a->lse): taken into every gradient (d lse_i / d s_ij =
+   *  a_ij, so D_i becomes do_i . out_i - d_lse_i; a sink's gradient gains
+   *  sum_i e^{s_h - lse_i} d_lse_i). Rows whose LSE is -inf (no visible key, no sink)
+   *  ignore it. For code that combines partial outputs by their LSE under autograd. */
+  const float *d_lse;
 } rove_attention_grads;
 
 /**

@@ -7,7 +7,8 @@
  * R_{p_j} v_j (ROTATE_V), r_ij = q^_i . k~_j, s_ij = c tanh(r_ij / c) (softcap c, else
  * s = r), a_ij = exp(s_ij - lse_i) over the visible keys, o~_i = sum_j a_ij v~_j and
  * o_i = R_{P_i}^-1 o~_i (ROTATE_O). Rotations are orthogonal, so with do~_i = R_{P_i} do_i:
- *   D_i    = do_i . o_i  (= do~_i . o~_i)
+ *   D_i    = do_i . o_i  (= do~_i . o~_i), less dlse_i when the LSE has an upstream
+ *            gradient (g->d_lse: lse_i = log sum_j e^{s_ij}, d lse_i / d s_ij = a_ij)
  *   dS_ij  = a_ij (do~_i . v~_j - D_i),   dR_ij = dS_ij (1 - (s_ij / c)^2)  (softcap)
  *   dv~_j  = sum_i a_ij do~_i,             dv_j = R_{p_j}^-1 dv~_j
  *   dk~_j  = sum_i dR_ij q^_i,             dk_j = R_{p_j}^-1 M dk~_j
@@ -114,15 +115,15 @@ static rove_status check_grads(rove_bwd *w, const rove_attention_args *a,
   /* the sinks' gradient: only with sinks, [n_heads] floats */
   if (g->d_sinks && !a->sinks) return ROVE_ERR_INVALID_ARGUMENT;
   const size_t bs = (size_t)c->n_heads * sizeof(float);
-  const void *in[11] = {a->q,    a->k,      a->v,         a->out,   a->lse,   g->dout,
-                        a->q_angles, a->kv_angles, a->q_pos, a->kv_pos, a->sinks};
-  const size_t inb[11] = {bq, bk, bv, bo, bl, bdo, baq, bak, rove_span_bytes(qrows, sizeof(int32_t)),
-                          rove_span_bytes(krows, sizeof(int32_t)), a->sinks ? bs : 0};
+  const void *in[12] = {a->q,    a->k,      a->v,         a->out,   a->lse,   g->dout,
+                        a->q_angles, a->kv_angles, a->q_pos, a->kv_pos, a->sinks, g->d_lse};
+  const size_t inb[12] = {bq, bk, bv, bo, bl, bdo, baq, bak, rove_span_bytes(qrows, sizeof(int32_t)),
+                          rove_span_bytes(krows, sizeof(int32_t)), a->sinks ? bs : 0, bl};
   void *outs[6] = {g->dq, g->dk, g->dv, g->d_q_angles, g->d_kv_angles, g->d_sinks};
   const size_t outb[6] = {bdq, bdk, bdv, g->d_q_angles ? baq : 0, g->d_kv_angles ? bak : 0,
                           g->d_sinks ? bs : 0};
   for (int o = 0; o < 6; o++) {
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < 12; i++)
       if (rove_overlap(outs[o], outb[o], in[i], inb[i])) return ROVE_ERR_INVALID_ARGUMENT;
     for (int o2 = 0; o2 < o; o2++)
       if (rove_overlap(outs[o], outb[o], outs[o2], outb[o2])) return ROVE_ERR_INVALID_ARGUMENT;
@@ -186,6 +187,7 @@ static void rotate_task(int64_t task, int tid, void *vctx) {
     const float *q = a->q + (b * Lq + i0) * f->qs + h * d;
     const float *o = a->out + (b * Lq + i0) * f->os + h * d;
     const float *dout = w->g->dout + (b * Lq + i0) * w->dos + h * d;
+    const float *dlse = w->g->d_lse ? w->g->d_lse + t * Lq + i0 : NULL;
     kn->rotate(w->qh + (t * Lq + i0) * d, d, q, f->qs, ni, d, &rq, scale * m, scale, 0);
     kn->rotate(w->dot + (t * Lq + i0) * d, d, dout, w->dos, ni, d, &ro, 1.0f, 1.0f, 0);
     for (int64_t i = 0; i < ni; i++) { /* D_i = do_i . o_i in double (one value per row) */
@@ -196,7 +198,8 @@ static void rotate_task(int64_t task, int tid, void *vctx) {
       for (; c + 4 <= d; c += 4)
         for (int u = 0; u < 4; u++) s[u] += (double)oi[c + u] * gi[c + u];
       for (; c < d; c++) s[0] += (double)oi[c] * gi[c];
-      w->D[t * Lq + i0 + i] = (float)((s[0] + s[1]) + (s[2] + s[3]));
+      const double dl = dlse ? (double)dlse[i] : 0.0;
+      w->D[t * Lq + i0 + i] = (float)(((s[0] + s[1]) + (s[2] + s[3])) - dl);
     }
   }
   for (int64_t kvh = 0; nj > 0 && kvh < Hkv; kvh++) {
@@ -373,7 +376,9 @@ static void query_task(int64_t task, int tid, void *vctx) {
  *   d s_h = -sum_{b, i} e^{s_h - lse_i} (do_i . out_i) = -sum_{b, i} e^{s_h - lse_i} D_i,
  * summed in double in (b, i) order on the calling thread (B H q_len terms). The other
  * gradients need nothing more: a_ij = exp(s_ij - lse_i) with the forward's LSE, which
- * holds the sink, and D_i is do_i . out_i as without sinks. */
+ * holds the sink, and D_i is do_i . out_i as without sinks. With an LSE gradient
+ * (d lse_i / d s_h = e^{s_h - lse_i}) D_i holds do_i . out_i - dlse_i, which adds
+ * sum_i e^{s_h - lse_i} dlse_i. */
 static void sink_grads(const rove_bwd *w, float *d_sinks) {
   const rove_fwd *f = &w->f;
   const int64_t B = f->batch, H = f->p->cfg.n_heads, Lq = f->q_len;

@@ -9,7 +9,9 @@
  * positions (large and unordered), windows, softcap, padded strides, batch 2, rows that
  * see no key (gradient 0, no NaN), and explicit angles (Selective RoPE) with their own
  * gradients d q_angles / d kv_angles (also one array for both, whose total is the sum), and
- * attention sinks (gpt-oss) with their gradient d sinks, also on rows that see no key. Also: bitwise identical gradients for 1 and 3 threads,
+ * attention sinks (gpt-oss) with their gradient d sinks, also on rows that see no key;
+ * every other case adds an upstream gradient of the LSE to the loss (grads.d_lse:
+ * L += sum dlse . lse over the rows that see a key or a sink). Also: bitwise identical gradients for 1 and 3 threads,
  * guarded outputs (no write outside the rows), and bad input. Links the public librove.so. */
 #include <math.h>
 #include <stdlib.h>
@@ -65,6 +67,7 @@ typedef struct {
   int32_t *qp, *kp;
   double *qa, *ka; /* explicit angles or NULL */
   float *sk;        /* sinks [H] or NULL */
+  float *dlse;      /* an upstream gradient of the LSE [batch][H][q_len], or NULL */
   int64_t nqa, nka; /* their element counts */
   rove_attention_args a;
 } bsetup;
@@ -142,14 +145,21 @@ static void teardown(bsetup *s) {
   rove_plan_destroy(s->p);
   free(s->q), free(s->k), free(s->v), free(s->dout), free(s->qp), free(s->kp);
   if (s->ka != s->qa) free(s->ka);
-  free(s->qa), free(s->sk);
+  free(s->qa), free(s->sk), free(s->dlse);
 }
 
-/* L = sum w . out over the dense output, by the oracle in double. */
+/* L = sum w . out over the dense output (+ sum dlse . lse over the rows that see a key
+ * or a sink, with s->dlse), by the oracle in double. */
 static double loss(const bsetup *s, double *out) {
-  assert_int_equal(rove_oracle_attention(&s->c, s->inv_freq, s->m, &s->a, out, NULL), 0);
+  const int64_t nl = s->qrows * s->t->H;
+  double *lse = s->dlse ? malloc(sizeof(double) * (size_t)nl) : NULL;
+  assert_true(!s->dlse || lse);
+  assert_int_equal(rove_oracle_attention(&s->c, s->inv_freq, s->m, &s->a, out, lse), 0);
   double L = 0.0;
   for (int64_t e = 0; e < s->qrows * s->qw; e++) L += (double)s->dout[e] * out[e];
+  for (int64_t e = 0; lse && e < nl; e++)
+    if (isfinite(lse[e])) L += (double)s->dlse[e] * lse[e];
+  free(lse);
   return L;
 }
 
@@ -210,7 +220,7 @@ static rove_status run_backward_all(bsetup *s, float *out, float *lse, float *dq
   rove_status st = rove_attention_forward(s->p, &s->a);
   if (st != ROVE_OK) return st;
   rove_attention_grads g = {.dout = s->dout, .dq = dq, .dk = dk, .dv = dv, .d_q_angles = dqa,
-                            .d_kv_angles = dka, .d_sinks = dsk};
+                            .d_kv_angles = dka, .d_sinks = dsk, .d_lse = s->dlse};
   return rove_attention_backward(s->p, &s->a, &g);
 }
 static rove_status run_backward(bsetup *s, float *out, float *lse, float *dq, float *dk, float *dv) {
@@ -244,6 +254,12 @@ static void test_against_finite_differences(void **state) {
     run++;
     bsetup s;
     setup(&s, t, 2, 0x5eed0000u + (uint64_t)ci);
+    if (ci % 2) { /* every other case: the loss takes the LSE too (g.d_lse) */
+      s.dlse = malloc(sizeof(float) * (size_t)(s.qrows * t->H));
+      assert_non_null(s.dlse);
+      for (int64_t e = 0; e < s.qrows * t->H; e++)
+        s.dlse[e] = (float)((e % 7) - 3) * 0.25f; /* of both signs, 0 included */
+    }
     const int64_t nq = s.qrows * s.qw, nk = s.krows * s.kw;
     float *out = malloc(sizeof(float) * (size_t)(s.qrows * s.qw));
     float *lse = malloc(sizeof(float) * (size_t)(s.qrows * t->H));
@@ -373,6 +389,10 @@ static void test_bad_input(void **state) {
   assert_int_equal(rove_attention_backward(s.p, &a, &b), ROVE_ERR_INVALID_ARGUMENT);
   b = g, b.d_sinks = dq; /* over another gradient */
   assert_int_equal(rove_attention_backward(s.p, &a, &b), ROVE_ERR_INVALID_ARGUMENT);
+  b = g, b.d_lse = dk; /* a gradient over the LSE's gradient */
+  assert_int_equal(rove_attention_backward(s.p, &s.a, &b), ROVE_ERR_INVALID_ARGUMENT);
+  b = g, b.d_lse = dq; /* the same, the other way round */
+  assert_int_equal(rove_attention_backward(s.p, &s.a, &b), ROVE_ERR_INVALID_ARGUMENT);
   sk[1] = NAN; /* a sink must be finite */
   b = g, b.d_sinks = dsk;
   assert_int_equal(rove_attention_backward(s.p, &a, &b), ROVE_ERR_INVALID_ARGUMENT);

@@ -4,7 +4,8 @@ librove's rove_attention_backward (dq, dk, dv; flash style, fp32).
 
 Used by attention() / Plan.attention when a float32 torch q, k or v (or the sinks)
 requires grad and grad mode is on. The forward is the usual librove call (with its LSE, which the backward
-needs); the LSE returned with return_lse=True is not differentiable. Explicit angles
+needs); the LSE returned with return_lse=True is differentiable too (its upstream
+gradient is rove_attention_grads.d_lse). Explicit angles
 (Selective RoPE) given as float64 torch tensors that require grad get their gradients
 too (one tensor passed as both gets the sum, as autograd adds the two); attention sinks
 that require grad get d sinks (rove_attention_grads.d_sinks).
@@ -180,6 +181,7 @@ def make_function(name, run, save, grads):
         tensors, meta, non_diff = save(inputs, output)
         ctx.save_for_backward(*tensors)
         ctx.meta = meta
+        ctx.set_materialize_grads(False)  # an unused output's gradient: None, not zeros
         if non_diff:
             ctx.mark_non_differentiable(*(output[i] for i in non_diff))
 
@@ -204,17 +206,17 @@ def _make_function():
     def save(inputs, output):
         q, k, v, q_angles, kv_angles, sinks, plan, q_pos, kv_pos, layout = inputs
         # angles and sinks saved as tensors: autograd refuses a backward after an in-place
-        # edit of them; q_pos / kv_pos are private copies (frozen()); the LSE is not
-        # differentiable
+        # edit of them; q_pos / kv_pos are private copies (frozen()); the LSE is
+        # differentiable (its gradient: rove_attention_grads.d_lse)
         return ((q, k, v, output[0], output[1], q_angles, kv_angles, sinks),
-                (plan, q_pos, kv_pos, layout), (1,))
+                (plan, q_pos, kv_pos, layout), ())
 
     def grads(meta, need, saved, grad_outputs):
         q, k, v, out, lse, q_angles, kv_angles, sinks = saved
         plan, q_pos, kv_pos, layout = meta
         return _backward(plan, q, k, v, out, lse, grad_outputs[0], q_pos, kv_pos, layout,
                          q_angles, kv_angles, angle_grads=(need[3], need[4]), sinks=sinks,
-                         sink_grad=need[5]) + (None,) * 4
+                         sink_grad=need[5], dlse=grad_outputs[1]) + (None,) * 4
 
     return make_function("AttentionFunction", run, save, grads)
 
@@ -247,18 +249,21 @@ def attention(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, k
 
 
 def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv_angles,
-              angle_grads=(False, False), sinks=None, sink_grad=False):
+              angle_grads=(False, False), sinks=None, sink_grad=False, dlse=None):
     """dq, dk, dv (the caller's layout and rank), the angle gradients asked for by
     angle_grads (float64, the angles' shapes; else None) and, with sink_grad, d sinks (in
-    the sinks' dtype; else None) by rove_attention_backward."""
+    the sinks' dtype; else None) by rove_attention_backward. dout None: zeros; dlse: the
+    LSE's upstream gradient (rove_attention_grads.d_lse) or None."""
     from .attention import _angles, _sinks
     torch = _tensor._torch()
     bhsd, ndim = layout == "bhsd", q.dim()
     with torch.no_grad():
         qc, kc, vc = (_bshd(x.detach(), bhsd, ndim) for x in (q, k, v))
         oc = _bshd(out.detach().float(), bhsd, ndim)
-        gc = _bshd(dout.detach().float(), bhsd, ndim)
+        gc = torch.zeros_like(oc) if dout is None else _bshd(dout.detach().float(), bhsd, ndim)
         lc = (lse.unsqueeze(0) if ndim == 3 else lse).contiguous()
+        dlc = None if dlse is None else \
+            (dlse.unsqueeze(0) if ndim == 3 else dlse).detach().float().contiguous()
         B, Lq, H, D = qc.shape
         Lk, Hk = kc.shape[1], kc.shape[2]
         dq, dk, dv = torch.empty_like(qc), torch.empty_like(kc), torch.empty_like(vc)
@@ -282,6 +287,8 @@ def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv
         if sinks is not None and sink_grad:
             dsk = torch.empty((H,), dtype=torch.float32)
             g.d_sinks = dsk.data_ptr()
+        if dlc is not None:
+            g.d_lse = dlc.data_ptr()
         dqa = dka = None
         if q_angles is not None and angle_grads[0]:
             dqa = torch.empty(tuple(q_angles.shape), dtype=torch.float64)

@@ -134,7 +134,7 @@ class AttentionGrads(Structure):
     _fields_ = [("dout", c_void_p), ("dq", c_void_p), ("dk", c_void_p), ("dv", c_void_p),
                 ("dout_stride", c_int64), ("dq_stride", c_int64), ("dk_stride", c_int64),
                 ("dv_stride", c_int64), ("d_q_angles", c_void_p), ("d_kv_angles", c_void_p),
-                ("d_sinks", c_void_p)]
+                ("d_sinks", c_void_p), ("d_lse", c_void_p)]
 
 
 class PagedKV(Structure):
@@ -312,14 +312,14 @@ def _find_library(dirs=None) -> str:
 LIBRARY_PATH = _find_library()
 lib = ctypes.CDLL(LIBRARY_PATH)  # CDLL: the GIL is released during every call
 
-# The structs below mirror rove.h of 0.6 (rove_paged_kv.layout was new in 0.3, its
+# The structs below mirror rove.h of 0.7 (rove_paged_kv.layout was new in 0.3, its
 # block_stride in 0.4, the sinks of the attention, varlen and paged args, d_sinks of the
 # grads, the layer weights' sinks and the attention args' K/V head and batch strides in
-# 0.5, the GLA args' cu_seqlens and n_seqs in 0.6), and while the major version is 0 a minor release may change public
+# 0.5, the GLA args' cu_seqlens and n_seqs in 0.6, the attention grads' d_lse in 0.7), and while the major version is 0 a minor release may change public
 # structs (the SONAME carries the minor): another minor (ROVE_LIBRARY pointing at another
 # build) would read them wrongly, silently. So the version is checked first, before any
 # other symbol is bound (an older library also lacks some of them).
-LIBRARY_VERSION = (0, 6)
+LIBRARY_VERSION = (0, 7)
 
 
 def _check_version(path: str, version: str) -> None:

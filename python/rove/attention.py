@@ -456,7 +456,7 @@ def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, r
     or torch), with return_lse a tuple (out, lse). The plan is cached (get_plan).
     Differentiable for float32 torch tensors (torch.autograd: dq, dk, dv by
     rove_attention_backward; float64 angle tensors and sinks that require grad get theirs;
-    the LSE gets none).
+    the returned LSE is differentiable too).
     """
     kw = dict(rotate=rotate, causal=causal, window=window, softcap=softcap, scale=scale,
               rope=rope, isa=isa, threads=threads)

@@ -15,8 +15,9 @@ may each be float32, bfloat16 or float16 (read in place: no casts); out has q's 
 the LSE is float32. The op is differentiable in q, k and v for float32 tensors
 (torch.library.register_autograd; the backward is rove_attention_backward, as for
 rove.attention, itself the custom op rove::attention_backward so that torch.compile
-traces training through its fake kernel); the LSE output is non-differentiable, and a
-double backward (create_graph=True) raises. rove::attention_varlen is
+traces training through its fake kernel); the LSE output is differentiable too (its
+gradient goes to the backward op as dlse: rove_attention_grads.d_lse), and a double
+backward (a backward through a create_graph=True gradient) raises. rove::attention_varlen is
 rove.attention_varlen the same way (packed [total, heads, d] tensors, cu_seqlens as int32
 or int64 tensors; out [total_q, heads, d], LSE [heads, total_q]; the backward is one
 rove_attention_backward per sequence). Both take attention sinks as an optional last
@@ -118,8 +119,7 @@ def _setup_context(ctx, inputs, output):
                         "only (an input requires grad and another is "
                         f"{[t.dtype for t in (q, k, v) if t.dtype != torch.float32][0]}); "
                         "cast to float32 or detach")
-    out, lse = output
-    ctx.mark_non_differentiable(lse)  # as rove.attention's: the LSE gets no gradient
+    out, lse = output  # both differentiable, as rove.attention's (the LSE: grads.d_lse)
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in inputs[3:])
 
@@ -131,13 +131,13 @@ def _f32_like(*xs):
 
 def _op_backward(bwd_op, n_args: int):
     """The autograd backward of an op with q, k, v and n_args more inputs, the last the
-    sinks: bwd_op(dout, q, k, v, out, lse, *those inputs) gives dq, dk, dv and d sinks (an
-    empty tensor without sinks); the others get no gradient."""
+    sinks: bwd_op(dout, q, k, v, out, lse, *those inputs, dlse) gives dq, dk, dv and d
+    sinks (an empty tensor without sinks); the others get no gradient."""
     def backward(ctx, dout, dlse):
         q, k, v, out, lse = ctx.saved_tensors
         if dout is None:
             dout = torch.zeros_like(out)
-        dq, dk, dv, dsk = bwd_op(dout, q, k, v, out, lse, *ctx.args)
+        dq, dk, dv, dsk = bwd_op(dout, q, k, v, out, lse, *ctx.args, dlse)
         need_sinks = ctx.args[-1] is not None and ctx.needs_input_grad[-1]
         return (dq, dk, dv) + (None,) * (n_args - 1) + (dsk if need_sinks else None,)
     return backward
@@ -151,7 +151,8 @@ def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
             out: torch.Tensor, lse: torch.Tensor, q_pos: Optional[torch.Tensor],
             kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
             softcap: float, scale: Optional[float], rope_json: str,
-            layout: str, sinks: Optional[torch.Tensor] = None
+            layout: str, sinks: Optional[torch.Tensor] = None,
+            dlse: Optional[torch.Tensor] = None
             ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     if q.dtype != torch.float32 or k.dtype != torch.float32 or v.dtype != torch.float32:
         raise TypeError("rove::attention: gradients are computed for float32 q, k and v only")
@@ -161,7 +162,7 @@ def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
                     softcap=softcap, scale=scale, rope=_rope(rope_json))
     dq, dk, dv, _, _, dsk = _autograd._backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos,
                                                 layout, None, None, sinks=sinks,
-                                                sink_grad=sinks is not None)
+                                                sink_grad=sinks is not None, dlse=dlse)
     return dq.contiguous(), dk.contiguous(), dv.contiguous(), _sink_grad(dsk, sinks, q)
 
 
@@ -177,7 +178,7 @@ def _sink_grad_like(sinks, q):
 
 @_bwd_op.register_fake
 def _(dout, q, k, v, out, lse, q_pos, kv_pos, rotate, causal, window, softcap, scale,
-      rope_json, layout, sinks=None):
+      rope_json, layout, sinks=None, dlse=None):
     return _f32_like(q, k, v) + (_sink_grad_like(sinks, q),)
 
 
@@ -273,7 +274,7 @@ def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
                    cu_seqlens_k: torch.Tensor, q_pos: Optional[torch.Tensor],
                    kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
                    softcap: float, scale: Optional[float], rope_json: str,
-                   sinks: Optional[torch.Tensor] = None
+                   sinks: Optional[torch.Tensor] = None, dlse: Optional[torch.Tensor] = None
                    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     if q.dtype != torch.float32 or k.dtype != torch.float32 or v.dtype != torch.float32:
         raise TypeError("rove::attention_varlen: gradients are computed for float32 q, k and "
@@ -287,7 +288,7 @@ def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
     kv_pos = _varlen._flat_positions(kv_pos, "kv_pos", k.shape[0])
     dq, dk, dv, _, _, dsk = _varlen._backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos,
                                               kv_pos, None, None, False, False, sinks,
-                                              sinks is not None)
+                                              sinks is not None, dlse)
     # contiguous, as the fake kernel declares (_varlen._backward keeps each input's layout,
     # a permuted one too, which compiled graphs would take for the declared strides)
     return dq.contiguous(), dk.contiguous(), dv.contiguous(), _sink_grad(dsk, sinks, q)
@@ -295,7 +296,7 @@ def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
 
 @_varlen_bwd_op.register_fake
 def _(dout, q, k, v, out, lse, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale,
-      rope_json, sinks=None):
+      rope_json, sinks=None, dlse=None):
     return _f32_like(q, k, v) + (_sink_grad_like(sinks, q),)
 
 

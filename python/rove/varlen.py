@@ -184,11 +184,12 @@ _FUNCTION = None
 
 
 def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want_qa, want_ka,
-              sinks=None, want_sinks=False):
+              sinks=None, want_sinks=False, dlse=None):
     """(dq, dk, dv, dq_angles or None, dkv_angles or None, d sinks or None) of a varlen
     forward (d sinks: the sequences' sums, added in float64, in the sinks' dtype): one
     rove_attention_backward per sequence over its rows (a sequence without keys or
-    queries gets zero gradients). float32 torch q, k, v; dout None = zeros.
+    queries gets zero gradients). float32 torch q, k, v; dout None = zeros; dlse: the
+    LSE's upstream gradient [heads, total_q] (rove_attention_grads.d_lse) or None.
 
     Every packed tensor is made contiguous once and each call gets pointers into it (a
     sequence's rows are a contiguous run of the packed [total, heads, d] tensors): no
@@ -201,6 +202,7 @@ def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want
         gc = (torch.zeros_like(oc) if dout is None else
               dout.detach().float().contiguous())
         lc = lse.detach().contiguous()
+        dlc = None if dlse is None else dlse.detach().float()
         H, D, Hk = qc.shape[1], qc.shape[2], kc.shape[1]
         dq, dk, dv = torch.zeros_like(qc), torch.zeros_like(kc), torch.zeros_like(vc)
         qac = None if qa is None else (qa.detach() if _tensor.is_torch(qa) else
@@ -231,6 +233,8 @@ def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want
             if q1 == q0 or k1 == k0:
                 continue
             ls = lc[:, q0:q1].contiguous()  # [heads, q_len]: batch 1's LSE
+            dls = None if dlc is None else dlc[:, q0:q1].contiguous()
+            g.d_lse = None if dls is None else dls.data_ptr()
             a.q_len, a.kv_len = q1 - q0, k1 - k0
             a.q, a.out = at(qc, q0, H * D, 4), at(oc, q0, H * D, 4)
             a.k, a.v = at(kc, k0, Hk * D, 4), at(vc, k0, Hk * D, 4)
@@ -267,15 +271,16 @@ def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, 
             q, k, v, qa, ka, sinks, plan, cq, ck, q_pos, kv_pos = inputs
             # angles and sinks saved as tensors: autograd refuses a backward after an
             # in-place edit of them (q_pos / kv_pos are private copies: _flat_positions);
-            # the LSE is not differentiable
+            # the LSE is differentiable (rove_attention_grads.d_lse)
             return (q, k, v, output[0], output[1], qa, ka, sinks), \
-                (plan, cq, ck, q_pos, kv_pos), (1,)
+                (plan, cq, ck, q_pos, kv_pos), ()
 
         def grads(meta, need, saved, grad_outputs):
             q, k, v, out, lse, qa, ka, sinks = saved
             plan, cq, ck, q_pos, kv_pos = meta
             return _backward(plan, q, k, v, out, lse, grad_outputs[0], cq, ck, q_pos,
-                             kv_pos, qa, ka, need[3], need[4], sinks, need[5]) + (None,) * 5
+                             kv_pos, qa, ka, need[3], need[4], sinks, need[5],
+                             grad_outputs[1]) + (None,) * 5
 
         _FUNCTION = _autograd.make_function("VarlenFunction", run, save, grads)
     return _FUNCTION.apply(q, k, v, _autograd.angle_tensor(q_angles),

@@ -116,7 +116,7 @@ def test_version_matches(c_layout):
     assert L.LIBRARY_VERSION == (c_layout["ROVE_VERSION_MAJOR"], c_layout["ROVE_VERSION_MINOR"])
 
 
-@pytest.mark.parametrize("version", ["0.5.0", "0.7.0", "1.6.0", "garbage"])
+@pytest.mark.parametrize("version", ["0.6.0", "0.8.0", "1.7.0", "garbage"])
 def test_another_minor_is_refused_before_any_symbol_is_bound(tmp_path, version):
     """ROVE_LIBRARY at a build of another minor (0.x minors may change public structs):
     a clear ImportError naming both versions, not a missing-symbol AttributeError (a fake
@@ -132,7 +132,7 @@ def test_another_minor_is_refused_before_any_symbol_is_bound(tmp_path, version):
                        text=True, cwd=str(tmp_path))
     assert r.returncode != 0
     assert f"ImportError: the loaded librove is {version}" in r.stderr, r.stderr
-    assert "needs 0.6.x" in r.stderr
+    assert "needs 0.7.x" in r.stderr
 
 
 def test_library_found_in_any_folder_of_the_package(tmp_path, monkeypatch):

@@ -107,7 +107,7 @@ def test_varlen_compile_and_gradients(rng):
 
 def test_compiled_training_lse_and_double_backward(rng):
     """Both ops train under torch.compile (their backwards are custom ops with fake
-    kernels), with the gradients of eager autograd; the LSE output is non-differentiable;
+    kernels), with the gradients of eager autograd; the LSE output is differentiable too;
     a double backward (a backward through a create_graph=True gradient) raises, here and
     in rove.attention / rove.attention_varlen, instead of silently dropping the
     second-order term."""
@@ -139,12 +139,28 @@ def test_compiled_training_lse_and_double_backward(rng):
             assert dq.requires_grad
             with pytest.raises(RuntimeError):
                 dq.sum().backward()
-    lq = q.clone().requires_grad_(True)
-    _, lse = rove.torch_ops.attention_varlen(lq, k, v, cu, cu, return_lse=True)
-    assert not lse.requires_grad
-    _, lse = rove.torch_ops.attention(q4.clone().requires_grad_(True), k4, k4, layout="bhsd",
-                                      return_lse=True)
-    assert not lse.requires_grad
+    # the LSE is differentiable (the backward ops' dlse), as rove.attention's: a loss
+    # through out and the LSE gets eager autograd's gradients, compiled too
+    lse_calls = [
+        (lambda q, k, v: rove.torch_ops.attention_varlen(q, k, v, cu, cu, return_lse=True),
+         lambda q, k, v: rove.attention_varlen(q, k, v, cu, cu, return_lse=True), (q, k, v)),
+        (lambda q, k, v: rove.torch_ops.attention(q, k, v, layout="bhsd", return_lse=True),
+         lambda q, k, v: rove.attention(q, k, v, layout="bhsd", return_lse=True), (q4, k4, k4)),
+    ]
+    for op, eager, xs in lse_calls:
+        def loss(f, *ys):
+            o, lse = f(*ys)
+            return o.square().sum() + (lse * torch.linspace(-1, 1, lse.numel()).reshape(
+                lse.shape)).sum()
+        a = [x.clone().requires_grad_(True) for x in xs]
+        b = [x.clone().requires_grad_(True) for x in xs]
+        c = [x.clone().requires_grad_(True) for x in xs]
+        assert op(*a)[1].requires_grad
+        loss(op, *a).backward()
+        loss(eager, *b).backward()
+        torch.compile(lambda *ys: loss(op, *ys), fullgraph=True, backend="aot_eager")(*c).backward()
+        for x, y, z in zip(a, b, c):
+            assert torch.equal(x.grad, y.grad) and torch.equal(z.grad, y.grad)
 
 
 def test_varlen_op_positions_as_1_by_total(rng):

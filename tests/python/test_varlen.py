@@ -178,7 +178,8 @@ def test_positions_kept_by_the_graph():
 def test_gradients_equal_per_sequence_autograd(angles):
     """Under torch.autograd the gradients are those of one differentiable rove.attention per
     sequence (itself tested against float64 torch autograd in test_autograd.py), bit for
-    bit: with default positions, explicit angles, or explicit positions."""
+    bit: with default positions, explicit angles, or explicit positions; the loss takes
+    the LSE too (rove_attention_grads.d_lse, per sequence)."""
     g = np.random.default_rng(4)
     q, k, v, cq, ck = _packed(g)
     t = lambda x: torch.tensor(x, requires_grad=True)  # noqa: E731
@@ -191,9 +192,13 @@ def test_gradients_equal_per_sequence_autograd(angles):
         ka = torch.tensor(g.uniform(-9, 9, (k.shape[0], 2, 16)), requires_grad=True)
     tq, tk, tv = t(q), t(k), t(v)
     dout = torch.tensor(g.uniform(-1, 1, q.shape), dtype=torch.float32)
-    out = rove.attention_varlen(tq, tk, tv, cq, ck, q_angles=qa, kv_angles=ka, q_pos=qp,
-                                kv_pos=kp)
-    (out * dout).sum().backward()
+    dlse = torch.tensor(g.uniform(-1, 1, (q.shape[1], q.shape[0])), dtype=torch.float32)
+
+    def lse_term(lse, w):  # rows with no key (LSE -inf) take no part
+        return (lse.masked_fill(~torch.isfinite(lse), 0.0) * w).sum()
+    out, lse = rove.attention_varlen(tq, tk, tv, cq, ck, q_angles=qa, kv_angles=ka, q_pos=qp,
+                                     kv_pos=kp, return_lse=True)
+    ((out * dout).sum() + lse_term(lse, dlse)).backward()
     for s in range(len(LQ)):
         qs, ks = slice(cq[s], cq[s + 1]), slice(ck[s], ck[s + 1])
         if LQ[s] == 0 or LK[s] == 0:
@@ -204,10 +209,10 @@ def test_gradients_equal_per_sequence_autograd(angles):
         if angles:
             a1 = qa.detach()[qs].clone().requires_grad_(True)
             b1 = ka.detach()[ks].clone().requires_grad_(True)
-        o1 = rove.attention(q1, k1, v1, q_angles=a1, kv_angles=b1,
-                            q_pos=None if qp is None else qp[qs],
-                            kv_pos=None if kp is None else kp[ks])
-        (o1 * dout[qs]).sum().backward()
+        o1, l1 = rove.attention(q1, k1, v1, q_angles=a1, kv_angles=b1,
+                                q_pos=None if qp is None else qp[qs],
+                                kv_pos=None if kp is None else kp[ks], return_lse=True)
+        ((o1 * dout[qs]).sum() + lse_term(l1, dlse[:, qs])).backward()
         assert torch.equal(o1.detach(), out.detach()[qs])
         for got, want in ((tq.grad[qs], q1.grad), (tk.grad[ks], k1.grad), (tv.grad[ks], v1.grad)):
             assert torch.equal(got, want)
