@@ -231,6 +231,11 @@ def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want
         for s in range(len(cq) - 1):
             q0, q1, k0, k1 = int(cq[s]), int(cq[s + 1]), int(ck[s]), int(ck[s + 1])
             if q1 == q0 or k1 == k0:
+                # no C call: the gradients stay 0, but a sequence with queries and no keys
+                # has out 0 and LSE = the sink (d lse / d sink = 1), so its LSE's gradient
+                # goes to the sinks'
+                if q1 > q0 and k1 == k0 and dsk is not None and dlc is not None:
+                    dsk += dlc[:, q0:q1].double().sum(1).numpy()
                 continue
             ls = lc[:, q0:q1].contiguous()  # [heads, q_len]: batch 1's LSE
             dls = None if dlc is None else dlc[:, q0:q1].contiguous()

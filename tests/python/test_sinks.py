@@ -158,6 +158,58 @@ def test_gradients_match_torch(torch, rng):
     assert (s.grad.double() - ref[3].grad).abs().max() < 2e-5
 
 
+def test_lse_gradients_with_sinks(torch, rng):
+    """A loss through the LSE (which holds the sink) and out: dq, dk, dv and d sinks
+    against float64 torch's logsumexp over the scores and the sink, for rove.attention,
+    varlen and the varlen op, with a sequence that has queries and no keys (out 0, LSE =
+    the sink: d lse / d sink = 1, its only gradient)."""
+    import rove.torch_ops as ops
+    L, H, Hk, D, E = 7, 4, 2, 16, 3  # E: the keyless sequence's queries
+
+    def ref(q, k, v, s):  # q [Lq, H, D], k / v [L, Hk, D]: (out, lse [H, Lq]), causal
+        qq, kk, vv = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+        kk, vv = kk.repeat_interleave(H // Hk, 0), vv.repeat_interleave(H // Hk, 0)
+        w = qq @ kk.transpose(-1, -2) * D ** -0.5
+        w = w.masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), -torch.inf)
+        c = torch.cat([w, s.view(H, 1, 1).expand(H, L, 1)], -1)
+        return (torch.softmax(c, -1)[..., :-1] @ vv).transpose(0, 1), torch.logsumexp(c, -1)
+
+    base = [torch.from_numpy(randn(rng, *sh)) for sh in
+            ((E + L, H, D), (L, Hk, D), (L, Hk, D), (H,))]
+    gout = torch.from_numpy(randn(rng, E + L, H, D))
+    glse = torch.from_numpy(randn(rng, H, E + L))
+    r = [x.double().requires_grad_() for x in base]
+    o2, l2 = ref(r[0][E:], r[1], r[2], r[3])
+    out = torch.cat([torch.zeros_like(r[0][:E]), o2])
+    lse = torch.cat([r[3].view(H, 1).expand(H, E), l2], 1)
+    ((out * gout.double()).sum() + (lse * glse.double()).sum()).backward()
+    cq, ck = torch.tensor([0, E, E + L]), torch.tensor([0, 0, L])
+    runs = {
+        "varlen": lambda q, k, v, s: rove.attention_varlen(q, k, v, cq, ck, rotate="none",
+                                                           sinks=s, return_lse=True),
+        "op varlen": lambda q, k, v, s: ops.attention_varlen(q, k, v, cq, ck, rotate="none",
+                                                             sinks=s, return_lse=True),
+        "attention (the keyed sequence)": lambda q, k, v, s: rove.attention(
+            q[E:], k, v, rotate="none", sinks=s, return_lse=True),
+    }
+    for name, run in runs.items():
+        got = [x.clone().requires_grad_() for x in base]
+        o, lse = run(*got)
+        keyed = o.shape[0] == L
+        go, gl = (gout[E:], glse[:, E:]) if keyed else (gout, glse)
+        ((o * go).sum() + (lse * gl).sum()).backward()
+        if keyed:  # the reference without the keyless rows' terms
+            rr = [x.double().requires_grad_() for x in base]
+            o2, l2 = ref(rr[0][E:], rr[1], rr[2], rr[3])
+            ((o2 * go.double()).sum() + (l2 * gl.double()).sum()).backward()
+            want = [x.grad for x in rr]
+        else:
+            want = [x.grad for x in r]
+        for g, w_, what in zip(got, want, "q k v sinks".split()):
+            assert (g.grad.double() - w_).abs().max() < 2e-5 * max(1.0, w_.abs().max()), \
+                (name, what)
+
+
 def test_merge_partials_with_sinks(torch, rng):
     """Parts computed without sinks, merged with them (list and stacked forms): one call
     with the sinks over all the keys."""
