@@ -147,19 +147,20 @@ def make_function(name, run, save, grads):
     autograd and for torch.func (grad, vjp, jacrev, vmap and their compositions):
 
       run(*inputs) -> tuple of tensors        the forward's C calls (grad mode off)
-      save(inputs, outputs) -> (tensors, meta, non-differentiable output indices)
+      save(inputs, outputs) -> (tensors to save, meta)
       grads(meta, need, saved, grad_outputs) -> one gradient or None per input
                                               the backward's C calls (need[i]: a tensor
-                                              is wanted for input i)
+                                              is wanted for input i; an unused output's
+                                              grad_output is None, not zeros)
 
-    The backward runs grads() inside a second Function, so that torch.func hands it plain
-    tensors (a C call needs their storage) and so that differentiating the gradients
-    raises (librove's backward has no backward of its own) instead of dropping the
-    second-order term: that Function records the saved inputs too, so even a loss linear
-    in the output (whose gradient outputs need no grad) cannot lose the term without a
-    word. create_graph=True itself, and torch.func.grad (which runs every backward with
-    grad mode on, as create_graph does), work while nothing differentiates the gradients.
-    vmap runs one call per element (_loop_vmap)."""
+    Every output is differentiable. With grad mode on in the backward (create_graph=True,
+    and torch.func.grad, which runs every backward so) grads() runs inside a second
+    Function, so that torch.func hands it plain tensors (a C call needs their storage) and
+    so that differentiating the gradients raises (librove's backward has no backward of
+    its own) instead of dropping the second-order term: that Function records the saved
+    inputs too, so even a loss linear in the output (whose gradient outputs need no grad)
+    cannot lose the term without a word. A plain backward (grad mode off) calls grads()
+    directly. vmap runs one call per element (_loop_vmap)."""
     torch = _tensor._torch()
 
     def backward_forward(meta, need, n_saved, *tensors):
@@ -178,12 +179,10 @@ def make_function(name, run, save, grads):
         return run(*inputs)
 
     def setup_context(ctx, inputs, output):
-        tensors, meta, non_diff = save(inputs, output)
+        tensors, meta = save(inputs, output)
         ctx.save_for_backward(*tensors)
         ctx.meta = meta
         ctx.set_materialize_grads(False)  # an unused output's gradient: None, not zeros
-        if non_diff:
-            ctx.mark_non_differentiable(*(output[i] for i in non_diff))
 
     def backward(ctx, *grad_outputs):
         need = tuple(ctx.needs_input_grad)
@@ -209,7 +208,7 @@ def _make_function():
         # edit of them; q_pos / kv_pos are private copies (frozen()); the LSE is
         # differentiable (its gradient: rove_attention_grads.d_lse)
         return ((q, k, v, output[0], output[1], q_angles, kv_angles, sinks),
-                (plan, q_pos, kv_pos, layout), ())
+                (plan, q_pos, kv_pos, layout))
 
     def grads(meta, need, saved, grad_outputs):
         q, k, v, out, lse, q_angles, kv_angles, sinks = saved
@@ -319,7 +318,7 @@ def _make_angles_function():
 
     def save(inputs, output):
         phi, temp, carry, cu = inputs
-        return (phi, temp, carry), cu, ()  # cu: checked, private (packed sequences) or None
+        return (phi, temp, carry), cu  # cu: checked, private (packed sequences) or None
 
     def grads(cu, need, saved, grad_outputs):
         phi, temp, carry = (None if x is None else x.detach() for x in saved)

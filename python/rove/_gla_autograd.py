@@ -52,7 +52,7 @@ def _make_function():
     def save(inputs, output):
         q, k, v, g, angles, initial_state, plan, fn, cu = inputs
         # the output too: the output rotation's angle gradient reads it
-        return (q, k, v, g, angles, initial_state, output[0]), (plan, cu), ()
+        return (q, k, v, g, angles, initial_state, output[0]), (plan, cu)
 
     def grads(meta, need, saved, grad_outputs):
         q, k, v, g, angles, s0, out = saved

@@ -278,7 +278,7 @@ def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, 
             # in-place edit of them (q_pos / kv_pos are private copies: _flat_positions);
             # the LSE is differentiable (rove_attention_grads.d_lse)
             return (q, k, v, output[0], output[1], qa, ka, sinks), \
-                (plan, cq, ck, q_pos, kv_pos), ()
+                (plan, cq, ck, q_pos, kv_pos)
 
         def grads(meta, need, saved, grad_outputs):
             q, k, v, out, lse, qa, ka, sinks = saved
