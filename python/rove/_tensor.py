@@ -9,6 +9,7 @@ that tests can tell the two paths apart.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import numpy as np
@@ -71,14 +72,15 @@ def transforms_active(t) -> bool:
 
 def forward_ad(xs, t=None) -> bool:
     """Whether a forward-mode derivative is being taken through any of the torch tensors
-    xs: a dual tensor of torch.autograd.forward_ad, or inside torch.func.jvp / jacfwd.
-    Two cheap module-level tests first (no dual level, no torch.func transform)."""
+    xs: a dual tensor of torch.autograd.forward_ad, or inside torch.func.jvp / jacfwd."""
     t = t or _torch()
-    fa = t.autograd.forward_ad
+    if not transforms_active(t):
+        return False
+    fa, level = _probes
     if getattr(fa, "_current_level", -1) >= 0 and any(
             is_torch(x) and fa.unpack_dual(x).tangent is not None for x in xs):
         return True
-    if t._C._functorch.maybe_current_level() is None:
+    if level() is None:
         return False
     from torch._C._functorch import TransformType
     from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
@@ -405,12 +407,11 @@ def to_numpy(x, name: str):
         if func_wrapped(x, t) and not x.dtype.is_floating_point and not x.is_complex():
             x = _func_constant(x, name, t)
         _no_grad_wanted(x, name, t)
-        if t._C._functorch.maybe_current_level() is not None:
-            # a plain tensor (a torch.func tensor was refused above) inside a transform:
-            # detach / numpy would be the transform's ops, which wrap their results
-            with t._C._DisableFuncTorch():
-                return x.detach().numpy()
-        return x.detach().numpy()
+        # a plain tensor (a torch.func tensor was refused above) inside a transform:
+        # detach / numpy would be the transform's ops, which wrap their results
+        inside = t._C._functorch.maybe_current_level() is not None
+        with t._C._DisableFuncTorch() if inside else contextlib.nullcontext():
+            return x.detach().numpy()
     return np.asarray(x)
 
 
