@@ -22,10 +22,10 @@
  * then jumped (blocks of 16, one thread, alternated: 12 x 64 1.07-1.08x -> 1.01-1.02x the
  * contiguous cache's time, 32:8 x 128 1.06x -> 1.01-1.02x; BENCHMARKS.md session 20). Each call then names the next
  * call's keys through the block table (hint_paged), so the kernel prefetches all of its
- * runs, not only the first. For bf16 / f16 pools of blocks under a tile in MHA decode
- * (rows_heads_walk), one attn_rows_heads call takes every KV head of the tile, the
- * pool's blocks front to back (docs/architecture.md, "Every KV head of a tile in one
- * call").
+ * runs, not only the first. For bf16 / f16 pools (fp32 too on a Zen 5) of blocks under a
+ * tile in MHA decode (rows_heads_walk), one attn_rows_heads call takes every KV head of
+ * the tile, the pool's blocks front to back (docs/architecture.md, "Every KV head of a
+ * tile in one call").
  * Tile path (more rows): per key tile, K is packed and V copied into scratch for the flash
  * tile kernel, which is then run against the query tile of every head of the group. */
 #include <string.h>
@@ -235,20 +235,23 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
     f->p->kern->attn_rows(t);
 }
 
-/* A paged pool of bf16 / f16 rows in blocks smaller than a tile, read in place, one query
- * row per KV head (MHA decode), head_dim <= 64 or 128, on a CPU without the paced
- * preference (AMD): every KV head of a tile in one attn_rows_heads call, which reads the
- * pool's blocks front to back, one stream at a time for the hardware prefetchers
- * (kernels.h). Only where each key's row is read in one piece: groups of rows (GQA,
- * speculative rows) and other head dims read K by sections, a walk the hardware
- * prefetchers do not follow without the per-head calls' software prefetch (32:8 x 128 bf16
- * blocks of 16: 1.77x the contiguous time this way, against 1.03x). fp32 and q8 pools
- * were slower this way too (docs/performance.md, "Every KV head of a tile in one call"). */
+/* A paged pool of bf16 / f16 rows (and fp32 rows on a Zen 5: plan rows_heads_f32) in
+ * blocks smaller than a tile, read in place, one query row per KV head (MHA decode),
+ * head_dim <= 64 or 128, on a CPU without the paced preference (AMD): every KV head of a
+ * tile in one attn_rows_heads call, which reads the pool's blocks front to back, one
+ * stream at a time for the hardware prefetchers (kernels.h). Only where each key's row is
+ * read in one piece: groups of rows (GQA, speculative rows) and other head dims read K by
+ * sections, a walk the hardware prefetchers do not follow without the per-head calls'
+ * software prefetch (32:8 x 128 bf16 blocks of 16: 1.77x the contiguous time this way,
+ * against 1.03x). fp32 and q8 pools were slower this way on a Zen 4, fp32 faster on a
+ * Zen 5 (docs/performance.md, "Every KV head of a tile in one call", "Session 38"). */
 static int rows_heads_walk(const rove_fwd *f, int64_t rows) {
   const int32_t ty = f->k_type, d = (int32_t)f->p->cfg.head_dim;
   return f->p->kern->attn_rows_heads && !f->p->rows_paced && ty == f->v_type &&
          f->kv_hstride >= f->ks && /* head-major: a token-major pool keeps per-head calls */
-         (ty == ROVE_DTYPE_BF16 || ty == ROVE_DTYPE_F16) && rows == 1 && (d <= 64 || d == 128);
+         (ty == ROVE_DTYPE_BF16 || ty == ROVE_DTYPE_F16 ||
+          (ty == ROVE_DTYPE_F32 && f->p->rows_heads_f32)) &&
+         rows == 1 && (d <= 64 || d == 128);
 }
 
 /* Key tiles [kt0, kt1) of batch b, in runs of ROWS_RUN tiles (1 for token-major rows,

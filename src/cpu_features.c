@@ -25,6 +25,17 @@ static int detect_intel(void) {
   return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "GenuineIntel" */
 }
 
+/* The x86 family (cpuid leaf 1: base family, plus the extended family where the base is
+ * 0xF) of an AMD CPU ("AuthenticAMD"), else 0: 0x19 Zen 3 / Zen 4, 0x1A Zen 5. */
+static int detect_amd_family(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+  if (!(b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u)) return 0; /* "AuthenticAMD" */
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  const int base = (int)((a >> 8) & 0xf);
+  return base == 0xf ? base + (int)((a >> 20) & 0xff) : base;
+}
+
 static uint32_t detect_features(void) {
   unsigned a, b, c, d;
   uint32_t f = 0;
@@ -52,6 +63,7 @@ static uint32_t detect_features(void) {
 #elif defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 static int detect_intel(void) { return 0; }
+static int detect_amd_family(void) { return 0; }
 static uint32_t detect_features(void) {
   uint32_t f = ROVE_CPU_NEON;
   unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
@@ -62,9 +74,11 @@ static uint32_t detect_features(void) {
 }
 #elif defined(__aarch64__)
 static int detect_intel(void) { return 0; }
+static int detect_amd_family(void) { return 0; }
 static uint32_t detect_features(void) { return ROVE_CPU_NEON; }
 #else
 static int detect_intel(void) { return 0; }
+static int detect_amd_family(void) { return 0; }
 static uint32_t detect_features(void) { return 0; }
 #endif
 
@@ -73,11 +87,12 @@ static uint32_t detect_features(void) { return 0; }
 static pthread_once_t detect_flag = PTHREAD_ONCE_INIT;
 static uint32_t features;
 static rove_isa isa_cap;
-static int intel;
+static int intel, amd_family;
 
 static void detect(void) {
   features = detect_features();
   intel = detect_intel();
+  amd_family = detect_amd_family();
   isa_cap = rove_isa_cap_parse(getenv("ROVE_ISA"));
 }
 
@@ -94,4 +109,9 @@ rove_isa rove_isa_cap(void) {
 int rove_cpu_is_intel(void) {
   pthread_once(&detect_flag, detect);
   return intel;
+}
+
+int rove_cpu_amd_family(void) {
+  pthread_once(&detect_flag, detect);
+  return amd_family;
 }

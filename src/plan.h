@@ -24,6 +24,7 @@ struct rove_plan {
   double attn_factor;         /* YaRN m: multiplies the rotated dims of q and k only */
   const rove_kernels *kern;   /* table of the chosen ISA */
   int32_t rows_paced;         /* rove_rows_args.paced for this CPU (Intel: 1) */
+  int32_t rows_heads_f32;     /* fp32 pools also walk attn_rows_heads (AMD Zen 5 on: 1) */
   struct rove_pool *pool;     /* workspace blocks reused across calls (workspace.c) */
 };
 

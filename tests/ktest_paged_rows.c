@@ -306,9 +306,39 @@ static void test_paged_heads(const rove_kernels *kn) {
          kt_isa(), (long long)n_cases, kt_failures());
 }
 
+/* The CPU probes behind the decode walks' tuning (plan.c: rows_paced, rows_heads_f32)
+ * against what the kernel reports in /proc/cpuinfo (x86 builds on Linux; skipped elsewhere):
+ * rove_cpu_is_intel for vendor GenuineIntel, rove_cpu_amd_family = "cpu family" for
+ * AuthenticAMD, 0 for any other vendor. */
+static void test_cpu_tuning_probes(const rove_kernels *kn) {
+  (void)kn;
+#if defined(__x86_64__) || defined(__i386__)
+  FILE *fp = fopen("/proc/cpuinfo", "r"); /* not on other builds: qemu-user shows the host's */
+#else
+  FILE *fp = NULL;
+#endif
+  char line[512], vendor[64] = "";
+  int family = -1;
+  while (fp && fgets(line, sizeof line, fp) && (!vendor[0] || family < 0)) {
+    if (!vendor[0]) (void)sscanf(line, "vendor_id : %63s", vendor);
+    if (family < 0 && sscanf(line, "cpu family : %d", &family) != 1) family = -1;
+  }
+  if (fp) fclose(fp);
+  if (!vendor[0] || family < 0) {
+    printf("  cpu tuning probes: no x86 vendor_id / cpu family in /proc/cpuinfo: skipped\n");
+    skip(); /* reported as skipped, never passed */
+  }
+  const int intel = strcmp(vendor, "GenuineIntel") == 0, amd = strcmp(vendor, "AuthenticAMD") == 0;
+  printf("  cpu tuning probes: %s family %d (0x%x): is_intel %d, amd_family 0x%x\n", vendor,
+         family, family, rove_cpu_is_intel(), rove_cpu_amd_family());
+  assert_int_equal(rove_cpu_is_intel(), intel);
+  assert_int_equal(rove_cpu_amd_family(), amd ? family : 0);
+}
+
 int main(void) {
   static const kt_test per_isa[] = {{"attn_rows_paged", test_paged_rows},
                                     {"attn_rows_heads", test_paged_heads}};
-  const kt_suite s = {"ktest_paged_rows", "contiguous rows, per-head calls", per_isa, 2, NULL, 0, 1};
+  static const kt_test once[] = {{"cpu_tuning_probes", test_cpu_tuning_probes}};
+  const kt_suite s = {"ktest_paged_rows", "contiguous rows, per-head calls", per_isa, 2, once, 1, 1};
   return kt_main(&s);
 }
