@@ -265,6 +265,13 @@ def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv
             (dlse.unsqueeze(0) if ndim == 3 else dlse).detach().float().contiguous()
         B, Lq, H, D = qc.shape
         Lk, Hk = kc.shape[1], kc.shape[2]
+        if B == 0 or Lq == 0:  # no query rows (an empty forward): every gradient is zero
+            z64 = lambda x, need: torch.zeros(tuple(x.shape), dtype=torch.float64) \
+                if x is not None and need else None  # noqa: E731
+            dsk = torch.zeros((H,), dtype=sinks.dtype) if sinks is not None and sink_grad else None
+            return (_user(torch.zeros_like(qc), bhsd, ndim), _user(torch.zeros_like(kc), bhsd, ndim),
+                    _user(torch.zeros_like(vc), bhsd, ndim), z64(q_angles, angle_grads[0]),
+                    z64(kv_angles, angle_grads[1]), dsk)
         dq, dk, dv = torch.empty_like(qc), torch.empty_like(kc), torch.empty_like(vc)
         a = _lib.AttentionArgs()
         a.batch, a.q_len, a.kv_len = B, Lq, Lk

@@ -313,16 +313,15 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
                              "n_kv_heads (GQA/MQA)")
         if plan is not None and Hk != plan.n_kv_heads:
             raise ValueError(f"k/v have {Hk} heads; the plan has n_kv_heads={plan.n_kv_heads}")
-        if Lk <= 0:
-            raise ValueError("kv_len must be > 0")
+        if Lk <= 0 and B > 0 and Lq > 0:
+            raise ValueError("kv_len must be > 0 (queries need keys)")
     else:
         lk = lv = None
         Hk = plan.n_kv_heads
         if B != cache.batch:
             raise ValueError(f"q has batch {B}; the cache holds {cache.batch} rows")
         Lk = 0
-    if B <= 0 or Lq <= 0:
-        raise ValueError(f"batch and q_len must be > 0 (q has shape {tuple(vq.shape)})")
+    empty = B == 0 or Lq == 0  # nothing to attend: an empty output, as torch's SDPA gives
     if max(B, Lq, Lk) > 2 ** 31 - 1:
         raise ValueError("batch and sequence lengths must fit int32")
 
@@ -365,6 +364,11 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
                                  lv.dtype if cache is None else _tensor.F32, ov.dtype)
     if plan is None:
         plan = get_plan(H, Hk, D, **plan_kw)
+    if empty:  # every check above passed; librove is not called for no rows
+        lse = _tensor.empty(vq.torch, (B, H, Lq))[0] if return_lse else None
+        if out is not None:  # written (with nothing), as any call's out= is marked
+            _tensor.mark_written(result)
+        return (result, (lse[0] if ndim == 3 else lse)) if return_lse else result
     a.out = ov.ptr
     lse = None
     if return_lse:

@@ -70,9 +70,7 @@ def test_shapes(qkv, rng, no_c_call):
         rove.attention(q[0, 0], k[0, 0], v[0, 0])
     with pytest.raises(ValueError, match="head_dim must be even"):
         rove.attention(randn(rng, 1, 8, 2, 33), randn(rng, 1, 8, 2, 33), randn(rng, 1, 8, 2, 33))
-    with pytest.raises(ValueError, match="q_len must be > 0"):
-        rove.attention(q[:, :0], k, v)
-    with pytest.raises(ValueError, match="kv_len must be > 0"):
+    with pytest.raises(ValueError, match="kv_len must be > 0"):  # (no queries: test_empty.py)
         rove.attention(q, k[:, :0], v[:, :0])
     with pytest.raises(ValueError, match="layout"):
         rove.attention(q, k, v, layout="sbhd")
