@@ -96,14 +96,19 @@ _DOUBLE = ("rove: a double backward (create_graph=True) is not supported: librov
 def _loop_vmap(apply):
     """A vmap rule for an autograd.Function: apply() once per element of the vmapped
     dimension, the results stacked on dimension 0 (librove has no batched-over-calls
-    entry; each call runs with its own threads as usual). None results stay None."""
+    entry; each call runs with its own threads as usual). None results stay None. Over a
+    dimension of size 0 (jacrev of an empty output, say) one call on zeros in place of an
+    element gives the results' shapes, and the results have 0 of them, as torch's vmap of
+    its own ops gives."""
     def vmap(info, in_dims, *args):
         torch = _tensor._torch()
+        batched = lambda a, d: isinstance(a, torch.Tensor) and d is not None  # noqa: E731
         if info.batch_size == 0:
-            raise ValueError("rove: torch.func.vmap over a dimension of size 0 (librove "
-                             "makes one call per element)")
-        outs = [apply(*(a.select(d, i) if isinstance(a, torch.Tensor) and d is not None else a
-                        for a, d in zip(args, in_dims)))
+            one = apply(*(a.new_zeros(a.shape[:d] + a.shape[d + 1:]) if batched(a, d) else a
+                          for a, d in zip(args, in_dims)))
+            res = tuple(None if r is None else r.new_empty((0,) + tuple(r.shape)) for r in one)
+            return res, tuple(None if r is None else 0 for r in res)
+        outs = [apply(*(a.select(d, i) if batched(a, d) else a for a, d in zip(args, in_dims)))
                 for i in range(info.batch_size)]
         res = tuple(None if outs[0][j] is None else torch.stack([o[j] for o in outs])
                     for j in range(len(outs[0])))

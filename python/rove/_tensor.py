@@ -349,6 +349,8 @@ def check_distinct(x, name: str) -> None:
     more than one element with stride 0: torch's expand(), numpy's broadcast_to or
     as_strided): every element would take the last value written there."""
     strides = x.stride() if is_torch(x) else x.strides
+    if 0 in tuple(x.shape):  # no elements, none shared (numpy gives empty arrays 0 strides)
+        return
     if any(st == 0 and n > 1 for n, st in zip(x.shape, strides)):
         raise ValueError(f"{name} has elements that share memory (a stride-0 view such as "
                          "expand() or broadcast_to()): it cannot hold the output")

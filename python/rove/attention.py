@@ -322,6 +322,8 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
             raise ValueError(f"q has batch {B}; the cache holds {cache.batch} rows")
         Lk = 0
     empty = B == 0 or Lq == 0  # nothing to attend: an empty output, as torch's SDPA gives
+    if cache is not None and not empty and len(cache) == 0:
+        raise ValueError("the KV cache is empty: append() first")
     if max(B, Lq, Lk) > 2 ** 31 - 1:
         raise ValueError("batch and sequence lengths must fit int32")
 

@@ -228,9 +228,7 @@ class KVCache(_lib.OwnedHandle):
         """Attention of q [batch, q_len, n_heads, d] over the cached tokens, with the
         plan's options; as Plan.attention (q_angles for an angle cache; sinks: attention
         sinks, [n_heads], no gradient)."""
-        with self._lock:
-            if len(self) == 0:
-                raise ValueError("the KV cache is empty: append() first")
+        with self._lock:  # (an empty cache: refused in _forward unless q has no rows)
             return _forward(self.plan, q, None, None, q_pos, None, layout, return_lse, out,
                             q_angles, None, cache=self, sinks=sinks)
 

@@ -134,3 +134,35 @@ def test_cache_without_queries():
     n = len(c)
     assert c.attention(torch.randn(2, 0, 4, 32)).shape == (2, 0, 4, 32)
     assert len(c) == n == 3  # nothing appended, nothing changed
+
+
+def test_empty_numpy_out_and_empty_cache():
+    """numpy gives empty arrays all-zero strides: not "elements that share memory"; an
+    empty cache attends no rows (queries with rows still need keys)."""
+    q, k = np.zeros((2, 0, 4, 32), np.float32), np.ones((2, 3, 2, 32), np.float32)
+    o = np.empty((2, 0, 4, 32), np.float32)
+    assert rove.attention(q, k, k, out=o) is o
+    ro = np.empty((2, 0, 4, 32), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        rove.attention(q, k, k, out=ro)
+    c = rove.KVCache(rove.Plan(4, 2, 32), batch=2, capacity=8)
+    assert c.attention(torch.randn(2, 0, 4, 32)).shape == (2, 0, 4, 32)
+    assert c.attention(q, out=o) is o
+    with pytest.raises(ValueError, match="empty: append"):
+        c.attention(torch.randn(2, 1, 4, 32))
+
+
+def test_torch_func_over_empty():
+    """jacrev of an empty output (SDPA's shape) and vmap over a dimension of size 0 (the
+    shape vmap gives any op that has a batching rule): no values."""
+    k, v = torch.randn(2, 7, 2, 16), torch.randn(2, 7, 2, 16)
+    q0 = torch.randn(2, 0, 4, 16)
+    j = torch.func.jacrev(lambda kk: rove.attention(q0, kk, v))(k)
+    jr = torch.func.jacrev(lambda kk: sdpa(q0, kk, v, False))(k)
+    assert j.shape == jr.shape == (2, 0, 4, 16, 2, 7, 2, 16)
+    qs = torch.randn(0, 2, 3, 4, 16)  # vmap over 0 elements of non-empty queries (torch's
+    out = torch.func.vmap(lambda x: rove.attention(x, k, v))(qs)  # vmap of SDPA refuses it)
+    assert out.shape == (0, 2, 3, 4, 16)
+    g = torch.func.vmap(torch.func.grad(lambda x: rove.attention(x, k, v).sum()))(qs)
+    assert g.shape == qs.shape
