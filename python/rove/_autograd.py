@@ -180,9 +180,6 @@ def make_function(name, run, save, grads):
     backward_fn = _pair(name + "Backward", backward_forward, lambda ctx, i, o: None,
                         backward_backward)
 
-    def forward(*inputs):
-        return run(*inputs)
-
     def setup_context(ctx, inputs, output):
         tensors, meta = save(inputs, output)
         ctx.save_for_backward(*tensors)
@@ -198,7 +195,7 @@ def make_function(name, run, save, grads):
             res = grads(ctx.meta, need, saved, grad_outputs)
         return tuple(r if n else None for r, n in zip(res, need))
 
-    return _pair(name, forward, setup_context, backward)
+    return _pair(name, run, setup_context, backward)
 
 
 def _make_function():
@@ -271,12 +268,12 @@ def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv
         B, Lq, H, D = qc.shape
         Lk, Hk = kc.shape[1], kc.shape[2]
         if B == 0 or Lq == 0:  # no query rows (an empty forward): every gradient is zero
-            z64 = lambda x, need: torch.zeros(tuple(x.shape), dtype=torch.float64) \
-                if x is not None and need else None  # noqa: E731
+            dqkv = tuple(_user(torch.zeros_like(x), bhsd, ndim) for x in (qc, kc, vc))
+            dang = tuple(torch.zeros(tuple(a.shape), dtype=torch.float64)
+                         if a is not None and need else None
+                         for a, need in ((q_angles, angle_grads[0]), (kv_angles, angle_grads[1])))
             dsk = torch.zeros((H,), dtype=sinks.dtype) if sinks is not None and sink_grad else None
-            return (_user(torch.zeros_like(qc), bhsd, ndim), _user(torch.zeros_like(kc), bhsd, ndim),
-                    _user(torch.zeros_like(vc), bhsd, ndim), z64(q_angles, angle_grads[0]),
-                    z64(kv_angles, angle_grads[1]), dsk)
+            return dqkv + dang + (dsk,)
         dq, dk, dv = torch.empty_like(qc), torch.empty_like(kc), torch.empty_like(vc)
         a = _lib.AttentionArgs()
         a.batch, a.q_len, a.kv_len = B, Lq, Lk
