@@ -24,8 +24,10 @@ static int run(int argc, char **argv) {
   if (argc < 2) return cli_usage_error(NULL, "no command"); /* an error, as for a bad one */
   const char *cmd = argv[1];
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
-    /* `rove help CMD`: the one usage text covers every command */
-    int known = argc == 2;
+    /* `rove help CMD` (or `help --help`, as every command's --help): the one usage text
+     * covers every command */
+    int known = argc == 2 ||
+                (argc >= 3 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0));
     for (size_t i = 0; argc >= 3 && i < sizeof commands / sizeof commands[0]; i++)
       known |= strcmp(argv[2], commands[i]) == 0;
     if (argc > 3 || !known) /* the first argument that is not a command's name */
