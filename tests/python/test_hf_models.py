@@ -798,3 +798,24 @@ def test_llama4_chunked_prefill_and_its_decode_refused():
     assert _rel(got, want) <= 1e-5
     with torch.no_grad(), pytest.raises(ValueError, match="chunked attention"):
         mod.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=0)
+
+
+def test_output_attentions_where_the_model_does_not_pass_it():
+    """StableLM and Falcon do not hand output_attentions to the attention function, so
+    rove.hf cannot refuse it there (README): the model's result equals sdpa's (no weights,
+    no error), and eager, which computes weights itself, shows the request was real."""
+    ids = torch.randint(3, 256, (1, 6))
+    small = dict(vocab_size=256, num_hidden_layers=2, hidden_size=64, num_attention_heads=4)
+    for cfg in (T.StableLmConfig(intermediate_size=128, num_key_value_heads=4, **small),
+                T.FalconConfig(**small)):
+        got = {}
+        for impl in ("rove", "sdpa", "eager"):
+            torch.manual_seed(0)
+            model = T.AutoModelForCausalLM.from_config(cfg, attn_implementation=impl).eval()
+            with torch.no_grad():
+                got[impl] = model(ids, output_attentions=True)
+        assert all(a is None for a in got["rove"].attentions)
+        none = {k: [a is None for a in got[k].attentions] for k in ("rove", "sdpa")}
+        assert none["rove"] == none["sdpa"]
+        assert _rel(got["rove"].logits, got["sdpa"].logits) <= RTOL
+        assert any(a is not None for a in got["eager"].attentions)
