@@ -132,7 +132,11 @@ class Plan(_lib.SharedHandle):
     Plan(n_heads, n_kv_heads, head_dim, *, rotate="rove", causal=True, window=0,
     softcap=0.0, scale=None, rope=None, isa="auto", threads=None). ``rotate`` is "rove"
     (Q|K|V|O), "rope" (Q|K), "none" or an int of rove.ROTATE_* flags; ``scale`` None is
-    1/sqrt(head_dim) (librove takes scale and softcap as float32); ``rope`` a RopeConfig
+    1/sqrt(head_dim) (librove takes scale and softcap as float32); ``window`` W > 0 lets
+    query i (position P_i) see key j (position p_j) only when P_i - p_j < W (causal) or
+    |P_i - p_j| < W (not causal), as transformers' ``sliding_window`` = W; that is
+    flash-attn's ``window_size=(W - 1, 0)``, not ``(W, 0)`` (not causal: ``(W - 1, W -
+    1)``); 0 is no window; ``rope`` a RopeConfig
     (None: the defaults); ``threads`` None is rove_default_threads(). Thread-safe: one
     plan may run on many threads at once. Freed when garbage-collected.
     """

@@ -302,3 +302,24 @@ def test_placement_last_rotate_and_cache(rng, torch):
     ref = torch_ref_last(torch, q[:, -3:], k, v, w, m, r=r, pairing="half",
                          rotate=rove.ROTATE_ROVE)
     assert rel_err(out, ref) < TOL
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_window_is_flash_attn_window_size_minus_one(rng, torch, causal):
+    """window=W (the docstring's rule) equals SDPA under flash-attn's window_size=(W - 1, 0)
+    mask, bottom-right aligned ((W - 1, W - 1) not causal), and not (W, 0)."""
+    F = torch.nn.functional
+    Lq, Lk, H, d, W = 6, 13, 2, 16, 4
+    q, k, v = (torch.from_numpy(randn(rng, 1, L, H, d)) for L in (Lq, Lk, Lk))
+    i = torch.arange(Lq)[:, None] + Lk - Lq
+    j = torch.arange(Lk)[None]
+
+    def sdpa(left, right):
+        mask = (j >= i - left) & (j <= i + right)
+        x = [t.transpose(1, 2).double() for t in (q, k, v)]
+        return F.scaled_dot_product_attention(*x, attn_mask=mask).transpose(1, 2)
+
+    got = rove.attention(q, k, v, rotate="none", window=W, causal=causal).double()
+    right = 0 if causal else W - 1
+    assert (got - sdpa(W - 1, right)).abs().max() < 1e-5
+    assert (got - sdpa(W, right if causal else W)).abs().max() > 1e-2
