@@ -2,13 +2,17 @@
 """Autograd for rove.attention (torch): a torch.autograd.Function whose backward is
 librove's rove_attention_backward (dq, dk, dv; flash style, fp32).
 
-Used by attention() / Plan.attention when a float32 torch q, k or v (or the sinks)
-requires grad and grad mode is on. The forward is the usual librove call (with its LSE, which the backward
-needs); the LSE returned with return_lse=True is differentiable too (its upstream
-gradient is rove_attention_grads.d_lse). Explicit angles
-(Selective RoPE) given as float64 torch tensors that require grad get their gradients
-too (one tensor passed as both gets the sum, as autograd adds the two); attention sinks
-that require grad get d sinks (rove_attention_grads.d_sinks).
+Used by attention() / Plan.attention when a torch q, k or v (or the sinks) requires grad
+and grad mode is on. q, k and v may be float32, bfloat16 or float16, each its own: the
+backward widens half-precision ones to float32 (exactly), runs librove's float32 backward
+with the forward's output (in its own dtype) and LSE, and rounds each gradient once to its
+input's dtype, as flash-attn's half-precision backward keeps float32 accumulators. The
+forward is the usual librove call (with its LSE, which the backward needs); the LSE
+returned with return_lse=True is differentiable too (its upstream gradient is
+rove_attention_grads.d_lse). Explicit angles (Selective RoPE) given as float64 torch
+tensors that require grad get their gradients too (one tensor passed as both gets the sum,
+as autograd adds the two); attention sinks that require grad get d sinks
+(rove_attention_grads.d_sinks).
 """
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ def needs_grad(q, *others) -> bool:
 
 
 def _bshd(x, bhsd, ndim):
-    """x in the caller's layout as a contiguous float32 [b, s, h, d] tensor."""
+    """x in the caller's layout as a contiguous [b, s, h, d] tensor."""
     if ndim == 3:
         x = x.unsqueeze(0)
     if bhsd:
@@ -61,9 +65,9 @@ def check(q, k, v, out, q_angles, kv_angles):
         if not _tensor.is_torch(x):
             raise TypeError("q, k and v must all be torch tensors when one requires grad "
                             "(or is a tensor of a torch.func transform)")
-        if x.dtype != t.float32:
+        if x.dtype not in (t.float32, t.bfloat16, t.float16):
             raise TypeError(f"{name} is {x.dtype}: gradients, and calls under torch.func, "
-                            "are computed for float32 q, k and v only (cast with .float())")
+                            "are computed for float32, bfloat16 or float16 q, k and v")
     if out is not None:
         raise ValueError("out= cannot be used when an input requires grad or under a "
                          "torch.func transform (autograd needs a fresh output)")
@@ -259,7 +263,8 @@ def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv
     torch = _tensor._torch()
     bhsd, ndim = layout == "bhsd", q.dim()
     with torch.no_grad():
-        qc, kc, vc = (_bshd(x.detach(), bhsd, ndim) for x in (q, k, v))
+        # half-precision q, k, v widened exactly: the float32 backward of the same function
+        qc, kc, vc = (_bshd(x.detach().float(), bhsd, ndim) for x in (q, k, v))
         oc = _bshd(out.detach().float(), bhsd, ndim)
         gc = torch.zeros_like(oc) if dout is None else _bshd(dout.detach().float(), bhsd, ndim)
         lc = (lse.unsqueeze(0) if ndim == 3 else lse).contiguous()
@@ -268,7 +273,8 @@ def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv
         B, Lq, H, D = qc.shape
         Lk, Hk = kc.shape[1], kc.shape[2]
         if B == 0 or Lq == 0:  # no query rows (an empty forward): every gradient is zero
-            dqkv = tuple(_user(torch.zeros_like(x), bhsd, ndim) for x in (qc, kc, vc))
+            dqkv = tuple(_user(torch.zeros_like(c, dtype=x.dtype), bhsd, ndim)
+                         for c, x in ((qc, q), (kc, k), (vc, v)))
             dang = tuple(torch.zeros(tuple(a.shape), dtype=torch.float64)
                          if a is not None and need else None
                          for a, need in ((q_angles, angle_grads[0]), (kv_angles, angle_grads[1])))
@@ -309,8 +315,9 @@ def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv
         _lib.check("rove_attention_backward", st)
     if dsk is not None:
         dsk = dsk.to(sinks.dtype)
-    return (_user(dq, bhsd, ndim), _user(dk, bhsd, ndim), _user(dv, bhsd, ndim), dqa, dka,
-            dsk)
+    # each gradient rounded once to its input's dtype (no copy for float32)
+    return (_user(dq.to(q.dtype), bhsd, ndim), _user(dk.to(k.dtype), bhsd, ndim),
+            _user(dv.to(v.dtype), bhsd, ndim), dqa, dka, dsk)
 
 
 # ---- rove.selective_angles --------------------------------------------------------------

@@ -464,9 +464,10 @@ def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, r
 
     GQA/MQA come from the head counts of q and k. Returns the kind it was given (numpy
     or torch), with return_lse a tuple (out, lse). The plan is cached (get_plan).
-    Differentiable for float32 torch tensors (torch.autograd: dq, dk, dv by
-    rove_attention_backward; float64 angle tensors and sinks that require grad get theirs;
-    the returned LSE is differentiable too).
+    Differentiable for torch tensors (torch.autograd: dq, dk, dv by
+    rove_attention_backward in float32, bfloat16 / float16 inputs widened exactly and each
+    gradient rounded once to its input's dtype; float64 angle tensors and sinks that
+    require grad get theirs; the returned LSE is differentiable too).
     """
     kw = dict(rotate=rotate, causal=causal, window=window, softcap=softcap, scale=scale,
               rope=rope, isa=isa, threads=threads)

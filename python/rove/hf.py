@@ -90,15 +90,17 @@ float32, bfloat16 and float16 models: librove reads half-precision q / k / v as 
 with ``apply``, new keys / values are rotated in fp32 and rounded to the cache's dtype once
 (as a half-precision model's cache holds them).
 
-Training: a float32 model trains through librove's backward (``rove.attention`` /
+Training: a model trains through librove's backward (``rove.attention`` /
 ``rove.attention_varlen`` autograd: plain and left-padded batches, packed sequences,
 windows, softcap, GQA), with ``register()`` (with or without a cache) and with
 ``apply()``; an ``apply()`` model trains without a cache (``use_cache=False``), librove
 then rotating q and k (RoVE: v and the output) itself inside autograd, by the tokens'
 ``position_ids``, which must be the token index plus a constant per row (left padding) or
-packed sequences; other positions raise. Half-precision q / k / v that require grad, and
-an ``apply()`` forward with a cache and grad enabled, give their output (inference without
-``torch.no_grad()``), and a backward through it raises instead of cutting the graph.
+packed sequences; other positions raise. A bfloat16 / float16 model (or autocast) trains
+too: librove's float32 backward on the half-precision q / k / v widened exactly, each
+gradient rounded once to its input's dtype. An ``apply()`` forward with a cache and grad
+enabled gives its output (inference without ``torch.no_grad()``), and a backward through
+it raises instead of cutting the graph.
 Attention dropout > 0 is refused.
 
 ``torch.compile``: the attention and mask functions and ``apply``'s hooks are wrapped in
@@ -518,11 +520,7 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
     grads = (query, key, value) + ((sinks,) if isinstance(sinks, torch.Tensor) else ())
     train = torch.is_grad_enabled() and any(t.requires_grad for t in grads)
     why = None  # inputs that require grad, but no gradient librove can give
-    if train and any(t.dtype != torch.float32 for t in (query, key, value)):
-        why = ("rove attention: gradients are computed for float32 q, k and v only (q / k / v "
-               f"were {query.dtype} / {key.dtype} / {value.dtype}, e.g. under autocast): "
-               "train in float32")
-    elif train and state is not None and state.call is not None and state.call.kv_rotated:
+    if train and state is not None and state.call is not None and state.call.kv_rotated:
         why = ("rove.hf.apply: a cache's keys are rotated outside autograd: train without a "
                "cache (pass use_cache=False)")
     if why is not None:

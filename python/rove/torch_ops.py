@@ -12,22 +12,22 @@ The op is opaque to the compiler (no graph break; a fake implementation gives it
 shapes). Its arguments are rove.attention's, with the RopeConfig as a JSON string
 (rope_json, "" = defaults) because custom ops take only tensors and scalars. q, k and v
 may each be float32, bfloat16 or float16 (read in place: no casts); out has q's dtype and
-the LSE is float32. The op is differentiable in q, k and v for float32 tensors
-(torch.library.register_autograd; the backward is rove_attention_backward, as for
-rove.attention, itself the custom op rove::attention_backward so that torch.compile
-traces training through its fake kernel); the LSE output is differentiable too (its
-gradient goes to the backward op as dlse: rove_attention_grads.d_lse), and a double
-backward (a backward through a create_graph=True gradient) raises. rove::attention_varlen is
-rove.attention_varlen the same way (packed [total, heads, d] tensors, cu_seqlens as int32
-or int64 tensors; out [total_q, heads, d], LSE [heads, total_q]; the backward is one
-rove_attention_backward per sequence). Both take attention sinks as an optional last
-tensor (sinks=; differentiable for float32 q, k, v: its gradient comes from the backward
-ops). rove::gla is rove.gla / rove.gla_recurrent (recurrent=True) the same way: (out,
-final state), with optional angles, initial state and cu_seqlens; differentiable in q, k,
-v, g, the angles and the initial state through both outputs (rove::gla_backward). The keyword wrappers refuse what rove.attention
-refuses (a string causal, a float window, a bool softcap: TypeError, never coerced); a
-float32 input requiring grad beside a bf16/fp16 one is refused at the forward; every
-tensor argument must be on q's device (a meta tensor among CPU ones is an error).
+the LSE is float32. The op is differentiable in q, k and v of any of those dtypes
+(torch.library.register_autograd; each gradient in its input's dtype; the backward is
+rove_attention_backward, as for rove.attention, itself the custom op
+rove::attention_backward so that torch.compile traces training through its fake kernel);
+the LSE output is differentiable too (its gradient goes to the backward op as dlse:
+rove_attention_grads.d_lse), and a double backward (a backward through a create_graph=True
+gradient) raises. rove::attention_varlen is rove.attention_varlen the same way (packed
+[total, heads, d] tensors, cu_seqlens as int32 or int64 tensors; out [total_q, heads, d],
+LSE [heads, total_q]; the backward is one rove_attention_backward per sequence). Both take
+attention sinks as an optional last tensor (sinks=; differentiable: its gradient comes
+from the backward ops). rove::gla is rove.gla / rove.gla_recurrent (recurrent=True) the
+same way: (out, final state), with optional angles, initial state and cu_seqlens;
+differentiable in q, k, v, g, the angles and the initial state through both outputs
+(rove::gla_backward). The keyword wrappers refuse what rove.attention refuses (a string
+causal, a float window, a bool softcap: TypeError, never coerced); every tensor argument
+must be on q's device (a meta tensor among CPU ones is an error).
 """
 from __future__ import annotations
 
@@ -108,25 +108,24 @@ def _setup_context(ctx, inputs, output):
     """Both ops: q, k, v first; the rest of the inputs go to the backward op, the tensors
     among them (positions, cu_seqlens) as private copies, as rove.attention keeps them: an
     in-place edit of the caller's tensor between the forward and the backward must not
-    change the gradients. Gradients exist for float32 q, k and v only: with one of them
-    requiring grad, another dtype is refused here, at the forward (as rove.attention
-    refuses it), not first at the backward."""
+    change the gradients. q, k and v may be float32, bfloat16 or float16 (the forward
+    checks it): the backward is librove's float32 one on them widened exactly, each
+    gradient rounded once to its input's dtype (rove.attention's rule)."""
     q, k, v = inputs[:3]
-    sinks = inputs[-1]  # both ops end with their optional sinks
-    if any(t is not None and t.requires_grad for t in (q, k, v, sinks)) and any(
-            t.dtype != torch.float32 for t in (q, k, v)):
-        raise TypeError("rove::attention: gradients are computed for float32 q, k and v "
-                        "only (an input requires grad and another is "
-                        f"{[t.dtype for t in (q, k, v) if t.dtype != torch.float32][0]}); "
-                        "cast to float32 or detach")
     out, lse = output  # both differentiable, as rove.attention's (the LSE: grads.d_lse)
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in inputs[3:])
 
 
 def _f32_like(*xs):
-    """Fresh float32 tensors shaped like xs: the backward ops' fake outputs."""
+    """Fresh float32 tensors shaped like xs: the GLA backward op's fake outputs."""
     return tuple(x.new_empty(x.shape, dtype=torch.float32) for x in xs)
+
+
+def _grads_like(*xs):
+    """Fresh contiguous tensors shaped and typed like xs: the attention backward ops' fake
+    dq, dk, dv (each gradient has its input's dtype)."""
+    return tuple(x.new_empty(x.shape) for x in xs)
 
 
 def _op_backward(bwd_op, n_args: int):
@@ -154,8 +153,6 @@ def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
             layout: str, sinks: Optional[torch.Tensor] = None,
             dlse: Optional[torch.Tensor] = None
             ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    if q.dtype != torch.float32 or k.dtype != torch.float32 or v.dtype != torch.float32:
-        raise TypeError("rove::attention: gradients are computed for float32 q, k and v only")
     bhsd = layout == "bhsd"
     (H, D), (Hk, _) = _heads(q, "q", bhsd), _heads(k, "k", bhsd)
     plan = get_plan(H, Hk, D, rotate=_flags(rotate), causal=causal, window=window,
@@ -179,7 +176,7 @@ def _sink_grad_like(sinks, q):
 @_bwd_op.register_fake
 def _(dout, q, k, v, out, lse, q_pos, kv_pos, rotate, causal, window, softcap, scale,
       rope_json, layout, sinks=None, dlse=None):
-    return _f32_like(q, k, v) + (_sink_grad_like(sinks, q),)
+    return _grads_like(q, k, v) + (_sink_grad_like(sinks, q),)
 
 
 _op.register_autograd(_op_backward(torch.ops.rove.attention_backward, 10),
@@ -276,9 +273,6 @@ def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
                    softcap: float, scale: Optional[float], rope_json: str,
                    sinks: Optional[torch.Tensor] = None, dlse: Optional[torch.Tensor] = None
                    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    if q.dtype != torch.float32 or k.dtype != torch.float32 or v.dtype != torch.float32:
-        raise TypeError("rove::attention_varlen: gradients are computed for float32 q, k and "
-                        "v only")
     plan = get_plan(q.shape[1], k.shape[1], q.shape[2], rotate=_flags(rotate), causal=causal,
                     window=window, softcap=softcap, scale=scale, rope=_rope(rope_json))
     cq = _varlen._cu(cu_seqlens_q, "cu_seqlens_q", None)
@@ -297,7 +291,7 @@ def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
 @_varlen_bwd_op.register_fake
 def _(dout, q, k, v, out, lse, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale,
       rope_json, sinks=None, dlse=None):
-    return _f32_like(q, k, v) + (_sink_grad_like(sinks, q),)
+    return _grads_like(q, k, v) + (_sink_grad_like(sinks, q),)
 
 
 _varlen_op.register_autograd(_op_backward(torch.ops.rove.attention_varlen_backward, 11),

@@ -83,8 +83,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
     per token, else through a temporary, and returned. A sequence with no keys gets 0 and
     LSE -inf (with sinks: the head's sink). sinks: attention sinks (gpt-oss), one logit
     per query head ([heads], any float dtype), as in rove.attention. Differentiable for
-    float32 torch q, k, v (and float64 angles, and sinks) that require grad: the backward
-    is one rove_attention_backward per sequence.
+    torch q, k, v of float32, bfloat16 or float16 (and float64 angles, and sinks) that
+    require grad: the backward is one float32 rove_attention_backward per sequence, each
+    gradient rounded once to its input's dtype.
     """
     from .attention import get_plan
     def shape(x, name):  # shapes only (torch: checked where the call reads the tensor)
@@ -188,7 +189,8 @@ def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want
     """(dq, dk, dv, dq_angles or None, dkv_angles or None, d sinks or None) of a varlen
     forward (d sinks: the sequences' sums, added in float64, in the sinks' dtype): one
     rove_attention_backward per sequence over its rows (a sequence without keys or
-    queries gets zero gradients). float32 torch q, k, v; dout None = zeros; dlse: the
+    queries gets zero gradients). torch q, k, v of float32, bfloat16 or float16 (widened
+    exactly; each gradient rounded once to its input's dtype); dout None = zeros; dlse: the
     LSE's upstream gradient [heads, total_q] (rove_attention_grads.d_lse) or None.
 
     Every packed tensor is made contiguous once and each call gets pointers into it (a
@@ -258,7 +260,7 @@ def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want
         del sk
     if dsk is not None:
         dsk = torch.from_numpy(dsk).to(sinks.dtype)
-    return dq, dk, dv, dqa, dka, dsk
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), dqa, dka, dsk
 
 
 def _varlen_autograd(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, sinks=None):

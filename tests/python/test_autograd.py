@@ -209,11 +209,71 @@ def test_lse_gradients_match_torch_autograd(case, use_out):
     assert torch.equal(g(q.detach()), q.grad)
 
 
+HALF_CASES = [CASES[0], CASES[1], CASES[2], CASES[3], CASES[4], CASES[6]]
+HALF_TOL = {torch.bfloat16: 8e-3, torch.float16: 1e-3}  # ~3x the measured (a grad's rounding)
+
+
+@pytest.mark.parametrize("case", HALF_CASES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+def test_half_precision_gradients(case, dtype, layout):
+    """bf16 / fp16 q, k, v that require grad: gradients in their own dtypes, against
+    float64 autograd on the same (widened) values; without rotation also against torch
+    SDPA's own half-precision backward, which librove must not be worse than (it widens
+    exactly and rounds each gradient once)."""
+    B, Lq, Lk, H, Hk, d, kw = case
+    kw = dict(kw)
+    rope = kw.pop("rope", rove.RopeConfig())
+    causal = kw.pop("causal", True)
+    g = np.random.default_rng(hash((case[:6], str(dtype), layout)) % 2 ** 32)
+    q, k, v, dout = (torch.tensor(g.uniform(-a, a, s)).to(dtype) for a, s in (
+        (1.5, (B, Lq, H, d)), (1.5, (B, Lk, Hk, d)), (1.0, (B, Lk, Hk, d)), (1.0, (B, Lq, H, d))))
+    q64, k64, v64 = (x.double().requires_grad_() for x in (q, k, v))
+    (torch_ref(q64, k64, v64, rope=rope, causal=causal, **kw) * dout.double()).sum().backward()
+    t = (lambda x: x.transpose(1, 2)) if layout == "bhsd" else (lambda x: x)
+    qh, kh, vh = (t(x).clone().requires_grad_() for x in (q, k, v))
+    out = rove.attention(qh, kh, vh, rope=rope, causal=causal, layout=layout, **kw)
+    assert out.dtype == dtype
+    (out * t(dout)).sum().backward()
+    errs = []
+    for name, got, want in (("dq", qh.grad, q64.grad), ("dk", kh.grad, k64.grad),
+                            ("dv", vh.grad, v64.grad)):
+        assert got.dtype == dtype and got.shape == t(want).shape, name
+        errs.append(rel_err(t(got).double().numpy(), want.numpy()))
+        assert errs[-1] < HALF_TOL[dtype], f"{name}: rel err {errs[-1]:.3g}"
+    if kw.get("rotate") == "none":  # CASES[2]: no window or softcap, Lq = Lk (SDPA's form)
+        F = torch.nn.functional
+        qs, ks, vs = (x.transpose(1, 2).clone().requires_grad_() for x in (q, k, v))
+        o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal, enable_gqa=True)
+        (o * dout.transpose(1, 2)).sum().backward()
+        for name, e, x, want in zip(("dq", "dk", "dv"), errs, (qs, ks, vs),
+                                    (q64.grad, k64.grad, v64.grad)):
+            e_sdpa = rel_err(x.grad.transpose(1, 2).double().numpy(), want.numpy())
+            assert e <= 1.5 * e_sdpa, f"{name}: {e:.3g} against SDPA's {e_sdpa:.3g}"
+
+
+def test_mixed_dtype_gradients():
+    """q float32, k bfloat16, v float16 (each its own type, as the forward takes them):
+    each gradient in its input's dtype, the float32 backward on the widened values."""
+    g = np.random.default_rng(5)
+    q = torch.tensor(g.uniform(-1, 1, (1, 9, 4, 16)), dtype=torch.float32, requires_grad=True)
+    k = torch.tensor(g.uniform(-1, 1, (1, 9, 2, 16))).bfloat16().requires_grad_()
+    v = torch.tensor(g.uniform(-1, 1, (1, 9, 2, 16))).half().requires_grad_()
+    out = rove.attention(q, k, v)
+    assert out.dtype == torch.float32
+    out.sum().backward()
+    q2, k2, v2 = (x.detach().float().requires_grad_() for x in (q, k, v))
+    rove.attention(q2, k2, v2).sum().backward()  # the same widened values, float32 throughout
+    assert torch.equal(q.grad, q2.grad)
+    assert k.grad.dtype == torch.bfloat16 and torch.equal(k.grad, k2.grad.bfloat16())
+    assert v.grad.dtype == torch.float16 and torch.equal(v.grad, v2.grad.half())
+
+
 def test_refusals(no_c_call):
     q = torch.rand(1, 4, 2, 8, requires_grad=True)
     k, v = torch.rand(1, 4, 2, 8), torch.rand(1, 4, 2, 8)
-    with pytest.raises(TypeError, match="float32"):
-        rove.attention(q.detach().bfloat16().requires_grad_(), k.bfloat16(), v.bfloat16())
+    with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
+        rove.attention(q.detach().double().requires_grad_(), k.double(), v.double())
     with pytest.raises(ValueError, match="out="):
         rove.attention(q, k, v, out=torch.empty(1, 4, 2, 8))
     with pytest.raises(TypeError, match="torch"):

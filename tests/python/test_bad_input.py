@@ -163,10 +163,10 @@ def test_angles(qkv, rng, no_c_call):
 
 
 def test_requires_grad(qkv, torch, no_c_call):
-    """Half inputs that require grad are refused (the backward is float32 only);
-    float32 ones are differentiable (tests/python/test_autograd.py)."""
-    q = torch.from_numpy(qkv[0]).bfloat16().requires_grad_()
-    with pytest.raises(TypeError, match="float32 q, k and v only"):
+    """float64 inputs that require grad are refused before any C call (float32, bfloat16
+    and float16 are differentiable: tests/python/test_autograd.py)."""
+    q = torch.from_numpy(qkv[0]).double().requires_grad_()
+    with pytest.raises(TypeError, match="float32, bfloat16 or float16 q, k and v"):
         rove.attention(q, torch.from_numpy(qkv[1]), torch.from_numpy(qkv[2]))
 
 

@@ -163,8 +163,14 @@ def test_vmap_messages():
     gen = np.random.default_rng(9)
     q, k, v = _t(gen, 1, 5, 2, 8), _t(gen, 1, 5, 2, 8), _t(gen, 1, 5, 2, 8)
     with pytest.raises(TypeError, match="torch.func"):
-        torch.func.vmap(lambda x: rove.attention(x, k.bfloat16(), v.bfloat16()))(
-            torch.stack([q, q]).bfloat16())
+        torch.func.vmap(lambda x: rove.attention(x, k.double(), v.double()))(
+            torch.stack([q, q]).double())
+    # bf16 is taken (as by autograd): each element's call as it runs alone
+    h = torch.stack([q, 2 * q]).bfloat16()
+    got = torch.func.vmap(lambda x: rove.attention(x, k.bfloat16(), v.bfloat16()))(h)
+    assert got.dtype == torch.bfloat16
+    for i in range(2):
+        assert torch.equal(got[i], rove.attention(h[i], k.bfloat16(), v.bfloat16()))
     with pytest.raises(ValueError, match="torch.func"):
         torch.func.vmap(lambda x: rove.attention(x, k, v, out=torch.empty_like(q)))(
             torch.stack([q, q]))

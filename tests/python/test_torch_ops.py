@@ -56,8 +56,7 @@ def _packed(rng, dtype=torch.float32):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_varlen_opcheck(rng, dtype):
     q, k, v, cu = _packed(rng, dtype)
-    if dtype == torch.float32:
-        q, k, v = (x.requires_grad_(True) for x in (q, k, v))
+    q, k, v = (x.requires_grad_(True) for x in (q, k, v))  # bf16 has gradients too
     utils = ("test_schema", "test_faketensor", "test_autograd_registration",
              "test_aot_dispatch_dynamic")
     torch.library.opcheck(torch.ops.rove.attention_varlen.default,
@@ -292,22 +291,28 @@ def test_op_wrappers_check_their_scalars(rng, op, kw, exc):
 
 
 @pytest.mark.parametrize("op", ["attention", "attention_varlen"])
-@pytest.mark.parametrize("grad_on", ["q", "k"])
-def test_ops_refuse_half_inputs_that_need_grads_at_the_forward(rng, op, grad_on):
-    """As rove.attention (README, Autograd): a bf16 input with one requiring grad is refused
-    when the forward runs, not first by the backward."""
+@pytest.mark.parametrize("compiled", [False, True])
+def test_ops_half_and_mixed_gradients(rng, op, compiled):
+    """bf16 / fp16 / mixed q, k, v through the ops (eager and torch.compile): each gradient
+    in its input's dtype, the same bits as rove.attention / attention_varlen's."""
     q, k, v, cu = _packed(rng)
-    q, k = q.clone(), k.to(torch.bfloat16)
-    (q if grad_on == "q" else k).requires_grad_(True)
-    with pytest.raises(TypeError, match="float32"):
-        if op == "attention":
-            rove.torch_ops.attention(q[None], k[None], v[None].to(torch.bfloat16))
-        else:
-            rove.torch_ops.attention_varlen(q, k, v.to(torch.bfloat16), cu, cu)
-    with torch.no_grad():  # without autograd the mixed call runs
-        if op == "attention":
-            out = rove.torch_ops.attention(q[None], k[None], v[None].to(torch.bfloat16))
-            assert out.dtype == torch.float32 and torch.isfinite(out).all()
+    q, k, v = q.to(torch.bfloat16), k.to(torch.float16), v  # each its own
+    dout = torch.from_numpy(randn(rng, *q.shape)).to(torch.bfloat16)
+    if op == "attention":
+        fn = lambda q, k, v: rove.torch_ops.attention(q[None], k[None], v[None])[0]  # noqa: E731
+        ref = lambda q, k, v: rove.attention(q[None], k[None], v[None])[0]  # noqa: E731
+    else:
+        fn = lambda q, k, v: rove.torch_ops.attention_varlen(q, k, v, cu, cu)  # noqa: E731
+        ref = lambda q, k, v: rove.attention_varlen(q, k, v, cu, cu)  # noqa: E731
+    if compiled:
+        torch._dynamo.reset()
+        fn = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    twins = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    (fn(*leaves).float() * dout.float()).sum().backward()
+    (ref(*twins).float() * dout.float()).sum().backward()
+    for a, b in zip(leaves, twins):
+        assert a.grad.dtype == a.dtype and torch.equal(a.grad, b.grad)
 
 
 @pytest.mark.parametrize("name, values", [("window", [2, 3, 4, 5]),

@@ -174,6 +174,30 @@ def test_positions_kept_by_the_graph():
         out.sum().backward()
 
 
+def test_half_gradients_equal_per_sequence_autograd():
+    """bf16 q and v and fp16 k: each gradient in its input's dtype, bit for bit those of
+    one differentiable rove.attention per sequence (tested against float64 in
+    test_autograd.py); sequences without keys or queries get zeros."""
+    g = np.random.default_rng(14)
+    q, k, v, cq, ck = _packed(g)
+    dts = (torch.bfloat16, torch.float16, torch.bfloat16)
+    tq, tk, tv = (torch.tensor(x).to(dt).requires_grad_() for x, dt in zip((q, k, v), dts))
+    dout = torch.tensor(g.uniform(-1, 1, q.shape), dtype=torch.float32)
+    (rove.attention_varlen(tq, tk, tv, cq, ck).float() * dout).sum().backward()
+    for x, dt in zip((tq, tk, tv), dts):
+        assert x.grad.dtype == dt
+    for s in range(len(LQ)):
+        qs, ks = slice(cq[s], cq[s + 1]), slice(ck[s], ck[s + 1])
+        if LQ[s] == 0 or LK[s] == 0:
+            assert (tq.grad[qs] == 0).all() and (tk.grad[ks] == 0).all()
+            continue
+        q1, k1, v1 = (x.detach()[sl].clone().requires_grad_() for x, sl in
+                      ((tq, qs), (tk, ks), (tv, ks)))
+        (rove.attention(q1, k1, v1).float() * dout[qs]).sum().backward()
+        assert torch.equal(tq.grad[qs], q1.grad)
+        assert torch.equal(tk.grad[ks], k1.grad) and torch.equal(tv.grad[ks], v1.grad)
+
+
 @pytest.mark.parametrize("angles", [False, True, "positions"])
 def test_gradients_equal_per_sequence_autograd(angles):
     """Under torch.autograd the gradients are those of one differentiable rove.attention per
@@ -315,9 +339,9 @@ def test_out_and_dtype_errors():
         rove.attention_varlen(q.astype(np.float64), k, v, cq, ck)
     with pytest.raises(TypeError):
         rove.attention_varlen(torch.from_numpy(q), torch.from_numpy(k), v, cq, ck)
-    tq = torch.from_numpy(q).bfloat16().requires_grad_(True)
-    with pytest.raises(TypeError):  # gradients: float32 only
-        rove.attention_varlen(tq, torch.from_numpy(k).bfloat16(), torch.from_numpy(v).bfloat16(),
+    tq = torch.from_numpy(q).double().requires_grad_(True)
+    with pytest.raises(TypeError):  # gradients: float32, bfloat16 or float16
+        rove.attention_varlen(tq, torch.from_numpy(k).double(), torch.from_numpy(v).double(),
                               cq, ck)
     tq = torch.from_numpy(q).requires_grad_(True)
     with pytest.raises(ValueError):  # out= with autograd
