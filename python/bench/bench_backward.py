@@ -3,6 +3,7 @@
 rove_attention_backward) against PyTorch SDPA's CPU backward, in one run.
 
     python python/bench/bench_backward.py [--n 1024 2048] [--threads 1 2] [--runs 5]
+                                          [--dtype float32|bfloat16|float16]
 
 For each shape (causal; 12 x 64 and 8 x 128 heads) and thread count, times forward and
 backward separately (median of --runs after one untimed round, rounds interleaved between
@@ -10,7 +11,8 @@ the two libraries) and prints a markdown table for librove without rotations (th
 computation SDPA does), with RoPE and with RoVE, and SDPA: ms, backward / forward, and the
 backward's GFLOP/s counted as FlashAttention-2 does (2.5x the causal forward's 4 n^2 d h / 2
 flops). The FMA peak is not measured here: bench/ab_backward (C) prints it beside the same
-figures for librove.
+figures for librove. --dtype gives q, k, v, dout of that type to both (librove: its
+float32 backward on them widened, the gradients rounded back; SDPA: its own CPU kernels).
 """
 import argparse
 import statistics
@@ -46,13 +48,16 @@ def main():
     p.add_argument("--n", type=int, nargs="+", default=[1024, 2048, 4096])
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     args = p.parse_args()
+    dtype = getattr(torch, args.dtype)
+    print(f"{args.dtype}\n")
     print("| n | heads x d | threads | impl | fwd ms | bwd ms | bwd/fwd | bwd GFLOP/s |")
     print("|---:|---|---:|---|---:|---:|---:|---:|")
     for n in args.n:
         for H, d in ((12, 64), (8, 128)):
             g = torch.Generator().manual_seed(n + H)
-            q, k, v, do = (torch.randn(1, n, H, d, generator=g) for _ in range(4))
+            q, k, v, do = (torch.randn(1, n, H, d, generator=g).to(dtype) for _ in range(4))
             for t in args.threads:
                 torch.set_num_threads(t)
                 res = {"rove-none": [], "sdpa": [], "rove-rope": [], "rove-rove": []}

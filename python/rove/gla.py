@@ -79,7 +79,11 @@ class GLAPlan(_lib.SharedHandle):
         value_dim] float32 (3-D without batch; non-contiguous inputs are copied once),
         g <= 0 log decays, angles None or float64 [batch, seq, H, rotary_dim/2],
         initial_state None (zeros) or float32 [batch, H, key_dim, value_dim]. Returns out
-        (and the final state with return_final_state).
+        (and the final state with return_final_state). q, k, v, g and initial_state may
+        also be bfloat16 / float16 (torch; numpy float16): they are widened to float32 (a
+        copy), the call runs in float32, and the output is rounded once to q's dtype (the
+        final state stays float32, as flash-linear-attention returns it); out= is then
+        refused.
 
         cu_seqlens (flash-linear-attention's): None, or packed sequences of one row, an
         integer array [N + 1] of cumulative lengths from 0 to seq (q [1, seq, H, key_dim]
@@ -88,9 +92,10 @@ class GLAPlan(_lib.SharedHandle):
         [N, H, key_dim, value_dim]. Each sequence's results equal a call on it alone, bit
         for bit.
 
-        Differentiable for torch tensors (torch.autograd, rove_gla_backward): float32 q,
-        k, v, g and initial_state, float64 angles; gradients reach every input that
-        requires grad, through the output and the final state."""
+        Differentiable for torch tensors (torch.autograd, rove_gla_backward): q, k, v, g
+        and initial_state (float32, or half precision through the widening casts: each
+        gradient rounded once to its input's dtype), float64 angles; gradients reach every
+        input that requires grad, through the output and the final state."""
         return self._call("rove_gla_forward", q, k, v, g, angles, initial_state,
                           return_final_state, out, cu_seqlens)
 
@@ -103,6 +108,17 @@ class GLAPlan(_lib.SharedHandle):
 
     def _call(self, fn, q, k, v, g, angles, initial_state, return_final_state, out,
               cu_seqlens=None):
+        half = _half_dtype(q, k, v, g, initial_state)
+        if half is not None:  # widened, computed in float32, the output rounded once
+            if out is not None:
+                raise ValueError("out= takes float32: with bfloat16 / float16 inputs leave "
+                                 "out=None (the output has q's dtype)")
+            q, k, v, g, initial_state = (_widened(x) for x in (q, k, v, g, initial_state))
+            res = self._call(fn, q, k, v, g, angles, initial_state, return_final_state, None,
+                             cu_seqlens)
+            o = res[0] if return_final_state else res
+            o = o.to(half) if _tensor.is_torch(o) else o.astype(half)
+            return (o, res[1]) if return_final_state else o
         if _tensor.is_torch(q) and isinstance(angles, np.ndarray):
             # numpy float64 angles with torch inputs, as rove.attention takes them (a
             # private torch copy; any other numpy array is refused below as it was)
@@ -175,6 +191,24 @@ class GLAPlan(_lib.SharedHandle):
         if out is not None:
             _tensor.mark_written(o)
         return (o, fs) if return_final_state else o
+
+
+def _half_dtype(*xs):
+    """q's dtype when some of xs (q first; None skipped) is a bfloat16 / float16 torch
+    tensor or a float16 numpy array, else None (float32 inputs take the direct path)."""
+    halves = ("torch.bfloat16", "torch.float16", "float16")
+    if any(x is not None and str(getattr(x, "dtype", "")) in halves for x in xs):
+        return xs[0].dtype
+    return None
+
+
+def _widened(x):
+    """A half-precision input as float32 (torch: a differentiable cast, so gradients reach
+    the half-precision tensor rounded once to its dtype); anything else as it is."""
+    if x is None or str(getattr(x, "dtype", "")) not in ("torch.bfloat16", "torch.float16",
+                                                         "float16"):
+        return x
+    return x.float() if _tensor.is_torch(x) else x.astype(np.float32)
 
 
 _plans: "OrderedDict[tuple, GLAPlan]" = OrderedDict()

@@ -449,7 +449,9 @@ def gla(q, k, v, g, *, angles=None, initial_state=None, cu_seqlens=None, scale=N
         rotate="rope", rotary_dim=0, pairing="half", chunk=None, recurrent=False,
         return_final_state=False):
     """rove.gla (recurrent=True: rove.gla_recurrent) through the rove::gla custom op (torch
-    tensors; cu_seqlens an integer tensor, list or array). rotate applies only with angles."""
+    tensors; cu_seqlens an integer tensor, list or array). rotate applies only with angles.
+    The op takes float32; bfloat16 / float16 inputs are cast around it (differentiable,
+    traced), as rove.gla widens them: the output in q's dtype, the final state float32."""
     _no_forward_ad("rove::gla", q, k, v, g, angles, initial_state)
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
@@ -460,6 +462,15 @@ def gla(q, k, v, g, *, angles=None, initial_state=None, cu_seqlens=None, scale=N
             raise ValueError(f"chunk must be 16, 32, 64 or 128 (got {chunk!r})")
     if cu_seqlens is not None and not isinstance(cu_seqlens, torch.Tensor):
         cu_seqlens = torch.as_tensor(np.asarray(cu_seqlens))  # a list or numpy array, as rove.gla
+    # bfloat16 / float16 as rove.gla takes them: widened by (traced, differentiable) casts
+    # around the float32 op, the output rounded once to q's dtype, the final state float32
+    half = q.dtype if any(x is not None and x.dtype in (torch.bfloat16, torch.float16)
+                          for x in (q, k, v, g, initial_state)) else None
+    if half is not None:
+        q, k, v, g = (x.float() for x in (q, k, v, g))
+        initial_state = None if initial_state is None else initial_state.float()
     out, fs = torch.ops.rove.gla(q, k, v, g, angles, initial_state, cu_seqlens, scale, rotate,
                                  int(rotary_dim), pairing, int(chunk or 0), bool(recurrent))
+    if half is not None:
+        out = out.to(half)
     return (out, fs) if return_final_state else out

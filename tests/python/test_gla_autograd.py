@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import rove
+import rove.torch_ops  # noqa: F401 (rove::gla)
 from reference import rel_err, torch_rotate
 
 torch = pytest.importorskip("torch")
@@ -283,3 +284,40 @@ def test_packed_sequences_refusals():
     with pytest.raises(ValueError):  # a state per sequence, not per batch row
         plan.forward(q[:1], k[:1], v[:1], g[:1], cu_seqlens=[0, 4, 10],
                      initial_state=np.zeros((1, 2, 8, 8), np.float32))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_half_precision_inputs(dtype, recurrent):
+    """bfloat16 / float16 q, k, v, g and initial state (as flash-linear-attention takes
+    them): the float32 call on the widened values, the output rounded once to q's dtype,
+    the final state float32, bit for bit; gradients are the float32 ones rounded to each
+    input's dtype; rove.torch_ops.gla (eager and compiled) gives the same; numpy float16
+    too; out= is refused (it takes float32)."""
+    gen = torch.Generator().manual_seed(21)
+    B, T, H, K, V = 2, 37, 2, 16, 8
+    x = [torch.randn(B, T, H, n, generator=gen).to(dtype) for n in (K, K, V)]
+    x.append((-torch.rand(B, T, H, K, generator=gen)).to(dtype))
+    x.append(torch.randn(B, H, K, V, generator=gen).to(dtype))
+    fn = rove.gla_recurrent if recurrent else rove.gla
+    leaves = [t.clone().requires_grad_() for t in x]
+    wide = [t.detach().float().requires_grad_() for t in x]
+    out, fs = fn(*leaves[:4], initial_state=leaves[4], return_final_state=True)
+    o32, f32 = fn(*wide[:4], initial_state=wide[4], return_final_state=True)
+    assert out.dtype == dtype and fs.dtype == torch.float32
+    assert torch.equal(out, o32.to(dtype)) and torch.equal(fs, f32)
+    dout = torch.randn(out.shape, generator=gen)
+    (out.float() * dout).sum().backward(retain_graph=True)
+    (o32.to(dtype).float() * dout).sum().backward()
+    for a, b in zip(leaves, wide):
+        assert a.grad.dtype == dtype and torch.equal(a.grad, b.grad.to(dtype))
+    op = lambda *a: rove.torch_ops.gla(*a[:4], initial_state=a[4], recurrent=recurrent,  # noqa: E731
+                                       return_final_state=True)
+    for f in (op, torch.compile(op, fullgraph=True, backend="aot_eager")):
+        o2, f2 = f(*x)
+        assert o2.dtype == dtype and torch.equal(o2, out.detach()) and torch.equal(f2, fs.detach())
+    if dtype == torch.float16:
+        got = fn(*(t.numpy() for t in x[:4]), initial_state=x[4].numpy())
+        assert got.dtype == np.float16 and np.array_equal(got, out.detach().numpy())
+    with pytest.raises(ValueError, match="out="):
+        fn(*x[:4], out=torch.empty(B, T, H, V))
