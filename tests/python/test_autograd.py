@@ -7,6 +7,7 @@ layouts and 3-D inputs;
 torch.autograd.gradcheck on float32 (finite differences of librove's own forward); the
 refusals of what the differentiable path does not take."""
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -95,7 +96,7 @@ def test_gradients_match_torch_autograd(case, layout):
     kw = dict(kw)
     rope = kw.pop("rope", rove.RopeConfig())
     causal = kw.pop("causal", True)
-    g = np.random.default_rng(hash((case[:6], layout)) % 2 ** 32)
+    g = np.random.default_rng(zlib.crc32(repr((case[:6], layout)).encode()))
     q64 = torch.tensor(g.uniform(-1.5, 1.5, (B, Lq, H, d)), requires_grad=True)
     k64 = torch.tensor(g.uniform(-1.5, 1.5, (B, Lk, Hk, d)), requires_grad=True)
     v64 = torch.tensor(g.uniform(-1.0, 1.0, (B, Lk, Hk, d)), requires_grad=True)
@@ -225,7 +226,7 @@ def test_half_precision_gradients(case, dtype, layout):
     kw = dict(kw)
     rope = kw.pop("rope", rove.RopeConfig())
     causal = kw.pop("causal", True)
-    g = np.random.default_rng(hash((case[:6], str(dtype), layout)) % 2 ** 32)
+    g = np.random.default_rng(zlib.crc32(repr((case[:6], str(dtype), layout)).encode()))
     q, k, v, dout = (torch.tensor(g.uniform(-a, a, s)).to(dtype) for a, s in (
         (1.5, (B, Lq, H, d)), (1.5, (B, Lk, Hk, d)), (1.0, (B, Lk, Hk, d)), (1.0, (B, Lq, H, d))))
     q64, k64, v64 = (x.double().requires_grad_() for x in (q, k, v))

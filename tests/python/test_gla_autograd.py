@@ -6,6 +6,8 @@ derivatives of torch ops: the reference users trust), for every rotation set, bo
 pairings, partial rotary, chunk lengths, 3-D inputs, a loss on the final state too;
 torch.autograd.gradcheck on float32 (finite differences of librove's own forward); a
 training step; the refusals of what the differentiable path does not take."""
+import zlib
+
 import numpy as np
 import pytest
 
@@ -92,7 +94,7 @@ def _check(gen, rot_name, pairing="half", r=0, chunk=None, B=2, T=37, H=2, K=16,
 @pytest.mark.parametrize("rot", list(ROTS))
 @pytest.mark.parametrize("pairing", ["half", "interleaved"])
 def test_gradients_match_torch(rot, pairing):
-    _check(np.random.default_rng(hash((rot, pairing)) % 1000), rot, pairing)
+    _check(np.random.default_rng(zlib.crc32(repr((rot, pairing)).encode()) % 1000), rot, pairing)
 
 
 @pytest.mark.parametrize("chunk", [16, 32, 64, 128])

@@ -508,6 +508,29 @@ def test_apply_training_gradients(family):
                 assert _rel(got[n], want[n]) <= 1e-4, (family, name, n, _rel(got[n], want[n]))
 
 
+@pytest.mark.parametrize("family", ["llama3", "gemma2"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, "autocast"])
+def test_apply_half_precision_training(family, dtype):
+    """apply(mode="rope") trains in bf16 / fp16 / bf16 autocast (no cache): every
+    parameter's gradient over a left-padded batch is as close to the float32 model's as
+    the unmodified model's in that precision (sdpa; eager for Gemma-2)."""
+    state = _build(family, "eager").state_dict()
+    pids, mask, pos = _padded_batch((24, 15), 24)
+    part = [(pids, dict(attention_mask=mask, position_ids=pos))]
+    want = _grads(_build(family, _ref_impl(family), state).train(), part)
+    got = {}
+    for name in ("rove", "ref"):
+        m = RH.apply(_build(family, "eager", state), "rope") if name == "rove" else \
+            _build(family, _ref_impl(family), state)
+        m = m.train() if dtype == "autocast" else m.to(dtype).train()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "autocast"):
+            got[name] = _grads(m, part)
+    assert got["rove"].keys() == want.keys() and len(want) > 0
+    for n in want:
+        ours, theirs = (_rel(got[i][n].float(), want[n]) for i in ("rove", "ref"))
+        assert ours <= 2 * theirs + 1e-3, (n, ours, theirs)
+
+
 # ---- half-precision models ----------------------------------------------------------------
 HALF_FAMILIES = ["llama3", "qwen2", "gemma2", "phi3", "gptj"]  # gptj: apply() checks its sin table
 
