@@ -49,8 +49,9 @@ def _torch_checks(x, name: str, dtype_name: str, t) -> None:
     _no_grad_wanted(x, name, t)
 
 
-_DIFFERENTIABLE = ("rove.attention, Plan.attention, rove.attention_varlen, rove.gla "
-                   "and rove.selective_angles are the differentiable ones")
+_DIFFERENTIABLE = ("rove.attention, Plan.attention, rove.attention_varlen, rove.gla, "
+                   "rove.selective_angles, rove.rotate and rove.rotate_angles are the "
+                   "differentiable ones")
 _FORWARD_AD = ("librove has no forward-mode derivatives (torch.autograd.forward_ad, "
                "torch.func.jvp / jacfwd): use reverse mode (backward, torch.func.grad / "
                "vjp / jacrev)")

@@ -6,13 +6,53 @@ the batch axis ([n_tokens, n_heads, d] for "bshd"). A pure rotation: the YaRN at
 factor is not applied. With inplace=False the result is a new contiguous array in the
 layout of x; with inplace=True x itself is rotated and returned (when its strides are not
 expressible, through one copy that is written back).
+
+x is float32, or bfloat16 / float16 (torch; numpy float16): rotated in a float32 copy and
+rounded once to its dtype (inplace: written back into x).
+
+Autograd (torch): a rotation is orthogonal, so the gradient of y = R x is dx = R^{-1} dy,
+one more rove_rotate call (inverse flipped); with rotate_angles' angles requiring grad,
+per pair (a, b) of the rotated dims d angle = sum over the heads of its group of
+dy_b y_a - dy_a y_b (y = R(angle) x; negated for inverse), in float64. inplace=True is
+refused for a tensor that requires grad.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import _lib, _params, _tensor
+from . import _autograd, _lib, _params, _tensor
 from .attention import _BHSD_TO_BSHD, _layout, _logical, get_plan
+
+_HALF = ("torch.bfloat16", "torch.float16", "float16")
+
+
+def _half(x) -> bool:
+    """x is a bfloat16 / float16 torch tensor or a float16 numpy array."""
+    return str(getattr(x, "dtype", "")) in _HALF
+
+
+def _check_inplace_grad(x, inplace):
+    if inplace and _tensor.is_torch(x) and x.requires_grad and \
+            _tensor._torch().is_grad_enabled():
+        raise RuntimeError("x requires grad: inplace=True is not differentiable (pass "
+                           "inplace=False)")
+
+
+def _widened_call(fn, x, inplace, *args, **kw):
+    """fn on a float32 copy of half-precision x, the result rounded once to x's dtype
+    (inplace: written back into x, which is returned). The casts are torch ops, so
+    autograd follows them."""
+    if not inplace:
+        y = fn(x.float() if _tensor.is_torch(x) else x.astype(np.float32), *args, **kw)
+        return y.to(x.dtype) if _tensor.is_torch(x) else y.astype(x.dtype)
+    if _tensor.is_torch(x):
+        _tensor.check_inplace(x, "x")
+        x.copy_(fn(x.detach().float(), *args, **kw))  # copy_ bumps x's version
+        return x
+    if not x.flags.writeable:
+        raise ValueError("x is read-only (inplace=True)")
+    np.copyto(x, fn(x.astype(np.float32), *args, **kw).astype(x.dtype))
+    return x
 
 
 def _target(x, v: _tensor.View, inplace: bool):
@@ -20,8 +60,6 @@ def _target(x, v: _tensor.View, inplace: bool):
     if inplace:
         if not v.torch and not x.flags.writeable:
             raise ValueError("x is read-only (inplace=True)")
-        if v.torch and x.requires_grad:
-            raise RuntimeError("x requires grad: librove has no backward yet")
         _tensor.check_inplace(x, "x")
         _tensor.check_distinct(x, "x (inplace=True)")
         return x
@@ -99,7 +137,20 @@ def rotate(x, pos=None, *, rope=None, inverse=False, layout="bshd", inplace=Fals
     """x rotated by R_pos (inverse: R_pos^{-1}) with the frequencies of ``rope``.
 
     pos: None (0 .. seq-1 in every batch row), int positions [seq] or [batch, seq].
+    Differentiable in x (torch; see the module's docstring), float32 or half precision.
     """
+    _check_inplace_grad(x, inplace)
+    if _half(x):
+        return _widened_call(rotate, x, inplace, pos, rope=rope, inverse=inverse,
+                             layout=layout, threads=threads)
+    if not inplace and _autograd.needs_grad(x):
+        return _rotate_autograd(x, _autograd.frozen(pos, "pos"), None, rope, inverse,
+                                layout, threads)
+    return _rotate_plain(x, pos, rope, inverse, layout, inplace, threads)
+
+
+def _rotate_plain(x, pos, rope, inverse, layout, inplace, threads):
+    """rotate() without autograd (x a float32 array or a tensor with nothing to record)."""
     def call(plan, ptr, n_tokens, n_heads, stride, kind, shape):
         b, s, h, d = shape
         if pos is None:
@@ -123,7 +174,30 @@ def rotate_angles(x, angles, *, rope=None, inverse=False, layout="bshd", inplace
     """x rotated by explicit (Selective RoPE) angles: float64 [batch, seq, angle_heads,
     rotary_dim/2] (3-D without batch), where angle_heads divides the heads of x and a
     head uses the angles of its group (h // (heads / angle_heads)). ``rope`` gives
-    rotary_dim and the pairing; its frequencies are not used."""
+    rotary_dim and the pairing; its frequencies are not used. Differentiable in x and in
+    float64 torch angles (see the module's docstring)."""
+    _check_inplace_grad(x, inplace)
+    angles_grad = _tensor.is_torch(angles) and angles.requires_grad and \
+        _tensor._torch().is_grad_enabled()
+    if inplace and angles_grad:
+        raise RuntimeError("angles require grad: inplace=True is not differentiable (pass "
+                           "inplace=False)")
+    if _half(x):
+        return _widened_call(rotate_angles, x, inplace, angles, rope=rope, inverse=inverse,
+                             layout=layout, threads=threads)
+    if not inplace and (angles_grad or _autograd.needs_grad(x, angles)):
+        if not _tensor.is_torch(x):
+            raise TypeError("x must be a torch tensor when the angles require grad")
+        return _rotate_autograd(x, None, _autograd.angle_tensor(angles), rope, inverse,
+                                layout, threads)
+    return _rotate_angles_plain(x, angles, rope, inverse, layout, inplace, threads)
+
+
+def _rotate_angles_plain(x, angles, rope, inverse, layout, inplace, threads):
+    """rotate_angles() without autograd."""
+    if _tensor.is_torch(angles):
+        angles = angles.detach()
+
     def call(plan, ptr, n_tokens, n_heads, stride, kind, shape):
         b, s, h, d = shape
         half = plan.rotary_dim // 2
@@ -150,3 +224,70 @@ def rotate_angles(x, angles, *, rope=None, inverse=False, layout="bshd", inplace
         _lib.check("rove_rotate_angles", st)
 
     return _run(x, rope, layout, inplace, threads, inverse, call)
+
+
+# ---- autograd ------------------------------------------------------------------------------
+_FUNCTION = None
+
+
+def _pairs(t, rope, d):
+    """The two members (a, b) of every rotation pair of t [..., d] (views): rotary_dim r
+    (0: d) placed first or last, pairs (i, i + r/2) ("half") or (2i, 2i + 1)."""
+    from .rope import _PLACEMENT_NAMES
+    rope = rope or __import__("rove").RopeConfig()
+    r = rope.rotary_dim or d
+    place = rope.placement
+    if isinstance(place, (int, np.integer)) and not isinstance(place, bool):
+        place = _PLACEMENT_NAMES.get(int(place), place)
+    blk = t[..., d - r:] if place == "last" else t[..., :r]
+    if rope.pairing == "half":
+        return blk[..., : r // 2], blk[..., r // 2:]
+    return blk[..., 0::2], blk[..., 1::2]
+
+
+def _rotate_autograd(x, pos, angles, rope, inverse, layout, threads):
+    global _FUNCTION
+    if _FUNCTION is None:
+        def run(x, angles, pos, rope, inverse, layout, threads):
+            if angles is None:
+                return (_rotate_plain(x.detach(), pos, rope, inverse, layout, False, threads),)
+            return (_rotate_angles_plain(x.detach(), angles.detach(), rope, inverse, layout,
+                                         False, threads),)
+
+        def save(inputs, outputs):
+            x, angles, pos, rope, inverse, layout, threads = inputs
+            # the output for the angle gradient (and the angles for the inverse rotation)
+            return (angles, outputs[0]), (pos, rope, inverse, layout, threads)
+
+        def grads(meta, need, saved, grad_outputs):
+            pos, rope, inverse, layout, threads = meta
+            angles, y = saved
+            dy = grad_outputs[0]
+            if dy is None:
+                return (None,) * 7
+            torch = _tensor._torch()
+            dx = da = None
+            if need[0]:  # R^{-1} dy (a fresh tensor: rotate copies)
+                dx = _rotate_plain(dy, pos, rope, not inverse, layout, False, threads) \
+                    if angles is None else \
+                    _rotate_angles_plain(dy, angles.detach(), rope, not inverse, layout, False,
+                                         threads)
+            if angles is not None and need[1]:
+                bhsd = layout == "bhsd"
+                yy, gg = (t.detach().double() for t in (y, dy))
+                if yy.dim() == 3:
+                    yy, gg = yy[None], gg[None]
+                if bhsd:
+                    yy, gg = yy.transpose(1, 2), gg.transpose(1, 2)
+                (ya, yb), (ga, gb) = _pairs(yy, rope, yy.shape[-1]), _pairs(gg, rope, yy.shape[-1])
+                per_head = gb * ya - ga * yb  # [b, s, h, r/2]
+                B, S, Hh, P = per_head.shape
+                ah = angles.shape[-2]
+                da = per_head.reshape(B, S, ah, Hh // ah, P).sum(3)
+                if inverse:
+                    da = -da
+                da = da.reshape(angles.shape).to(angles.dtype)
+            return (dx, da) + (None,) * 5
+
+        _FUNCTION = _autograd.make_function("RotateFunction", run, save, grads)
+    return _FUNCTION.apply(x, angles, pos, rope, inverse, layout, threads)[0]

@@ -119,17 +119,100 @@ def test_rotate_angles_gqa(rng):
         rove.rotate_angles(x, ang.astype(np.float32))
 
 
-def test_rotate_angles_refuses_angles_that_require_grad(rng):
-    """rotate_angles has no backward: angles from the differentiable selective_angles
-    would lose their gradient silently; refused like KVCache.append_angles refuses them."""
+def _torch_ref(x, ang, rope, inverse):
+    """x [b, s, h, d] float64 rotated by ang [b, s, h, r/2] in torch ops (reference.py's
+    torch_rotate), with the rotated block placed first or last."""
+    from reference import torch_rotate
+    import torch
+    d, r = x.shape[-1], rope.rotary_dim or x.shape[-1]
+    last = rope.placement == "last"
+    if last:
+        x = torch.cat([x[..., d - r:], x[..., :d - r]], -1)
+    y = torch_rotate(x, ang, r, rope.pairing, sign=-1.0 if inverse else 1.0)
+    return torch.cat([y[..., r:], y[..., :r]], -1) if last else y
+
+
+ROPES = [rove.RopeConfig(), rove.RopeConfig(pairing="interleaved", rotary_dim=8),
+         rove.RopeConfig(rotary_dim=8, placement="last", theta=500.0)]
+
+
+@pytest.mark.parametrize("rope", ROPES)
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_rotate_gradients(rng, rope, layout, inverse):
+    """rotate (positions) and rotate_angles (GQA angles) under torch.autograd: dx (and d
+    angles) against float64 torch autograd through the same rotation; 3-D x too."""
+    torch = pytest.importorskip("torch")
+    B, S, H, d = 2, 7, 4, 16
+    t = (lambda a: a.transpose(1, 2)) if layout == "bhsd" else (lambda a: a)
+    x64 = torch.tensor(rng.uniform(-1, 1, (B, S, H, d)), requires_grad=True)
+    dy = torch.tensor(rng.uniform(-1, 1, (B, S, H, d)))
+    pos = rng.integers(-50, 5000, (B, S))
+    w, _ = rove.inv_freq(rope, d)
+    ang64 = torch.tensor(rng.uniform(-9, 9, (B, S, 2, w.shape[0])), requires_grad=True)
+    for name, a_ref in (("pos", torch.tensor(pos[..., None, None] * w)),
+                        ("angles", ang64.repeat_interleave(H // 2, dim=2))):
+        x64.grad = ang64.grad = None
+        (_torch_ref(x64, a_ref.expand(B, S, H, -1), rope, inverse) * dy).sum().backward()
+        x = t(x64.detach()).float().contiguous().requires_grad_()
+        ang = ang64.detach().clone().requires_grad_()
+        y = rove.rotate(x, pos, rope=rope, inverse=inverse, layout=layout) if name == "pos" \
+            else rove.rotate_angles(x, ang, rope=rope, inverse=inverse, layout=layout)
+        assert y.requires_grad
+        (t(y) * dy.float()).sum().backward()
+        assert rel_err(t(x.grad).numpy(), x64.grad.numpy()) < 2e-6, name
+        if name == "angles":
+            assert ang.grad.dtype == torch.float64
+            assert rel_err(ang.grad.numpy(), ang64.grad.numpy()) < 2e-6
+    x3 = torch.tensor(rng.uniform(-1, 1, (S, H, d)), dtype=torch.float32, requires_grad=True)
+    rove.rotate(x3, pos[0], rope=rope, inverse=inverse).sum().backward()
+    want = rove.rotate(torch.ones(S, H, d), pos[0], rope=rope, inverse=not inverse)
+    assert torch.equal(x3.grad, want)  # R^{-1} applied to dy = 1
+
+
+def test_rotate_refusals_under_autograd(rng):
     torch = pytest.importorskip("torch")
     x = torch.from_numpy(randn(rng, 1, 6, 2, 8))
     ang = torch.from_numpy(rng.uniform(-3, 3, size=(1, 6, 2, 4))).requires_grad_()
-    with pytest.raises(RuntimeError, match="angles requires grad"):
-        rove.rotate_angles(x, ang)
+    with pytest.raises(RuntimeError, match="inplace"):
+        rove.rotate(x.clone().requires_grad_(), inplace=True)
+    with pytest.raises(RuntimeError, match="inplace"):
+        rove.rotate_angles(x.clone(), ang, inplace=True)
+    with pytest.raises(RuntimeError, match="inplace"):  # half precision: the same rule
+        rove.rotate_angles(x.bfloat16(), ang, inplace=True)
+    with pytest.raises(TypeError, match="torch"):
+        rove.rotate_angles(x.numpy(), ang)
     with torch.no_grad():  # inference: allowed, equal to the detached call
         got = rove.rotate_angles(x, ang)
+        assert torch.equal(rove.rotate_angles(x.clone(), ang, inplace=True), got)
     assert torch.equal(got, rove.rotate_angles(x, ang.detach()))
+
+
+@pytest.mark.parametrize("kind", ["bfloat16", "float16", "numpy float16"])
+def test_rotate_half_precision(rng, kind):
+    """bf16 / fp16 x: rotated in float32 and rounded once (inplace: written back); under
+    autograd the gradient reaches x in its dtype."""
+    torch = pytest.importorskip("torch")
+    x32 = randn(rng, 2, 5, 3, 16)
+    pos = rng.integers(0, 100, 5)
+    if kind == "numpy float16":
+        x = x32.astype(np.float16)
+        want = rove.rotate(x.astype(np.float32), pos).astype(np.float16)
+        assert np.array_equal(rove.rotate(x, pos), want)
+        assert rove.rotate(x, pos, inplace=True) is x and np.array_equal(x, want)
+        return
+    dt = getattr(torch, kind)
+    x = torch.from_numpy(x32).to(dt)
+    want = rove.rotate(x.float(), pos).to(dt)
+    got = rove.rotate(x.transpose(1, 2), pos, layout="bhsd")
+    assert got.dtype == dt and torch.equal(got, want.transpose(1, 2))
+    assert torch.equal(rove.rotate(x, pos), want)
+    y = x.clone()
+    assert rove.rotate(y, pos, inplace=True) is y and torch.equal(y, want)
+    xg = x.clone().requires_grad_()
+    rove.rotate(xg, pos).float().sum().backward()
+    assert xg.grad.dtype == dt
+    assert torch.equal(xg.grad, rove.rotate(torch.ones(2, 5, 3, 16), pos, inverse=True).to(dt))
 
 
 def test_rotate_bad_input(rng):

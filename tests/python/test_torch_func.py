@@ -141,8 +141,23 @@ def test_other_calls_refuse_torch_func_tensors():
     """A call without torch.func support (it reads the tensor's memory) names the
     transform instead of torch's "Cannot access data pointer"."""
     x = torch.rand(3, 1, 5, 2, 8)
+    cache = rove.KVCache(rove.Plan(2, 2, 8), 1, 16)
     with pytest.raises(NotImplementedError, match="torch.func transform"):
-        torch.func.vmap(lambda y: rove.rotate(y, rope=rove.RopeConfig()))(x)
+        torch.func.vmap(lambda y: cache.append(y, y))(x)
+    assert len(cache) == 0
+
+
+def test_rotate_under_torch_func():
+    """rove.rotate / rotate_angles support torch.func: vmap equals the loop, grad equals
+    plain autograd, bit for bit."""
+    x = torch.rand(3, 1, 5, 2, 8)
+    got = torch.func.vmap(lambda y: rove.rotate(y, rope=rove.RopeConfig()))(x)
+    assert all(torch.equal(got[i], rove.rotate(x[i])) for i in range(3))
+    ang = torch.rand(1, 5, 2, 4, dtype=torch.float64)
+    g = torch.func.grad(lambda a: (rove.rotate_angles(x[0], a) ** 2).sum())(ang)
+    leaf = ang.clone().requires_grad_()
+    (rove.rotate_angles(x[0], leaf) ** 2).sum().backward()
+    assert torch.equal(g, leaf.grad)
 
 
 def test_vmapped_positions_refused():
