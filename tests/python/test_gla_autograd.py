@@ -313,8 +313,9 @@ def test_half_precision_inputs(dtype, recurrent):
     (o32.to(dtype).float() * dout).sum().backward()
     for a, b in zip(leaves, wide):
         assert a.grad.dtype == dtype and torch.equal(a.grad, b.grad.to(dtype))
-    op = lambda *a: rove.torch_ops.gla(*a[:4], initial_state=a[4], recurrent=recurrent,  # noqa: E731
-                                       return_final_state=True)
+    def op(*a):
+        return rove.torch_ops.gla(*a[:4], initial_state=a[4], recurrent=recurrent,
+                                  return_final_state=True)
     for f in (op, torch.compile(op, fullgraph=True, backend="aot_eager")):
         o2, f2 = f(*x)
         assert o2.dtype == dtype and torch.equal(o2, out.detach()) and torch.equal(f2, fs.detach())
