@@ -98,3 +98,34 @@ def test_stacked_parts_equal_the_list(kind, ndim):
         rove.merge_partials(o[..., 0], l)  # parts of the wrong rank
     with pytest.raises(ValueError, match="empty axis"):  # was Python's own range() error
         rove.merge_partials(o[..., :0], l)
+
+
+@pytest.mark.parametrize("kind", ["bfloat16", "float16", "numpy float16"])
+def test_half_precision_parts(kind):
+    """Half-precision parts (rove.attention's outputs for half q): widened, merged, the
+    output rounded once to their dtype, bit for bit the float32 merge of the widened parts
+    rounded; list and stacked forms; mixed part dtypes refused."""
+    g = np.random.default_rng(17)
+    q = g.uniform(-1, 1, (2, 6, 4, 32)).astype(np.float32)
+    k, v = (g.uniform(-1, 1, (2, 40, 2, 32)).astype(np.float32) for _ in range(2))
+    if kind == "numpy float16":
+        q, k, v = (x.astype(np.float16) for x in (q, k, v))
+    else:
+        q, k, v = (torch.from_numpy(x).to(getattr(torch, kind)) for x in (q, k, v))
+    outs, lses = _parts(q, k, v, [0, 17, 40], "rove")
+    assert outs[0].dtype == q.dtype
+    out, lse = rove.merge_partials(outs, lses)
+    wide = [o.float() if kind != "numpy float16" else o.astype(np.float32) for o in outs]
+    w32, wl = rove.merge_partials(wide, lses)
+    assert out.dtype == q.dtype and lse.dtype == wl.dtype
+    if kind == "numpy float16":
+        assert np.array_equal(out, w32.astype(np.float16)) and np.array_equal(lse, wl)
+        stacked = rove.merge_partials(np.stack(outs), np.stack(lses))
+        assert np.array_equal(stacked[0], out)
+        with pytest.raises(TypeError, match="mix dtypes"):
+            rove.merge_partials([outs[0], wide[1]], lses)
+        return
+    assert torch.equal(out, w32.to(q.dtype)) and torch.equal(lse, wl)
+    assert torch.equal(rove.merge_partials(torch.stack(outs), torch.stack(lses))[0], out)
+    with pytest.raises(TypeError, match="mix dtypes"):
+        rove.merge_partials([outs[0], wide[1]], lses)
