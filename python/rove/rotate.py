@@ -256,8 +256,13 @@ def _rotate_autograd(x, pos, angles, rope, inverse, layout, threads):
 
         def save(inputs, outputs):
             x, angles, pos, rope, inverse, layout, threads = inputs
-            # the output for the angle gradient (and the angles for the inverse rotation)
-            return (angles, outputs[0]), (pos, rope, inverse, layout, threads)
+            # the angles for the inverse rotation; the output for the angles' gradient
+            # only (rotate by positions saves nothing: an in-place edit of its output, as
+            # a scaling of q after RoPE, must not refuse a backward that does not read it;
+            # whether angles require grad is not decided here, as torch.func's grad
+            # does not show it to setup_context)
+            y = outputs[0] if angles is not None else None
+            return (angles, y), (pos, rope, inverse, layout, threads)
 
         def grads(meta, need, saved, grad_outputs):
             pos, rope, inverse, layout, threads = meta

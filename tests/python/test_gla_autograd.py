@@ -324,3 +324,6 @@ def test_half_precision_inputs(dtype, recurrent):
         assert got.dtype == np.float16 and np.array_equal(got, out.detach().numpy())
     with pytest.raises(ValueError, match="out="):
         fn(*x[:4], out=torch.empty(B, T, H, V))
+    for f in (fn, op):  # only half-precision inputs are cast: float64 beside them is refused
+        with pytest.raises(TypeError, match="float64"):
+            f(x[0].double(), *x[1:4], None) if f is op else f(x[0].double(), *x[1:4])

@@ -170,6 +170,17 @@ def test_rotate_gradients(rng, rope, layout, inverse):
     assert torch.equal(x3.grad, want)  # R^{-1} applied to dy = 1
 
 
+def test_rotate_output_edited_in_place(rng):
+    """rotate by positions saves nothing for its backward: its output may be edited in
+    place (q scaled after RoPE), as with torch's own rotate_half form."""
+    torch = pytest.importorskip("torch")
+    x = torch.from_numpy(randn(rng, 1, 3, 2, 8)).requires_grad_()
+    y = rove.rotate(x, [0, 1, 2])
+    y.mul_(2)
+    y.sum().backward()
+    assert torch.equal(x.grad, 2 * rove.rotate(torch.ones(1, 3, 2, 8), [0, 1, 2], inverse=True))
+
+
 def test_rotate_refusals_under_autograd(rng):
     torch = pytest.importorskip("torch")
     x = torch.from_numpy(randn(rng, 1, 6, 2, 8))
