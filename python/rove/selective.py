@@ -307,7 +307,8 @@ class SelectivePhaseWeights:
 
 def selective_phase(x, weights: SelectivePhaseWeights, conv_state=None, cu_seqlens=None):
     """Increments phi float32 [batch, seq, n_heads, n_pairs] from the layer input x
-    float32 [batch, seq, d] (2-D [seq, d] without batch gives phi [seq, n_heads, n_pairs];
+    float32 [batch, seq, d] (bfloat16 / float16: widened to a float32 copy first) (2-D
+    [seq, d] without batch gives phi [seq, n_heads, n_pairs];
     d = n_heads * in_dim, features of a token dense, any token stride), as the reference's
     SelectiveRoPE computes phi before its cumulative sum.
 
@@ -325,6 +326,9 @@ def selective_phase(x, weights: SelectivePhaseWeights, conv_state=None, cu_seqle
     """
     if not isinstance(weights, SelectivePhaseWeights):
         raise TypeError("weights must be a rove.SelectivePhaseWeights")
+    if str(getattr(x, "dtype", "")) in ("torch.bfloat16", "torch.float16", "float16"):
+        # a half-precision model's hidden states: widened to a float32 copy (phi float32)
+        x = x.float() if _tensor.is_torch(x) else np.asarray(x, dtype=np.float32)
     v = _tensor.view(x, "x")
     ndim = len(v.shape)
     if ndim not in (2, 3):

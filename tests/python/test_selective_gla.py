@@ -184,6 +184,14 @@ def test_phase_pieces_torch_strides(rng, torch):
     st = skip.new_state(B)
     steps = [rove.selective_phase(x[:, t:t + 1], skip, conv_state=st) for t in range(T)]
     assert np.array_equal(np.concatenate(steps, 1), full)  # decode == one call
+    # a half-precision model's x: the float32 phi of the widened values, bit for bit
+    xh = torch.from_numpy(x).bfloat16()
+    got = rove.selective_phase(xh, wts)
+    assert got.dtype == torch.float32 and torch.equal(got, rove.selective_phase(xh.float(), wts))
+    assert np.array_equal(rove.selective_phase(x.astype(np.float16), wts),
+                          rove.selective_phase(x.astype(np.float16).astype(np.float32), wts))
+    with pytest.raises(RuntimeError, match="requires grad"):  # still no backward
+        rove.selective_phase(xh.requires_grad_(), wts)
 
 
 def test_phase_errors(rng):

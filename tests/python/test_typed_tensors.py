@@ -272,6 +272,28 @@ def test_unsupported_dtypes_raise(rng):
         rove.attention(q.numpy(), k.numpy(), v.numpy(), out=np.empty((1, 8, 2, 32)))
 
 
+@pytest.mark.parametrize("dt", ["bfloat16", "float16", "numpy float16"])
+def test_kvcache_append_angles_half(rng, dt):
+    """append_angles takes half-precision k / v (widened to float32 copies): the cache
+    then holds and attends exactly what the widened float32 append gives."""
+    plan = rove.Plan(2, 2, 32)
+    k, v = (randn(rng, 1, 4, 2, 32) for _ in range(2))
+    ang = rng.uniform(-3, 3, (1, 4, 2, 16))
+    q = randn(rng, 1, 1, 2, 32)
+    qa = rng.uniform(-3, 3, (1, 1, 2, 16))
+    if dt == "numpy float16":
+        kh, vh = k.astype(np.float16), v.astype(np.float16)
+        kw, vw = kh.astype(np.float32), vh.astype(np.float32)
+    else:
+        kh, vh = (torch.from_numpy(x).to(getattr(torch, dt)) for x in (k, v))
+        kw, vw = kh.float(), vh.float()
+    got, want = rove.KVCache(plan, 1, 8, dtype="bf16"), rove.KVCache(plan, 1, 8, dtype="bf16")
+    got.append_angles(kh, vh, ang)
+    want.append_angles(kw, vw, ang)
+    assert len(got) == 4
+    assert np.array_equal(got.attention(q, q_angles=qa), want.attention(q, q_angles=qa))
+
+
 def test_kvcache_append_dtype_errors(rng):
     plan = rove.Plan(2, 2, 32)
     cache = rove.KVCache(plan, 1, 16, dtype="bf16")
@@ -282,8 +304,10 @@ def test_kvcache_append_dtype_errors(rng):
         cache.append(k.bfloat16(), k)
     with pytest.raises(TypeError, match="float64"):
         cache.append(k.double(), k.double())
-    with pytest.raises(TypeError, match="float32"):  # append_angles takes float32 only
-        cache.append_angles(k.bfloat16(), k.bfloat16(), np.zeros((1, 4, 2, 16)))
+    with pytest.raises(TypeError, match="one dtype"):
+        cache.append_angles(k.bfloat16(), k, np.zeros((1, 4, 2, 16)))
+    with pytest.raises(TypeError, match="float64"):
+        cache.append_angles(k.double(), k.double(), np.zeros((1, 4, 2, 16)))
     assert len(cache) == 0
     cache.append(k.half(), k.half())
     assert len(cache) == 4
