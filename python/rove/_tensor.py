@@ -29,6 +29,23 @@ def is_torch(x) -> bool:
     return t is not None and isinstance(x, t.Tensor)
 
 
+_HALF = ("torch.bfloat16", "torch.float16", "float16")
+
+
+def is_half(x) -> bool:
+    """x is a bfloat16 / float16 torch tensor or a float16 numpy array (the inputs the
+    calls that read float32 only widen to float32 copies)."""
+    return str(getattr(x, "dtype", "")) in _HALF
+
+
+def widened(x):
+    """A half-precision x (is_half) as a float32 copy (torch: a differentiable cast, so a
+    gradient reaches x rounded once to its dtype); anything else, None included, as it is."""
+    if not is_half(x):
+        return x
+    return x.float() if is_torch(x) else np.asarray(x, dtype=np.float32)
+
+
 class View:
     """A CPU array as librove sees it: the original object, its kind, the address of
     element 0, its shape, its strides in elements and its element type (a rove_dtype:

@@ -108,12 +108,12 @@ class GLAPlan(_lib.SharedHandle):
 
     def _call(self, fn, q, k, v, g, angles, initial_state, return_final_state, out,
               cu_seqlens=None):
-        half = _half_dtype(q, k, v, g, initial_state)
+        half = q.dtype if any(map(_tensor.is_half, (q, k, v, g, initial_state))) else None
         if half is not None:  # widened, computed in float32, the output rounded once
             if out is not None:
                 raise ValueError("out= takes float32: with bfloat16 / float16 inputs leave "
                                  "out=None (the output has q's dtype)")
-            q, k, v, g, initial_state = (_widened(x) for x in (q, k, v, g, initial_state))
+            q, k, v, g, initial_state = map(_tensor.widened, (q, k, v, g, initial_state))
             res = self._call(fn, q, k, v, g, angles, initial_state, return_final_state, None,
                              cu_seqlens)
             o = res[0] if return_final_state else res
@@ -191,24 +191,6 @@ class GLAPlan(_lib.SharedHandle):
         if out is not None:
             _tensor.mark_written(o)
         return (o, fs) if return_final_state else o
-
-
-def _half_dtype(*xs):
-    """q's dtype when some of xs (q first; None skipped) is a bfloat16 / float16 torch
-    tensor or a float16 numpy array, else None (float32 inputs take the direct path)."""
-    halves = ("torch.bfloat16", "torch.float16", "float16")
-    if any(x is not None and str(getattr(x, "dtype", "")) in halves for x in xs):
-        return xs[0].dtype
-    return None
-
-
-def _widened(x):
-    """A half-precision input as float32 (torch: a differentiable cast, so gradients reach
-    the half-precision tensor rounded once to its dtype); anything else as it is."""
-    if x is None or str(getattr(x, "dtype", "")) not in ("torch.bfloat16", "torch.float16",
-                                                         "float16"):
-        return x
-    return x.float() if _tensor.is_torch(x) else x.astype(np.float32)
 
 
 _plans: "OrderedDict[tuple, GLAPlan]" = OrderedDict()

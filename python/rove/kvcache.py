@@ -18,7 +18,6 @@ DTYPE_ALIASES = {"f32": ("f32", "fp32", "float32"), "bf16": ("bf16", "bfloat16")
                  "f16": ("f16", "fp16", "float16"), "q8": ("q8", "int8")}
 
 # What a type cannot hold, for the ValueError of a rejected append / shift.
-_HALF = ("torch.bfloat16", "torch.float16", "float16")  # append_angles widens these
 _UNREPRESENTABLE = {
     "bf16": "a rotated value of a finite row is outside bfloat16's range (|x| near "
             "FLT_MAX after rotation and, for K, the YaRN factor; NaN and inf given are "
@@ -207,14 +206,12 @@ class KVCache(_lib.OwnedHandle):
         The first append into an empty cache fixes its kind (positions or angles). k and
         v: float32, or bfloat16 / float16 (one dtype), widened to float32 copies here
         (rove_kv_cache_append_angles reads float32; the cache rounds to its own type)."""
-        kd, vd = str(getattr(k, "dtype", "")), str(getattr(v, "dtype", ""))
-        if kd in _HALF or vd in _HALF:
-            if kd != vd:
+        if _tensor.is_half(k) or _tensor.is_half(v):
+            kd, vd = (getattr(x, "dtype", type(x).__name__) for x in (k, v))
+            if str(kd) != str(vd):
                 raise TypeError(f"k is {kd} and v is {vd}: append_angles() takes k and v of "
                                 "one dtype")
-            wide = (lambda x: x.float()) if _tensor.is_torch(k) else \
-                (lambda x: np.asarray(x, dtype=np.float32))
-            k, v = wide(k), wide(v)
+            k, v = _tensor.widened(k), _tensor.widened(v)
         lk, ks, lv, vs, n, ndim = self._kv(k, v, layout, typed=False)
         shape = (self.batch, n, self.plan.n_kv_heads, self.plan.rotary_dim // 2)
         shape = shape[1:] if ndim == 3 else shape

@@ -29,18 +29,17 @@ def merge_partials(outs, lses, *, sinks=None):
     rounded once to their dtype (the LSE stays float32).
     Not differentiable (it is inference glue)."""
     if _stacked(outs) and _stacked(lses):
-        if _half(outs):
-            out, lse = _merge_stacked(_widened(outs), lses, sinks)
+        if _tensor.is_half(outs):
+            out, lse = _merge_stacked(_tensor.widened(outs), lses, sinks)
             return _cast(out, outs.dtype), lse
         return _merge_stacked(outs, lses, sinks)
     outs, lses = list(outs), list(lses)
-    halves = [_half(o) for o in outs]
-    if any(halves):
+    if any(map(_tensor.is_half, outs)):
         dts = {str(getattr(o, "dtype", "")) for o in outs}
         if len(dts) != 1:
             raise TypeError(f"outs mix dtypes ({', '.join(sorted(dts))}): half-precision "
                             "parts must all have one dtype (the output's)")
-        out, lse = merge_partials([_widened(o) for o in outs], lses, sinks=sinks)
+        out, lse = merge_partials([_tensor.widened(o) for o in outs], lses, sinks=sinks)
         return _cast(out, outs[0].dtype), lse
     if not outs or len(outs) != len(lses):
         raise ValueError(f"need as many LSEs as outputs, at least one (got {len(outs)} "
@@ -65,15 +64,6 @@ def merge_partials(outs, lses, *, sinks=None):
     del keep, sk
     _lib.check("rove_merge_partials_sinks", st)
     return out, lse
-
-
-def _half(x) -> bool:
-    """x is a bfloat16 / float16 torch tensor or a float16 numpy array."""
-    return str(getattr(x, "dtype", "")) in ("torch.bfloat16", "torch.float16", "float16")
-
-
-def _widened(x):
-    return x.float() if _tensor.is_torch(x) else np.asarray(x, dtype=np.float32)
 
 
 def _cast(x, dtype):

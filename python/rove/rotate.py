@@ -23,14 +23,6 @@ import numpy as np
 from . import _autograd, _lib, _params, _tensor
 from .attention import _BHSD_TO_BSHD, _layout, _logical, get_plan
 
-_HALF = ("torch.bfloat16", "torch.float16", "float16")
-
-
-def _half(x) -> bool:
-    """x is a bfloat16 / float16 torch tensor or a float16 numpy array."""
-    return str(getattr(x, "dtype", "")) in _HALF
-
-
 def _check_inplace_grad(x, inplace):
     if inplace and _tensor.is_torch(x) and x.requires_grad and \
             _tensor._torch().is_grad_enabled():
@@ -43,7 +35,7 @@ def _widened_call(fn, x, inplace, *args, **kw):
     (inplace: written back into x, which is returned). The casts are torch ops, so
     autograd follows them."""
     if not inplace:
-        y = fn(x.float() if _tensor.is_torch(x) else x.astype(np.float32), *args, **kw)
+        y = fn(_tensor.widened(x), *args, **kw)
         return y.to(x.dtype) if _tensor.is_torch(x) else y.astype(x.dtype)
     if _tensor.is_torch(x):
         _tensor.check_inplace(x, "x")
@@ -51,7 +43,7 @@ def _widened_call(fn, x, inplace, *args, **kw):
         return x
     if not x.flags.writeable:
         raise ValueError("x is read-only (inplace=True)")
-    np.copyto(x, fn(x.astype(np.float32), *args, **kw).astype(x.dtype))
+    np.copyto(x, fn(_tensor.widened(x), *args, **kw).astype(x.dtype))
     return x
 
 
@@ -140,7 +132,7 @@ def rotate(x, pos=None, *, rope=None, inverse=False, layout="bshd", inplace=Fals
     Differentiable in x (torch; see the module's docstring), float32 or half precision.
     """
     _check_inplace_grad(x, inplace)
-    if _half(x):
+    if _tensor.is_half(x):
         return _widened_call(rotate, x, inplace, pos, rope=rope, inverse=inverse,
                              layout=layout, threads=threads)
     if not inplace and _autograd.needs_grad(x):
@@ -182,7 +174,7 @@ def rotate_angles(x, angles, *, rope=None, inverse=False, layout="bshd", inplace
     if inplace and angles_grad:
         raise RuntimeError("angles require grad: inplace=True is not differentiable (pass "
                            "inplace=False)")
-    if _half(x):
+    if _tensor.is_half(x):
         return _widened_call(rotate_angles, x, inplace, angles, rope=rope, inverse=inverse,
                              layout=layout, threads=threads)
     if not inplace and (angles_grad or _autograd.needs_grad(x, angles)):

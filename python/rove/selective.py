@@ -326,9 +326,7 @@ def selective_phase(x, weights: SelectivePhaseWeights, conv_state=None, cu_seqle
     """
     if not isinstance(weights, SelectivePhaseWeights):
         raise TypeError("weights must be a rove.SelectivePhaseWeights")
-    if str(getattr(x, "dtype", "")) in ("torch.bfloat16", "torch.float16", "float16"):
-        # a half-precision model's hidden states: widened to a float32 copy (phi float32)
-        x = x.float() if _tensor.is_torch(x) else np.asarray(x, dtype=np.float32)
+    x = _tensor.widened(x)  # a half-precision model's hidden states: a float32 copy
     v = _tensor.view(x, "x")
     ndim = len(v.shape)
     if ndim not in (2, 3):
