@@ -23,7 +23,9 @@ import numpy as np
 from . import _autograd, _lib, _params, _tensor
 from .attention import _BHSD_TO_BSHD, _layout, _logical, get_plan
 
+
 def _check_inplace_grad(x, inplace):
+    """inplace=True records nothing for autograd: refused for a tensor that requires grad."""
     if inplace and _tensor.is_torch(x) and x.requires_grad and \
             _tensor._torch().is_grad_enabled():
         raise RuntimeError("x requires grad: inplace=True is not differentiable (pass "
