@@ -3,7 +3,10 @@
 
 Only float32 (float64 for angles, integers for positions) CPU tensors are accepted, and
 nothing is ever cast silently; attention tensors may also be bfloat16 / float16
-(view_float: librove widens them exactly and rounds its output once). A tensor whose strides the C API can express is passed by
+(view_float: librove widens them exactly and rounds its output once), and the calls that
+read float32 only take half-precision numpy / torch arrays as documented float32 copies
+(is_half / widened: their results rounded once to the input's dtype where they have it).
+A tensor whose strides the C API can express is passed by
 pointer (zero-copy); otherwise one contiguous copy is made, and ``copies`` counts it so
 that tests can tell the two paths apart.
 """
@@ -34,8 +37,9 @@ _HALF = ("torch.bfloat16", "torch.float16", "float16")
 
 def is_half(x) -> bool:
     """x is a bfloat16 / float16 torch tensor or a float16 numpy array (the inputs the
-    calls that read float32 only widen to float32 copies)."""
-    return str(getattr(x, "dtype", "")) in _HALF
+    calls that read float32 only widen to float32 copies; other array-likes are not
+    arrays librove takes, whatever their dtype)."""
+    return (isinstance(x, np.ndarray) or is_torch(x)) and str(x.dtype) in _HALF
 
 
 def widened(x):

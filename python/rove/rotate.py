@@ -41,10 +41,12 @@ def _widened_call(fn, x, inplace, *args, **kw):
         return y.to(x.dtype) if _tensor.is_torch(x) else y.astype(x.dtype)
     if _tensor.is_torch(x):
         _tensor.check_inplace(x, "x")
+    elif not x.flags.writeable:
+        raise ValueError("x is read-only (inplace=True)")
+    _tensor.check_distinct(x, "x (inplace=True)")  # as the float32 path (_target)
+    if _tensor.is_torch(x):
         x.copy_(fn(x.detach().float(), *args, **kw))  # copy_ bumps x's version
         return x
-    if not x.flags.writeable:
-        raise ValueError("x is read-only (inplace=True)")
     np.copyto(x, fn(_tensor.widened(x), *args, **kw).astype(x.dtype))
     return x
 
@@ -190,6 +192,9 @@ def rotate_angles(x, angles, *, rope=None, inverse=False, layout="bshd", inplace
 def _rotate_angles_plain(x, angles, rope, inverse, layout, inplace, threads):
     """rotate_angles() without autograd."""
     if _tensor.is_torch(angles):
+        if angles.dtype != _tensor._torch().float64:  # (numpy() cannot take bf16)
+            raise TypeError(f"angles has dtype {angles.dtype}; librove needs float64 and "
+                            "never casts silently")
         angles = angles.detach()
 
     def call(plan, ptr, n_tokens, n_heads, stride, kind, shape):

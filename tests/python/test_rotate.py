@@ -199,6 +199,33 @@ def test_rotate_refusals_under_autograd(rng):
     assert torch.equal(got, rove.rotate_angles(x, ang.detach()))
 
 
+def test_rotate_half_precision_refusals(rng):
+    """The half-precision path refuses what the float32 path refuses: in-place arrays whose
+    elements share memory (numpy and torch), array-likes that are not numpy / torch (their
+    dtype does not matter), angles that are not float64 (bf16 ones by name)."""
+    torch = pytest.importorskip("torch")
+    from numpy.lib.stride_tricks import as_strided
+    base = np.arange(1, 9).astype(np.float16)
+    shared = as_strided(base, shape=(1, 3, 1, 8), strides=(0, 0, 0, base.itemsize))
+    with pytest.raises(ValueError, match="share memory"):
+        rove.rotate(shared, inplace=True)
+    assert np.array_equal(base, np.arange(1, 9).astype(np.float16))
+    with pytest.raises(ValueError, match="share memory"):
+        rove.rotate(torch.ones(1, 1, 1, 8).bfloat16().expand(1, 3, 1, 8), inplace=True)
+
+    class ArrayLike:  # stands in for jax / dask arrays: a dtype and __array__, not numpy
+        def __init__(self, a):
+            self.a, self.dtype, self.shape = a, a.dtype, a.shape
+
+        def __array__(self, dtype=None, copy=None):
+            return self.a if dtype is None else self.a.astype(dtype)
+    for dt in (np.float32, np.float16):
+        with pytest.raises(TypeError, match="numpy.ndarray or a CPU torch.Tensor"):
+            rove.rotate(ArrayLike(randn(rng, 1, 4, 2, 8).astype(dt)))
+    with pytest.raises(TypeError, match="float64"):
+        rove.rotate_angles(torch.rand(1, 4, 2, 8), torch.rand(1, 4, 2, 4).bfloat16())
+
+
 @pytest.mark.parametrize("kind", ["bfloat16", "float16", "numpy float16"])
 def test_rotate_half_precision(rng, kind):
     """bf16 / fp16 x: rotated in float32 and rounded once (inplace: written back); under
