@@ -50,6 +50,11 @@ def widened(x):
     return x.float() if is_torch(x) else np.asarray(x, dtype=np.float32)
 
 
+def rounded(x, dtype):
+    """A float32 result x rounded once to dtype (a widened input's), torch or numpy."""
+    return x.to(dtype) if is_torch(x) else x.astype(dtype)
+
+
 class View:
     """A CPU array as librove sees it: the original object, its kind, the address of
     element 0, its shape, its strides in elements and its element type (a rove_dtype:

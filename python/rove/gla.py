@@ -116,9 +116,9 @@ class GLAPlan(_lib.SharedHandle):
             q, k, v, g, initial_state = map(_tensor.widened, (q, k, v, g, initial_state))
             res = self._call(fn, q, k, v, g, angles, initial_state, return_final_state, None,
                              cu_seqlens)
-            o = res[0] if return_final_state else res
-            o = o.to(half) if _tensor.is_torch(o) else o.astype(half)
-            return (o, res[1]) if return_final_state else o
+            if return_final_state:
+                return _tensor.rounded(res[0], half), res[1]
+            return _tensor.rounded(res, half)
         if _tensor.is_torch(q) and isinstance(angles, np.ndarray):
             # numpy float64 angles with torch inputs, as rove.attention takes them (a
             # private torch copy; any other numpy array is refused below as it was)

@@ -31,7 +31,7 @@ def merge_partials(outs, lses, *, sinks=None):
     if _stacked(outs) and _stacked(lses):
         if _tensor.is_half(outs):
             out, lse = _merge_stacked(_tensor.widened(outs), lses, sinks)
-            return _cast(out, outs.dtype), lse
+            return _tensor.rounded(out, outs.dtype), lse
         return _merge_stacked(outs, lses, sinks)
     outs, lses = list(outs), list(lses)
     if any(map(_tensor.is_half, outs)):
@@ -40,7 +40,7 @@ def merge_partials(outs, lses, *, sinks=None):
             raise TypeError(f"outs mix dtypes ({', '.join(sorted(dts))}): half-precision "
                             "parts must all have one dtype (the output's)")
         out, lse = merge_partials([_tensor.widened(o) for o in outs], lses, sinks=sinks)
-        return _cast(out, outs[0].dtype), lse
+        return _tensor.rounded(out, outs[0].dtype), lse
     if not outs or len(outs) != len(lses):
         raise ValueError(f"need as many LSEs as outputs, at least one (got {len(outs)} "
                          f"outputs, {len(lses)} LSEs)")
@@ -64,10 +64,6 @@ def merge_partials(outs, lses, *, sinks=None):
     del keep, sk
     _lib.check("rove_merge_partials_sinks", st)
     return out, lse
-
-
-def _cast(x, dtype):
-    return x.to(dtype) if _tensor.is_torch(x) else x.astype(dtype)
 
 
 def _stacked(x) -> bool:

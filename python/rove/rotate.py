@@ -37,17 +37,16 @@ def _widened_call(fn, x, inplace, *args, **kw):
     (inplace: written back into x, which is returned). The casts are torch ops, so
     autograd follows them."""
     if not inplace:
-        y = fn(_tensor.widened(x), *args, **kw)
-        return y.to(x.dtype) if _tensor.is_torch(x) else y.astype(x.dtype)
+        return _tensor.rounded(fn(_tensor.widened(x), *args, **kw), x.dtype)
     if _tensor.is_torch(x):
         _tensor.check_inplace(x, "x")
     elif not x.flags.writeable:
         raise ValueError("x is read-only (inplace=True)")
     _tensor.check_distinct(x, "x (inplace=True)")  # as the float32 path (_target)
     if _tensor.is_torch(x):
-        x.copy_(fn(x.detach().float(), *args, **kw))  # copy_ bumps x's version
+        x.copy_(fn(_tensor.widened(x.detach()), *args, **kw))  # copy_ bumps x's version
         return x
-    np.copyto(x, fn(_tensor.widened(x), *args, **kw).astype(x.dtype))
+    np.copyto(x, _tensor.rounded(fn(_tensor.widened(x), *args, **kw), x.dtype))
     return x
 
 
@@ -269,7 +268,6 @@ def _rotate_autograd(x, pos, angles, rope, inverse, layout, threads):
             dy = grad_outputs[0]
             if dy is None:
                 return (None,) * 7
-            torch = _tensor._torch()
             dx = da = None
             if need[0]:  # R^{-1} dy (a fresh tensor: rotate copies)
                 dx = _rotate_plain(dy, pos, rope, not inverse, layout, False, threads) \
@@ -283,7 +281,8 @@ def _rotate_autograd(x, pos, angles, rope, inverse, layout, threads):
                     yy, gg = yy[None], gg[None]
                 if bhsd:
                     yy, gg = yy.transpose(1, 2), gg.transpose(1, 2)
-                (ya, yb), (ga, gb) = _pairs(yy, rope, yy.shape[-1]), _pairs(gg, rope, yy.shape[-1])
+                d = yy.shape[-1]
+                (ya, yb), (ga, gb) = _pairs(yy, rope, d), _pairs(gg, rope, d)
                 per_head = gb * ya - ga * yb  # [b, s, h, r/2]
                 B, S, Hh, P = per_head.shape
                 ah = angles.shape[-2]

@@ -465,12 +465,9 @@ def gla(q, k, v, g, *, angles=None, initial_state=None, cu_seqlens=None, scale=N
     # bfloat16 / float16 as rove.gla takes them: widened by (traced, differentiable) casts
     # around the float32 op, the output rounded once to q's dtype, the final state float32
     # (only half-precision tensors are cast: any other dtype reaches the op's own check)
-    halves = (torch.bfloat16, torch.float16)
-    half = q.dtype if any(x is not None and x.dtype in halves
-                          for x in (q, k, v, g, initial_state)) else None
+    half = q.dtype if any(map(_tensor.is_half, (q, k, v, g, initial_state))) else None
     if half is not None:
-        q, k, v, g, initial_state = (x.float() if x is not None and x.dtype in halves else x
-                                     for x in (q, k, v, g, initial_state))
+        q, k, v, g, initial_state = map(_tensor.widened, (q, k, v, g, initial_state))
     out, fs = torch.ops.rove.gla(q, k, v, g, angles, initial_state, cu_seqlens, scale, rotate,
                                  int(rotary_dim), pairing, int(chunk or 0), bool(recurrent))
     if half is not None:
