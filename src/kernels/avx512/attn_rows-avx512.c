@@ -12,9 +12,9 @@
  *      transpose-style tree then reduces the 16 accumulators to one vector of 16 scores
  *      (30 shuffles + 15 adds instead of 16 horizontal sums), stored into each row's
  *      scratch [64]. Groups after the first re-read the block's keys from L1. On AMD a
- *      group of 4 rows against 4 keys of dense fp32 K at d = 64 or 128 takes the GQA group
- *      path's scores instead (attn_rows_g4-avx512.c: two keys a line at a time; the same
- *      bits).
+ *      group of 4 rows against dense fp32 K at d = 64 or 128 takes the GQA group path's
+ *      scores instead, 16 keys a call (attn_rows_g4-avx512.c: two keys a line at a time,
+ *      in 256-bit halves; the same bits).
  *   2. softcap; keys past nk and, on calls the driver marks, invisible pairs become -inf
  *      (selected, whatever their K rows hold; 16-key groups no row sees are not scored);
  *      online softmax per row: m' = max(m, max s), alpha = exp(m - m'), p = exp(s - m'),
@@ -163,17 +163,19 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
           if (pf[e].a) prefetch_bytes((const void *)pf[e].a, pf[e].n, pf[e].stride, 4 * d);
       }
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
+      if (g4) { /* the group path: the 16 keys in one call, which requests kn itself */
+        rove_rows_g4_scores_f32__avx512(t->q + (int64_t)r0 * d, (const float *)kj, kn, d, n16,
+                                        t->scratch + r0 * BLK + j);
+        continue;
+      }
       for (int32_t jj = 0; jj < n16; jj += keys) {
         const int32_t n = n16 - jj < keys ? n16 - jj : keys;
         const char *kr = kj + jj * b->ks * ke;
         const float *kscr = kscj ? kscj + (int64_t)jj * nblk : NULL;
         const float *qr = t->q + (int64_t)r0 * d;
         const char *knr = kn ? kn + jj * b->ks * ke : NULL;
-        const int g4n = g4 && n == keys; /* requests knr itself */
-        const __m512 s = g4n           ? rove_rows_g4_scores_f32__avx512(qr, (const float *)kr, knr, d)
-                         : fd && n == keys ? fd(qr, kr, kscr)
-                                           : f(qr, d, kr, b->ks, kscr, nblk, n);
-        if (knr && !g4n) prefetch_bytes(knr, keys, b->ks * ke, d * ke);
+        const __m512 s = fd && n == keys ? fd(qr, kr, kscr) : f(qr, d, kr, b->ks, kscr, nblk, n);
+        if (knr) prefetch_bytes(knr, keys, b->ks * ke, d * ke);
         /* lanes [r keys, r keys + n) of s are row r0 + r's keys j + jj .. */
         for (int32_t r = 0; r < RG; r++)
           _mm512_mask_storeu_ps(t->scratch + (r0 + r) * BLK + j + jj - r * keys,

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The AVX-512 row kernel's GQA group path (rows-avx512.h; used by attn_rows-avx512.c's
  * block_scores() and block_pv()) on CPUs without the paced preference (AMD):
- *  - scores of 4 query rows against 4 keys of fp32 rows d = 64 or 128 floats apart:
- *    two keys at a time, both read a line at a time side by side (line c of key 0, line
- *    c of key 1, then line c + 1 ...), q as the FMAs' memory operand, the next block's
- *    same two lines requested beside each pair of reads;
+ *  - scores of 4 query rows against up to 16 keys of fp32 rows d = 64 or 128 floats
+ *    apart: two keys at a time, both read a line at a time side by side (line c of key 0,
+ *    line c of key 1, then line c + 1 ...) in 256-bit halves, q as the FMAs' memory
+ *    operand, the next block's same two lines requested beside each pair of reads;
  *  - P V of 4 query rows over a run of a block's keys, every key visible to each row,
  *    fp32 V: one call per run, d in sections of 32 floats (8 accumulators, against
  *    pv_body's 64 and 16), and per key the lines of the next block's V rows that the
@@ -27,49 +27,89 @@ INLINE void prefetch_128(const char *base, int64_t off) {
   _mm_prefetch((const char *)(a + 64), _MM_HINT_T2);
 }
 
-/* Scores of 4 rows against 4 keys (rows D floats apart), D = 64 or 128 a constant: keys
- * (0, 1) then (2, 3), each pair line by line. Key j of row r accumulates in SLOT(4 r + j)
- * over d in order, as scores_body does (RG = 4: sections of 32 floats, every key's
- * section before the next section; per accumulator the same FMAs in the same order). The
- * q pointer passes an empty asm per pair so that gcc reads q from L1 as the FMAs' memory
- * operand instead of holding its 4 D / 16 vectors in registers (with 16 accumulators
- * they would spill). On a Zen 4 (`ab_decode` against the build before, alternated), in
- * place of scores_dense_body followed by the requests of the next block's 4 rows (16 at
- * d = 64, 32 at d = 128): 1.026 and 1.048x faster at 32:8 x 128, 1.056 and 1.092x at 32:8
- * x 64 (32768 keys, one thread); 0.98x at 8192 keys and on two threads. bf16 and f16 K
- * measured 0.91-0.94x this way (docs/performance.md, "Session 28"). */
-INLINE __m512 g4_scores_body(const float *q, const float *k, const char *kn, const int D) {
-  __m512 acc[16];
-#pragma GCC unroll 16
-  for (int s = 0; s < 16; s++) acc[s] = _mm512_setzero_ps();
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; h++) {
-    const float *qq = q, *k0 = k + 2 * h * D, *k1 = k0 + D;
-    __asm__ volatile("" : "+r"(qq));
+/* Scores of 4 rows against 2 keys k0, k1 (k1 may be k0), fp32 rows of D = 64 or 128 floats
+ * (a constant): both keys read a line at a time side by side, each line as two 256-bit
+ * halves, and each accumulator of scores_body with RG = 4 (key j of row r over lanes 0-15 of
+ * every 16 floats of d, in order) kept as its two 8-lane halves in ymm registers: per lane
+ * the same FMAs in the same order. The halves' sum is reduce16's first level (the 256-bit
+ * halves added) and the rest is reduce16's tree for 8 slots, so each score is the same
+ * bits as scores_body's. Returns element 4 r + j = row r, key j. q is read from L1 as the
+ * FMAs' memory operand (an empty asm on its pointer keeps gcc from holding its vectors in
+ * registers). kn: the next block's rows of the two keys (k0's, then D floats on),
+ * requested a line beside each line read (NULL: none).
+ *
+ * Why 256-bit halves (docs/performance.md, "Session 40"): on a Zen 5, 32:8 x 128, 32768
+ * keys, one thread (`ab_decode` against the build before, alternated), 4 keys a call with
+ * 512-bit loads (the kernel before) read at 60-62 % of the read; 2 keys with 512-bit loads
+ * the same; 4 keys with 256-bit loads 1.07-1.10x faster; 2 keys with 256-bit loads and
+ * 512-bit FMAs 1.09-1.14x; this form 1.13x, and 1.02x the AVX2 kernel's scores in the same
+ * kernel. The arithmetic is the same in all of them: the K stream's read pattern sets the
+ * pace, not the FMAs. */
+INLINE __m512 g4_pair(const float *q, const float *k0, const float *k1, const char *kn,
+                      const int D) {
+  __m256 lo[8], hi[8]; /* slot r + 4 j: row r, key j */
 #pragma GCC unroll 8
-    for (int x = 0; x < D / 16; x++) {
-      if (kn) { /* the same line of the next block's two keys (integer addresses) */
-        const uintptr_t pa = (uintptr_t)kn + (uintptr_t)(2 * h * D + 16 * x) * 4;
-        _mm_prefetch((const char *)pa, _MM_HINT_T2);
-        _mm_prefetch((const char *)(pa + 4 * D), _MM_HINT_T2);
-      }
-      __m512 a = _mm512_loadu_ps(k0 + 16 * x), b = _mm512_loadu_ps(k1 + 16 * x);
-      ROVE_IN_ORDER(a);
-      ROVE_IN_ORDER(b);
+  for (int s = 0; s < 8; s++) lo[s] = hi[s] = _mm256_setzero_ps();
+  const float *qq = q;
+  __asm__ volatile("" : "+r"(qq));
+#pragma GCC unroll 8
+  for (int x = 0; x < D / 16; x++) {
+    if (kn) { /* the same line of the next block's two keys (integer addresses) */
+      const uintptr_t pa = (uintptr_t)kn + (uintptr_t)(16 * x) * 4;
+      _mm_prefetch((const char *)pa, _MM_HINT_T2);
+      _mm_prefetch((const char *)(pa + 4 * D), _MM_HINT_T2);
+    }
+    __m256 a0 = _mm256_loadu_ps(k0 + 16 * x), a1 = _mm256_loadu_ps(k0 + 16 * x + 8);
+    __m256 b0 = _mm256_loadu_ps(k1 + 16 * x), b1 = _mm256_loadu_ps(k1 + 16 * x + 8);
+    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(b0), "+v"(b1)); /* loads in order */
 #pragma GCC unroll 4
-      for (int r = 0; r < 4; r++) {
-        const __m512 qv = _mm512_loadu_ps(qq + r * D + 16 * x);
-        acc[SLOT(4 * r + 2 * h)] = _mm512_fmadd_ps(qv, a, acc[SLOT(4 * r + 2 * h)]);
-        acc[SLOT(4 * r + 2 * h + 1)] = _mm512_fmadd_ps(qv, b, acc[SLOT(4 * r + 2 * h + 1)]);
-      }
+    for (int r = 0; r < 4; r++) {
+      const __m256 q0 = _mm256_loadu_ps(qq + r * D + 16 * x);
+      const __m256 q1 = _mm256_loadu_ps(qq + r * D + 16 * x + 8);
+      lo[r] = _mm256_fmadd_ps(q0, a0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(q1, a1, hi[r]);
+      lo[r + 4] = _mm256_fmadd_ps(q0, b0, lo[r + 4]);
+      hi[r + 4] = _mm256_fmadd_ps(q1, b1, hi[r + 4]);
     }
   }
-  return reduce16(acc);
+  /* reduce16's levels for 8 slots: w[i] lanes 0-7 slot 2i's halves added, 8-15 slot
+   * 2i + 1's; then 128-bit lane L of x[i] = slot 4 i + L; then floats 0,1 + 2,3 within the
+   * lanes and 0 + 1: element 4 L + f holds slot L + 4 f */
+  __m512 w[4], x[2];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++)
+    w[i] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_add_ps(lo[2 * i], hi[2 * i])),
+                              _mm256_add_ps(lo[2 * i + 1], hi[2 * i + 1]), 1);
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; i++)
+    x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0xDD));
+  const __m512 y = _mm512_add_ps(_mm512_shuffle_ps(x[0], x[1], 0x44),
+                                 _mm512_shuffle_ps(x[0], x[1], 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_ps(y, y, 0x88), _mm512_shuffle_ps(y, y, 0xDD));
 }
 
-__m512 rove_rows_g4_scores_f32__avx512(const float *q, const float *k, const char *kn,
-                                       int32_t d) {
-  return d == 64 ? g4_scores_body(q, k, kn, 64) : g4_scores_body(q, k, kn, 128);
+/* The n keys at k (rows D floats apart) two at a time (an odd last key paired with
+ * itself), row r's scores into dst[r BLK + j]. */
+INLINE void g4_scores_body(const float *q, const float *k, const char *kn, int32_t n,
+                           float *dst, const int D) {
+  for (int32_t j = 0; j < n; j += 2) {
+    const float *k0 = k + (int64_t)j * D, *k1 = j + 1 < n ? k0 + D : k0;
+    const char *pf = kn ? kn + (int64_t)j * D * 4 : NULL;
+    const __m512 s = g4_pair(q, k0, k1, pf, D);
+    const unsigned m = j + 1 < n ? 0x3u : 0x1u;
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) /* elements 4 r, 4 r + 1 to dst[r BLK + j ..] */
+      _mm512_mask_storeu_ps(dst + r * BLK + j - 4 * r, (__mmask16)(m << (4 * r)), s);
+  }
+}
+
+void rove_rows_g4_scores_f32__avx512(const float *q, const float *k, const char *kn,
+                                     int32_t d, int32_t n, float *dst) {
+  if (d == 64)
+    g4_scores_body(q, k, kn, n, dst, 64);
+  else
+    g4_scores_body(q, k, kn, n, dst, 128);
 }
 
 /* Step 3 for 4 rows, the 32 floats from c of o [4][d]: O = alpha O + sum_{j < nb} p_j V[j]

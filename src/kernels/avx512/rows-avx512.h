@@ -61,18 +61,16 @@ void rove_rows_g4_pv_f32__avx512(float *o, int32_t d, const char *v, int64_t vb,
                                  const char *vn, int linear);
 
 /* ---- The GQA group path: scores of 4 query rows ----
- * Used on CPUs without the paced preference (AMD) by a group of 4 query rows against 4 real
- * keys (the 1-3 keys left at the end of a 16-key group take scores_body) of fp32 K rows d =
- * 64 or 128 floats apart (a cache's, a pool block's, or the caller's rows rotated into
- * scratch), masked or not (the mask is applied after the scores), also inside
- * attn_rows_heads (which the driver takes only for one row of bf16 / f16; kernels.h):
- * q [4][d] against the 4 keys at k. Returns lane e =
- * row e / 4, key e % 4: the same FMAs in the same order into each key's accumulator as
- * scores_body with RG = 4 (attn_rows_scores-avx512.c), and the same reduce16, so the same
- * bits.
- * kn: the next block's rows of the same 4 keys, requested beside the reads (NULL: none). */
-__m512 rove_rows_g4_scores_f32__avx512(const float *q, const float *k, const char *kn,
-                                       int32_t d);
+ * Used on CPUs without the paced preference (AMD) by a group of 4 query rows against the
+ * n <= 16 keys of a 16-key group of fp32 K rows d = 64 or 128 floats apart (a cache's, a
+ * pool block's, or the caller's rows rotated into scratch), masked or not (the mask is
+ * applied after the scores), also inside attn_rows_heads: q [4][d] against the n keys at
+ * k; row r's score of key j into dst[r BLK + j]. The same FMAs in the same order into each
+ * key's accumulator as scores_body with RG = 4 (attn_rows_scores-avx512.c), and the same
+ * reduction tree, so the same bits. kn: the next block's rows of the same keys, requested
+ * beside the reads (NULL: none). */
+void rove_rows_g4_scores_f32__avx512(const float *q, const float *k, const char *kn,
+                                     int32_t d, int32_t n, float *dst);
 
 /* ---- Loads and prefetches shared by the row kernel's files ---- */
 
