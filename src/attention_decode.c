@@ -200,6 +200,25 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
   }
 }
 
+/* How far ahead attn_rows_heads requests the pool's rows (rove_rows_args.walk_ahead),
+ * measured on a Zen 5 (2 vCPUs; pools of blocks of 16 and 32, paged / contiguous time;
+ * docs/performance.md, "Session 40"):
+ *  - a GQA group of 4 rows (fp32): 16 KB. 32:8 x 128, one thread: blocks of 16 1.12-1.18x
+ *    against the per-head calls' 1.20-1.21x, of 32 0.98-1.03x against 1.12-1.14x; 8 KB
+ *    and 24-32 KB were slower.
+ *  - one row (MHA) of bf16 / f16: 4 KB. 12 x 64, one thread, bf16: blocks of 16 1.01x
+ *    against 1.67x with none, of 32 0.97x against 1.43x (16 x 128: 0.87 / 0.89x against
+ *    1.34 / 1.22x; f16 12 x 64: 1.02 / 0.97x against 1.26 / 1.09x); two threads 0.90x
+ *    against 1.29x.
+ *  - one row of fp32 on a team of two or more threads: 4 KB. 12 x 64, two threads: 0.93x
+ *    at blocks of 16 against 1.15-1.17x with none; on one thread none: there 4 KB
+ *    measured 1.03-1.04x against 0.98-1.02x at blocks of 32 (one core's hardware
+ *    prefetchers follow the front-to-back walk of fp32 rows alone). */
+static int32_t walk_ahead(const rove_fwd *f, int64_t rows) {
+  if (rows == 4) return 16384;
+  return rows == 1 && (f->k_type != ROVE_DTYPE_F32 || f->stream_team > 1) ? 4096 : 0;
+}
+
 /* paged: the keys through rove_rows_args.blocks (row 0 of block 0 of KV head kvh as k / v,
  * the block's rows counted in rows of ks elements); else rows [j0, j1) contiguous.
  * heads > 0 (paged, t at KV head kvh's rows): KV heads kvh .. kvh + heads - 1 in one
@@ -229,6 +248,7 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
   t->krot = &rk;
   t->vrot = &rv;
   t->k_mul = f->k_mul;
+  t->walk_ahead = heads > 0 ? walk_ahead(f, t->nq) : 0;
   if (heads > 0)
     f->p->kern->attn_rows_heads(t, heads, f->kv_hstride);
   else
@@ -244,14 +264,19 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
  * sections, a walk the hardware prefetchers do not follow without the per-head calls'
  * software prefetch (32:8 x 128 bf16 blocks of 16: 1.77x the contiguous time this way,
  * against 1.03x). fp32 and q8 pools were slower this way on a Zen 4, fp32 faster on a
- * Zen 5 (docs/performance.md, "Every KV head of a tile in one call", "Session 38"). */
+ * Zen 5 (docs/performance.md, "Every KV head of a tile in one call", "Session 38").
+ * On a Zen 5 (rows_heads_f32) also groups of 4 rows over fp32 pools at d = 64 or 128 (GQA
+ * 4:1 decode, whose group path reads two keys side by side): the kernel then requests the
+ * walk's rows 16 KB ahead itself (32:8 x 128, one thread: blocks of 16 1.09-1.13x the
+ * contiguous time against 1.18-1.22x, of 32 0.99-1.04x against 1.12-1.14x; "Session 40"). */
 static int rows_heads_walk(const rove_fwd *f, int64_t rows) {
   const int32_t ty = f->k_type, d = (int32_t)f->p->cfg.head_dim;
+  const int f32 = ty == ROVE_DTYPE_F32 && f->p->rows_heads_f32;
   return f->p->kern->attn_rows_heads && !f->p->rows_paced && ty == f->v_type &&
          f->kv_hstride >= f->ks && /* head-major: a token-major pool keeps per-head calls */
-         (ty == ROVE_DTYPE_BF16 || ty == ROVE_DTYPE_F16 ||
-          (ty == ROVE_DTYPE_F32 && f->p->rows_heads_f32)) &&
-         rows == 1 && (d <= 64 || d == 128);
+         ((rows == 1 && (d <= 64 || d == 128) &&
+           (ty == ROVE_DTYPE_BF16 || ty == ROVE_DTYPE_F16 || f32)) ||
+          (rows == 4 && (d == 64 || d == 128) && f32));
 }
 
 /* Key tiles [kt0, kt1) of batch b, in runs of ROWS_RUN tiles (1 for token-major rows,

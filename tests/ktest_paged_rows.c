@@ -204,7 +204,7 @@ static void test_paged_rows(const rove_kernels *kn) {
  * guarded buffers (a write outside a head's rows shows). The pool holds n_heads heads per
  * block ([block][head][bs][d]) at shuffled indices, its unused blocks all bits set. */
 typedef struct {
-  int32_t type, d, nq, nk, bs, j_base, heads, mask, window;
+  int32_t type, d, nq, nk, bs, j_base, heads, mask, window, walk_ahead;
   float softcap;
 } hcase;
 
@@ -212,9 +212,9 @@ static void heads_case(const rove_kernels *kn, rove_rng *g, const hcase *c) {
   const int32_t d = c->d, nq = c->nq, nb = rove_q8_blocks(d), bs = c->bs, H = c->heads;
   const int32_t J = c->j_base + c->nk;
   const int64_t es = rove_dtype_size(c->type), row = (int64_t)d * es;
-  kt_ctx("attn_rows_heads type=%d d=%d nq=%d nk=%d block=%d j_base=%d heads=%d mask=%d "
+  kt_ctx("attn_rows_heads type=%d d=%d nq=%d nk=%d block=%d j_base=%d heads=%d mask=%d ahead=%d "
          "window=%d softcap=%g",
-         c->type, d, nq, c->nk, bs, c->j_base, H, c->mask, c->window, c->softcap);
+         c->type, d, nq, c->nk, bs, c->j_base, H, c->mask, c->walk_ahead, c->window, c->softcap);
   const int32_t nseq = (J + bs - 1) / bs, nbp = nseq + 2;
   const int64_t block_rows = (int64_t)H * bs, pool_rows = (int64_t)nbp * block_rows;
   const float amp = sqrtf(50.0f / sqrtf((float)d));
@@ -265,6 +265,7 @@ static void heads_case(const rove_kernels *kn, rove_rng *g, const hcase *c) {
       t.v_scale = q8 ? vps + (int64_t)hd * bs * nb : NULL;
       t.blocks = perm, t.block_shift = __builtin_ctz((unsigned)bs), t.j_base = c->j_base;
       t.block_rows = block_rows;
+      t.walk_ahead = c->walk_ahead; /* a prefetch distance: never changes a result */
       if (x)
         kn->attn_rows_heads(&t, H, (int64_t)bs * d);
       else
@@ -299,6 +300,7 @@ static void test_paged_heads(const rove_kernels *kn) {
                            .bs = bss[idx % 2], .j_base = 16 * (int32_t)(idx / 2 % 4),
                            .heads = heads[idx % 3], .mask = idx % 3 == 1,
                            .window = idx % 6 == 1 ? 40 : 0, /* masked: half with a window */
+                           .walk_ahead = (int32_t)(idx % 4) * 4096, /* 0, 4, 8, 12 KB */
                            .softcap = idx / 3 % 3 == 2 ? 20.0f : 0.0f};
           heads_case(kn, &g, &c);
         }

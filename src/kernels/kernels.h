@@ -162,6 +162,9 @@ typedef struct rove_rows_args {
    * Zen 3 and a Zen 4; paced for GQA groups and typed rows).
    * Never changes a result. */
   int32_t paced;
+  /* attn_rows_heads only: request the walk's rows this many bytes ahead of the reads (0:
+   * none; see the ISA's rows_heads). Never changes a result. */
+  int32_t walk_ahead;
 } rove_rows_args;
 typedef void (*rove_attn_rows_fn)(const rove_rows_args *t);
 /* The same for n_heads KV heads of one paged pool at once (a decode step's heads over a

@@ -436,9 +436,28 @@ void rove_attn_rows_f32__avx512(const rove_rows_args *t) {
 
 /* ---- several KV heads per call (kernels.h, rove_attn_rows_heads_fn) ------------------- */
 
+/* The walk of rows_heads over a tile: segment s < nr nh is K's run s / nh of head s % nh,
+ * then V's likewise, then the next tile's K (kn: its runs, NULL for none). Each segment is
+ * a run of one head's rows, contiguous in a head-major pool. Returns segment s's first
+ * row, NULL past the known ones. */
+static const char *walk_segment(const rove_rows_blk *b0, const void *const *kn, int32_t nh,
+                                int64_t dk, int64_t dv, int32_t s) {
+  const int32_t n = b0->nr * nh;
+  if (s < n) return (const char *)b0->k[s / nh] + (s % nh) * dk;
+  if ((s -= n) < n) return (const char *)b0->v[s / nh] + (s % nh) * dv;
+  s -= n;
+  return s / nh < ROVE_ROWS_RUNS && kn[s / nh] ? (const char *)kn[s / nh] + (s % nh) * dk : NULL;
+}
+
 /* Heads [0, nh) of one call: t0 at head 0; head g's rows he elements apart (kernels.h).
  * One working copy of the arguments and of the block, whose pointers move to head g for
- * each piece of work; the scratch holds nh * nq score rows, then nh * nq alphas. */
+ * each piece of work; the scratch holds nh * nq score rows, then nh * nq alphas.
+ * Prefetch: with t0->walk_ahead > 0, as it reads each segment of the walk (walk_segment) it
+ * requests the segment that many bytes ahead (rounded up to whole segments), through the
+ * paced prefetch of block_scores and block_pv with the walk's rows in place of the next
+ * block's; else none (the walk is front to back, and one core's hardware prefetchers
+ * follow it for one row). The driver chooses the distance (attention_decode.c,
+ * walk_ahead). */
 static void rows_heads(const rove_rows_args *t0, int32_t nh, int64_t he) {
   const int32_t d = t0->d, nq = t0->nq, nblk = rove_q8_blocks(d);
   const int64_t dk = he * rove_dtype_size(t0->k_type), dv = he * rove_dtype_size(t0->v_type);
@@ -451,18 +470,24 @@ static void rows_heads(const rove_rows_args *t0, int32_t nh, int64_t he) {
     b0.nb = t0->nk - j0 < BLK ? t0->nk - j0 : BLK;
     b0.kp = t0->mask ? t0->k_pos + j0 : NULL;
     b0.pfk = b0.pfv = 0;
-    rove_rows_blk_place(&t, &b0, j0, 0, 0); /* head 0's runs; no next rows: no prefetch */
+    const int ahead = t0->walk_ahead > 0; /* the walk's rows requested, see above */
+    rove_rows_blk_place(&t, &b0, j0, ahead, ahead); /* head 0's runs, the next tile's */
+    const void *kn[ROVE_ROWS_RUNS];
+    for (int32_t i = 0; i < ROVE_ROWS_RUNS; i++) kn[i] = b0.kn[i], b0.kn[i] = b0.vn[i] = NULL;
+    const int64_t seg = (int64_t)b0.run * d * (int64_t)rove_dtype_size(t0->k_type);
+    const int32_t hd = (int32_t)((t0->walk_ahead + seg - 1) / seg); /* segments ahead */
     b = b0;
     uint64_t vis[ROVE_ROWS_MAX], any = 0; /* the same keys and rows for every head */
     for (int32_t r = 0; r < nq; r++) any |= vis[r] = rove_rows_visible(&t, r, &b0);
     /* K: run by run, every head's scores of the run's keys (block_scores on the run's
-     * 16-key groups; paced, with no next rows) */
+     * 16-key groups; paced, with the walk's rows ahead as the next rows, or none) */
     for (int32_t i = 0; i < b0.nr; i++) {
       const uint64_t run = rove_rows_all(rove_rows_blk_len(&b0, i)) << (i * b0.run);
       for (int32_t g = 0; g < nh; g++) {
         t.q = t0->q + (int64_t)g * nq * d, t.scratch = s0 + (int64_t)g * nq * BLK;
         b.k[i] = (const char *)b0.k[i] + g * dk;
         b.ksc[i] = b0.ksc[i] ? b0.ksc[i] + g * dsk : NULL;
+        if (ahead) b.kn[i] = walk_segment(&b0, kn, nh, dk, dv, i * nh + g + hd);
         block_scores(&t, &b, any & run, 1);
       }
     }
@@ -477,7 +502,8 @@ static void rows_heads(const rove_rows_args *t0, int32_t nh, int64_t he) {
         t.o = t0->o + (int64_t)g * nq * d, t.scratch = s0 + (int64_t)g * nq * BLK;
         b.v[i] = (const char *)b0.v[i] + g * dv;
         b.vsc[i] = b0.vsc[i] ? b0.vsc[i] + g * dsv : NULL;
-        block_pv(&t, &b, alpha + g * nq, vis, 1, i, i + 1); /* b.vn: NULL, no prefetch */
+        if (ahead) b.vn[i] = walk_segment(&b0, kn, nh, dk, dv, (b0.nr + i) * nh + g + hd);
+        block_pv(&t, &b, alpha + g * nq, vis, 1, i, i + 1);
       }
   }
 }
