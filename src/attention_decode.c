@@ -202,7 +202,8 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
 
 /* How far ahead attn_rows_heads requests the pool's rows (rove_rows_args.walk_ahead),
  * measured on a Zen 5 (2 vCPUs; pools of blocks of 16 and 32, paged / contiguous time;
- * docs/performance.md, "Session 40"):
+ * docs/performance.md, "Session 40"), and taken on AMD family 0x1A on (plan
+ * rows_heads_f32); none elsewhere (a Zen 4's bf16 / f16 walk, session 24, is unchanged):
  *  - a GQA group of 4 rows (fp32): 16 KB. 32:8 x 128, one thread: blocks of 16 1.12-1.18x
  *    against the per-head calls' 1.20-1.21x, of 32 0.98-1.03x against 1.12-1.14x; 8 KB
  *    and 24-32 KB were slower.
@@ -215,6 +216,7 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
  *    measured 1.03-1.04x against 0.98-1.02x at blocks of 32 (one core's hardware
  *    prefetchers follow the front-to-back walk of fp32 rows alone). */
 static int32_t walk_ahead(const rove_fwd *f, int64_t rows) {
+  if (!f->p->rows_heads_f32) return 0; /* measured on a Zen 5 only: a Zen 4 walks as before */
   if (rows == 4) return 16384;
   return rows == 1 && (f->k_type != ROVE_DTYPE_F32 || f->stream_team > 1) ? 4096 : 0;
 }

@@ -24,7 +24,9 @@ struct rove_plan {
   double attn_factor;         /* YaRN m: multiplies the rotated dims of q and k only */
   const rove_kernels *kern;   /* table of the chosen ISA */
   int32_t rows_paced;         /* rove_rows_args.paced for this CPU (Intel: 1) */
-  int32_t rows_heads_f32;     /* fp32 pools also walk attn_rows_heads (AMD Zen 5 on: 1) */
+  int32_t rows_heads_f32;     /* AMD Zen 5 on (1): fp32 pools also walk attn_rows_heads, GQA
+                               * groups of 4 too, with the walk's rows requested ahead
+                               * (attention_decode.c, walk_ahead) */
   struct rove_pool *pool;     /* workspace blocks reused across calls (workspace.c) */
 };
 
