@@ -23,9 +23,10 @@
  * contiguous cache's time, 32:8 x 128 1.06x -> 1.01-1.02x; BENCHMARKS.md session 20). Each call then names the next
  * call's keys through the block table (hint_paged), so the kernel prefetches all of its
  * runs, not only the first. For bf16 / f16 pools (fp32 too on a Zen 5) of blocks under a
- * tile in MHA decode (rows_heads_walk), one attn_rows_heads call takes every KV head of
- * the tile, the pool's blocks front to back (docs/architecture.md, "Every KV head of a
- * tile in one call").
+ * tile in MHA decode, and on a Zen 5 for groups of 4 fp32 rows (rows_heads_walk), one
+ * attn_rows_heads call takes every KV head of the tile, the pool's blocks front to back,
+ * with the walk's rows requested ahead where walk_ahead says (docs/architecture.md,
+ * "Every KV head of a tile in one call").
  * Tile path (more rows): per key tile, K is packed and V copied into scratch for the flash
  * tile kernel, which is then run against the query tile of every head of the group. */
 #include <string.h>
@@ -267,10 +268,10 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
  * software prefetch (32:8 x 128 bf16 blocks of 16: 1.77x the contiguous time this way,
  * against 1.03x). fp32 and q8 pools were slower this way on a Zen 4, fp32 faster on a
  * Zen 5 (docs/performance.md, "Every KV head of a tile in one call", "Session 38").
- * On a Zen 5 (rows_heads_f32) also groups of 4 rows over fp32 pools at d = 64 or 128 (GQA
- * 4:1 decode, whose group path reads two keys side by side): the kernel then requests the
- * walk's rows 16 KB ahead itself (32:8 x 128, one thread: blocks of 16 1.09-1.13x the
- * contiguous time against 1.18-1.22x, of 32 0.99-1.04x against 1.12-1.14x; "Session 40"). */
+ * On a Zen 5 (rows_heads_f32) also groups of 4 rows over fp32 pools at d = 64 or 128
+ * (measured: GQA 4:1 decode; MHA with 4 query rows and GQA 2:1 with 2 take it too, the
+ * same bits), whose group path reads two keys side by side: with the walk's rows
+ * requested 16 KB ahead (walk_ahead) it beats the per-head calls there. */
 static int rows_heads_walk(const rove_fwd *f, int64_t rows) {
   const int32_t ty = f->k_type, d = (int32_t)f->p->cfg.head_dim;
   const int f32 = ty == ROVE_DTYPE_F32 && f->p->rows_heads_f32;
@@ -301,7 +302,8 @@ static void rows_runs(const rove_fwd *f, rove_rows_args *t, const rows_scratch *
     const int64_t r1 = r0 + run < kt1 ? r0 + run : kt1;
     int cls[ROWS_RUN];
     for (int64_t kt = r0; kt < r1; kt++) cls[kt - r0] = tile_class(f, b, kt, qmin, qmax);
-    if (heads) { /* run = 1: one tile, every KV head; no hints (nothing is prefetched) */
+    if (heads) { /* run = 1: one tile, every KV head; no hints (the kernel prefetches
+                  * only along its own walk, rove_rows_args.walk_ahead) */
       if (cls[0] != 0) {
         rows_group(t, s, 0);
         hint_none(t);

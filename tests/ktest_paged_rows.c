@@ -300,7 +300,8 @@ static void test_paged_heads(const rove_kernels *kn) {
                            .bs = bss[idx % 2], .j_base = 16 * (int32_t)(idx / 2 % 4),
                            .heads = heads[idx % 3], .mask = idx % 3 == 1,
                            .window = idx % 6 == 1 ? 40 : 0, /* masked: half with a window */
-                           .walk_ahead = (int32_t)(idx % 4) * 4096, /* 0, 4, 8, 12 KB */
+                           /* 0, 4, 8, 12 KB, varied across nk too */
+                           .walk_ahead = (int32_t)((idx + idx / 4) % 4) * 4096,
                            .softcap = idx / 3 % 3 == 2 ? 20.0f : 0.0f};
           heads_case(kn, &g, &c);
         }

@@ -33,18 +33,21 @@ INLINE void prefetch_128(const char *base, int64_t off) {
  * every 16 floats of d, in order) kept as its two 8-lane halves in ymm registers: per lane
  * the same FMAs in the same order. The halves' sum is reduce16's first level (the 256-bit
  * halves added) and the rest is reduce16's tree for 8 slots, so each score is the same
- * bits as scores_body's. Returns element 4 r + j = row r, key j. q is read from L1 as the
+ * bits as scores_body's (a NaN score's sign and payload aside, which already differ between
+ * scores_body's own forms: row_softmax turns any NaN row into the same poisoned row).
+ * Returns element 4 r + j = row r, key j. q is read from L1 as the
  * FMAs' memory operand (an empty asm on its pointer keeps gcc from holding its vectors in
- * registers). kn: the next block's rows of the two keys (k0's, then D floats on),
- * requested a line beside each line read (NULL: none).
+ * registers). kn: the rows to request beside the reads, a line per line read (k0's, then
+ * D floats on: the next block's rows of the two keys, or rows_heads' walk ahead), NULL
+ * for none; integer addresses, which may lie past the buffer.
  *
  * Why 256-bit halves (docs/performance.md, "Session 40"): on a Zen 5, 32:8 x 128, 32768
- * keys, one thread (`ab_decode` against the build before, alternated), 4 keys a call with
- * 512-bit loads (the kernel before) read at 60-62 % of the read; 2 keys with 512-bit loads
- * the same; 4 keys with 256-bit loads 1.07-1.10x faster; 2 keys with 256-bit loads and
- * 512-bit FMAs 1.09-1.14x; this form 1.13x, and 1.02x the AVX2 kernel's scores in the same
- * kernel. The arithmetic is the same in all of them: the K stream's read pattern sets the
- * pace, not the FMAs. */
+ * keys, one thread (`ab_decode`, alternated against the build before, whose 4 keys a call
+ * with 512-bit loads read at 52-62 % of the read): 2 keys with 512-bit loads the same
+ * speed; 4 keys with 256-bit loads 1.07-1.10x faster; 2 keys with 256-bit loads and
+ * 512-bit FMAs 1.09-1.14x; this form 1.17-1.27x (65-72 % of the read), and 1.02x the
+ * AVX2 kernel's scores in the same kernel. The arithmetic is the same in all of them: the
+ * K stream's loads set the pace, not the FMAs. */
 INLINE __m512 g4_pair(const float *q, const float *k0, const float *k1, const char *kn,
                       const int D) {
   __m256 lo[8], hi[8]; /* slot r + 4 j: row r, key j */
