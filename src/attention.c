@@ -113,9 +113,7 @@ void rove_fwd_run(rove_fwd *f) {
   const int64_t qtasks = (int64_t)f->batch * p->cfg.n_heads * f->n_qt;
   rove_parallel_for(nt, f->n_tables, rove_fwd_table_task, f);
   if (f->streaming) {
-    const int64_t tasks = (int64_t)f->batch * f->n_splits;
-    f->stream_team = rove_team_size(nt, tasks);
-    rove_parallel_for(nt, tasks, rove_fwd_stream_task, f);
+    rove_parallel_for(nt, (int64_t)f->batch * f->n_splits, rove_fwd_stream_task, f);
   } else {
     rove_parallel_for_blocked(nt, (int64_t)f->batch * p->cfg.n_kv_heads * f->n_kchunks, pack_task, f);
     rove_parallel_for_blocked(nt, qtasks * f->n_splits, attend_task, f);
@@ -180,14 +178,11 @@ void rove_fwd_run_many(rove_fwd *f, int32_t n) {
   for (int32_t s = 0; s < n; s++) fn[s] = rove_fwd_table_task, cnt[s] = f[s].n_tables;
   run_phase(f, n, off, fn, nt, 0);
   /* streaming calls' tasks and the others' packs (independent of each other) */
-  int64_t tasks = 0;
   for (int32_t s = 0; s < n; s++) {
     fn[s] = f[s].streaming ? rove_fwd_stream_task : pack_task;
     cnt[s] = f[s].streaming ? (int64_t)f[s].batch * f[s].n_splits
                             : (int64_t)f[s].batch * p->cfg.n_kv_heads * f[s].n_kchunks;
-    tasks += cnt[s];
   }
-  for (int32_t s = 0; s < n; s++) f[s].stream_team = rove_team_size(nt, tasks);
   run_phase(f, n, off, fn, nt, 1);
   for (int32_t s = 0; s < n; s++) {
     fn[s] = f[s].streaming ? NULL : attend_task;

@@ -201,25 +201,20 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
   }
 }
 
-/* How far ahead attn_rows_heads requests the pool's rows (rove_rows_args.walk_ahead),
- * measured on a Zen 5 (2 vCPUs; pools of blocks of 16 and 32, paged / contiguous time;
- * docs/performance.md, "Session 40"), and taken on AMD family 0x1A on (plan
- * rows_heads_f32); none elsewhere (a Zen 4's bf16 / f16 walk, session 24, is unchanged):
- *  - a GQA group of 4 rows (fp32): 16 KB. 32:8 x 128, one thread: blocks of 16 1.12-1.18x
- *    against the per-head calls' 1.20-1.21x, of 32 0.98-1.03x against 1.12-1.14x; 8 KB
- *    and 24-32 KB were slower.
- *  - one row (MHA) of bf16 / f16: 4 KB. 12 x 64, one thread, bf16: blocks of 16 1.01x
- *    against 1.67x with none, of 32 0.97x against 1.43x (16 x 128: 0.87 / 0.89x against
- *    1.34 / 1.22x; f16 12 x 64: 1.02 / 0.97x against 1.26 / 1.09x); two threads 0.90x
- *    against 1.29x.
- *  - one row of fp32 on a team of two or more threads: 4 KB. 12 x 64, two threads: 0.93x
- *    at blocks of 16 against 1.15-1.17x with none; on one thread none: there 4 KB
- *    measured 1.03-1.04x against 0.98-1.02x at blocks of 32 (one core's hardware
- *    prefetchers follow the front-to-back walk of fp32 rows alone). */
+/* How far ahead attn_rows_heads requests the pool's rows (rove_rows_args.walk_ahead), on
+ * AMD family 0x1A on (plan rows_zen5, where the row kernel also prefetches into L1); none
+ * elsewhere (a Zen 4's bf16 / f16 walk, session 24, is unchanged). Measured on a Zen 5 (2
+ * vCPUs; pools of blocks of 16 / 32, paged / contiguous time; docs/performance.md,
+ * "Session 40"):
+ *  - a GQA group of 4 rows (fp32): 16 KB. 32:8 x 128, one thread: 1.07-1.11x / 0.99-1.01x
+ *    (the per-head calls before: 1.20-1.21x / 1.12-1.14x); 8-32 KB within the spread.
+ *  - one row (MHA): 8 KB. 12 x 64, one thread: fp32 0.97x / 0.93x (none: 1.14-1.15x /
+ *    1.05x with the L1 prefetch; 4 KB 1.01-1.03x / 0.92-0.93x), bf16 0.97x / 0.95x (none:
+ *    1.43-1.67x; 4 KB 1.02x / 0.99x, 16 KB 1.09x / 1.07x); two threads, fp32 0.90x /
+ *    0.87x. */
 static int32_t walk_ahead(const rove_fwd *f, int64_t rows) {
-  if (!f->p->rows_heads_f32) return 0; /* measured on a Zen 5 only: a Zen 4 walks as before */
-  if (rows == 4) return 16384;
-  return rows == 1 && (f->k_type != ROVE_DTYPE_F32 || f->stream_team > 1) ? 4096 : 0;
+  if (!f->p->rows_zen5) return 0;
+  return rows == 4 ? 16384 : 8192;
 }
 
 /* paged: the keys through rove_rows_args.blocks (row 0 of block 0 of KV head kvh as k / v,
@@ -258,7 +253,7 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
     f->p->kern->attn_rows(t);
 }
 
-/* A paged pool of bf16 / f16 rows (and fp32 rows on a Zen 5: plan rows_heads_f32) in
+/* A paged pool of bf16 / f16 rows (and fp32 rows on a Zen 5: plan rows_zen5) in
  * blocks smaller than a tile, read in place, one query row per KV head (MHA decode),
  * head_dim <= 64 or 128, on a CPU without the paced preference (AMD): every KV head of a
  * tile in one attn_rows_heads call, which reads the pool's blocks front to back, one
@@ -268,13 +263,13 @@ static void rows_piece(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t 
  * software prefetch (32:8 x 128 bf16 blocks of 16: 1.77x the contiguous time this way,
  * against 1.03x). fp32 and q8 pools were slower this way on a Zen 4, fp32 faster on a
  * Zen 5 (docs/performance.md, "Every KV head of a tile in one call", "Session 38").
- * On a Zen 5 (rows_heads_f32) also groups of 4 rows over fp32 pools at d = 64 or 128
+ * On a Zen 5 (rows_zen5) also groups of 4 rows over fp32 pools at d = 64 or 128
  * (measured: GQA 4:1 decode; MHA with 4 query rows and GQA 2:1 with 2 take it too, the
  * same bits), whose group path reads two keys side by side: with the walk's rows
  * requested 16 KB ahead (walk_ahead) it beats the per-head calls there. */
 static int rows_heads_walk(const rove_fwd *f, int64_t rows) {
   const int32_t ty = f->k_type, d = (int32_t)f->p->cfg.head_dim;
-  const int f32 = ty == ROVE_DTYPE_F32 && f->p->rows_heads_f32;
+  const int f32 = ty == ROVE_DTYPE_F32 && f->p->rows_zen5;
   return f->p->kern->attn_rows_heads && !f->p->rows_paced && ty == f->v_type &&
          f->kv_hstride >= f->ks && /* head-major: a token-major pool keeps per-head calls */
          ((rows == 1 && (d <= 64 || d == 128) &&
@@ -355,7 +350,8 @@ static void rows_task(const rove_fwd *f, int64_t b, int64_t split, int64_t kt0, 
   rows_begin(f, b, &s);
   rove_rows_args t = {.nq = (int32_t)nr, .d = p->cfg.head_dim, .q_pos = s.qpos,
                       .causal = p->cfg.causal, .window = p->cfg.window,
-                      .softcap = p->cfg.softcap, .scratch = s.ks, .paced = p->rows_paced};
+                      .softcap = p->cfg.softcap, .scratch = s.ks, .paced = p->rows_paced,
+                      .prefetch_l1 = p->rows_zen5};
   rows_runs(f, &t, &s, b, kt0, kt1, qmin, qmax);
   rows_store(f, b, split, &s);
 }

@@ -74,8 +74,6 @@ typedef struct rove_fwd {
   size_t block_bytes;
   /* ---- decode (attention_decode.c; chosen by choose_schedule) ---- */
   int rows;                        /* streaming through attn_rows: group * q_len <= ROVE_ROWS_MAX */
-  int32_t stream_team;             /* threads that run the streaming tasks (0 = 1): set by
-                                      rove_fwd_run / _many; a prefetch choice, never a result */
 } rove_fwd;
 
 static inline void rove_pos_range(const int32_t *pos, int64_t n, int32_t *lo, int32_t *hi) {

@@ -39,7 +39,7 @@ rove_isa rove_isa_cap_parse(const char *s);
  * tuning choices read it (rove_rows_args.paced), never a result. */
 int rove_cpu_is_intel(void);
 /* cpu_features.c: the x86 family of an AMD CPU (0x19 Zen 3 / Zen 4, 0x1A Zen 5), else 0.
- * Likewise only for tuning choices (plan.c: rows_heads_f32). */
+ * Likewise only for tuning choices (plan.c: rows_zen5). */
 int rove_cpu_amd_family(void);
 
 #endif

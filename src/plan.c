@@ -86,11 +86,12 @@ rove_status rove_plan_create(const rove_attention_config *c, rove_plan **out) {
   p->cfg.isa = isa;
   p->kern = rove_kernels_for(isa);
   p->rows_paced = rove_cpu_is_intel();
-  /* fp32 pools of small blocks take attn_rows_heads too on a Zen 5: there paged /
-   * contiguous time 1.20-1.23 -> 1.03-1.10 at blocks of 16 and 1.09-1.11 -> 0.93-0.97 at
-   * 32 (12 x 64, one thread; on two threads blocks of 16 did not gain); on a Zen 4 fp32
-   * pools were 1.04x slower this way (docs/performance.md, "Session 38") */
-  p->rows_heads_f32 = rove_cpu_amd_family() >= 0x1A;
+  /* the decode walks' Zen 5 tuning (attention_decode.c): fp32 pools of small blocks take
+   * attn_rows_heads too (paged / contiguous time 1.20-1.23 -> 1.03-1.10 at blocks of 16,
+   * 12 x 64, one thread; on a Zen 4 fp32 pools were 1.04x slower this way: docs/
+   * performance.md, "Session 38"), GQA groups of 4 as well, with the walk's rows requested
+   * ahead, and the row kernel prefetches into L1 ("Session 40") */
+  p->rows_zen5 = rove_cpu_amd_family() >= 0x1A;
   if (!p->kern) {
     rove_plan_destroy(p);
     return ROVE_ERR_INTERNAL;

@@ -24,9 +24,10 @@ struct rove_plan {
   double attn_factor;         /* YaRN m: multiplies the rotated dims of q and k only */
   const rove_kernels *kern;   /* table of the chosen ISA */
   int32_t rows_paced;         /* rove_rows_args.paced for this CPU (Intel: 1) */
-  int32_t rows_heads_f32;     /* AMD Zen 5 on (1): fp32 pools also walk attn_rows_heads, GQA
-                               * groups of 4 too, with the walk's rows requested ahead
-                               * (attention_decode.c, walk_ahead) */
+  int32_t rows_zen5;          /* AMD family 0x1A on (1): the decode walks' Zen 5 tuning (fp32
+                               * pools and GQA groups of 4 on attn_rows_heads, the walk's rows
+                               * requested ahead, the row kernel's prefetch into L1;
+                               * attention_decode.c) */
   struct rove_pool *pool;     /* workspace blocks reused across calls (workspace.c) */
 };
 

@@ -667,7 +667,8 @@ static void run_rows(const rove_kernels *kn, const rprob *P, int mis, int always
                       .causal = P->pos.causal,
                       .window = P->pos.window,
                       .softcap = P->pos.softcap,
-                      .paced = P->paced};
+                      .paced = P->paced,
+                      .prefetch_l1 = !P->paced};
   for (int c = 0; c < P->calls; c++) {
     const int64_t j0 = (int64_t)P->nk * c / P->calls, j1 = (int64_t)P->nk * (c + 1) / P->calls;
     const int cls = P->pos.masked ? rows_class(P, j0, j1) : 1;

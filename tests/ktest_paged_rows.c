@@ -33,7 +33,8 @@ static rove_rows_args base_args(const pcase *c, const float *q, const int32_t *q
   rove_rows_args t = {.q = q, .ks = c->d, .vs = c->d, .k_type = c->type, .v_type = c->type,
                       .nq = c->nq, .d = c->d, .q_pos = qp, .mask = c->mask, .causal = c->mask,
                       .softcap = c->softcap, .k_mul = 1.0f, .o = o, .m = m, .l = l,
-                      .scratch = s, .paced = paced};
+                      .scratch = s, .paced = paced,
+                      .prefetch_l1 = !paced}; /* prefetch hints: never a result */
   return t;
 }
 
@@ -309,7 +310,7 @@ static void test_paged_heads(const rove_kernels *kn) {
          kt_isa(), (long long)n_cases, kt_failures());
 }
 
-/* The CPU probes behind the decode walks' tuning (plan.c: rows_paced, rows_heads_f32)
+/* The CPU probes behind the decode walks' tuning (plan.c: rows_paced, rows_zen5)
  * against what the kernel reports in /proc/cpuinfo (x86 builds on Linux; skipped elsewhere):
  * rove_cpu_is_intel for vendor GenuineIntel, rove_cpu_amd_family = "cpu family" for
  * AuthenticAMD, 0 for any other vendor. */

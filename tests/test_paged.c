@@ -307,7 +307,7 @@ static void test_equals_contiguous(void **state) {
       {ROVE_ROTATE_ROVE, 1, 100, 6, 6, 64, 32, 0, ROVE_DTYPE_F16, 0, 0},
       {ROVE_ROTATE_ROVE, 0, 0, 4, 4, 128, 16, 0, ROVE_DTYPE_BF16, 0, 0},
       {ROVE_ROTATE_ROPE, 1, 300, 150, 150, 48, 32, 0, ROVE_DTYPE_BF16, 0, 0},
-      /* fp32 pools take the same call on a Zen 5 (plan rows_heads_f32), per head elsewhere */
+      /* fp32 pools take the same call on a Zen 5 (plan rows_zen5), per head elsewhere */
       {ROVE_ROTATE_ROVE, 1, 0, 4, 4, 64, 16, 0, ROVE_DTYPE_F32, 0, 0},
       {ROVE_ROTATE_ROVE, 1, 0, 6, 6, 64, 16, 30.0f, ROVE_DTYPE_F32, 0, 0},
       {ROVE_ROTATE_ROVE, 1, 100, 6, 6, 64, 32, 0, ROVE_DTYPE_F32, 0, 0},

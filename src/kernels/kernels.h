@@ -165,6 +165,9 @@ typedef struct rove_rows_args {
   /* attn_rows_heads only: request the walk's rows this many bytes ahead of the reads (0:
    * none; see the ISA's rows_heads). Never changes a result. */
   int32_t walk_ahead;
+  /* 1: software prefetch into L1 (prefetcht0) instead of L2 (prefetcht2), where the ISA's
+   * kernel takes it (AVX-512: the plan's choice on an AMD Zen 5). Never changes a result. */
+  int32_t prefetch_l1;
 } rove_rows_args;
 typedef void (*rove_attn_rows_fn)(const rove_rows_args *t);
 /* The same for n_heads KV heads of one paged pool at once (a decode step's heads over a

@@ -44,7 +44,8 @@
 
 #define PR 4 /* query rows per P V panel: 4 x 4 zmm accumulators */
 
-/* Software prefetch into L2 (prefetcht2), two ways (see block()):
+/* Software prefetch into L2 (prefetcht2; into L1, prefetcht0, with t->prefetch_l1: the
+ * plan's choice on a Zen 5, prefetch_line in rows-avx512.h), two ways (see block()):
  *  - paced: while a block is read, the next block's rows, one line per line read;
  *  - bursts, once per 16 keys during the first row group's scores (rove_rows_burst,
  *    rows_block.h): the K rows of these 16 keys and of the next 16, the V rows of these
@@ -115,7 +116,7 @@ static void rotate_rows(float *dst, const float *x, int64_t xs, int32_t n, int32
   for (int32_t i = 0; i < n; i++) {
     const float *xi = x + i * xs, *c = rot->cos + (j0 + i) * ts, *s = rot->sin + (j0 + i) * ts;
     float *y = dst + (int64_t)i * d;
-    prefetch_bytes(xi + PF_ROT * xs, 1, 0, 4 * (int64_t)d);
+    prefetch_bytes(xi + PF_ROT * xs, 1, 0, 4 * (int64_t)d, 0);
     for (int32_t c0 = 0; c0 < f; c0 += 16) /* pass-through dims before the block (LAST) */
       _mm512_mask_storeu_ps(y + c0, lanes(f - c0), _mm512_maskz_loadu_ps(lanes(f - c0), xi + c0));
     if (rot->pairing == ROVE_PAIRING_HALF)
@@ -137,6 +138,7 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
                          int paced) {
   const int32_t d = t->d, nblk = rove_q8_blocks(d);
   const int64_t ke = ESZ(b->kt);
+  const int l1 = t->prefetch_l1;
   for (int32_t r0 = 0, RG; r0 < t->nq; r0 += RG) {
     RG = t->nq - r0 >= 4 ? 4 : t->nq - r0 >= 2 ? 2 : 1;
     const int32_t keys = 16 / RG;
@@ -160,12 +162,12 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
         rove_rows_pf pf[ROVE_ROWS_BURST];
         rove_rows_burst(b, i, ji, pf);
         for (int e = 0; e < ROVE_ROWS_BURST; e++)
-          if (pf[e].a) prefetch_bytes((const void *)pf[e].a, pf[e].n, pf[e].stride, 4 * d);
+          if (pf[e].a) prefetch_bytes((const void *)pf[e].a, pf[e].n, pf[e].stride, 4 * d, l1);
       }
       const int32_t n16 = b->nb - j < 16 ? b->nb - j : 16;
       if (g4) { /* the group path: the 16 keys in one call, which requests kn itself */
         rove_rows_g4_scores_f32__avx512(t->q + (int64_t)r0 * d, (const float *)kj, kn, d, n16,
-                                        t->scratch + r0 * BLK + j);
+                                        t->scratch + r0 * BLK + j, l1);
         continue;
       }
       for (int32_t jj = 0; jj < n16; jj += keys) {
@@ -175,7 +177,7 @@ static void block_scores(const rove_rows_args *t, const rove_rows_blk *b, uint64
         const float *qr = t->q + (int64_t)r0 * d;
         const char *knr = kn ? kn + jj * b->ks * ke : NULL;
         const __m512 s = fd && n == keys ? fd(qr, kr, kscr) : f(qr, d, kr, b->ks, kscr, nblk, n);
-        if (knr) prefetch_bytes(knr, keys, b->ks * ke, d * ke);
+        if (knr) prefetch_bytes(knr, keys, b->ks * ke, d * ke, l1);
         /* lanes [r keys, r keys + n) of s are row r0 + r's keys j + jj .. */
         for (int32_t r = 0; r < RG; r++)
           _mm512_mask_storeu_ps(t->scratch + (r0 + r) * BLK + j + jj - r * keys,
@@ -236,7 +238,7 @@ static float row_softmax(const rove_rows_args *t, int32_t r, int32_t nb, float *
 INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *const *v, int64_t vs,
                     const float *const *vsc, int32_t nblk, int32_t nb, int32_t rs,
                     const float *p, const float *alpha, const __mmask16 mk[4],
-                    const uint64_t *vis, const char *const *pf, int64_t pfs, const int R,
+                    const uint64_t *vis, const char *const *pf, int64_t pfs, int l1, const int R,
                     const int keep, const int T, const int masked) {
   /* pf[i]: where key u of run i prefetches the next block's V lines, pf[i] + u pfs (NULL:
    * none); as many lines as this section reads of V[j] */
@@ -257,7 +259,8 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *const *v, int64
     for (int32_t u = 0; u < n; u++) {
       const int32_t j = j0 + u;
       if (pf[i])
-        for (int64_t x = 0; x < pfb; x += 64) _mm_prefetch(pf[i] + u * pfs + x, _MM_HINT_T2);
+        for (int64_t x = 0; x < pfb; x += 64)
+          prefetch_line((uintptr_t)pf[i] + (uintptr_t)(u * pfs + x), l1);
       const char *vr = (const char *)v[i] + (int64_t)u * vs * ESZ(T);
       const float *sc = T == ROVE_DTYPE_Q8 ? vsc[i] + (int64_t)u * nblk : NULL;
       if (keep && !(any >> j & 1)) continue; /* hidden from every row: V[j] not read */
@@ -289,14 +292,14 @@ INLINE void pv_body(float *o, int32_t d, int32_t c0, const void *const *v, int64
 typedef void (*pv_fn)(float *o, int32_t d, int32_t c0, const void *const *v, int64_t vs,
                       const float *const *vsc, int32_t nblk, int32_t nb, int32_t rs,
                       const float *p, const float *alpha, const __mmask16 mk[4],
-                      const uint64_t *vis, const char *const *pf, int64_t pfs);
+                      const uint64_t *vis, const char *const *pf, int64_t pfs, int l1);
 #define PV_FN(R, keep, masked, T, name)                                                      \
   static __attribute__((noinline)) void pv_##R##keep##masked##name(                          \
       float *o, int32_t d, int32_t c0, const void *const *v, int64_t vs,                    \
       const float *const *vsc, int32_t nblk, int32_t nb, int32_t rs, const float *p,         \
       const float *alpha, const __mmask16 mk[4], const uint64_t *vis, const char *const *pf, \
-      int64_t pfs) {                                                                         \
-    pv_body(o, d, c0, v, vs, vsc, nblk, nb, rs, p, alpha, mk, vis, pf, pfs, R, keep, T,      \
+      int64_t pfs, int l1) {                                                                 \
+    pv_body(o, d, c0, v, vs, vsc, nblk, nb, rs, p, alpha, mk, vis, pf, pfs, l1, R, keep, T,  \
             masked);                                                                         \
   }
 #define PV_R(keep, masked, T, name)                                                          \
@@ -337,7 +340,7 @@ static void block_pv(const rove_rows_args *t, const rove_rows_blk *b, const floa
         rove_rows_g4_pv_f32__avx512(t->o + (int64_t)r0 * d, d, b->v[i], b->vs * 4,
                                     rove_rows_blk_len(b, i), b->run,
                                     t->scratch + r0 * BLK + i * b->run, i ? ones : alpha + r0,
-                                    r0 == 0 ? b->vn[i] : NULL, v_linear);
+                                    r0 == 0 ? b->vn[i] : NULL, v_linear, t->prefetch_l1);
       continue;
     }
     /* contiguous V rows (a cache) of whole 64-element sections in a call longer than a
@@ -361,7 +364,7 @@ static void block_pv(const rove_rows_args *t, const rove_rows_blk *b, const floa
       pv_tab[b->vt][keep][d - c < 64][R - 1](t->o + (int64_t)r0 * d, d, c, b->v + i0, b->vs,
                                              b->vsc + i0, nblk, nb, b->run_shift,
                                              t->scratch + r0 * BLK + sh, i0 ? ones : alpha + r0,
-                                             mk, vr, pf, linear ? part : b->vs * ve);
+                                             mk, vr, pf, linear ? part : b->vs * ve, t->prefetch_l1);
     }
   }
 }
@@ -391,8 +394,8 @@ static void block(const rove_rows_args *t, const rove_rows_blk *b) {
                     b->kt != ROVE_DTYPE_F32 || b->vt != ROVE_DTYPE_F32;
   /* Q8 scales: their own contiguous rows (nblk floats per key) */
   for (int32_t i = 0; paced && i < b->nr; i++) {
-    if (b->kscn[i]) prefetch_bytes(b->kscn[i], 1, 0, b->run * 4 * nblk);
-    if (b->vscn[i]) prefetch_bytes(b->vscn[i], 1, 0, b->run * 4 * nblk);
+    if (b->kscn[i]) prefetch_bytes(b->kscn[i], 1, 0, b->run * 4 * nblk, t->prefetch_l1);
+    if (b->vscn[i]) prefetch_bytes(b->vscn[i], 1, 0, b->run * 4 * nblk, t->prefetch_l1);
   }
   for (int32_t r = 0; r < t->nq; r++) any |= vis[r] = rove_rows_visible(t, r, b);
   block_scores(t, b, any, paced);

@@ -20,11 +20,11 @@
 
 /* Prefetch the two lines from byte off of base: the 128 bytes there when off is a multiple
  * of 64 from a line-aligned base (a cache's rows). Integer addresses, which may lie past
- * the buffer: harmless. */
-INLINE void prefetch_128(const char *base, int64_t off) {
+ * the buffer: harmless. l1: prefetch_line's. */
+INLINE void prefetch_128(const char *base, int64_t off, const int l1) {
   const uintptr_t a = (uintptr_t)base + (uintptr_t)off;
-  _mm_prefetch((const char *)a, _MM_HINT_T2);
-  _mm_prefetch((const char *)(a + 64), _MM_HINT_T2);
+  prefetch_line(a, l1);
+  prefetch_line(a + 64, l1);
 }
 
 /* Scores of 4 rows against 2 keys k0, k1 (k1 may be k0), fp32 rows of D = 64 or 128 floats
@@ -49,7 +49,7 @@ INLINE void prefetch_128(const char *base, int64_t off) {
  * AVX2 kernel's scores in the same kernel. The arithmetic is the same in all of them: the
  * K stream's loads set the pace, not the FMAs. */
 INLINE __m512 g4_pair(const float *q, const float *k0, const float *k1, const char *kn,
-                      const int D) {
+                      const int D, const int L1) {
   __m256 lo[8], hi[8]; /* slot r + 4 j: row r, key j */
 #pragma GCC unroll 8
   for (int s = 0; s < 8; s++) lo[s] = hi[s] = _mm256_setzero_ps();
@@ -59,8 +59,8 @@ INLINE __m512 g4_pair(const float *q, const float *k0, const float *k1, const ch
   for (int x = 0; x < D / 16; x++) {
     if (kn) { /* the same line of the next block's two keys (integer addresses) */
       const uintptr_t pa = (uintptr_t)kn + (uintptr_t)(16 * x) * 4;
-      _mm_prefetch((const char *)pa, _MM_HINT_T2);
-      _mm_prefetch((const char *)(pa + 4 * D), _MM_HINT_T2);
+      prefetch_line(pa, L1);
+      prefetch_line(pa + 4 * D, L1);
     }
     __m256 a0 = _mm256_loadu_ps(k0 + 16 * x), a1 = _mm256_loadu_ps(k0 + 16 * x + 8);
     __m256 b0 = _mm256_loadu_ps(k1 + 16 * x), b1 = _mm256_loadu_ps(k1 + 16 * x + 8);
@@ -95,11 +95,11 @@ INLINE __m512 g4_pair(const float *q, const float *k0, const float *k1, const ch
 /* The n keys at k (rows D floats apart) two at a time (an odd last key paired with
  * itself), row r's scores into dst[r BLK + j]. */
 INLINE void g4_scores_body(const float *q, const float *k, const char *kn, int32_t n,
-                           float *dst, const int D) {
+                           float *dst, const int D, const int L1) {
   for (int32_t j = 0; j < n; j += 2) {
     const float *k0 = k + (int64_t)j * D, *k1 = j + 1 < n ? k0 + D : k0;
     const char *pf = kn ? kn + (int64_t)j * D * 4 : NULL;
-    const __m512 s = g4_pair(q, k0, k1, pf, D);
+    const __m512 s = g4_pair(q, k0, k1, pf, D, L1);
     const unsigned m = j + 1 < n ? 0x3u : 0x1u;
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++) /* elements 4 r, 4 r + 1 to dst[r BLK + j ..] */
@@ -108,21 +108,22 @@ INLINE void g4_scores_body(const float *q, const float *k, const char *kn, int32
 }
 
 void rove_rows_g4_scores_f32__avx512(const float *q, const float *k, const char *kn,
-                                     int32_t d, int32_t n, float *dst) {
+                                     int32_t d, int32_t n, float *dst, int l1) {
   if (d == 64)
-    g4_scores_body(q, k, kn, n, dst, 64);
+    l1 ? g4_scores_body(q, k, kn, n, dst, 64, 1) : g4_scores_body(q, k, kn, n, dst, 64, 0);
   else
-    g4_scores_body(q, k, kn, n, dst, 128);
+    l1 ? g4_scores_body(q, k, kn, n, dst, 128, 1) : g4_scores_body(q, k, kn, n, dst, 128, 0);
 }
 
 /* Step 3 for 4 rows, the 32 floats from c of o [4][d]: O = alpha O + sum_{j < nb} p_j V[j]
  * (p: scratch rows [4][BLK]; V row j at v + j vb bytes); per key one load of its 2
  * vectors and a broadcast FMA per row and vector. PF: key j prefetches the 128 bytes from
- * off + j step of pf (prefetch_128): the next run's V region read in address order (step
- * = 128), or row j's 32 floats from c (off = 4 c, step = the row stride). */
+ * off + j step of pf (prefetch_128, into L1 with L1): the next run's V region read in
+ * address order (step = 128), or row j's 32 floats from c (off = 4 c, step = the row
+ * stride). */
 INLINE void g4_pv_section(float *o, int32_t d, int32_t c, const char *v, int64_t vb,
                           int32_t nb, const float *p, const float *alpha, const char *pf,
-                          int64_t off, int64_t step, const int PF) {
+                          int64_t off, int64_t step, const int PF, const int L1) {
   __m512 acc[4][2];
 #pragma GCC unroll 4
   for (int r = 0; r < 4; r++)
@@ -132,7 +133,7 @@ INLINE void g4_pv_section(float *o, int32_t d, int32_t c, const char *v, int64_t
                                 _mm512_set1_ps(alpha[r]));
 #pragma GCC unroll 2
   for (int32_t j = 0; j < nb; j++) {
-    if (PF) prefetch_128(pf, off + j * step);
+    if (PF) prefetch_128(pf, off + j * step, L1);
     const float *vr = (const float *)(v + (int64_t)j * vb) + c;
     const __m512 v0 = _mm512_loadu_ps(vr), v1 = _mm512_loadu_ps(vr + 16);
 #pragma GCC unroll 4
@@ -156,12 +157,14 @@ INLINE void g4_pv_section(float *o, int32_t d, int32_t c, const char *v, int64_t
  * section's floats. */
 void rove_rows_g4_pv_f32__avx512(float *o, int32_t d, const char *v, int64_t vb, int32_t nb,
                                  int32_t run, const float *p, const float *alpha,
-                                 const char *vn, int linear) {
+                                 const char *vn, int linear, int l1) {
   for (int32_t c = 0; c < d; c += 32)
-    if (vn && linear)
-      g4_pv_section(o, d, c, v, vb, nb, p, alpha, vn, (int64_t)(c / 32) * run * 128, 128, 1);
+    if (vn && l1)
+      g4_pv_section(o, d, c, v, vb, nb, p, alpha, vn, linear ? (int64_t)(c / 32) * run * 128 : 4 * (int64_t)c,
+                    linear ? 128 : vb, 1, 1);
     else if (vn)
-      g4_pv_section(o, d, c, v, vb, nb, p, alpha, vn, 4 * (int64_t)c, vb, 1);
+      g4_pv_section(o, d, c, v, vb, nb, p, alpha, vn, linear ? (int64_t)(c / 32) * run * 128 : 4 * (int64_t)c,
+                    linear ? 128 : vb, 1, 0);
     else
-      g4_pv_section(o, d, c, v, vb, nb, p, alpha, NULL, 0, 0, 0);
+      g4_pv_section(o, d, c, v, vb, nb, p, alpha, NULL, 0, 0, 0, 0);
 }

@@ -55,10 +55,10 @@ INLINE __m512 reduce16(const __m512 acc[16]) {
  * o [4][d] over the nb keys of one run: V rows at v (stride vb bytes), p the scratch rows
  * [4][BLK] from the run's first key; vn: the next block's V rows of this run (run rows;
  * NULL for none) and linear (they are contiguous and the call longer than a block or
- * paged), for the prefetch (attn_rows_g4-avx512.c). */
+ * paged), for the prefetch (attn_rows_g4-avx512.c; l1: prefetch_line's). */
 void rove_rows_g4_pv_f32__avx512(float *o, int32_t d, const char *v, int64_t vb, int32_t nb,
                                  int32_t run, const float *p, const float *alpha,
-                                 const char *vn, int linear);
+                                 const char *vn, int linear, int l1);
 
 /* ---- The GQA group path: scores of 4 query rows ----
  * Used on CPUs without the paced preference (AMD) by a group of 4 query rows against the
@@ -68,20 +68,29 @@ void rove_rows_g4_pv_f32__avx512(float *o, int32_t d, const char *v, int64_t vb,
  * k; row r's score of key j into dst[r BLK + j]. The same FMAs in the same order into each
  * key's accumulator as scores_body with RG = 4 (attn_rows_scores-avx512.c), and the same
  * reduction tree, so the same bits. kn: the next block's rows of the same keys, requested
- * beside the reads (NULL: none). */
+ * beside the reads (NULL: none; l1: prefetch_line's). */
 void rove_rows_g4_scores_f32__avx512(const float *q, const float *k, const char *kn,
-                                     int32_t d, int32_t n, float *dst);
+                                     int32_t d, int32_t n, float *dst, int l1);
 
 /* ---- Loads and prefetches shared by the row kernel's files ---- */
 
-/* Prefetch the row_bytes of rows [0, n) from p (stride in bytes); addresses formed as
- * integers may lie past the buffer (harmless). always_inline: a function of prefetches
- * alone has no visible effect to gcc and its calls are dropped. */
-INLINE void prefetch_bytes(const void *p, int64_t n, int64_t stride, int64_t row_bytes) {
+/* Prefetch the line at integer address a: into L1 (prefetcht0) with l1, else into L2
+ * (prefetcht2). rove_rows_args.prefetch_l1 chooses: on a Zen 5 L1 measured 1.04-1.11x
+ * faster decode (docs/performance.md, "Session 40"); the other cores were tuned with L2. */
+INLINE void prefetch_line(uintptr_t a, int l1) {
+  if (l1)
+    _mm_prefetch((const char *)a, _MM_HINT_T0);
+  else
+    _mm_prefetch((const char *)a, _MM_HINT_T2);
+}
+
+/* Prefetch the row_bytes of rows [0, n) from p (stride in bytes; prefetch_line's l1);
+ * addresses formed as integers may lie past the buffer (harmless). always_inline: a
+ * function of prefetches alone has no visible effect to gcc and its calls are dropped. */
+INLINE void prefetch_bytes(const void *p, int64_t n, int64_t stride, int64_t row_bytes, int l1) {
   for (int64_t j = 0; j < n; j++) {
     const uintptr_t a = (uintptr_t)p + (uintptr_t)j * (uintptr_t)stride;
-    for (int64_t c = 0; c < row_bytes; c += 64)
-      _mm_prefetch((const char *)(a + (uintptr_t)c), _MM_HINT_T2);
+    for (int64_t c = 0; c < row_bytes; c += 64) prefetch_line(a + (uintptr_t)c, l1);
   }
 }
 
