@@ -206,11 +206,11 @@ static void rows_call(const rove_fwd *f, rove_rows_args *t, int64_t b, int64_t k
  * elsewhere (a Zen 4's bf16 / f16 walk, session 24, is unchanged). Measured on a Zen 5 (2
  * vCPUs; pools of blocks of 16 / 32, paged / contiguous time; docs/performance.md,
  * "Session 40"):
- *  - a GQA group of 4 rows (fp32): 16 KB. 32:8 x 128, one thread: 1.07-1.11x / 0.99-1.01x
+ *  - a GQA group of 4 rows (fp32): 16 KB. 32:8 x 128, one thread: 1.04-1.11x / 0.96-1.02x
  *    (the per-head calls before: 1.20-1.21x / 1.12-1.14x); 8-32 KB within the spread.
  *  - one row (MHA): 8 KB. 12 x 64, one thread: fp32 0.97x / 0.93x (none: 1.14-1.15x /
  *    1.05x with the L1 prefetch; 4 KB 1.01-1.03x / 0.92-0.93x), bf16 0.97x / 0.95x (none:
- *    1.43-1.67x; 4 KB 1.02x / 0.99x, 16 KB 1.09x / 1.07x); two threads, fp32 0.90x /
+ *    1.43-1.67x with L2; 4 KB 1.02x / 0.99x, 16 KB 1.09x / 1.07x); two threads, fp32 0.90x /
  *    0.87x. */
 static int32_t walk_ahead(const rove_fwd *f, int64_t rows) {
   if (!f->p->rows_zen5) return 0;
