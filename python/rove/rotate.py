@@ -22,6 +22,7 @@ import numpy as np
 
 from . import _autograd, _lib, _params, _tensor
 from .attention import _BHSD_TO_BSHD, _layout, _logical, get_plan
+from .rope import _PLACEMENT_NAMES, RopeConfig
 
 
 def _check_inplace_grad(x, inplace):
@@ -231,8 +232,7 @@ _FUNCTION = None
 def _pairs(t, rope, d):
     """The two members (a, b) of every rotation pair of t [..., d] (views): rotary_dim r
     (0: d) placed first or last, pairs (i, i + r/2) ("half") or (2i, 2i + 1)."""
-    from .rope import _PLACEMENT_NAMES
-    rope = rope or __import__("rove").RopeConfig()
+    rope = RopeConfig() if rope is None else rope
     r = rope.rotary_dim or d
     place = rope.placement
     if isinstance(place, (int, np.integer)) and not isinstance(place, bool):
