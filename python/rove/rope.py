@@ -170,7 +170,10 @@ class RopeConfig:
         put("high_freq_factor", hi)
         for name in ("freq_factors", "long_freq_factors"):
             if getattr(self, name) is not None:
-                ff = np.asarray(_as_numpy(getattr(self, name)), dtype=np.float64).ravel()
+                ff = np.asarray(_as_numpy(getattr(self, name)), dtype=np.float64)
+                if ff.ndim != 1:  # one divisor per frequency, never a flattened grid
+                    raise ValueError(f"RopeConfig.{name} must be a 1-D sequence of divisors "
+                                     f"(got shape {ff.shape})")
                 if ff.size == 0 or not np.all(np.isfinite(ff)) or not np.all(ff > 0):
                     raise ValueError(f"RopeConfig.{name} must be finite divisors > 0")
                 put(name, tuple(float(f) for f in ff))

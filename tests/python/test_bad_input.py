@@ -183,6 +183,10 @@ def test_requires_grad(qkv, torch, no_c_call):
      "llama3 needs low_freq_factor > 0"),
     (dict(freq_factors=[1.0, math.nan]), "freq_factors must be finite"),
     (dict(freq_factors=[1.0, -2.0]), "freq_factors must be finite divisors > 0"),
+    (dict(freq_factors=[[1.0, 1.0], [1.0, 1.0]]), r"freq_factors must be a 1-D .*shape \(2, 2\)"),
+    (dict(freq_factors=2.0), r"freq_factors must be a 1-D .*shape \(\)"),
+    (dict(scaling="longrope", factor=8.0, original_max_position=64, freq_factors=[1.0] * 4,
+          long_freq_factors=[[1.0] * 4]), r"long_freq_factors must be a 1-D .*shape \(1, 4\)"),
 ])
 def test_rope_config(kw, msg):
     with pytest.raises(ValueError, match=msg):
