@@ -44,6 +44,16 @@ def positive_int(name, x, minimum=1, maximum=2 ** 31 - 1) -> int:
     return x
 
 
+def chunk(x):
+    """A GLA chunk size: None (librove's default) or an int of 16, 32, 64 or 128."""
+    if x is None:
+        return None
+    x = positive_int("chunk", x)
+    if x not in (16, 32, 64, 128):
+        raise ValueError(f"chunk must be 16, 32, 64 or 128 (got {x!r})")
+    return x
+
+
 def flag(name, x) -> bool:
     """A bool (or a NumPy bool, or the int 0 or 1); never a string or None."""
     if not isinstance(x, (bool, np.bool_, int)) or x not in (0, 1):

@@ -41,9 +41,8 @@ class GLAPlan(_lib.SharedHandle):
         if pairing not in _lib.PAIRING_BY_NAME:
             raise ValueError(f"pairing must be 'half' or 'interleaved' (got {pairing!r})")
         c.pairing = _lib.PAIRING_BY_NAME[pairing]
+        chunk = _params.chunk(chunk)
         if chunk is not None:
-            if chunk not in (16, 32, 64, 128):
-                raise ValueError(f"chunk must be 16, 32, 64 or 128 (got {chunk!r})")
             c.chunk = chunk
         c.isa = _params.isa(isa)
         c.n_threads = _params.threads(threads)

@@ -26,8 +26,11 @@ from the backward ops). rove::gla is rove.gla / rove.gla_recurrent (recurrent=Tr
 same way: (out, final state), with optional angles, initial state and cu_seqlens;
 differentiable in q, k, v, g, the angles and the initial state through both outputs
 (rove::gla_backward). The keyword wrappers refuse what rove.attention refuses (a string
-causal, a float window, a bool softcap: TypeError, never coerced); every tensor argument
-must be on q's device (a meta tensor among CPU ones is an error).
+causal, a float window, a bool softcap: TypeError, never coerced), under torch.compile
+too (an error raised while it traces: with fullgraph=True torch reports it as its own
+Unsupported error, which names it); every tensor argument must be on q's device (a meta
+tensor among CPU ones is an error). Forward-mode AD (torch.func.jvp / jacfwd, dual
+tensors) raises NotImplementedError in the wrappers and in the ops called directly.
 """
 from __future__ import annotations
 
@@ -53,26 +56,40 @@ def _rope(rope_json: str) -> Optional[RopeConfig]:
     return RopeConfig(**json.loads(rope_json)) if rope_json else None
 
 
+def _traced_type(name, x, kind):
+    """While torch.compile traces: refuse the types rove.attention / rove.gla refuse and
+    the op's int / float argument would coerce (a float or bool where an int goes, a bool
+    where a number goes). Values are not read here: torch.compile may have made them
+    dynamic (a symbolic int or float, which it traces as a plain int or float, and whose
+    full checks break the graph); the op checks them when it runs."""
+    bad = (bool, np.bool_) + ((float, np.floating) if kind == "int" else ())
+    if isinstance(x, bad):
+        raise TypeError(f"{name} must be {'an int' if kind == 'int' else 'a number'}, "
+                        f"not {type(x).__name__}")
+    return x
+
+
 def _scalars(causal, window, softcap, scale, rope):
     """The keyword wrappers' scalars, checked as rove.attention checks them (a string
     causal, a float window or a bool softcap is a TypeError, never coerced), as the op's
-    (causal, window, softcap, scale, rope_json). While torch.compile traces, a dynamic
-    window, softcap or scale is a symbolic value the checks cannot read: then they are
-    only converted, as before, and rove.attention checks them when the op runs."""
+    (causal, window, softcap, scale, rope_json). While torch.compile traces, only their
+    types are checked (_traced_type: a dynamic window, softcap or scale is a symbolic
+    value the full checks cannot read), and rove.attention checks the values when the op
+    runs."""
+    if rope is not None and not isinstance(rope, RopeConfig):
+        raise TypeError(f"rope must be a rove.RopeConfig, not {type(rope).__name__}")
+    rope_json = rope._json if rope is not None else ""  # made by RopeConfig itself
     if torch.compiler.is_compiling():
-        if rope is not None and not isinstance(rope, RopeConfig):
-            raise TypeError(f"rope must be a rove.RopeConfig, not {type(rope).__name__}")
-        return (_params.flag("causal", causal), int(window), float(softcap),
-                None if scale is None else float(scale), rope._json if rope is not None else "")
+        window = int(_traced_type("window", window, "int"))
+        softcap = float(_traced_type("softcap", softcap, "number"))
+        scale = None if scale is None else float(_traced_type("scale", scale, "number"))
+        return _params.flag("causal", causal), window, softcap, scale, rope_json
     if not isinstance(window, torch.SymInt):
         window = _params.positive_int("window", window, minimum=0)
     if not isinstance(softcap, torch.SymFloat):
         softcap = _params.float32_param("softcap", softcap, nonneg=True)
     if not isinstance(scale, torch.SymFloat):
         scale = _params.scale(scale)
-    if rope is not None and not isinstance(rope, RopeConfig):
-        raise TypeError(f"rope must be a rove.RopeConfig, not {type(rope).__name__}")
-    rope_json = rope._json if rope is not None else ""  # made by RopeConfig itself
     return _params.flag("causal", causal), window, softcap, scale, rope_json
 
 
@@ -88,11 +105,24 @@ def _check_devices(name, q, *others):
                 f"on {t.device})"))
 
 
+def _kernel_no_forward_ad(name):
+    """In an op's kernel: refuse while a forward-mode AD level is open. torch.func.jvp /
+    jacfwd reach the kernel of a custom op without a forward rule with the tangents
+    stripped and give its outputs none (zero derivatives, without a word); the kernel
+    cannot tell whether its own inputs carried one, so any open level is refused (a
+    torch.autograd.forward_ad.dual_level() block, or a jvp: the keyword wrappers refuse
+    the same before the op)."""
+    fa = torch.autograd.forward_ad
+    if getattr(fa, "_current_level", -1) >= 0 and not torch.compiler.is_compiling():
+        raise NotImplementedError(f"{name}: {_tensor._FORWARD_AD}")
+
+
 @torch.library.custom_op("rove::attention", mutates_args=())
 def _op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: Optional[torch.Tensor],
         kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
         softcap: float, scale: Optional[float], rope_json: str,
         layout: str, sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    _kernel_no_forward_ad("rove::attention")
     out, lse = _attention(q, k, v, rotate=_flags(rotate), causal=causal, q_pos=q_pos,
                           kv_pos=kv_pos, rope=_rope(rope_json), window=window,
                           softcap=softcap, scale=scale, layout=layout, return_lse=True,
@@ -258,6 +288,7 @@ def _varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
                kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
                softcap: float, scale: Optional[float], rope_json: str,
                sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    _kernel_no_forward_ad("rove::attention_varlen")
     out, lse = _varlen.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, rotate=_flags(rotate),
                                         causal=causal, q_pos=q_pos, kv_pos=kv_pos,
                                         window=window, softcap=softcap, scale=scale,
@@ -352,6 +383,7 @@ def _gla_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
             cu_seqlens: Optional[torch.Tensor], scale: Optional[float], rotate: str,
             rotary_dim: int, pairing: str, chunk: int, recurrent: bool
             ) -> Tuple[torch.Tensor, torch.Tensor]:
+    _kernel_no_forward_ad("rove::gla")
     plan = _gla_plan(q, v, scale, rotate, rotary_dim, pairing, chunk, angles is not None)
     fn = "rove_gla_recurrent" if recurrent else "rove_gla_forward"
     out, fs = plan._run(fn, q, k, v, g, angles, initial_state, True, None, _gla_cu(cu_seqlens))
@@ -455,11 +487,16 @@ def gla(q, k, v, g, *, angles=None, initial_state=None, cu_seqlens=None, scale=N
     _no_forward_ad("rove::gla", q, k, v, g, angles, initial_state)
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
-    if not torch.compiler.is_compiling():
+    if torch.compiler.is_compiling():  # types only (see _scalars); the op checks values
+        if scale is not None:
+            _traced_type("scale", scale, "number")
+        _traced_type("rotary_dim", rotary_dim, "int")
+        if chunk is not None:
+            _traced_type("chunk", chunk, "int")
+    else:
         scale = _params.scale(scale)
         rotary_dim = _params.positive_int("rotary_dim", rotary_dim, minimum=0)
-        if chunk is not None and chunk not in (16, 32, 64, 128):
-            raise ValueError(f"chunk must be 16, 32, 64 or 128 (got {chunk!r})")
+        chunk = _params.chunk(chunk)
     if cu_seqlens is not None and not isinstance(cu_seqlens, torch.Tensor):
         cu_seqlens = torch.as_tensor(np.asarray(cu_seqlens))  # a list or numpy array, as rove.gla
     # bfloat16 / float16 as rove.gla takes them: widened by (traced, differentiable) casts

@@ -133,6 +133,20 @@ def test_forward_mode_raises_through_the_custom_ops_and_inference_calls():
               lambda q: rove.rotate(q, rope=rove.RopeConfig())):
         with pytest.raises(NotImplementedError, match="forward-mode"):
             torch.func.jvp(f, (q,), (torch.ones_like(q),))
+    # the ops called directly (torch.ops.rove.*): torch.func.jvp reaches their kernels
+    # with the tangents stripped, and gave zero derivatives without a word
+    cu = torch.tensor([0, 2, 5], dtype=torch.int32)
+    for f in (lambda q: torch.ops.rove.attention(q, k, v, None, None, "rove", True, 0, 0.0,
+                                                 None, "", "bshd")[0],
+              lambda q: torch.ops.rove.attention_varlen(q[0], k[0], v[0], cu, cu, None, None,
+                                                        "rove", True, 0, 0.0, None, "")[0],
+              lambda q: torch.ops.rove.gla(q, k, v, g, None, None, None, None, "rope", 0,
+                                           "half", 0, False)[0]):
+        with pytest.raises(NotImplementedError, match="forward-mode"):
+            torch.func.jvp(f, (q,), (torch.ones_like(q),))
+        with pytest.raises(NotImplementedError, match="forward-mode"):
+            torch.func.jacfwd(lambda q: f(q).sum())(q)
+        assert f(q).abs().sum() > 0  # and outside forward mode they run
     # without a tangent the custom op runs as usual
     assert torch.equal(rove.torch_ops.attention(q, k, v), rove.attention(q, k, v))
 

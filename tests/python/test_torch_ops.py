@@ -267,6 +267,18 @@ def test_ops_refuse_bad_shapes_on_every_device(device, case):
             rove.torch_ops.attention_varlen(q, k, v, to(cu[0]), to(cu[1]), **kw)
 
 
+def _raises_compiled(fn, args, exc, name, compiled):
+    """fn(*args) raises exc, eager (compiled None) or under torch.compile: a plain one
+    ("graph": the error leaves the traced code as itself) or fullgraph=True, where torch
+    reports an error raised while it traces as its own Unsupported, naming it."""
+    if compiled:
+        torch._dynamo.reset()
+        fn = torch.compile(fn, fullgraph=compiled == "fullgraph", backend="aot_eager")
+    with pytest.raises((exc, torch._dynamo.exc.Unsupported) if compiled == "fullgraph" else exc,
+                       match=name):
+        fn(*args)
+
+
 @pytest.mark.parametrize("op", ["attention", "attention_varlen"])
 @pytest.mark.parametrize("kw, exc", [
     (dict(causal="False"), TypeError), (dict(causal=None), TypeError),
@@ -274,15 +286,17 @@ def test_ops_refuse_bad_shapes_on_every_device(device, case):
     (dict(window=-1), ValueError), (dict(softcap=True), TypeError),
     (dict(softcap=-1.0), ValueError), (dict(scale=True), TypeError),
     (dict(scale=0.0), ValueError), (dict(rope={"theta": 500.0}), TypeError)])
-def test_op_wrappers_check_their_scalars(rng, op, kw, exc):
+@pytest.mark.parametrize("compiled", [None, "graph", "fullgraph"])
+def test_op_wrappers_check_their_scalars(rng, op, kw, exc, compiled):
     """The keyword wrappers refuse what rove.attention refuses (they coerced: causal="False"
-    gave causal attention, window=2.5 a window of 2, softcap=True a softcap of 1)."""
+    gave causal attention, window=2.5 a window of 2, softcap=True a softcap of 1), under
+    torch.compile too (whose tracing skipped the checks: window=2.5 ran as 2)."""
     q, k, v, cu = _packed(rng)
-    with pytest.raises(exc):
-        if op == "attention":
-            rove.torch_ops.attention(q[None], k[None], v[None], **kw)
-        else:
-            rove.torch_ops.attention_varlen(q, k, v, cu, cu, **kw)
+    if op == "attention":
+        fn = lambda q, k, v: rove.torch_ops.attention(q[None], k[None], v[None], **kw)  # noqa: E731
+    else:
+        fn = lambda q, k, v: rove.torch_ops.attention_varlen(q, k, v, cu, cu, **kw)  # noqa: E731
+    _raises_compiled(fn, (q, k, v), exc, next(iter(kw)), compiled)
     with pytest.raises(exc):  # the plain call agrees
         if op == "attention":
             rove.attention(q[None], k[None], v[None], **kw)
@@ -412,3 +426,19 @@ def test_gla_op_refuses_bad_shapes_on_meta():
     c = torch.randn(1, 5, 2, 8)  # cu_seqlens as a list, as rove.gla takes it
     assert torch.equal(rove.torch_ops.gla(c, c, c, -c.abs(), cu_seqlens=[0, 2, 5]),
                        rove.gla(c, c, c, -c.abs(), cu_seqlens=[0, 2, 5]))
+
+
+@pytest.mark.parametrize("kw, exc", [
+    (dict(chunk=16.5), TypeError), (dict(chunk=16.0), TypeError), (dict(chunk=True), TypeError),
+    (dict(chunk=24), ValueError), (dict(scale=True), TypeError), (dict(scale=0.0), ValueError),
+    (dict(rotary_dim=4.0), TypeError), (dict(rotary_dim=-2), ValueError)])
+@pytest.mark.parametrize("compiled", [None, "graph", "fullgraph"])
+def test_gla_wrapper_checks_its_scalars(kw, exc, compiled):
+    """rove.torch_ops.gla refuses what rove.gla refuses, under torch.compile too (whose
+    tracing skipped the checks: chunk=16.5 ran as 16, scale=True as 1)."""
+    c = torch.randn(1, 5, 2, 8, generator=torch.Generator().manual_seed(3))
+    g = -c.abs()
+    fn = lambda c, g: rove.torch_ops.gla(c, c, c, g, **kw)  # noqa: E731
+    _raises_compiled(fn, (c, g), exc, next(iter(kw)), compiled)
+    with pytest.raises(exc, match=next(iter(kw))):  # the plain call agrees
+        rove.gla(c, c, c, g, **kw)
