@@ -264,12 +264,13 @@ def _backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv
     bhsd, ndim = layout == "bhsd", q.dim()
     with torch.no_grad():
         # half-precision q, k, v widened exactly: the float32 backward of the same function
-        qc, kc, vc = (_bshd(x.detach().float(), bhsd, ndim) for x in (q, k, v))
-        oc = _bshd(out.detach().float(), bhsd, ndim)
-        gc = torch.zeros_like(oc) if dout is None else _bshd(dout.detach().float(), bhsd, ndim)
-        lc = (lse.unsqueeze(0) if ndim == 3 else lse).contiguous()
+        # (_tensor.plain: a lazily negated view's memory holds -x, and C reads memory)
+        qc, kc, vc = (_bshd(_tensor.plain(x).float(), bhsd, ndim) for x in (q, k, v))
+        oc = _bshd(_tensor.plain(out).float(), bhsd, ndim)
+        gc = torch.zeros_like(oc) if dout is None else _bshd(_tensor.plain(dout).float(), bhsd, ndim)
+        lc = (lambda x: x.unsqueeze(0) if ndim == 3 else x)(_tensor.plain(lse)).contiguous()
         dlc = None if dlse is None else \
-            (dlse.unsqueeze(0) if ndim == 3 else dlse).detach().float().contiguous()
+            (lambda x: x.unsqueeze(0) if ndim == 3 else x)(_tensor.plain(dlse)).float().contiguous()
         B, Lq, H, D = qc.shape
         Lk, Hk = kc.shape[1], kc.shape[2]
         if B == 0 or Lq == 0:  # no query rows (an empty forward): every gradient is zero
@@ -337,8 +338,8 @@ def _make_angles_function():
         return (phi, temp, carry), cu  # cu: checked, private (packed sequences) or None
 
     def grads(cu, need, saved, grad_outputs):
-        phi, temp, carry = (None if x is None else x.detach() for x in saved)
-        d_angles, d_carry = grad_outputs
+        phi, temp, carry = (None if x is None else _tensor.plain(x) for x in saved)
+        d_angles, d_carry = (None if x is None else _tensor.plain(x) for x in grad_outputs)
         flat = phi.dim() == 3
         cflat = flat and cu is None  # packed carries are [N, H, P] already
         pc = (phi.unsqueeze(0) if flat else phi).float().contiguous()

@@ -81,12 +81,12 @@ def _backward(plan, q, k, v, g, angles, s0, out, dout, dfinal, want_angles, want
     torch = _tensor._torch()
     flat = q.dim() == 3
 
-    def c(x, dtype=torch.float32):
-        x = x.detach().to(dtype)
+    def c(x, dtype=torch.float32):  # (plain: a lazily negated view's memory holds -x)
+        x = _tensor.plain(x).to(dtype)
         return (x.unsqueeze(0) if flat else x).contiguous()
 
     def cs(x):  # a state: [N, H, K, V] already with packed sequences
-        return x.detach().to(torch.float32).contiguous() if cu is not None else c(x)
+        return _tensor.plain(x).to(torch.float32).contiguous() if cu is not None else c(x)
 
     with torch.no_grad():
         qc, kc, vc, gc, oc = c(q), c(k), c(v), c(g), c(out)

@@ -277,6 +277,16 @@ def kv_strides(shape, strides):
     return ts, hs, bs
 
 
+def plain(x):
+    """x detached, its values in its memory: a lazily negated or conjugated torch view
+    (torch's neg / conj bits, e.g. torch._neg_view, x.conj().imag: its memory holds -x)
+    resolved into a copy; any other tensor as it is. For code that hands a tensor's
+    data_ptr() to C without going through view() (the backward paths): .float() and
+    .contiguous() keep those bits where they make no copy."""
+    x = x.detach()
+    return x.resolve_conj().resolve_neg() if x.is_neg() or x.is_conj() else x
+
+
 def dense_copy(v: View, logical_order) -> View:
     """One contiguous copy of v with its axes in ``logical_order`` (counted in ``copies``)."""
     global copies
@@ -372,15 +382,28 @@ def check_inplace(x, name: str) -> None:
 
 
 def check_distinct(x, name: str) -> None:
-    """Refuse an array or tensor written in place whose elements share memory (an axis of
-    more than one element with stride 0: torch's expand(), numpy's broadcast_to or
-    as_strided): every element would take the last value written there."""
-    strides = x.stride() if is_torch(x) else x.strides
+    """Refuse an array or tensor written in place whose elements may share memory (an axis
+    of more than one element with stride 0: torch's expand(), numpy's broadcast_to; or
+    strides that interleave, as as_strided can make): an element would take the value
+    last written there. The test: the axes sorted by |stride|, each one's stride passes
+    the extent of the axes below it (a sufficient condition, which every dense or padded
+    layout meets; an exotic non-overlapping interleaving is refused too)."""
     if 0 in tuple(x.shape):  # no elements, none shared (numpy gives empty arrays 0 strides)
         return
+    if is_torch(x):  # strides in elements, an element one unit wide
+        strides, width = x.stride(), 1
+    else:  # strides in bytes
+        strides, width = x.strides, x.itemsize
     if any(st == 0 and n > 1 for n, st in zip(x.shape, strides)):
         raise ValueError(f"{name} has elements that share memory (a stride-0 view such as "
                          "expand() or broadcast_to()): it cannot hold the output")
+    span = width  # the extent covered by the axes so far (one element)
+    for st, n in sorted((abs(st), n) for n, st in zip(x.shape, strides) if n > 1):
+        if st < span:
+            raise ValueError(f"{name} has strides {tuple(strides)} for shape "
+                             f"{tuple(x.shape)}: its elements may share memory, so it "
+                             "cannot hold the output (pass a dense or padded array)")
+        span += st * (n - 1)
 
 
 def mark_written(*xs) -> None:
@@ -440,7 +463,7 @@ def to_numpy(x, name: str):
         # detach / numpy would be the transform's ops, which wrap their results
         inside = t._C._functorch.maybe_current_level() is not None
         with t._C._DisableFuncTorch() if inside else contextlib.nullcontext():
-            return x.detach().numpy()
+            return plain(x).numpy()  # (numpy() refuses a lazily negated view)
     return np.asarray(x)
 
 

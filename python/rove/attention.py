@@ -105,7 +105,7 @@ def _sinks(sinks, H):
         # the differentiable entries reach here with grad off (inside their autograd
         # Function); anywhere else a gradient of the sinks would be silently dropped
         _tensor._no_grad_wanted(sinks, "sinks", torch)
-        t = sinks.detach()
+        t = _tensor.plain(sinks)  # (a lazily negated view's memory holds -sinks)
         if t.dtype != torch.float32 or not t.is_contiguous():
             t = t.to(torch.float32).contiguous()
         if tuple(t.shape) != (H,):

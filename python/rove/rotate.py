@@ -90,6 +90,13 @@ def _run(x, rope, layout, inplace, threads, inverse, call, per_token_tables=Fals
     bhsd = _layout(layout)
     if inverse not in (False, True, 0, 1):
         raise ValueError(f"inverse must be a bool (got {inverse!r})")
+    if inplace and _tensor.is_torch(x) and (x.is_neg() or x.is_conj()):
+        # a lazily negated view (its memory holds -x; view() reads it into a copy, where
+        # the rotation would be lost): rotated out of place, written back through the view
+        _tensor.check_inplace(x, "x")
+        _tensor.check_distinct(x, "x (inplace=True)")
+        x.copy_(_run(x, rope, layout, False, threads, inverse, call, per_token_tables))
+        return x  # (copy_ bumps x's version)
     v = _tensor.view(x, "x")
     ndim = len(v.shape)
     if ndim not in (3, 4):

@@ -200,16 +200,17 @@ def _backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos, kv_pos, qa, ka, want
     from .attention import _sinks
     torch = _tensor._torch()
     with torch.no_grad():
-        qc, kc, vc, oc = (x.detach().float().contiguous() for x in (q, k, v, out))
+        # (_tensor.plain: a lazily negated view's memory holds -x, and C reads memory)
+        qc, kc, vc, oc = (_tensor.plain(x).float().contiguous() for x in (q, k, v, out))
         gc = (torch.zeros_like(oc) if dout is None else
-              dout.detach().float().contiguous())
-        lc = lse.detach().contiguous()
-        dlc = None if dlse is None else dlse.detach().float()
+              _tensor.plain(dout).float().contiguous())
+        lc = _tensor.plain(lse).contiguous()
+        dlc = None if dlse is None else _tensor.plain(dlse).float()
         H, D, Hk = qc.shape[1], qc.shape[2], kc.shape[1]
         dq, dk, dv = torch.zeros_like(qc), torch.zeros_like(kc), torch.zeros_like(vc)
-        qac = None if qa is None else (qa.detach() if _tensor.is_torch(qa) else
+        qac = None if qa is None else (_tensor.plain(qa) if _tensor.is_torch(qa) else
                                        torch.from_numpy(np.asarray(qa))).double().contiguous()
-        kac = None if ka is None else (ka.detach() if _tensor.is_torch(ka) else
+        kac = None if ka is None else (_tensor.plain(ka) if _tensor.is_torch(ka) else
                                        torch.from_numpy(np.asarray(ka))).double().contiguous()
         dqa = torch.zeros_like(qac) if qac is not None and want_qa else None
         dka = torch.zeros_like(kac) if kac is not None and want_ka else None
