@@ -291,6 +291,9 @@ def _package_dirs() -> list:
     return list(dict.fromkeys(dirs))
 
 
+_PACKAGE_LIBRARY = (0, 7)  # = LIBRARY_VERSION below (what the structs mirror)
+
+
 def _find_library(dirs=None) -> str:
     """ROVE_LIBRARY (a path, for development) or the librove.so shipped with the package
     (in ``dirs``, default _package_dirs()). It is loaded by absolute path, so neither
@@ -299,8 +302,12 @@ def _find_library(dirs=None) -> str:
     if env:
         return os.path.abspath(env)
     dirs = _package_dirs() if dirs is None else dirs
+    mine = "librove.so.%d.%d" % _PACKAGE_LIBRARY  # the SONAME this package needs
     for here in dirs:
-        for name in ("librove.so", "librove.so.0", *sorted(glob.glob(os.path.join(here, "librove.so.*")))):
+        # librove.so, then a file of this package's version (the SONAME, then its full
+        # names), and only then any other (whose version check then names the mismatch)
+        for name in ("librove.so", mine, *sorted(glob.glob(os.path.join(here, mine + ".*"))),
+                     *sorted(glob.glob(os.path.join(here, "librove.so.*")))):
             path = os.path.join(here, name)
             if os.path.isfile(path):
                 return path
@@ -319,7 +326,7 @@ lib = ctypes.CDLL(LIBRARY_PATH)  # CDLL: the GIL is released during every call
 # structs (the SONAME carries the minor): another minor (ROVE_LIBRARY pointing at another
 # build) would read them wrongly, silently. So the version is checked first, before any
 # other symbol is bound (an older library also lacks some of them).
-LIBRARY_VERSION = (0, 7)
+LIBRARY_VERSION = _PACKAGE_LIBRARY
 
 
 def _check_version(path: str, version: str) -> None:

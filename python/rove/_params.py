@@ -62,8 +62,9 @@ def flag(name, x) -> bool:
 
 
 def threads(n) -> int:
-    """None or 0 = librove's default (rove_default_threads()); otherwise >= 1."""
-    return 0 if n is None else positive_int("threads", n, minimum=0)
+    """None or 0 = librove's default (rove_default_threads()); otherwise 1 .. 1024
+    (ROVE_MAX_THREADS)."""
+    return 0 if n is None else positive_int("threads", n, minimum=0, maximum=1024)
 
 
 def isa(name) -> int:

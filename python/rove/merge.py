@@ -48,6 +48,8 @@ def merge_partials(outs, lses, *, sinks=None):
     shape = tuple(v0.shape)
     if len(shape) not in (3, 4):
         raise ValueError(f"outs[0] must be [batch, q_len, heads, head_dim] (or 3-D), got {shape}")
+    if 0 in shape:  # as the stacked form (librove's merge takes no empty axis)
+        raise ValueError(f"outs[0] has an empty axis (shape {shape})")
     B, L, H, D = ((1,) + shape)[-4:] if len(shape) == 3 else shape
     lshape = (H, L) if len(shape) == 3 else (B, H, L)
     keep, po, pl = [], (ctypes.c_void_p * len(outs))(), (ctypes.c_void_p * len(outs))()

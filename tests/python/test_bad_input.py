@@ -91,6 +91,7 @@ def test_shapes(qkv, rng, no_c_call):
     (dict(rotate=16), ValueError, "ROTATE_Q"),
     (dict(causal="yes"), TypeError, "causal"),
     (dict(threads=-1), ValueError, "threads"),
+    (dict(threads=1025), ValueError, r"threads must be in \[0, 1024\]"),  # (was C's bare status)
     (dict(isa="sse"), ValueError, "isa must be"),
     (dict(rope="yarn"), TypeError, "RopeConfig"),
     (dict(rope=rove.RopeConfig(rotary_dim=64)), ValueError, "exceeds head_dim"),

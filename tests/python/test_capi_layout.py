@@ -147,6 +147,20 @@ def test_library_found_in_any_folder_of_the_package(tmp_path, monkeypatch):
         L._find_library([str(src)])
 
 
+def test_library_of_this_version_preferred(tmp_path, monkeypatch):
+    """Without a plain librove.so, a file of this package's version is taken before others
+    (sorted by name, librove.so.0.6.0 came first, and the import failed on its version)."""
+    monkeypatch.delenv("ROVE_LIBRARY", raising=False)
+    mine = "librove.so.%d.%d" % L.LIBRARY_VERSION
+    for name in ("librove.so.0.6.0", mine + ".0", "librove.so.9.0.0"):
+        (tmp_path / name).write_bytes(b"")
+    assert L._find_library([str(tmp_path)]) == str(tmp_path / (mine + ".0"))
+    (tmp_path / mine).write_bytes(b"")  # the SONAME link, as CMake installs it
+    assert L._find_library([str(tmp_path)]) == str(tmp_path / mine)
+    (tmp_path / "librove.so").write_bytes(b"")
+    assert L._find_library([str(tmp_path)]) == str(tmp_path / "librove.so")
+
+
 # ---- prototypes --------------------------------------------------------------------------
 _SCALARS = {"int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "uint32_t": ctypes.c_uint32,
             "int": ctypes.c_int, "double": ctypes.c_double, "float": ctypes.c_float,

@@ -64,6 +64,9 @@ def test_bad_input():
         rove.merge_partials([o], [np.zeros((1, 1, 3), np.float32)])
     with pytest.raises(TypeError):
         rove.merge_partials([o], [torch.zeros(1, 1, 2)])
+    for shape, lshape in (((0, 2, 1, 4), (0, 1, 2)), ((1, 0, 1, 4), (1, 1, 0))):
+        with pytest.raises(ValueError, match="empty axis"):  # was librove's bare status
+            rove.merge_partials([np.zeros(shape, np.float32)], [np.zeros(lshape, np.float32)])
 
 
 @pytest.mark.parametrize("kind", ["numpy", "torch"])
