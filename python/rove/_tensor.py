@@ -174,7 +174,7 @@ def view(x, name: str, dtype=np.float32) -> View:
                             f"casts silently: pass {name}.{'float' if want == t.float32 else 'double'}()")
         if x.is_conj() or x.is_neg():
             x = x.resolve_conj().resolve_neg()
-        return View(x, True, x.data_ptr(), tuple(x.shape), tuple(x.stride()))
+        return View(x, True, tensor_ptr(x), tuple(x.shape), tuple(x.stride()))
     raise TypeError(f"{name} must be a numpy.ndarray or a CPU torch.Tensor, not "
                     f"{type(x).__name__}")
 
@@ -226,7 +226,7 @@ def _torch_view(x, name, t) -> View:
     _torch_checks(x, name, "", t)
     if x.is_conj() or x.is_neg():
         x = x.resolve_conj().resolve_neg()
-    return View(x, True, x.data_ptr(), tuple(x.shape), tuple(x.stride()))
+    return View(x, True, tensor_ptr(x), tuple(x.shape), tuple(x.stride()))
 
 
 def torch_dtype(rdt: int):
@@ -287,13 +287,25 @@ def plain(x):
     return x.resolve_conj().resolve_neg() if x.is_neg() or x.is_conj() else x
 
 
+_NO_ELEMENTS = np.zeros(8, np.float64)  # what an empty torch tensor's pointer becomes
+
+
+def tensor_ptr(x) -> int:
+    """x.data_ptr(), never 0: an empty torch tensor has no storage and data_ptr() 0, which C
+    reads as NULL, an argument not given (e.g. explicit angles given for the queries and,
+    empty, for the keys: refused as only one of the pair). C reads no element of an empty
+    tensor, so any valid address stands for it."""
+    p = x.data_ptr()
+    return p if p else _NO_ELEMENTS.__array_interface__["data"][0]
+
+
 def dense_copy(v: View, logical_order) -> View:
     """One contiguous copy of v with its axes in ``logical_order`` (counted in ``copies``)."""
     global copies
     copies += 1
     if v.torch:
         c = v.obj.detach().permute(*logical_order).contiguous()
-        return View(c, True, c.data_ptr(), tuple(c.shape), tuple(c.stride()), v.dtype)
+        return View(c, True, tensor_ptr(c), tuple(c.shape), tuple(c.stride()), v.dtype)
     c = np.array(np.transpose(v.obj, logical_order), order="C", copy=True)  # aligned too
     return View(c, False, c.__array_interface__["data"][0], c.shape,
                 tuple(s // c.itemsize for s in c.strides), v.dtype)
@@ -305,12 +317,12 @@ def empty(like_torch: bool, shape, dtype=np.float32, rdt=None):
     if rdt is not None:
         if like_torch:
             x = _torch().empty(shape, dtype=torch_dtype(rdt))
-            return x, x.data_ptr()
+            return x, tensor_ptr(x)
         dtype = {F32: np.float32, F16: np.float16}[rdt]
     if like_torch:
         t = _torch()
         x = t.empty(shape, dtype=getattr(t, _dtype(dtype)[1]))
-        return x, x.data_ptr()
+        return x, tensor_ptr(x)
     x = np.empty(shape, dtype=dtype)
     return x, x.__array_interface__["data"][0]
 
@@ -338,7 +350,7 @@ def contiguous(x, name: str, dtype, shape=None, writable=False):
         if not ok:
             copies += 1
             obj = obj.contiguous()
-        return obj, obj.data_ptr()
+        return obj, tensor_ptr(obj)
     ok = obj.flags.c_contiguous and obj.flags.aligned
     if writable:
         if not ok:

@@ -393,3 +393,26 @@ def test_numpy_angles_under_autograd():
         rove.attention_varlen(torch.tensor(q, requires_grad=True), torch.tensor(k),
                               torch.tensor(v), cq, ck, q_angles=qa.astype(np.float32),
                               kv_angles=ka.astype(np.float32))
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("side", ["no keys", "no queries"])
+def test_empty_side_with_explicit_angles(side, grad):
+    """Explicit angles where every sequence has no keys (or no queries): the empty torch
+    angles' data_ptr() was 0, C read it as angles not given for that side and refused the
+    call as only one of the pair (numpy's empty arrays have an address, and worked)."""
+    nq, nk = (3, 0) if side == "no keys" else (0, 2)
+    cq, ck = np.array([0, nq], np.int32), np.array([0, nk], np.int32)
+    g = torch.Generator().manual_seed(8)
+    q, k = torch.randn(nq, 1, 4, generator=g), torch.randn(nk, 1, 4, generator=g)
+    if grad:
+        q.requires_grad_()
+    qa, ka = torch.zeros(nq, 1, 2, dtype=torch.float64), torch.zeros(nk, 1, 2, dtype=torch.float64)
+    out, lse = rove.attention_varlen(q, k, k, cq, ck, q_angles=qa, kv_angles=ka, return_lse=True)
+    want, wlse = rove.attention_varlen(q.detach().numpy(), k.numpy(), k.numpy(), cq, ck,
+                                       q_angles=qa.numpy(), kv_angles=ka.numpy(), return_lse=True)
+    assert out.shape == (nq, 1, 4) and np.array_equal(out.detach().numpy(), want)
+    assert np.array_equal(lse.detach().numpy(), wlse)  # (no keys: out 0, LSE -inf)
+    if grad and nq:
+        out.sum().backward()
+        assert torch.equal(q.grad, torch.zeros_like(q))
