@@ -291,7 +291,14 @@ def _package_dirs() -> list:
     return list(dict.fromkeys(dirs))
 
 
-_PACKAGE_LIBRARY = (0, 7)  # = LIBRARY_VERSION below (what the structs mirror)
+# The structs of this module mirror rove.h of 0.7 (rove_paged_kv.layout was new in 0.3, its
+# block_stride in 0.4, the sinks of the attention, varlen and paged args, d_sinks of the
+# grads, the layer weights' sinks and the attention args' K/V head and batch strides in
+# 0.5, the GLA args' cu_seqlens and n_seqs in 0.6, the attention grads' d_lse in 0.7), and while the major version is 0 a minor release may change public
+# structs (the SONAME carries the minor): another minor (ROVE_LIBRARY pointing at another
+# build) would read them wrongly, silently. So the version is checked first, before any
+# other symbol is bound (an older library also lacks some of them).
+LIBRARY_VERSION = (0, 7)
 
 
 def _find_library(dirs=None) -> str:
@@ -302,7 +309,7 @@ def _find_library(dirs=None) -> str:
     if env:
         return os.path.abspath(env)
     dirs = _package_dirs() if dirs is None else dirs
-    mine = "librove.so.%d.%d" % _PACKAGE_LIBRARY  # the SONAME this package needs
+    mine = "librove.so.%d.%d" % LIBRARY_VERSION  # the SONAME this package needs
     for here in dirs:
         # librove.so, then a file of this package's version (the SONAME, then its full
         # names), and only then any other (whose version check then names the mismatch)
@@ -319,14 +326,6 @@ def _find_library(dirs=None) -> str:
 LIBRARY_PATH = _find_library()
 lib = ctypes.CDLL(LIBRARY_PATH)  # CDLL: the GIL is released during every call
 
-# The structs below mirror rove.h of 0.7 (rove_paged_kv.layout was new in 0.3, its
-# block_stride in 0.4, the sinks of the attention, varlen and paged args, d_sinks of the
-# grads, the layer weights' sinks and the attention args' K/V head and batch strides in
-# 0.5, the GLA args' cu_seqlens and n_seqs in 0.6, the attention grads' d_lse in 0.7), and while the major version is 0 a minor release may change public
-# structs (the SONAME carries the minor): another minor (ROVE_LIBRARY pointing at another
-# build) would read them wrongly, silently. So the version is checked first, before any
-# other symbol is bound (an older library also lacks some of them).
-LIBRARY_VERSION = _PACKAGE_LIBRARY
 
 
 def _check_version(path: str, version: str) -> None:

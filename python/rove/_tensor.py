@@ -172,8 +172,7 @@ def view(x, name: str, dtype=np.float32) -> View:
         if x.dtype != want:
             raise TypeError(f"{name} has dtype {x.dtype}; librove needs {want} and never "
                             f"casts silently: pass {name}.{'float' if want == t.float32 else 'double'}()")
-        if x.is_conj() or x.is_neg():
-            x = x.resolve_conj().resolve_neg()
+        x = resolved(x)
         return View(x, True, tensor_ptr(x), tuple(x.shape), tuple(x.stride()))
     raise TypeError(f"{name} must be a numpy.ndarray or a CPU torch.Tensor, not "
                     f"{type(x).__name__}")
@@ -224,8 +223,7 @@ def view_float(x, name: str) -> View:
 def _torch_view(x, name, t) -> View:
     """view() of a torch tensor whose dtype was checked by the caller."""
     _torch_checks(x, name, "", t)
-    if x.is_conj() or x.is_neg():
-        x = x.resolve_conj().resolve_neg()
+    x = resolved(x)
     return View(x, True, tensor_ptr(x), tuple(x.shape), tuple(x.stride()))
 
 
@@ -277,14 +275,23 @@ def kv_strides(shape, strides):
     return ts, hs, bs
 
 
+def is_lazy(x) -> bool:
+    """A lazily negated or conjugated torch view (torch's neg / conj bits, e.g.
+    torch._neg_view, x.conj().imag): its memory holds -x, not its values."""
+    return x.is_neg() or x.is_conj()
+
+
+def resolved(x):
+    """A torch tensor whose memory holds its values: a lazy view (is_lazy) resolved into a
+    copy, any other tensor as it is. Everything that hands a data_ptr() to C goes through
+    this (view() does; .float() and .contiguous() keep the bits where they copy nothing)."""
+    return x.resolve_conj().resolve_neg() if is_lazy(x) else x
+
+
 def plain(x):
-    """x detached, its values in its memory: a lazily negated or conjugated torch view
-    (torch's neg / conj bits, e.g. torch._neg_view, x.conj().imag: its memory holds -x)
-    resolved into a copy; any other tensor as it is. For code that hands a tensor's
-    data_ptr() to C without going through view() (the backward paths): .float() and
-    .contiguous() keep those bits where they make no copy."""
-    x = x.detach()
-    return x.resolve_conj().resolve_neg() if x.is_neg() or x.is_conj() else x
+    """x detached and resolved(): for the paths that read a tensor's memory without view()
+    (the backward passes)."""
+    return resolved(x.detach())
 
 
 _NO_ELEMENTS = np.zeros(8, np.float64)  # what an empty torch tensor's pointer becomes
@@ -304,7 +311,7 @@ def dense_copy(v: View, logical_order) -> View:
     global copies
     copies += 1
     if v.torch:
-        c = v.obj.detach().permute(*logical_order).contiguous()
+        c = plain(v.obj).permute(*logical_order).contiguous()
         return View(c, True, tensor_ptr(c), tuple(c.shape), tuple(c.stride()), v.dtype)
     c = np.array(np.transpose(v.obj, logical_order), order="C", copy=True)  # aligned too
     return View(c, False, c.__array_interface__["data"][0], c.shape,
@@ -339,7 +346,7 @@ def contiguous(x, name: str, dtype, shape=None, writable=False):
     if v.torch:
         if writable:
             check_inplace(obj, name)
-            if x.is_neg() or x.is_conj():  # view() resolved it into a copy: writes would be lost
+            if is_lazy(x):  # view() resolved it into a copy: writes would be lost
                 raise ValueError(f"{name} is a lazily negated or conjugated view (its memory "
                                  "does not hold its values), so it cannot be written in place")
         if obj.requires_grad:

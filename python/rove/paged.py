@@ -521,7 +521,7 @@ def _dense(x, name, shape=None, dtype=None, write=False, blocked=False):
         _tensor._torch_checks(x, name, "", torch)
         t = {torch.float32: _F32, torch.bfloat16: _BF16, torch.float16: _F16, torch.int8: _Q8,
              getattr(torch, "uint16", torch.bfloat16): _BF16}.get(x.dtype)
-        if x.is_neg() or x.is_conj():  # a lazy view: its memory does not hold its values
+        if _tensor.is_lazy(x):  # a lazy view: its memory does not hold its values
             raise ValueError(f"{name} is a lazily negated or conjugated view; pass "
                              f"{name}.resolve_neg() (a pool is read in place, never copied)")
         ok, ptr = x.is_contiguous(), x.data_ptr()

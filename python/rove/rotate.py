@@ -90,13 +90,6 @@ def _run(x, rope, layout, inplace, threads, inverse, call, per_token_tables=Fals
     bhsd = _layout(layout)
     if inverse not in (False, True, 0, 1):
         raise ValueError(f"inverse must be a bool (got {inverse!r})")
-    if inplace and _tensor.is_torch(x) and (x.is_neg() or x.is_conj()):
-        # a lazily negated view (its memory holds -x; view() reads it into a copy, where
-        # the rotation would be lost): rotated out of place, written back through the view
-        _tensor.check_inplace(x, "x")
-        _tensor.check_distinct(x, "x (inplace=True)")
-        x.copy_(_run(x, rope, layout, False, threads, inverse, call, per_token_tables))
-        return x  # (copy_ bumps x's version)
     v = _tensor.view(x, "x")
     ndim = len(v.shape)
     if ndim not in (3, 4):
@@ -110,8 +103,11 @@ def _run(x, rope, layout, inplace, threads, inverse, call, per_token_tables=Fals
     mode = _modes(lv)
     if per_token_tables and mode is not None and mode[0] == "heads" and h > 1:
         mode = None
+    if inplace and v.torch and _tensor.is_lazy(x):
+        mode = None  # a lazy view: view() read it into a copy, where the rotation was lost
     back = None
-    if mode is None:  # strides rove_rotate cannot take, or "heads" with per-token tables
+    if mode is None:  # strides rove_rotate cannot take, "heads" with per-token tables, or
+        # x in place through a lazy view: rotated in a dense copy, then copied back
         src = _tensor.View(t[None] if ndim == 3 else t, v.torch, 0, (), ())
         lv = _tensor.dense_copy(src, _BHSD_TO_BSHD if bhsd else (0, 1, 2, 3))
         back, mode = lv, ("tokens", h * d)

@@ -105,13 +105,13 @@ def _check_devices(name, q, *others):
                 f"on {t.device})"))
 
 
-def _kernel_no_forward_ad(name):
-    """In an op's kernel: refuse while a forward-mode AD level is open. torch.func.jvp /
-    jacfwd reach the kernel of a custom op without a forward rule with the tangents
-    stripped and give its outputs none (zero derivatives, without a word); the kernel
-    cannot tell whether its own inputs carried one, so any open level is refused (a
-    torch.autograd.forward_ad.dual_level() block, or a jvp: the keyword wrappers refuse
-    the same before the op)."""
+def _no_forward_ad(name):
+    """In an op's kernel (so for its keyword wrapper and a direct torch.ops.rove call
+    alike): refuse while a forward-mode AD level is open. torch.func.jvp / jacfwd reach the
+    kernel of a custom op without a forward rule with the tangents stripped and give its
+    outputs none (zero derivatives, without a word); the kernel cannot tell whether its
+    own inputs carried one, so any open level is refused (a
+    torch.autograd.forward_ad.dual_level() block, or a jvp)."""
     fa = torch.autograd.forward_ad
     if getattr(fa, "_current_level", -1) >= 0 and not torch.compiler.is_compiling():
         raise NotImplementedError(f"{name}: {_tensor._FORWARD_AD}")
@@ -122,7 +122,7 @@ def _op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: Optional[torch
         kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
         softcap: float, scale: Optional[float], rope_json: str,
         layout: str, sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-    _kernel_no_forward_ad("rove::attention")
+    _no_forward_ad("rove::attention")
     out, lse = _attention(q, k, v, rotate=_flags(rotate), causal=causal, q_pos=q_pos,
                           kv_pos=kv_pos, rope=_rope(rope_json), window=window,
                           softcap=softcap, scale=scale, layout=layout, return_lse=True,
@@ -262,17 +262,9 @@ def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json,
     return (out.transpose(1, 2) if bhsd else out), q.new_empty((B, H, L), dtype=f32)
 
 
-def _no_forward_ad(name, *xs):
-    """The custom ops have no forward-mode rule, and torch would give their outputs no
-    tangent (zero derivatives, without a word): refused here, in eager mode."""
-    if not torch.compiler.is_compiling() and _tensor.forward_ad(xs, torch):
-        raise NotImplementedError(f"{name}: {_tensor._FORWARD_AD}")
-
-
 def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, rope=None,
               window=0, softcap=0.0, scale=None, layout="bshd", return_lse=False, sinks=None):
     """rove.attention through the rove::attention custom op (torch tensors only)."""
-    _no_forward_ad("rove::attention", q, k, v, sinks)
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
     causal, window, softcap, scale, rope_json = _scalars(causal, window, softcap, scale, rope)
@@ -288,7 +280,7 @@ def _varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
                kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
                softcap: float, scale: Optional[float], rope_json: str,
                sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-    _kernel_no_forward_ad("rove::attention_varlen")
+    _no_forward_ad("rove::attention_varlen")
     out, lse = _varlen.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, rotate=_flags(rotate),
                                         causal=causal, q_pos=q_pos, kv_pos=kv_pos,
                                         window=window, softcap=softcap, scale=scale,
@@ -350,7 +342,6 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
                      return_lse=False, sinks=None):
     """rove.attention_varlen through the rove::attention_varlen custom op (torch tensors
     only; cu_seqlens as integer tensors)."""
-    _no_forward_ad("rove::attention_varlen", q, k, v, sinks)
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
     causal, window, softcap, scale, rope_json = _scalars(causal, window, softcap, scale, rope)
@@ -383,7 +374,7 @@ def _gla_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
             cu_seqlens: Optional[torch.Tensor], scale: Optional[float], rotate: str,
             rotary_dim: int, pairing: str, chunk: int, recurrent: bool
             ) -> Tuple[torch.Tensor, torch.Tensor]:
-    _kernel_no_forward_ad("rove::gla")
+    _no_forward_ad("rove::gla")
     plan = _gla_plan(q, v, scale, rotate, rotary_dim, pairing, chunk, angles is not None)
     fn = "rove_gla_recurrent" if recurrent else "rove_gla_forward"
     out, fs = plan._run(fn, q, k, v, g, angles, initial_state, True, None, _gla_cu(cu_seqlens))
@@ -484,7 +475,6 @@ def gla(q, k, v, g, *, angles=None, initial_state=None, cu_seqlens=None, scale=N
     tensors; cu_seqlens an integer tensor, list or array). rotate applies only with angles.
     The op takes float32; bfloat16 / float16 inputs are cast around it (differentiable,
     traced), as rove.gla widens them: the output in q's dtype, the final state float32."""
-    _no_forward_ad("rove::gla", q, k, v, g, angles, initial_state)
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
     if torch.compiler.is_compiling():  # types only (see _scalars); the op checks values

@@ -127,8 +127,9 @@ def test_forward_mode_raises_through_the_custom_ops_and_inference_calls():
     gen = np.random.default_rng(7)
     q, k, v = _t(gen, 1, 5, 2, 8), _t(gen, 1, 5, 2, 8), _t(gen, 1, 5, 2, 8)
     g = -_t(gen, 1, 5, 2, 8, lo=0.0, hi=1.0)
+    cu5 = torch.tensor([0, 5], dtype=torch.int32)  # (the op takes cu_seqlens as tensors)
     for f in (lambda q: rove.torch_ops.attention(q, k, v),
-              lambda q: rove.torch_ops.attention_varlen(q[0], k[0], v[0], [0, 5], [0, 5]),
+              lambda q: rove.torch_ops.attention_varlen(q[0], k[0], v[0], cu5, cu5),
               lambda q: rove.torch_ops.gla(q, k, v, g),
               lambda q: rove.rotate(q, rope=rove.RopeConfig())):
         with pytest.raises(NotImplementedError, match="forward-mode"):
