@@ -357,6 +357,11 @@ typedef struct rove_attention_args {
  * are not sanitised, on every ISA alike: a NaN in q or in the K row of a visible key (or
  * a logit of +inf) makes every dim of that query's output and its LSE NaN; a NaN in the
  * V row of a visible key makes the output dims it reaches NaN (the LSE stays finite).
+ * Huge finite values: the output is an fp32 sum of weighted V rows divided at the end, so
+ * it is finite while the sum of |v| over a row's visible keys stays below FLT_MAX / 55
+ * (the AVX2 / AVX-512 tiles' lazy maximum, docs/DESIGN.md §3; FLT_MAX on the others), and
+ * may be +-inf beyond that where the exact output is finite (PyTorch's fused CPU SDPA
+ * overflows alike).
  * @p a->out and @p a->lse must not overlap any array the call reads (q, k, v, q_pos,
  * kv_pos, the angles, the sinks: checked, each array as the span from its first to its
  * last element, gaps between strided rows or heads included; positions and angles are

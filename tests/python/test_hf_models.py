@@ -447,20 +447,28 @@ def test_left_padded_loss_with_the_usual_labels():
     last pad position of a row predicts its first real token from a query row that sees no
     key. librove's output there is 0, as sdpa's, so the loss and its gradients equal sdpa's;
     eager's row is an average of the masked values, and its loss differs unless that label
-    is masked too."""
+    (the first real token's, at index = the row's pad count) is masked too."""
     state = _build("llama3", "eager").state_dict()
     pids, mask, pos = _padded_batch((24, 15), 24)
     labels = pids.masked_fill(mask == 0, -100)
-    loss = {}
+    first_real_masked = labels.clone()
+    for row, pads in enumerate((mask == 0).sum(1).tolist()):
+        if pads:
+            first_real_masked[row, pads] = -100
+    assert (first_real_masked != labels).any()
+    loss, masked = {}, {}
     for impl in ("rove", "sdpa", "eager"):
         m = _build("llama3", impl, state).train()
-        m.zero_grad(set_to_none=True)
-        out = m(pids, attention_mask=mask, position_ids=pos, labels=labels, use_cache=False)
-        out.loss.backward()
-        loss[impl] = (out.loss.item(), m.model.layers[0].self_attn.q_proj.weight.grad.clone())
+        for lab, into in ((labels, loss), (first_real_masked, masked)):
+            m.zero_grad(set_to_none=True)
+            out = m(pids, attention_mask=mask, position_ids=pos, labels=lab, use_cache=False)
+            out.loss.backward()
+            into[impl] = (out.loss.item(), m.model.layers[0].self_attn.q_proj.weight.grad.clone())
     assert abs(loss["rove"][0] - loss["sdpa"][0]) <= 1e-5 * abs(loss["sdpa"][0])
     assert _rel(loss["rove"][1], loss["sdpa"][1]) <= 1e-4
     assert abs(loss["rove"][0] - loss["eager"][0]) > 1e-4  # the one term that differs
+    assert abs(masked["rove"][0] - masked["eager"][0]) <= 1e-5 * abs(masked["eager"][0])
+    assert _rel(masked["rove"][1], masked["eager"][1]) <= 1e-4
 
 
 @pytest.mark.parametrize("family", ["llama3", "gemma2"])
