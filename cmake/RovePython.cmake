@@ -8,6 +8,11 @@
 # two more copies). Only the COMPONENT python is installed into the wheel
 # (install.components in pyproject.toml), so the C package's headers, CMake and
 # pkg-config files stay out of site-packages.
-# OpenBLAS (the layer's sgemm) and libgomp remain system libraries (libopenblas-dev,
-# installed by scripts/install-deps.sh).
+# OpenBLAS (the layer's sgemm) remains a system library (libopenblas-dev, installed by
+# scripts/install-deps.sh), found by the loader's search as for the `cmake --install`ed
+# library. install(FILES) copies the build tree's file as it is, with the build RUNPATH
+# CMake gave it (OpenBLAS's folder and an empty entry, room for an install-time rewrite,
+# which makes the loader search the current directory): it is removed from the copy.
 install(FILES $<TARGET_FILE:rove> DESTINATION rove RENAME librove.so COMPONENT python)
+install(CODE "file(RPATH_REMOVE FILE \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/rove/librove.so\")"
+        COMPONENT python)

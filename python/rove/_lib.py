@@ -179,6 +179,17 @@ def finalizer(obj, destroy, ptr):
     return f
 
 
+def after_fork_in_child(fn) -> None:
+    """Run fn in a forked child (os.register_at_fork; not on platforms without fork). The
+    package's module locks (the plan caches', rove.hf's) are made afresh there: a fork
+    from one thread while another held such a lock left the child a lock nobody would
+    release, and its next call hung. librove's own thread pools are forgotten in the
+    child by the C library (docs/architecture.md). Objects the caller shares between
+    threads (a KVCache, a PagedKVCache) are the caller's to keep out of a fork."""
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=fn)
+
+
 class SharedHandle:
     """Base of the immutable, thread-safe handles (Plan, GLAPlan): a copy is the object
     itself (sharing is what a copy of an immutable plan means; a field-by-field copy
@@ -324,7 +335,11 @@ def _find_library(dirs=None) -> str:
 
 
 LIBRARY_PATH = _find_library()
-lib = ctypes.CDLL(LIBRARY_PATH)  # CDLL: the GIL is released during every call
+try:
+    lib = ctypes.CDLL(LIBRARY_PATH)  # CDLL: the GIL is released during every call
+except OSError as e:  # ROVE_LIBRARY naming a missing file, a folder, a foreign binary
+    where = " (ROVE_LIBRARY)" if os.environ.get("ROVE_LIBRARY") else ""
+    raise ImportError(f"cannot load librove from {LIBRARY_PATH}{where}: {e}") from None
 
 
 

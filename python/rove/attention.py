@@ -443,17 +443,29 @@ def get_plan(n_heads, n_kv_heads, head_dim, *, rotate="rove", causal=True, windo
     p = Plan(n_heads, n_kv_heads, head_dim, rotate=rotate, causal=causal, window=window,
              softcap=softcap, scale=scale, rope=rope, isa=isa, threads=threads)
     if key is not None:
+        dropped = [p]  # ours, should another thread have cached one first
         with _plans_lock:
             p = _plans.setdefault(key, p)
             _plans.move_to_end(key)
             while len(_plans) > PLAN_CACHE_SIZE:
-                _plans.popitem(last=False)
+                dropped.append(_plans.popitem(last=False)[1])
+        del dropped  # plans destroyed here, outside the lock (_lib.after_fork_in_child)
     return p
 
 
 def clear_plan_cache() -> None:
     with _plans_lock:
+        dropped = list(_plans.values())
         _plans.clear()
+    del dropped  # destroyed outside the lock
+
+
+def _fresh_locks_in_child() -> None:
+    global _plans_lock
+    _plans_lock = threading.Lock()
+
+
+_lib.after_fork_in_child(_fresh_locks_in_child)
 
 
 def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, rope=None,

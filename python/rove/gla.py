@@ -206,11 +206,21 @@ def _plan(H, K, V, **kw) -> GLAPlan:
             _plans.move_to_end(key)
             return p
     p = GLAPlan(H, K, V, **kw)
+    dropped = [p]  # ours, should another thread have cached one first
     with _lock:
         p = _plans.setdefault(key, p)
         while len(_plans) > 32:
-            _plans.popitem(last=False)
+            dropped.append(_plans.popitem(last=False)[1])
+    del dropped  # plans destroyed here, outside the lock (_lib.after_fork_in_child)
     return p
+
+
+def _fresh_lock_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+_lib.after_fork_in_child(_fresh_lock_in_child)
 
 
 def _shapes(q, v):

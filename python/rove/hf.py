@@ -140,6 +140,14 @@ _threads: Optional[int] = None
 _lock = threading.Lock()
 
 
+def _fresh_lock_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+_lib.after_fork_in_child(_fresh_lock_in_child)
+
+
 def _eager(fn, name: str):
     """fn kept out of torch.compile's tracing (a graph break around it): librove's calls
     go through ctypes and NumPy and create plans (weakref.finalize), which dynamo cannot

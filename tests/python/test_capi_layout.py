@@ -135,6 +135,35 @@ def test_another_minor_is_refused_before_any_symbol_is_bound(tmp_path, version):
     assert "needs 0.7.x" in r.stderr
 
 
+@pytest.mark.parametrize("what", ["missing", "folder", "not a library"])
+def test_a_bad_rove_library_is_an_import_error(tmp_path, what):
+    """ROVE_LIBRARY naming something ctypes cannot load is an ImportError naming
+    ROVE_LIBRARY (it was ctypes' OSError, past an `except ImportError` fallback)."""
+    path = {"missing": tmp_path / "nope.so", "folder": tmp_path,
+            "not a library": tmp_path / "text.so"}[what]
+    (tmp_path / "text.so").write_text("not an ELF file\n")
+    code = ("try:\n    import rove\nexcept ImportError as e:\n    print('ImportError:', e)\n"
+            "else:\n    print('imported')\n")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, ROVE_LIBRARY=str(path)),
+                       capture_output=True, text=True, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"ImportError: cannot load librove from {path} (ROVE_LIBRARY)"), r.stdout
+
+
+def test_the_packaged_library_has_no_runpath():
+    """The wheel's librove.so carries no RUNPATH: the build tree's (OpenBLAS's folder and
+    an empty entry, CMake's room for an install-time rewrite) made the loader search the
+    current directory for OpenBLAS (found by review; cmake/RovePython.cmake removes it).
+    Only the installed package's file can be checked: ROVE_LIBRARY points elsewhere."""
+    if os.environ.get("ROVE_LIBRARY"):
+        pytest.skip("ROVE_LIBRARY is set: the library under test is not the package's")
+    readelf = shutil.which("readelf")
+    assert readelf, "readelf (binutils) is needed to read the library's dynamic section"
+    r = subprocess.run([readelf, "-d", L.LIBRARY_PATH], capture_output=True, text=True, check=True)
+    assert "NEEDED" in r.stdout
+    assert "RUNPATH" not in r.stdout and "RPATH" not in r.stdout, r.stdout
+
+
 def test_library_found_in_any_folder_of_the_package(tmp_path, monkeypatch):
     """An editable install: this file in the source tree, librove.so in site-packages/rove
     (another folder of rove.__path__)."""

@@ -80,3 +80,78 @@ def test_concurrent_kv_caches(rng):
     with ThreadPoolExecutor(4) as ex:
         for got, w in zip(ex.map(decode, range(4)), want):
             assert np.max(np.abs(got - w)) / np.max(np.abs(w)) < 1e-5
+
+
+def _module(name):
+    """The package's module (rove.attention and rove.gla are also its functions' names)."""
+    import importlib
+    return importlib.import_module(name)
+
+
+def _plan_cache_modules():
+    A, G = _module("rove.attention"), _module("rove.gla")
+    return [(A, "_plans_lock", lambda i: rove.get_plan(2, 2, 8, scale=1.0 + i * 1e-3),
+             A.PLAN_CACHE_SIZE),
+            (G, "_lock", lambda i: G._plan(2, 8, 8, scale=1.0 + i * 1e-3), 32)]
+
+
+def test_evicted_plans_are_destroyed_outside_the_cache_lock():
+    """An evicted plan is destroyed (rove_plan_destroy through ctypes, which releases the
+    GIL) after the plan cache's lock is let go: a fork from another thread at that moment
+    copied a held lock into the child, whose next call then hung (found by review)."""
+    import gc
+    import weakref
+    rove.clear_plan_cache()
+    for mod, lock, make, size in _plan_cache_modules():
+        seen = []
+        first = make(-1)
+        weakref.finalize(first, lambda m=mod, n=lock: seen.append(getattr(m, n).locked()))
+        del first
+        for i in range(size + 1):
+            make(i)
+        gc.collect()
+        assert seen == [False], (mod.__name__, seen)
+    rove.clear_plan_cache()
+
+
+def test_fork_child_gets_fresh_module_locks(rng):
+    """A fork while another thread holds one of the package's module locks (the plan
+    caches', hf's) leaves the child a fresh one: the child's calls go on, where they hung
+    (os.register_at_fork)."""
+    import os
+    import signal
+    A, G = _module("rove.attention"), _module("rove.gla")
+    try:
+        H = _module("rove.hf")
+    except ImportError:  # transformers or torch missing: its lock is not in the package
+        H = None
+    q, k, v = (randn(rng, 1, 4, 2, 8) for _ in range(3))
+    g = -np.abs(randn(rng, 1, 4, 2, 8))
+    locks = [(A, "_plans_lock"), (G, "_lock")] + ([(H, "_lock")] if H else [])
+    for mod, name in locks:
+        held, release = threading.Event(), threading.Event()
+
+        def hold(m=mod, n=name):
+            with getattr(m, n):
+                held.set()
+                release.wait()
+
+        t = threading.Thread(target=hold)
+        t.start()
+        assert held.wait(20)
+        pid = os.fork()
+        if pid == 0:  # the child: a call that takes the lock, bounded by an alarm
+            signal.alarm(20)
+            try:
+                rove.clear_plan_cache()
+                rove.attention(q, k, v, scale=0.37)
+                rove.gla(q, q, q, g, scale=0.41)
+                if H is not None:
+                    H.register()
+            except BaseException:
+                os._exit(2)
+            os._exit(0)
+        release.set()
+        t.join()
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (mod.__name__, status)
