@@ -184,7 +184,7 @@ def after_fork_in_child(fn) -> None:
     package's module locks (the plan caches', rove.hf's) are made afresh there: a fork
     from one thread while another held such a lock left the child a lock nobody would
     release, and its next call hung. librove's own thread pools are forgotten in the
-    child by the C library (docs/architecture.md). Objects the caller shares between
+    child by the C library (docs/DESIGN.md §3, Threads). Objects the caller shares between
     threads (a KVCache, a PagedKVCache) are the caller's to keep out of a fork."""
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=fn)
