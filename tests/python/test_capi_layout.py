@@ -147,7 +147,8 @@ def test_a_bad_rove_library_is_an_import_error(tmp_path, what):
     r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, ROVE_LIBRARY=str(path)),
                        capture_output=True, text=True, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith(f"ImportError: cannot load librove from {path} (ROVE_LIBRARY)"), r.stdout
+    want = f"ImportError: cannot load librove from {path} (ROVE_LIBRARY)"
+    assert r.stdout.startswith(want), r.stdout
 
 
 def test_the_packaged_library_has_no_runpath():
