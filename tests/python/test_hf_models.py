@@ -262,6 +262,32 @@ def test_left_padding_is_honoured_exactly(family, mode):
         assert torch.equal(_generate(mod, ids, mask), out_ref), (family, mode)
 
 
+def test_plain_causal_mask_is_not_built(monkeypatch):
+    """transformers' plain causal mask function (with padding) is known without building
+    it: the rove mask function never calls sdpa_mask then (a decode step spent ~120 us
+    building and matching it), and the padded batch and its greedy decoding still equal
+    sdpa's. A sliding-window model's mask is still built and matched."""
+    import transformers.masking_utils as MU
+    base = _build("llama3", "sdpa")
+    mod = _build("llama3", "rove", base.state_dict())
+    ids, mask, pos = _padded_batch((PROMPT, 27), PROMPT)
+    with torch.no_grad():
+        ref = base(ids, attention_mask=mask, position_ids=pos).logits
+    out_ref = _generate(base, ids, mask)
+    built = []
+    real = MU.sdpa_mask
+    monkeypatch.setattr(MU, "sdpa_mask", lambda *a, **k: built.append(1) or real(*a, **k))
+    with torch.no_grad():
+        got = mod(ids, attention_mask=mask, position_ids=pos).logits
+    assert _rel(got[0], ref[0]) <= RTOL and _rel(got[1, PROMPT - 27:], ref[1, PROMPT - 27:]) <= RTOL
+    assert torch.equal(_generate(mod, ids, mask), out_ref)
+    assert built == []
+    window = _build("mistral", "rove")
+    with torch.no_grad():
+        window(ids, attention_mask=mask, position_ids=pos)
+    assert built
+
+
 # ---- packed sequences (position_ids restart inside a row, no cache) ---------------------
 PACKED = ((23, 5, 30, 1), (9, 40, 10))  # per batch row; 23, 30, 40 cross the window of 16
 
