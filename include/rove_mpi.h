@@ -47,8 +47,9 @@
  * - Positions are always explicit (global int32 positions, any order): contiguous,
  *   zig-zag or any other assignment of tokens to ranks is just a position array
  *   (rove_mpi_split_positions makes the two usual ones).
- * - Selective RoPE (explicit angles), attention sinks and typed (bf16/f16) query and
- *   output tensors are not supported here (::ROVE_ERR_UNSUPPORTED); typed KV caches are.
+ * - Selective RoPE (explicit angles) and attention sinks are not supported here
+ *   (::ROVE_ERR_UNSUPPORTED). Query, key, value and output tensors are float32 (these
+ *   entry points take no rove_tensor_types); typed KV caches (bf16, f16, q8) are read.
  * - Nothing is printed; the library links librove.so and MPI, and librove.so itself does
  *   not depend on MPI.
  */
