@@ -207,6 +207,10 @@ def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail, out
 
 def _plan(plan, shape, plan_kw):
     if plan is None:
+        fixed = [n for n in ("n_heads", "n_kv_heads", "head_dim") if n in plan_kw]
+        if fixed:  # get_plan's own TypeError ("multiple values") would not say why
+            raise TypeError(f"{', '.join(fixed)}: the heads and head_dim come from the "
+                            "tensors (q and the pool); give the other plan options only")
         return get_plan(*shape, **plan_kw)
     if not isinstance(plan, Plan):
         raise TypeError(f"plan must be a rove.Plan, not {type(plan).__name__}")

@@ -691,6 +691,8 @@ def test_construction_and_bad_input(rng):
         rove.paged_attention(q, pool.k[:, :, ::-1], pool.v, t, [5], plan=plan)
     with pytest.raises(TypeError, match="not both"):
         rove.paged_attention(q, pool.k, pool.v, t, [5], plan=plan, rotate="rope")
+    with pytest.raises(TypeError, match="n_kv_heads: the heads and head_dim come from"):
+        rove.paged_attention(q, pool.k, pool.v, t, [5], n_kv_heads=2, rotate="rope")
     with pytest.raises(ValueError, match="no blocks"):
         rove.paged_attention(q, pool.k[:0], pool.v[:0], t, [5], plan=plan)
     odd = np.zeros((2, 2, 12, 32), np.float32)  # block_size 12
