@@ -15,7 +15,9 @@ import ctypes
 import glob
 import os
 import sys
+import threading
 import weakref
+from collections import OrderedDict
 from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int, c_int32,
                     c_int64, c_uint32, c_void_p)
 
@@ -179,15 +181,70 @@ def finalizer(obj, destroy, ptr):
     return f
 
 
-def after_fork_in_child(fn) -> None:
-    """Run fn in a forked child (os.register_at_fork; not on platforms without fork). The
-    package's module locks (the plan caches', rove.hf's) are made afresh there: a fork
-    from one thread while another held such a lock left the child a lock nobody would
-    release, and its next call hung. librove's own thread pools are forgotten in the
-    child by the C library (docs/DESIGN.md §3, Threads). Objects the caller shares between
-    threads (a KVCache, a PagedKVCache) are the caller's to keep out of a fork."""
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=fn)
+class ForkSafeLock:
+    """A threading.Lock made afresh in a forked child (os.register_at_fork, where the
+    platform has fork): a fork from one thread while another held the lock left the child
+    a lock nobody would release, and its next call hung. For the package's module-level
+    state (the plan caches, rove.hf's registration); librove's own thread pools are
+    forgotten in the child by the C library (docs/DESIGN.md §3, Threads). Objects the
+    caller shares between threads (a KVCache, a PagedKVCache) are the caller's to keep
+    out of a fork."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: ref() and ref()._renew())
+
+    def _renew(self):
+        self._lock = threading.Lock()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    def __enter__(self):
+        self._lock.acquire()
+
+    def __exit__(self, *exc):
+        self._lock.release()
+
+
+class PlanCache:
+    """An LRU of at most ``size`` plans (rove.get_plan's, rove.gla's), thread-safe. A plan
+    dropped from it (evicted, cleared, or a duplicate another thread cached first) is let
+    go after the lock is released: its destruction calls librove through ctypes, which
+    releases the GIL, and must not happen under the lock (a fork from another thread then
+    copied a held lock into the child)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._plans = OrderedDict()
+        self.lock = ForkSafeLock()
+
+    def get(self, key):
+        """The cached plan of key (now the most recently used), or None."""
+        with self.lock:
+            p = self._plans.get(key)
+            if p is not None:
+                self._plans.move_to_end(key)
+            return p
+
+    def put(self, key, plan):
+        """Cache plan under key; returns the cached one (another thread's, if it was first)."""
+        dropped = [plan]
+        with self.lock:
+            p = self._plans.setdefault(key, plan)
+            self._plans.move_to_end(key)
+            while len(self._plans) > self.size:
+                dropped.append(self._plans.popitem(last=False)[1])
+        del dropped
+        return p
+
+    def clear(self) -> None:
+        with self.lock:
+            dropped = list(self._plans.values())
+            self._plans.clear()
+        del dropped
 
 
 class SharedHandle:

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import threading
-from collections import OrderedDict
 
 import numpy as np
 
@@ -420,8 +418,7 @@ def _heads(x, name, bhsd):
 
 # ---- the plan cache ------------------------------------------------------------------
 PLAN_CACHE_SIZE = 64
-_plans: "OrderedDict[tuple, Plan]" = OrderedDict()
-_plans_lock = threading.Lock()
+_plans = _lib.PlanCache(PLAN_CACHE_SIZE)
 
 
 def get_plan(n_heads, n_kv_heads, head_dim, *, rotate="rove", causal=True, window=0,
@@ -435,37 +432,16 @@ def get_plan(n_heads, n_kv_heads, head_dim, *, rotate="rove", causal=True, windo
         hash(key)
     except TypeError:
         key = None  # an unhashable argument: Plan() will say what is wrong with it
-    with _plans_lock:
-        p = _plans.get(key) if key is not None else None
-        if p is not None:
-            _plans.move_to_end(key)
-            return p
+    p = _plans.get(key) if key is not None else None
+    if p is not None:
+        return p
     p = Plan(n_heads, n_kv_heads, head_dim, rotate=rotate, causal=causal, window=window,
              softcap=softcap, scale=scale, rope=rope, isa=isa, threads=threads)
-    if key is not None:
-        dropped = [p]  # ours, should another thread have cached one first
-        with _plans_lock:
-            p = _plans.setdefault(key, p)
-            _plans.move_to_end(key)
-            while len(_plans) > PLAN_CACHE_SIZE:
-                dropped.append(_plans.popitem(last=False)[1])
-        del dropped  # plans destroyed here, outside the lock (_lib.after_fork_in_child)
-    return p
+    return _plans.put(key, p) if key is not None else p
 
 
 def clear_plan_cache() -> None:
-    with _plans_lock:
-        dropped = list(_plans.values())
-        _plans.clear()
-    del dropped  # destroyed outside the lock
-
-
-def _fresh_locks_in_child() -> None:
-    global _plans_lock
-    _plans_lock = threading.Lock()
-
-
-_lib.after_fork_in_child(_fresh_locks_in_child)
+    _plans.clear()
 
 
 def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, rope=None,

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import threading
-from collections import OrderedDict
 
 import numpy as np
 
@@ -192,35 +190,15 @@ class GLAPlan(_lib.SharedHandle):
         return (o, fs) if return_final_state else o
 
 
-_plans: "OrderedDict[tuple, GLAPlan]" = OrderedDict()
-_lock = threading.Lock()
+_plans = _lib.PlanCache(32)
 
 
 def _plan(H, K, V, **kw) -> GLAPlan:
     # each value with its type, as rove.get_plan's key (3.0 == 3 must not skip the checks)
     key = tuple((type(x), x) for x in (H, K, V)) + tuple(
         (n, type(x), x) for n, x in sorted(kw.items()))
-    with _lock:
-        p = _plans.get(key)
-        if p is not None:
-            _plans.move_to_end(key)
-            return p
-    p = GLAPlan(H, K, V, **kw)
-    dropped = [p]  # ours, should another thread have cached one first
-    with _lock:
-        p = _plans.setdefault(key, p)
-        while len(_plans) > 32:
-            dropped.append(_plans.popitem(last=False)[1])
-    del dropped  # plans destroyed here, outside the lock (_lib.after_fork_in_child)
-    return p
-
-
-def _fresh_lock_in_child() -> None:
-    global _lock
-    _lock = threading.Lock()
-
-
-_lib.after_fork_in_child(_fresh_lock_in_child)
+    p = _plans.get(key)
+    return p if p is not None else _plans.put(key, GLAPlan(H, K, V, **kw))
 
 
 def _shapes(q, v):

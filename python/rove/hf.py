@@ -137,15 +137,7 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what librove reads i
 stats = {"k_rows": 0, "v_rows": 0, "attention_calls": 0, "fallback_calls": 0,
          "packed_calls": 0}
 _threads: Optional[int] = None
-_lock = threading.Lock()
-
-
-def _fresh_lock_in_child() -> None:
-    global _lock
-    _lock = threading.Lock()
-
-
-_lib.after_fork_in_child(_fresh_lock_in_child)
+_lock = _lib.ForkSafeLock()
 
 
 def _eager(fn, name: str):

@@ -90,9 +90,8 @@ def _module(name):
 
 def _plan_cache_modules():
     A, G = _module("rove.attention"), _module("rove.gla")
-    return [(A, "_plans_lock", lambda i: rove.get_plan(2, 2, 8, scale=1.0 + i * 1e-3),
-             A.PLAN_CACHE_SIZE),
-            (G, "_lock", lambda i: G._plan(2, 8, 8, scale=1.0 + i * 1e-3), 32)]
+    return [(A, lambda i: rove.get_plan(2, 2, 8, scale=1.0 + i * 1e-3), A.PLAN_CACHE_SIZE),
+            (G, lambda i: G._plan(2, 8, 8, scale=1.0 + i * 1e-3), G._plans.size)]
 
 
 def test_evicted_plans_are_destroyed_outside_the_cache_lock():
@@ -102,10 +101,10 @@ def test_evicted_plans_are_destroyed_outside_the_cache_lock():
     import gc
     import weakref
     rove.clear_plan_cache()
-    for mod, lock, make, size in _plan_cache_modules():
+    for mod, make, size in _plan_cache_modules():
         seen = []
         first = make(-1)
-        weakref.finalize(first, lambda m=mod, n=lock: seen.append(getattr(m, n).locked()))
+        weakref.finalize(first, lambda m=mod: seen.append(m._plans.lock.locked()))
         del first
         for i in range(size + 1):
             make(i)
@@ -127,12 +126,12 @@ def test_fork_child_gets_fresh_module_locks(rng):
         H = None
     q, k, v = (randn(rng, 1, 4, 2, 8) for _ in range(3))
     g = -np.abs(randn(rng, 1, 4, 2, 8))
-    locks = [(A, "_plans_lock"), (G, "_lock")] + ([(H, "_lock")] if H else [])
-    for mod, name in locks:
+    locks = [A._plans.lock, G._plans.lock] + ([H._lock] if H else [])
+    for lock in locks:
         held, release = threading.Event(), threading.Event()
 
-        def hold(m=mod, n=name):
-            with getattr(m, n):
+        def hold(lock=lock):
+            with lock:
                 held.set()
                 release.wait()
 
@@ -154,4 +153,4 @@ def test_fork_child_gets_fresh_module_locks(rng):
         release.set()
         t.join()
         _, status = os.waitpid(pid, 0)
-        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (mod.__name__, status)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (locks.index(lock), status)
