@@ -17,10 +17,13 @@ What is read, per ``rope_type``:
   ``partial_rotary_factor`` by transformers; GPT-J's ``rotary_dim``); the pairing:
   ``"interleaved"`` for GPT-J / CodeGen (``rotate_every_two``), Cohere, Llama-4 (complex
   products) and configs with ``rope_interleave=True`` (DeepSeek); otherwise the pairing of
-  the model's own ``rotate_half`` in transformers, probed on 0..7 (interleaved for GLM,
-  GLM-4, ERNIE-4.5, Helium, ...; a rotate_half that is neither, e.g. nanochat's, turning
-  the other way, is refused), ``"half"`` where there is none (remote code, text
-  sub-configs); the ``pairing`` argument overrides it.
+  the text attention's own rotation in transformers (the modeling module beside the
+  config's class: its ``apply_rotary_pos_emb``, else its ``rotate_half``), probed on
+  0..7 with cos = 0, sin = 1 (interleaved for GLM, GLM-4, ERNIE-4.5, Helium and the
+  text half of GLM-4V, GLM-OCR and ERNIE-4.5-VL, whose module-level ``rotate_half`` is
+  the vision tower's; a rotation that is neither, e.g. nanochat's, turning the other
+  way, is refused), ``"half"`` where there is none (remote code); the ``pairing``
+  argument overrides it.
 * layers that apply no rotary embedding (``config.no_rope_layers``: SmolLM3, Llama-4;
   Cohere-2's full_attention layers; EXAONE-4's when ``sliding_window`` is set) are named
   by ``layer_idx`` / ``layer_type`` and refused: such a layer runs with ``rotate="none"``.
@@ -73,9 +76,13 @@ Not supported (ValueError): ``proportional`` and any other rope type, unknown ke
 ``rope_parameters`` (e.g. multimodal ``mrope_section``), odd rotary dims (transformers
 rounds their frequency count up with exponents over the odd dim), parameter values that
 librove refuses (e.g. ``attention_factor <= 0``, or a negative ``mscale``), and
-``partial_rotary_factor != 1`` with ``rope_type="default"`` on the families whose default
-rotary embedding ignores it (Llama, Mistral, Qwen2/3, Gemma-2/3) -- there transformers'
-own scaled types would honour it, so the intent is ambiguous.
+``partial_rotary_factor != 1`` with ``rope_type="default"`` where the family's own
+``compute_default_rope_parameters`` (run on the config) rotates other dims -- most
+families copy Llama's, which ignores the factor while transformers' scaled types honour
+it, so the intent is ambiguous (GPT-NeoX, Phi, StableLM, GLM-4, ... honour it, and are
+followed) -- and configs that carry no rope parameters at all (``rope_parameters``,
+``rope_theta`` and ``rope_scaling`` all absent: GPT-2, OPT, BERT, T5, BLOOM, MPT) or set
+``alibi=True``.
 """
 from __future__ import annotations
 
@@ -91,7 +98,7 @@ __all__ = ["rope_config_from_hf", "hf_rope_parameters", "hf_head_dim", "hf_atten
 # Families whose rotary embedding pairs dims (x[2k], x[2k+1]) (rotate_every_two, an
 # interleaved rotate_half, complex products); configs with rope_interleave=True
 # (DeepSeek-V2/V3) too. Other model types take the pairing of their modeling module's
-# rotate_half, probed (_module_pairing), else "half".
+# text rotation, probed (_module_pairing), else "half".
 INTERLEAVED_MODEL_TYPES = frozenset({"gptj", "codegen", "cohere", "cohere2", "cohere2_moe",
                                      "deepseek_v2", "llama4", "llama4_text",
                                      "openai_privacy_filter"})
@@ -104,11 +111,6 @@ NO_ROPE_FULL_WHEN_SLIDING = frozenset({"exaone4", "exaone4_5", "exaone_moe"})
 # DeepSeek-V2 rotates interleaved pairs (view_as_complex), V3 as rope_interleave says.
 # Other model types with qk_rope_head_dim (there are many) are refused, not guessed.
 MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
-# Families whose compute_default_rope_parameters uses head_dim and ignores
-# partial_rotary_factor (their scaled types, from ROPE_INIT_FUNCTIONS, honour it).
-DEFAULT_IGNORES_PARTIAL = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
-                                     "gemma3", "gemma3_text"})
-
 _COMMON_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
 _TYPE_KEYS = {
     "default": set(),
@@ -161,8 +163,17 @@ def hf_rope_parameters(config, layer_type: Optional[str] = None) -> dict:
     transformers 5.x: ``config.rope_parameters`` (nested by layer type for e.g. Gemma-3);
     older configs: ``rope_theta`` and ``rope_scaling``."""
     config = _text_config(config)
+    if getattr(config, "alibi", False) is True:
+        raise ValueError(f"config.alibi=True ({_model_type(config)!r}): the model uses ALiBi "
+                         "position biases, not a rotary embedding")
     rp = getattr(config, "rope_parameters", None)
     if rp is None:
+        if getattr(config, "rope_scaling", None) is None and \
+                getattr(config, "rope_theta", None) is None:
+            raise ValueError(f"config ({_model_type(config)!r}) has no rope_parameters, "
+                             "rope_theta or rope_scaling: its model applies no rotary "
+                             "embedding that librove can read (learned or ALiBi positions, a "
+                             "relative bias, ...); refusing to guess")
         rp = dict(getattr(config, "rope_scaling", None) or {})
         if "rope_theta" not in rp:
             rp["rope_theta"] = getattr(config, "rope_theta", None) or getattr(
@@ -309,30 +320,89 @@ def _int_pos(name, x) -> int:
     return int(x)
 
 
-@functools.lru_cache(maxsize=None)
-def _module_pairing(model_type: str) -> Optional[str]:
-    """The pairing of transformers' rotate_half for model_type ("half" / "interleaved"),
-    found by running it on 0..7; None when the modeling module or the function is absent
-    (a text sub-config's model_type, remote code). ValueError for any other rotation
-    (e.g. nanochat's, which turns the other way)."""
+def _modeling_module_name(config) -> Optional[str]:
+    """The name of transformers' modeling module for config's family: the module beside
+    the config class's (a text sub-config such as ``glm4v_text`` lives in ``glm4v``), else
+    ``transformers.models.<model_type>.modeling_<model_type>``; None for other configs."""
+    cm = type(config).__module__
+    if cm.startswith("transformers.models.") and ".configuration_" in cm:
+        return cm.replace(".configuration_", ".modeling_")
+    mt = _model_type(config)
+    return f"transformers.models.{mt}.modeling_{mt}" if mt else None
+
+
+def _import(name: Optional[str]):
+    if not name:
+        return None
     try:
         import importlib
-        import torch
-        mod = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+        return importlib.import_module(name)
     except Exception:
         return None
+
+
+def _probe_rotation(mod, torch):
+    """What the text attention's rotation does to 0..7 with cos = 0, sin = 1 (the
+    module's apply_rotary_pos_emb, which is the text one where a vision tower has its
+    own rotate_half); the module's rotate_half when apply cannot be run so (M-RoPE
+    signatures); None when there is neither."""
+    x = torch.arange(8.0)
+    apply = getattr(mod, "apply_rotary_pos_emb", None)
+    if apply is not None:
+        try:
+            q = x.reshape(1, 1, 1, 8)
+            out = apply(q.clone(), q.clone(), torch.zeros(1, 1, 8), torch.ones(1, 1, 8))
+            return out[0].reshape(8).float()
+        except Exception:
+            pass
     f = getattr(mod, "rotate_half", None)
-    if f is None:
+    return None if f is None else f(x.clone()).float()
+
+
+@functools.lru_cache(maxsize=None)
+def _module_pairing(module_name: str) -> Optional[str]:
+    """The pairing of the text rotation of transformers' modeling module ("half" /
+    "interleaved"), found by running it on 0..7 (_probe_rotation); None when the module
+    or the functions are absent (remote code). ValueError for any other rotation (e.g.
+    nanochat's, which turns the other way)."""
+    try:
+        import torch
+    except ImportError:
         return None
-    x = torch.arange(8.0, dtype=torch.float64)
-    y = f(x.clone())
+    mod = _import(module_name)
+    y = None if mod is None else _probe_rotation(mod, torch)
+    if y is None:
+        return None
+    x = torch.arange(8.0)
     if torch.equal(y, torch.cat([-x[4:], x[:4]])):
         return "half"
     if torch.equal(y, torch.stack([-x[1::2], x[0::2]], -1).flatten()):
         return "interleaved"
-    raise ValueError(f"model_type {model_type!r}: its rotate_half pairs or turns dims in a way "
+    raise ValueError(f"{module_name}: its rotary embedding pairs or turns dims in a way "
                      "librove does not reproduce (neither (x[k], x[k + d/2]) nor (x[2k], "
                      "x[2k+1]) turned by +angle)")
+
+
+def _default_rotary_dim(config) -> Optional[int]:
+    """The rotary dim of rope_type "default" as the family's own text rotary embedding
+    computes it (2 x the length of its compute_default_rope_parameters(config)); None
+    when it cannot be run (remote code, per-layer-type parameters, ...) or its classes
+    disagree. Families copied from Llama ignore partial_rotary_factor there, GPT-NeoX's
+    and Phi's honour it."""
+    mod = _import(_modeling_module_name(config))
+    if mod is None:
+        return None
+    dims = set()
+    for name, cls in vars(mod).items():
+        f = getattr(cls, "compute_default_rope_parameters", None)
+        if not (isinstance(cls, type) and name.endswith("RotaryEmbedding") and callable(f)) or \
+                "Vision" in name or cls.__module__ != mod.__name__:
+            continue
+        try:
+            dims.add(2 * int(f(config)[0].numel()))
+        except Exception:
+            continue
+    return dims.pop() if len(dims) == 1 else None
 
 
 def _no_rope_reason(config, mt: str, layer_type, layer_idx) -> Optional[str]:
@@ -373,7 +443,7 @@ def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Opti
     SmolLM3, Llama-4; Cohere-2's full_attention layers; EXAONE-4's with a sliding
     window), for which it raises ValueError: run such a layer with ``rotate="none"``.
     pairing: override ("half" / "interleaved"); by default the family's (the known
-    interleaved families, else the pairing of the model's ``rotate_half`` in
+    interleaved families, else the pairing of the text attention's rotation in
     transformers, probed; "half" when there is none). Raises ValueError naming any field
     it cannot honour exactly.
     """
@@ -407,7 +477,8 @@ def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Opti
                          "MLA attention would disagree; refusing to guess")
     if pairing is None:
         interleaved = mt in INTERLEAVED_MODEL_TYPES or bool(getattr(config, "rope_interleave", False))
-        pairing = "interleaved" if interleaved else (_module_pairing(mt) or "half")
+        name = _modeling_module_name(config)
+        pairing = "interleaved" if interleaved else ((name and _module_pairing(name)) or "half")
     if seq_len is not None:
         seq_len = _int_pos("seq_len", seq_len)
 
@@ -445,17 +516,23 @@ def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Opti
 
     prf = rp.get("partial_rotary_factor", 1.0)
     prf = 1.0 if prf is None else _num("partial_rotary_factor", prf)
-    if rtype == "default" and mt in DEFAULT_IGNORES_PARTIAL and prf != 1.0:
-        raise ValueError(f"rope_parameters['partial_rotary_factor']={prf} with rope_type "
-                         f"'default': transformers' {mt} rotary embedding ignores it (its "
-                         "scaled types honour it); refusing to guess")
     dim = int(rope_hd * prf)
     if dim < 2 or dim > hd:
         raise ValueError(f"partial_rotary_factor={prf} gives rotary dim {dim} for head_dim {hd}")
+    if dim % 2 and prf == 1.0:
+        raise ValueError(f"head_dim {hd} is odd: librove rotates pairs of dims")
     if dim % 2:
         raise ValueError(f"partial_rotary_factor={prf} gives an odd rotary dim {dim} (head_dim "
                          f"{hd}): transformers rounds its pair count up with exponents over "
                          "the odd dim, which librove does not reproduce")
+    if rtype == "default" and prf != 1.0:  # the family's own default, probed
+        hf_dim = _default_rotary_dim(config)
+        if hf_dim is not None and hf_dim != dim:
+            why = ("its default ignores the factor, its scaled types honour it"
+                   if hf_dim == rope_hd else "it computes the rotary dim otherwise")
+            raise ValueError(f"rope_parameters['partial_rotary_factor']={prf} with rope_type "
+                             f"'default': transformers' {mt} rotary embedding rotates {hf_dim} "
+                             f"dims, not {dim} ({why}); refusing to guess")
     if mla:  # the rotated dims are the last ones of the qk head
         base = dict(rotary_dim=dim, pairing=pairing, theta=theta, placement="last")
     else:

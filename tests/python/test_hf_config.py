@@ -437,7 +437,7 @@ def test_pairing_from_the_model_rotate_half(name):
 
 
 def test_a_rotate_half_turning_the_other_way_is_refused():
-    with pytest.raises(ValueError, match="rotate_half"):
+    with pytest.raises(ValueError, match="turns dims"):
         rope_config_from_hf(_small(T.NanoChatConfig))
 
 
@@ -480,3 +480,95 @@ def test_llama4_scout_equal_band_factors():
     _check(cfg, 128, w_hf, m_hf)
     with pytest.raises(ValueError, match="no_rope_layers"):
         rope_config_from_hf(l4, layer_idx=3)
+
+
+@pytest.mark.parametrize("model_type", ["glm4v", "glm_ocr", "ernie4_5_vl_moe", "glm4v_moe",
+                                        "qwen2_vl"])
+def test_vision_language_text_rotation_matches_transformers(model_type):
+    """The text half of a vision-language model: its pairing is that of the text
+    attention's apply_rotary_pos_emb (GLM-4V, GLM-OCR and ERNIE-4.5-VL pair interleaved
+    there, while the module's rotate_half is the vision tower's, by halves); text-only
+    positions (the three M-RoPE axes equal) rotate as librove's RoPE does."""
+    import importlib
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    mod = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    tc = CONFIG_MAPPING[model_type]().get_text_config(decoder=True)
+    rp = tc.rope_parameters
+    if model_type in ("glm4v", "glm4v_moe"):  # as the published GLM-4.xV configs: the
+        rp["partial_rotary_factor"] = 0.5  # M-RoPE sections cover half the head
+        tc.num_attention_heads = tc.hidden_size // 128
+    section = rp.pop("mrope_section", None)  # text-only positions: no sections needed
+    rot_cls = [c for n, c in vars(mod).items() if n.endswith("RotaryEmbedding") and
+               "Vision" not in n and isinstance(c, type)][0]
+    if section is not None:
+        rp["mrope_section"] = section  # the rotary module reads it
+    rot = rot_cls(config=tc)
+    if section is not None:
+        rp.pop("mrope_section")
+    hd = hf_head_dim(tc)
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, 12, hd)
+    pos = torch.arange(12)[None]
+    cos, sin = rot(q, pos[None].expand(3, 1, 12))
+    import inspect
+    kw = {}
+    if "mrope_section" in inspect.signature(mod.apply_rotary_pos_emb).parameters:
+        kw["mrope_section"] = rot.mrope_section
+    want = mod.apply_rotary_pos_emb(q, q, cos, sin, **kw)[0]
+    cfg = rope_config_from_hf(tc)
+    got = rove.rotate(q.contiguous(), pos, rope=cfg, layout="bhsd")
+    assert (got - want).abs().max().item() < 2e-5, cfg.pairing
+
+
+def test_partial_rotary_with_default_type_follows_each_family():
+    """partial_rotary_factor with rope_type 'default': most families copy Llama's default
+    rotary embedding, which rotates the whole head and ignores the factor; GPT-NeoX, Phi
+    and others honour it. Over every transformers family with a rotary embedding,
+    rope_config_from_hf either refuses the factor or rotates exactly the dims (and
+    frequencies) of the family's own module: never a silent difference."""
+    import importlib
+    import inspect
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    checked = {"refused": 0, "matched": 0}
+    for mt, cls in sorted(CONFIG_MAPPING.items()):
+        try:
+            mod = importlib.import_module(f"transformers.models.{mt}.modeling_{mt}")
+            rots = [c for n, c in vars(mod).items() if n.endswith("RotaryEmbedding") and
+                    "Vision" not in n and inspect.isclass(c) and c.__module__ == mod.__name__]
+            cfg = cls(hidden_size=128, num_attention_heads=2, num_key_value_heads=2,
+                      num_hidden_layers=2, intermediate_size=64, vocab_size=64,
+                      max_position_embeddings=4096).get_text_config(decoder=True)
+            rp = cfg.rope_parameters
+            if not rots or not isinstance(rp, dict) or rp.get("rope_type") != "default":
+                continue
+            rp["partial_rotary_factor"] = 0.5
+            hf_inv = rots[0](config=cfg).inv_freq.double().numpy()
+            hd = hf_head_dim(cfg)
+        except Exception:  # no module, a config these sizes do not build, ...: not ours
+            continue
+        try:
+            rc = rope_config_from_hf(cfg, seq_len=16)
+        except ValueError as e:  # any refusal is fine (MLA layouts, ...)
+            checked["refused"] += "partial_rotary_factor" in str(e)
+            continue
+        w, _ = rove.inv_freq(rc, hd)
+        assert w.shape == hf_inv.shape, (mt, rc.rotary_dim, hd, hf_inv.shape)
+        np.testing.assert_allclose(w, hf_inv, rtol=RTOL, atol=0, err_msg=mt)
+        checked["matched"] += 1
+    # both kinds exist in every transformers 5 release this was written against
+    assert checked["refused"] >= 20 and checked["matched"] >= 10, checked
+
+
+@pytest.mark.parametrize("config", [
+    lambda: T.GPT2Config(), lambda: T.OPTConfig(), lambda: T.BertConfig(),
+    lambda: T.T5Config(), lambda: T.BloomConfig(), lambda: T.MptConfig(),
+    lambda: T.FalconConfig(alibi=True)],
+    ids=["gpt2", "opt", "bert", "t5", "bloom", "mpt", "falcon-alibi"])
+def test_configs_without_rotary_embedding_are_refused(config):
+    with pytest.raises(ValueError, match="ALiBi|no rope_parameters"):
+        rove.RopeConfig.from_hf(config())
+
+
+def test_odd_head_dim_is_named_as_such():
+    with pytest.raises(ValueError, match="head_dim 65 is odd"):
+        rope_config_from_hf(_llama({"rope_type": "default", "rope_theta": 1e4}), head_dim=65)
