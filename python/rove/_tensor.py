@@ -126,6 +126,11 @@ def _no_grad_wanted(x, name: str, t) -> None:
     """Refuse a tensor whose gradient a call without a backward would silently drop (and,
     for every call, a forward-mode derivative, which librove would drop as silently; a
     tensor of a torch.func transform outside the calls that support them)."""
+    if x.requires_grad and t.is_grad_enabled() and name == "out":
+        raise RuntimeError("out requires grad: librove writes the result into it in place, "
+                           "which autograd does not allow for a tensor that requires grad "
+                           "(pass out= a tensor that does not, or leave out= unset to get a "
+                           "differentiable result)")
     if x.requires_grad and t.is_grad_enabled():
         raise RuntimeError(f"{name} requires grad, but this librove call has no backward "
                            f"({_DIFFERENTIABLE}): call it under torch.no_grad() (or pass a "

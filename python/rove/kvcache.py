@@ -172,9 +172,9 @@ class KVCache(_lib.OwnedHandle):
         lk, lv = _logical(vk, "k", bhsd, ndim), _logical(vv, "v", bhsd, ndim)
         p = self.plan
         want = (self.batch, lk.shape[1], p.n_kv_heads, p.head_dim)
-        if lk.shape != want or lv.shape != want or lk.shape[1] <= 0:
+        if lk.shape != want or lv.shape != want:
             raise ValueError(f"k {tuple(vk.shape)} / v {tuple(vv.shape)}: expected [batch="
-                             f"{self.batch}, n > 0, n_kv_heads={p.n_kv_heads}, "
+                             f"{self.batch}, n, n_kv_heads={p.n_kv_heads}, "
                              f"head_dim={p.head_dim}] (in layout {layout!r})")
         lk, ks = _strided(lk, "k", bhsd, ndim)
         lv, vs = _strided(lv, "v", bhsd, ndim)
@@ -183,9 +183,12 @@ class KVCache(_lib.OwnedHandle):
     def append(self, k, v, pos=None, *, layout="bshd"):
         """Rotate and store n new tokens per row; pos None continues each row (0 for an
         empty cache), else int [n] or [batch, n]. k and v: float32, bfloat16 or float16
-        (one dtype for both). OverflowError (RoveSizeOverflow) when the cache is full."""
+        (one dtype for both). OverflowError (RoveSizeOverflow) when the cache is full.
+        n = 0 stores nothing (as transformers' caches take an empty update)."""
         lk, ks, lv, vs, n, _ = self._kv(k, v, layout)
         p, pp = _tensor.positions(pos, "pos", self.batch, n)
+        if n == 0:
+            return
         with self._lock:
             if lk.dtype == _tensor.F32:
                 fn = "rove_kv_cache_append"
@@ -217,6 +220,8 @@ class KVCache(_lib.OwnedHandle):
         shape = shape[1:] if ndim == 3 else shape
         a, ap = _tensor.contiguous(angles, "angles", np.float64, shape)
         p, pp = _tensor.positions(pos, "pos", self.batch, n)
+        if n == 0:  # nothing stored; the cache's kind stays open
+            return
         with self._lock:
             st = _lib.lib.rove_kv_cache_append_angles(self._ptr, n, lk.ptr, ks, lv.ptr, vs,
                                                       pp, ap)

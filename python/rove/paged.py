@@ -355,7 +355,8 @@ class PagedKVCache(_lib.OwnedHandle):
         angles: None, or float64 [n, n_kv_heads, rotary_dim/2] explicit angles (Selective
         RoPE) as KVCache.append_angles; the first append into an empty sequence fixes
         its kind. RovePoolExhausted when the pool lacks the blocks; RoveInvalidArgument
-        for a value the storage type cannot hold (see rove.KVCache)."""
+        for a value the storage type cannot hold (see rove.KVCache). n = 0 stores
+        nothing (the sequence must be live)."""
         p = self.plan
         vk, vv = _tensor.view_float(k, "k"), _tensor.view_float(v, "v")
         if vk.dtype != vv.dtype:
@@ -363,10 +364,17 @@ class PagedKVCache(_lib.OwnedHandle):
                             "k and v of one dtype (float32, bfloat16 or float16)")
         want = (p.n_kv_heads, p.head_dim)
         if (len(vk.shape) != 3 or tuple(vk.shape) != tuple(vv.shape) or
-                tuple(vk.shape[1:]) != want or vk.shape[0] <= 0):
-            raise ValueError(f"k {tuple(vk.shape)} / v {tuple(vv.shape)}: expected [n > 0, "
+                tuple(vk.shape[1:]) != want):
+            raise ValueError(f"k {tuple(vk.shape)} / v {tuple(vv.shape)}: expected [n, "
                              f"n_kv_heads={want[0]}, head_dim={want[1]}]")
         n = _int32("the tokens appended", vk.shape[0])
+        if n == 0:  # nothing to store (as transformers' caches take an empty update)
+            _tensor.positions(pos, "pos", 1, 0)
+            if angles is not None:
+                _angles(angles, "angles", (0, p.n_kv_heads, p.rotary_dim // 2))
+            with self._lock:
+                self._live(seq, "rove_paged_append")
+            return
         (lk, ks), (lv, vs) = _token_rows(vk), _token_rows(vv)
         pp_obj, pp = _tensor.positions(pos, "pos", 1, n)
         a_obj, ap = (None, None) if angles is None else _angles(

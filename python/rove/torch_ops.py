@@ -9,7 +9,9 @@
     out = rove.torch_ops.gla(q, k, v, g, angles=a, cu_seqlens=cu)  # rove::gla
 
 The op is opaque to the compiler (no graph break; a fake implementation gives its output
-shapes). Its arguments are rove.attention's, with the RopeConfig as a JSON string
+shapes). Its arguments are rove.attention's but for q_angles / kv_angles (Selective-RoPE
+angles: use rove.attention, eagerly), threads, isa and out (the ops use the default
+thread count and ISA and return new tensors), with the RopeConfig as a JSON string
 (rope_json, "" = defaults) because custom ops take only tensors and scalars. q, k and v
 may each be float32, bfloat16 or float16 (read in place: no casts); out has q's dtype and
 the LSE is float32. The op is differentiable in q, k and v of any of those dtypes
@@ -240,6 +242,44 @@ def _check_shapes(name, q, k, v, sinks, bhsd, ranks):
             f"{name}: sinks must be [n_heads] = [{H}], got {tuple(sinks.shape)}"))
 
 
+def _concrete(*xs) -> bool:
+    return all(isinstance(x, int) for x in xs)
+
+
+def _tracing() -> bool:
+    """True while torch.compile traces the op (its fake tensors): the plan's value rules
+    are then left to the real op, which raises the documented ValueError / TypeError when
+    the compiled graph runs (raised while tracing, torch would wrap it in its own
+    TorchRuntimeError). Meta tensors and a caller's FakeTensorMode get them at once."""
+    from torch._guards import TracingContext
+    return TracingContext.try_get() is not None
+
+
+def _check_plan(H, Hk, D, rotate, causal, window, softcap, scale, rope_json):
+    """Fake kernels: the plan's rules (rotate names and flags, head_dim <= ROVE_MAX_HEAD_DIM,
+    the RopeConfig for this head_dim, window, softcap, scale) raise what the real op
+    raises, by fetching the same cached plan; only when the head counts and head_dim are
+    concrete and torch.compile is not tracing (_tracing)."""
+    if _tracing():
+        return
+    flags = _flags(rotate)
+    if _concrete(H, Hk, D):
+        get_plan(H, Hk, D, rotate=flags, causal=causal, window=window, softcap=softcap,
+                 scale=scale, rope=_rope(rope_json))
+
+
+def _check_positions(name, pos, pname, shapes):
+    """Fake kernels: positions hold integers and have one of the real op's shapes."""
+    if pos is None:
+        return
+    torch._check_type(not (pos.is_floating_point() or pos.is_complex() or
+                           pos.dtype == torch.bool), lambda: (
+        f"{name}: {pname} must hold integers (got dtype {pos.dtype})"))
+    torch._check_value(tuple(pos.shape) in shapes, lambda: (
+        f"{name}: {pname} has shape {tuple(pos.shape)}; expected one of "
+        f"{[list(x) for x in shapes]}"))
+
+
 @_op.register_fake
 def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout,
       sinks=None):
@@ -251,6 +291,15 @@ def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json,
         f"rove::attention: layout must be 'bshd' or 'bhsd' (got {layout!r})"))
     bhsd = layout == "bhsd"
     _check_shapes("rove::attention", q, k, v, sinks, bhsd, (3, 4))
+    ax = -3 if bhsd else -2  # heads; the sequence is the axis before (bshd) or after it
+    H, Hk, D = q.shape[ax], k.shape[ax], q.shape[-1]
+    _check_plan(H, Hk, D, rotate, causal, window, softcap, scale, rope_json)
+    B = q.shape[0] if q.dim() == 4 else 1
+    Lq, Lk = q.shape[ax + 1 if bhsd else ax - 1], k.shape[ax + 1 if bhsd else ax - 1]
+    torch._check_value(B == 0 or Lq == 0 or Lk > 0, lambda: (
+        "rove::attention: kv_len must be > 0 (queries need keys)"))
+    _check_positions("rove::attention", q_pos, "q_pos", ((Lq,), (B, Lq)))
+    _check_positions("rove::attention", kv_pos, "kv_pos", ((Lk,), (B, Lk)))
     f32 = torch.float32  # the LSE is float32 whatever q's dtype; out has q's dtype
     if q.dim() == 3:
         L, H = (q.shape[1], q.shape[0]) if bhsd else (q.shape[0], q.shape[1])
@@ -334,6 +383,11 @@ def _(q, k, v, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, ro
             "rove::attention_varlen: cu_seqlens are 1-D [n_seqs + 1], n_seqs >= 1"))
     torch._check_value(cq.shape[0] == ck.shape[0], lambda: (
         "rove::attention_varlen: cu_seqlens_q and cu_seqlens_k differ in length"))
+    _check_plan(q.shape[1], k.shape[1], q.shape[2], rotate, causal, window, softcap, scale,
+                rope_json)
+    _check_positions("rove::attention_varlen", q_pos, "q_pos", ((q.shape[0],), (1, q.shape[0])))
+    _check_positions("rove::attention_varlen", kv_pos, "kv_pos",
+                     ((k.shape[0],), (1, k.shape[0])))
     return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
 
 
@@ -404,6 +458,16 @@ def _(q, k, v, g, angles, initial_state, cu_seqlens, scale, rotate, rotary_dim, 
         torch._check_value(cu_seqlens.dim() == 1 and cu_seqlens.shape[0] >= 2 and
                            (q.dim() == 3 or q.shape[0] == 1), lambda: (
                                f"{name}: cu_seqlens is [N + 1], N >= 1, with one row of q"))
+    torch._check_value(all(n > 0 for n in q.shape[:-2]), lambda: (
+        f"{name}: q has an empty axis (shape {tuple(q.shape)})"))
+    if not _tracing() and _concrete(q.shape[-2], q.shape[-1], v.shape[-1]):
+        _gla_plan(q, v, scale, rotate, rotary_dim, pairing, chunk, angles is not None)
+    if angles is not None:  # float64 [..., H, rotary_dim / 2], rotary_dim 0 = key_dim
+        torch._check_type(angles.dtype == torch.float64, lambda: (
+            f"{name}: angles must be float64 (got {angles.dtype})"))
+        want = tuple(q.shape[:-1]) + ((rotary_dim or q.shape[-1]) // 2,)
+        torch._check_value(tuple(angles.shape) == want, lambda: (
+            f"{name}: angles has shape {tuple(angles.shape)}, expected {want}"))
     shape = _gla_state_shape(q, v, cu_seqlens)
     if initial_state is not None:
         torch._check_value(tuple(initial_state.shape) == tuple(shape), lambda: (

@@ -366,3 +366,12 @@ def test_selective_angles_gradients():
     out = rove.attention(q, k, v, rotate="rope", q_angles=angles, kv_angles=angles)
     out.square().sum().backward()
     assert phi.grad is not None and torch.isfinite(phi.grad).all() and phi.grad.abs().sum() > 0
+
+
+def test_out_that_requires_grad_is_refused_with_the_real_reason():
+    """out= a tensor that requires grad: refused (torch refuses in-place writes into it
+    too), with a message about out=, not the one that said rove.attention has no backward
+    while naming it differentiable."""
+    q = torch.randn(2, 5, 2, 8)
+    with pytest.raises(RuntimeError, match="out requires grad: librove writes the result"):
+        rove.attention(q, q, q, out=torch.empty(2, 5, 2, 8, requires_grad=True))

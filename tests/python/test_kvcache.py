@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import rove
+import torch
 from conftest import randn
 from reference import rel_err
 from test_attention import TOL, run_ref
@@ -151,3 +152,26 @@ def test_append_angles_refuses_non_finite_angles(rng):
         with pytest.raises(ValueError, match="angles has non-finite values"):
             c.append_angles(k, k, a2)
         assert len(c) == 3
+
+
+def test_an_empty_append_stores_nothing():
+    """append() of n = 0 tokens is a no-op (transformers' caches take an empty update; it
+    raised "expected [.., n > 0, ..]"): the length, the kind of an empty cache and the
+    results stay; the shapes and positions of the empty update are still checked."""
+    plan = rove.Plan(4, 2, 16)
+    cache = rove.KVCache(plan, 2, 32)
+    e = torch.zeros(2, 0, 2, 16)
+    cache.append(e, e)
+    cache.append(e, e, pos=np.zeros((2, 0), np.int64))
+    cache.append_angles(e, e, np.zeros((2, 0, 2, 8)))  # the kind stays open
+    assert len(cache) == 0
+    with pytest.raises(ValueError, match="pos has shape"):
+        cache.append(e, e, pos=np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="expected"):
+        cache.append(e, torch.zeros(2, 0, 1, 16))
+    k, v, q = torch.randn(2, 5, 2, 16), torch.randn(2, 5, 2, 16), torch.randn(2, 1, 4, 16)
+    cache.append(k, v)
+    want = cache.attention(q)
+    cache.append(e, e)
+    assert len(cache) == 5
+    assert torch.equal(cache.attention(q), want)

@@ -731,3 +731,25 @@ def test_decode_step_fast_paths_agree(rng):
         c.attention(seqs, q, 3)
     with pytest.raises(ValueError, match="6 rows for 4 sequences"):
         c.attention(seqs + [seqs[0]], q)
+
+
+def test_an_empty_append_stores_nothing():
+    """PagedKVCache.append of n = 0 tokens is a no-op on a live sequence (as KVCache's),
+    with the update's shapes and the sequence still checked."""
+    plan = rove.Plan(4, 2, 16)
+    c = rove.PagedKVCache(plan, n_blocks=4, block_size=16, max_seqs=2)
+    s = c.new_sequence()
+    e = np.zeros((0, 2, 16), np.float32)
+    c.append(s, e, e)
+    c.append(s, e, e, pos=np.zeros(0, np.int64))
+    assert c.length(s) == 0 and c.free_blocks == 4
+    c.append(s, np.ones((3, 2, 16), np.float32), np.ones((3, 2, 16), np.float32))
+    c.append(s, e, e)
+    assert c.length(s) == 3
+    with pytest.raises(ValueError, match="expected"):
+        c.append(s, e, np.zeros((0, 1, 16), np.float32))
+    with pytest.raises(ValueError, match="pos has shape"):
+        c.append(s, e, e, pos=np.zeros(2, np.int64))
+    c.free(s)
+    with pytest.raises(Exception):
+        c.append(s, e, e)  # not a live sequence

@@ -132,3 +132,21 @@ def test_mscale_helper():
         rove.rope.mscale(math.nan, 1.0)
     with pytest.raises(TypeError):
         rove.rope.mscale("40", 1.0)
+
+
+@pytest.mark.parametrize("cfg, needle", [
+    (dict(scaling="ntk", factor=2.0, rotary_dim=2), "rotary dim > 2"),
+    (dict(scaling="ntk", factor=1e300), "overflows"),
+    (dict(scaling="yarn", factor=2.0, original_max_position=4096, attention_factor=2000.0),
+     "attention_factor=2000.0 exceeds"),
+    (dict(scaling="longrope", factor=2.0, original_max_position=1, freq_factors=(1.0,) * 32),
+     "original_max_position 1"),
+], ids=["ntk-dim-2", "ntk-overflow", "yarn-attention-factor", "longrope-L0-1"])
+def test_configs_librove_refuses_name_the_reason(cfg, needle):
+    """A RopeConfig that builds but derives values librove refuses (src/rope_freq.c) names
+    the field in the error, from rove.inv_freq and from a plan alike."""
+    rope = rove.RopeConfig(**cfg)
+    with pytest.raises(rove.RoveInvalidArgument, match=needle):
+        rove.inv_freq(rope, 64)
+    with pytest.raises(rove.RoveInvalidArgument, match=needle):
+        rove.Plan(2, 2, 64, rope=rope)

@@ -267,6 +267,54 @@ def test_ops_refuse_bad_shapes_on_every_device(device, case):
             rove.torch_ops.attention_varlen(q, k, v, to(cu[0]), to(cu[1]), **kw)
 
 
+def _bad_arguments():
+    """Calls the real ops refuse beyond tensor shapes (the plan's rules, keys for every
+    query, positions, GLA's angles and empty axes): (id, fn(device))."""
+    e = lambda *s, dt=torch.float32: lambda dev: torch.zeros(*s, dtype=dt, device=dev)  # noqa: E731
+    q, k0 = e(1, 3, 2, 8), e(1, 0, 2, 8)
+    att = rove.torch_ops.attention
+    vl = rove.torch_ops.attention_varlen
+    gla = rove.torch_ops.gla
+    cu = lambda d: torch.tensor([0, 3], device=d)  # noqa: E731
+    return [
+        ("no keys", lambda d: att(q(d), k0(d), k0(d))),
+        ("head_dim over the maximum", lambda d: att(*(e(1, 2, 1, 2048)(d),) * 3)),
+        ("rotary_dim over head_dim", lambda d: att(q(d), q(d), q(d),
+                                                   rope=rove.RopeConfig(rotary_dim=16))),
+        ("unknown rotate", lambda d: att(q(d), q(d), q(d), rotate="foo")),
+        ("q_pos length", lambda d: att(q(d), q(d), q(d),
+                                       q_pos=torch.arange(5, device=d))),
+        ("float kv_pos", lambda d: att(q(d), q(d), q(d),
+                                       kv_pos=torch.zeros(3, device=d))),
+        ("varlen q_pos length", lambda d: vl(e(3, 2, 8)(d), e(3, 2, 8)(d), e(3, 2, 8)(d),
+                                             cu(d), cu(d), q_pos=torch.arange(4, device=d))),
+        ("gla angles dim", lambda d: gla(*(e(1, 4, 2, 4)(d),) * 4,
+                                         angles=e(1, 4, 2, 4, dt=torch.float64)(d))),
+        ("gla float32 angles", lambda d: gla(*(e(1, 4, 2, 4)(d),) * 4,
+                                             angles=e(1, 4, 2, 2)(d))),
+        ("gla empty time axis", lambda d: gla(*(e(1, 0, 2, 4)(d),) * 4)),
+    ]
+
+
+@pytest.mark.parametrize("case", _bad_arguments(), ids=lambda c: c[0])
+def test_fake_kernels_refuse_what_the_ops_refuse(case):
+    """README: the fake kernels "refuse the shapes the real ops refuse". They refused bad
+    tensor shapes only: on meta tensors (meta-device model building, FakeTensorMode) a
+    call with no keys, a head_dim over ROVE_MAX_HEAD_DIM, a RopeConfig wider than the head,
+    an unknown rotate, positions of the wrong length or dtype, or GLA angles of the wrong
+    shape or dtype got an output shape where the CPU op raises. Now the same exception
+    type (or a ValueError / TypeError subclass of it) on both devices."""
+    _, call = case
+    with pytest.raises(Exception) as real:
+        call("cpu")
+    with pytest.raises(Exception) as fake:
+        call("meta")
+    assert isinstance(fake.value, type(real.value)) or (
+        isinstance(real.value, (ValueError, TypeError)) and
+        type(fake.value) in (ValueError, TypeError) and
+        isinstance(real.value, type(fake.value))), (real.value, fake.value)
+
+
 def _raises_compiled(fn, args, exc, name, compiled):
     """fn(*args) raises exc, eager (compiled None) or under torch.compile: a plain one
     ("graph": the error leaves the traced code as itself) or fullgraph=True, where torch
