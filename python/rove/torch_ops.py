@@ -3,15 +3,14 @@
 
     import rove.torch_ops                        # registers rove::attention (imports torch)
     out, lse = torch.ops.rove.attention(q, k, v, None, None, "rove", True, 0, 0.0, None,
-                                        "", "bshd")         # (sinks: an optional last tensor)
+                                        "", "bshd")  # (then optional sinks, q_angles, kv_angles)
     out = rove.torch_ops.attention(q, k, v, rotate="rope", layout="bhsd")  # keyword form
     out = rove.torch_ops.attention_varlen(q, k, v, cu_q, cu_k)  # rove::attention_varlen
     out = rove.torch_ops.gla(q, k, v, g, angles=a, cu_seqlens=cu)  # rove::gla
 
 The op is opaque to the compiler (no graph break; a fake implementation gives its output
-shapes). Its arguments are rove.attention's but for q_angles / kv_angles (Selective-RoPE
-angles: use rove.attention, eagerly), threads, isa and out (the ops use the default
-thread count and ISA and return new tensors), with the RopeConfig as a JSON string
+shapes). Its arguments are rove.attention's but for threads, isa and out (the ops use
+the default thread count and ISA and return new tensors), with the RopeConfig as a JSON string
 (rope_json, "" = defaults) because custom ops take only tensors and scalars. q, k and v
 may each be float32, bfloat16 or float16 (read in place: no casts); out has q's dtype and
 the LSE is float32. The op is differentiable in q, k and v of any of those dtypes
@@ -24,7 +23,9 @@ gradient) raises. rove::attention_varlen is rove.attention_varlen the same way (
 [total, heads, d] tensors, cu_seqlens as int32 or int64 tensors; out [total_q, heads, d],
 LSE [heads, total_q]; the backward is one rove_attention_backward per sequence). Both take
 attention sinks as an optional last tensor (sinks=; differentiable: its gradient comes
-from the backward ops). rove::gla is rove.gla / rove.gla_recurrent (recurrent=True) the
+from the backward ops), and then float64 Selective-RoPE angles q_angles / kv_angles
+(differentiable: their float64 gradients come from the backward ops when they require
+grad). rove::gla is rove.gla / rove.gla_recurrent (recurrent=True) the
 same way: (out, final state), with optional angles, initial state and cu_seqlens;
 differentiable in q, k, v, g, the angles and the initial state through both outputs
 (rove::gla_backward). The keyword wrappers refuse what rove.attention refuses (a string
@@ -123,12 +124,14 @@ def _no_forward_ad(name):
 def _op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: Optional[torch.Tensor],
         kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
         softcap: float, scale: Optional[float], rope_json: str,
-        layout: str, sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        layout: str, sinks: Optional[torch.Tensor] = None,
+        q_angles: Optional[torch.Tensor] = None, kv_angles: Optional[torch.Tensor] = None
+        ) -> Tuple[torch.Tensor, torch.Tensor]:
     _no_forward_ad("rove::attention")
     out, lse = _attention(q, k, v, rotate=_flags(rotate), causal=causal, q_pos=q_pos,
                           kv_pos=kv_pos, rope=_rope(rope_json), window=window,
                           softcap=softcap, scale=scale, layout=layout, return_lse=True,
-                          sinks=sinks)
+                          sinks=sinks, q_angles=q_angles, kv_angles=kv_angles)
     return out, lse
 
 
@@ -161,16 +164,20 @@ def _grads_like(*xs):
 
 
 def _op_backward(bwd_op, n_args: int):
-    """The autograd backward of an op with q, k, v and n_args more inputs, the last the
-    sinks: bwd_op(dout, q, k, v, out, lse, *those inputs, dlse) gives dq, dk, dv and d
-    sinks (an empty tensor without sinks); the others get no gradient."""
+    """The autograd backward of an op with q, k, v and n_args more inputs, the last three
+    the sinks, q_angles and kv_angles: bwd_op(dout, q, k, v, out, lse, *those inputs, dlse,
+    want_q_angles, want_kv_angles) gives dq, dk, dv, d sinks, d q_angles and d kv_angles
+    (empty tensors for those not given or not asked for); the others get no gradient."""
     def backward(ctx, dout, dlse):
         q, k, v, out, lse = ctx.saved_tensors
         if dout is None:
             dout = torch.zeros_like(out)
-        dq, dk, dv, dsk = bwd_op(dout, q, k, v, out, lse, *ctx.args, dlse)
-        need_sinks = ctx.args[-1] is not None and ctx.needs_input_grad[-1]
-        return (dq, dk, dv) + (None,) * (n_args - 1) + (dsk if need_sinks else None,)
+        given = [t is not None for t in ctx.args[-3:]]
+        need = [g and n for g, n in zip(given, ctx.needs_input_grad[-3:])]
+        dq, dk, dv, dsk, dqa, dka = bwd_op(dout, q, k, v, out, lse, *ctx.args, dlse,
+                                           need[1], need[2])
+        return (dq, dk, dv) + (None,) * (n_args - 3) + tuple(
+            g if n else None for g, n in zip((dsk, dqa, dka), need))
     return backward
 
 
@@ -183,16 +190,21 @@ def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
             kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
             softcap: float, scale: Optional[float], rope_json: str,
             layout: str, sinks: Optional[torch.Tensor] = None,
-            dlse: Optional[torch.Tensor] = None
-            ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+            q_angles: Optional[torch.Tensor] = None, kv_angles: Optional[torch.Tensor] = None,
+            dlse: Optional[torch.Tensor] = None, want_q_angles: bool = False,
+            want_kv_angles: bool = False
+            ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                       torch.Tensor]:
     bhsd = layout == "bhsd"
     (H, D), (Hk, _) = _heads(q, "q", bhsd), _heads(k, "k", bhsd)
     plan = get_plan(H, Hk, D, rotate=_flags(rotate), causal=causal, window=window,
                     softcap=softcap, scale=scale, rope=_rope(rope_json))
-    dq, dk, dv, _, _, dsk = _autograd._backward(plan, q, k, v, out, lse, dout, q_pos, kv_pos,
-                                                layout, None, None, sinks=sinks,
-                                                sink_grad=sinks is not None, dlse=dlse)
-    return dq.contiguous(), dk.contiguous(), dv.contiguous(), _sink_grad(dsk, sinks, q)
+    wqa, wka = _angle_wants(q_angles, kv_angles, want_q_angles, want_kv_angles)
+    dq, dk, dv, dqa, dka, dsk = _autograd._backward(
+        plan, q, k, v, out, lse, dout, q_pos, kv_pos, layout, q_angles, kv_angles,
+        angle_grads=(wqa, wka), sinks=sinks, sink_grad=sinks is not None, dlse=dlse)
+    return (dq.contiguous(), dk.contiguous(), dv.contiguous(), _sink_grad(dsk, sinks, q),
+            _angle_grad(dqa, q), _angle_grad(dka, q))
 
 
 def _sink_grad(dsk, sinks, q):
@@ -205,13 +217,31 @@ def _sink_grad_like(sinks, q):
     return q.new_empty((0,)) if sinks is None else sinks.new_empty(sinks.shape)
 
 
+def _angle_wants(q_angles, kv_angles, want_q, want_kv):
+    return bool(want_q and q_angles is not None), bool(want_kv and kv_angles is not None)
+
+
+def _angle_grad(d, q):
+    """An angle gradient as the backward ops return it: float64 in the angles' shape, or
+    an empty float64 tensor when not asked for (an op's outputs cannot be None)."""
+    return q.new_empty((0,), dtype=torch.float64) if d is None else d.contiguous()
+
+
+def _angle_grads_like(q_angles, kv_angles, want_q, want_kv, q):
+    wq, wk = _angle_wants(q_angles, kv_angles, want_q, want_kv)
+    return tuple(a.new_empty(a.shape) if w else q.new_empty((0,), dtype=torch.float64)
+                 for a, w in ((q_angles, wq), (kv_angles, wk)))
+
+
 @_bwd_op.register_fake
 def _(dout, q, k, v, out, lse, q_pos, kv_pos, rotate, causal, window, softcap, scale,
-      rope_json, layout, sinks=None, dlse=None):
-    return _grads_like(q, k, v) + (_sink_grad_like(sinks, q),)
+      rope_json, layout, sinks=None, q_angles=None, kv_angles=None, dlse=None,
+      want_q_angles=False, want_kv_angles=False):
+    return (_grads_like(q, k, v) + (_sink_grad_like(sinks, q),) +
+            _angle_grads_like(q_angles, kv_angles, want_q_angles, want_kv_angles, q))
 
 
-_op.register_autograd(_op_backward(torch.ops.rove.attention_backward, 10),
+_op.register_autograd(_op_backward(torch.ops.rove.attention_backward, 12),
                       setup_context=_setup_context)
 
 
@@ -280,10 +310,19 @@ def _check_positions(name, pos, pname, shapes):
         f"{[list(x) for x in shapes]}"))
 
 
+def _check_angles(name, *angles):
+    """Fake kernels: angles are float64 (their shapes: the real op)."""
+    for a in angles:
+        if a is not None:
+            torch._check_type(a.dtype == torch.float64, lambda: (
+                f"{name}: angles are float64 (got {a.dtype})"))
+
+
 @_op.register_fake
 def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json, layout,
-      sinks=None):
-    _check_devices("rove::attention", q, k, v, q_pos, kv_pos, sinks)
+      sinks=None, q_angles=None, kv_angles=None):
+    _check_devices("rove::attention", q, k, v, q_pos, kv_pos, sinks, q_angles, kv_angles)
+    _check_angles("rove::attention", q_angles, kv_angles)
     for t in (q, k, v):
         torch._check(t.dtype in _DTYPES,
                      lambda: "rove::attention takes float32, bfloat16 or float16 tensors")
@@ -312,13 +351,16 @@ def _(q, k, v, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json,
 
 
 def attention(q, k, v, *, rotate="rove", causal=True, q_pos=None, kv_pos=None, rope=None,
-              window=0, softcap=0.0, scale=None, layout="bshd", return_lse=False, sinks=None):
-    """rove.attention through the rove::attention custom op (torch tensors only)."""
+              window=0, softcap=0.0, scale=None, layout="bshd", return_lse=False, sinks=None,
+              q_angles=None, kv_angles=None):
+    """rove.attention through the rove::attention custom op (torch tensors only; float64
+    q_angles / kv_angles for Selective RoPE, differentiable as in rove.attention)."""
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
     causal, window, softcap, scale, rope_json = _scalars(causal, window, softcap, scale, rope)
     out, lse = torch.ops.rove.attention(q, k, v, q_pos, kv_pos, rotate, causal, window,
-                                        softcap, scale, rope_json, layout, sinks)
+                                        softcap, scale, rope_json, layout, sinks, q_angles,
+                                        kv_angles)
     return (out, lse) if return_lse else out
 
 
@@ -328,12 +370,14 @@ def _varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
                cu_seqlens_k: torch.Tensor, q_pos: Optional[torch.Tensor],
                kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
                softcap: float, scale: Optional[float], rope_json: str,
-               sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+               sinks: Optional[torch.Tensor] = None, q_angles: Optional[torch.Tensor] = None,
+               kv_angles: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     _no_forward_ad("rove::attention_varlen")
     out, lse = _varlen.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, rotate=_flags(rotate),
                                         causal=causal, q_pos=q_pos, kv_pos=kv_pos,
                                         window=window, softcap=softcap, scale=scale,
-                                        rope=_rope(rope_json), return_lse=True, sinks=sinks)
+                                        rope=_rope(rope_json), return_lse=True, sinks=sinks,
+                                        q_angles=q_angles, kv_angles=kv_angles)
     return out, lse
 
 
@@ -343,8 +387,13 @@ def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
                    cu_seqlens_k: torch.Tensor, q_pos: Optional[torch.Tensor],
                    kv_pos: Optional[torch.Tensor], rotate: str, causal: bool, window: int,
                    softcap: float, scale: Optional[float], rope_json: str,
-                   sinks: Optional[torch.Tensor] = None, dlse: Optional[torch.Tensor] = None
-                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                   sinks: Optional[torch.Tensor] = None,
+                   q_angles: Optional[torch.Tensor] = None,
+                   kv_angles: Optional[torch.Tensor] = None,
+                   dlse: Optional[torch.Tensor] = None, want_q_angles: bool = False,
+                   want_kv_angles: bool = False
+                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                              torch.Tensor, torch.Tensor]:
     plan = get_plan(q.shape[1], k.shape[1], q.shape[2], rotate=_flags(rotate), causal=causal,
                     window=window, softcap=softcap, scale=scale, rope=_rope(rope_json))
     cq = _varlen._cu(cu_seqlens_q, "cu_seqlens_q", None)
@@ -352,28 +401,34 @@ def _varlen_bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
     # [total] or [1, total], as the forward takes them (rove.attention_varlen)
     q_pos = _varlen._flat_positions(q_pos, "q_pos", q.shape[0])
     kv_pos = _varlen._flat_positions(kv_pos, "kv_pos", k.shape[0])
-    dq, dk, dv, _, _, dsk = _varlen._backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos,
-                                              kv_pos, None, None, False, False, sinks,
-                                              sinks is not None, dlse)
+    wqa, wka = _angle_wants(q_angles, kv_angles, want_q_angles, want_kv_angles)
+    dq, dk, dv, dqa, dka, dsk = _varlen._backward(plan, q, k, v, out, lse, dout, cq, ck, q_pos,
+                                                  kv_pos, q_angles, kv_angles, wqa, wka, sinks,
+                                                  sinks is not None, dlse)
     # contiguous, as the fake kernel declares (_varlen._backward keeps each input's layout,
     # a permuted one too, which compiled graphs would take for the declared strides)
-    return dq.contiguous(), dk.contiguous(), dv.contiguous(), _sink_grad(dsk, sinks, q)
+    return (dq.contiguous(), dk.contiguous(), dv.contiguous(), _sink_grad(dsk, sinks, q),
+            _angle_grad(dqa, q), _angle_grad(dka, q))
 
 
 @_varlen_bwd_op.register_fake
 def _(dout, q, k, v, out, lse, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale,
-      rope_json, sinks=None, dlse=None):
-    return _grads_like(q, k, v) + (_sink_grad_like(sinks, q),)
+      rope_json, sinks=None, q_angles=None, kv_angles=None, dlse=None, want_q_angles=False,
+      want_kv_angles=False):
+    return (_grads_like(q, k, v) + (_sink_grad_like(sinks, q),) +
+            _angle_grads_like(q_angles, kv_angles, want_q_angles, want_kv_angles, q))
 
 
-_varlen_op.register_autograd(_op_backward(torch.ops.rove.attention_varlen_backward, 11),
+_varlen_op.register_autograd(_op_backward(torch.ops.rove.attention_varlen_backward, 13),
                              setup_context=_setup_context)
 
 
 @_varlen_op.register_fake
 def _(q, k, v, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, rope_json,
-      sinks=None):
-    _check_devices("rove::attention_varlen", q, k, v, cq, ck, q_pos, kv_pos, sinks)
+      sinks=None, q_angles=None, kv_angles=None):
+    _check_devices("rove::attention_varlen", q, k, v, cq, ck, q_pos, kv_pos, sinks, q_angles,
+                   kv_angles)
+    _check_angles("rove::attention_varlen", q_angles, kv_angles)
     for t in (q, k, v):
         torch._check(t.dtype in _DTYPES,
                      lambda: "rove::attention_varlen takes float32, bfloat16 or float16 tensors")
@@ -393,15 +448,16 @@ def _(q, k, v, cq, ck, q_pos, kv_pos, rotate, causal, window, softcap, scale, ro
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", causal=True,
                      q_pos=None, kv_pos=None, rope=None, window=0, softcap=0.0, scale=None,
-                     return_lse=False, sinks=None):
+                     return_lse=False, sinks=None, q_angles=None, kv_angles=None):
     """rove.attention_varlen through the rove::attention_varlen custom op (torch tensors
-    only; cu_seqlens as integer tensors)."""
+    only; cu_seqlens as integer tensors; float64 q_angles / kv_angles [total, n_kv_heads,
+    rotary_dim/2] for Selective RoPE, differentiable)."""
     if isinstance(rotate, int) and not isinstance(rotate, bool):
         rotate = str(rotate)
     causal, window, softcap, scale, rope_json = _scalars(causal, window, softcap, scale, rope)
     out, lse = torch.ops.rove.attention_varlen(
         q, k, v, cu_seqlens_q, cu_seqlens_k, q_pos, kv_pos, rotate, causal, window, softcap,
-        scale, rope_json, sinks)
+        scale, rope_json, sinks, q_angles, kv_angles)
     return (out, lse) if return_lse else out
 
 

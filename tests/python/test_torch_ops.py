@@ -490,3 +490,69 @@ def test_gla_wrapper_checks_its_scalars(kw, exc, compiled):
     _raises_compiled(fn, (c, g), exc, next(iter(kw)), compiled)
     with pytest.raises(exc, match=next(iter(kw))):  # the plain call agrees
         rove.gla(c, c, c, g, **kw)
+
+
+# ---- Selective-RoPE angles through the ops ----------------------------------------------
+def _with_angles(rng, varlen):
+    """q, k, v (float32, requiring grad) and float64 angles requiring grad: packed
+    [T, heads, d] for the varlen op, else [B, L, heads, d]."""
+    g = np.random.default_rng(31)
+    lead = (sum(LENS),) if varlen else (2, 11)
+    q, k, v = (torch.tensor(g.uniform(-1, 1, lead + (h, 16)), dtype=torch.float32,
+                            requires_grad=True) for h in (4, 2, 2))
+    qa, ka = (torch.tensor(g.uniform(-3, 3, lead + (2, 8)), requires_grad=True)
+              for _ in range(2))
+    return q, k, v, qa, ka
+
+
+def _grads(out, lse, inputs):
+    g = np.random.default_rng(5)
+    loss = (out * torch.tensor(g.uniform(-1, 1, out.shape), dtype=out.dtype)).sum() + \
+        (lse * torch.tensor(g.uniform(-1, 1, lse.shape), dtype=lse.dtype)).sum()
+    return torch.autograd.grad(loss, inputs)
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "fullgraph"])
+def test_ops_take_selective_rope_angles(rng, varlen, compiled):
+    """q_angles / kv_angles through rove::attention and rove::attention_varlen (they were
+    missing, so Selective-RoPE attention had no torch.compile path): the output, the LSE
+    and every gradient (q, k, v and both float64 angle tensors) bitwise those of
+    rove.attention / rove.attention_varlen, eager and under torch.compile(fullgraph)."""
+    q, k, v, qa, ka = _with_angles(rng, varlen)
+    cu = torch.tensor(np.cumsum([0] + LENS), dtype=torch.int32)
+    if varlen:
+        def op(q, k, v, qa, ka):
+            return rove.torch_ops.attention_varlen(q, k, v, cu, cu, q_angles=qa, kv_angles=ka,
+                                                   rotate="rove", return_lse=True)
+        want = rove.attention_varlen(q, k, v, cu, cu, q_angles=qa, kv_angles=ka, rotate="rove",
+                                     return_lse=True)
+    else:
+        def op(q, k, v, qa, ka):
+            return rove.torch_ops.attention(q, k, v, q_angles=qa, kv_angles=ka, rotate="rove",
+                                            return_lse=True)
+        want = rove.attention(q, k, v, q_angles=qa, kv_angles=ka, rotate="rove",
+                              return_lse=True)
+    if compiled:
+        torch._dynamo.reset()
+        op = torch.compile(op, fullgraph=True, backend="aot_eager")
+    got = op(q, k, v, qa, ka)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    inputs = (q, k, v, qa, ka)
+    for a, b, name in zip(_grads(*got, inputs), _grads(*want, inputs), "q k v qa ka".split()):
+        assert a.dtype == b.dtype and torch.equal(a, b), name
+    # only what requires grad is computed: a frozen kv_angles gets none
+    out, lse = op(q, k, v, qa, ka.detach())
+    dqa, = torch.autograd.grad(out.sum() + lse.sum(), (qa,))
+    assert dqa.shape == qa.shape and dqa.dtype == torch.float64
+
+
+def test_opcheck_with_angles(rng):
+    q, k, v, qa, ka = _with_angles(rng, False)
+    torch.library.opcheck(torch.ops.rove.attention.default,
+                          (q, k, v, None, None, "rove", True, 0, 0.0, None, "", "bshd", None,
+                           qa, ka),
+                          test_utils=("test_schema", "test_faketensor",
+                                      "test_autograd_registration"))
+    with pytest.raises(TypeError, match="float64"):
+        rove.torch_ops.attention(q, k, v, q_angles=qa.float(), kv_angles=ka.float())
