@@ -41,7 +41,12 @@ Masks (both entry points)
     ``DataCollatorWithFlattening``: transformers then ANDs its causal mask with "same
     sequence") are read off the mask's sub-diagonal, checked element for element against
     causal (+ window) within each sequence, and run as one ``rove.attention_varlen`` call
-    over the batch's tokens. Llama-4's chunked attention (causal within fixed chunks) is
+    over the batch's tokens (bidirectional packing too: EmbeddingGemma). A model whose
+    mask ignores the packing (gpt-oss builds it without position_ids; its eager and sdpa
+    then attend across the sequences) is split as transformers' flash-attention path
+    splits it: a one-row batch with a plain causal mask, at ``cu_seq_lens_q`` when given,
+    else where ``position_ids`` take their minimum when they are not one increasing run
+    (_packed_from_kwargs). Llama-4's chunked attention (causal within fixed chunks) is
     that pattern too, so a prefill from an empty cache runs the same way (and counts in
     ``stats["packed_calls"]``); its decode steps (a chunk mask over a cache) are refused.
     Any other mask (a custom ``or``/``and`` mask function,
@@ -112,7 +117,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
@@ -236,19 +241,22 @@ def _packed_starts(blocks, B: int, L: int) -> Optional[torch.Tensor]:
     return torch.where(new, idx, torch.zeros_like(idx)).cummax(dim=1).values
 
 
-def _match_packed(blocks, B: int, L: int, window: int):
+def _match_packed(blocks, B: int, L: int, window: int, causal: bool = True):
     """Packed sequences (transformers' mask for position_ids that restart inside a row,
-    q_len = kv_len, no cache, no padding): every block equals causal (+ window) AND
-    "same sequence", the sequences read off the mask (_packed_starts) and then checked
-    element for element. Returns cu_seqlens over the B * L tokens (int32), or None."""
+    q_len = kv_len, no cache, no padding): every block equals causal (+ window) -- or,
+    with causal False, bidirectional (EmbeddingGemma's use_bidirectional_attention) --
+    AND "same sequence", the sequences read off the mask (_packed_starts) and then
+    checked element for element. Returns cu_seqlens over the B * L tokens (int32), or
+    None."""
     starts = _packed_starts(blocks(), B, L)
     if starts is None or B * L >= 2 ** 31:
         return None
     kj = torch.arange(L, dtype=torch.int64)
     for row0, M in blocks():
         qi = torch.arange(row0, row0 + M.shape[1], dtype=torch.int64)
-        R = _visible(qi[:, None] - kj[None, :], True, window)[None]
-        R = R & (kj[None, None, :] >= starts[:, row0:row0 + M.shape[1], None])
+        R = _visible(qi[:, None] - kj[None, :], causal, window)[None]
+        # the same sequence: equal starts (for causal pairs, kj >= the query's start)
+        R = R & (starts[:, row0:row0 + M.shape[1], None] == starts[:, None, :])
         if not torch.equal(M, R):
             return None
     flat = (starts == torch.arange(L)).reshape(-1).nonzero().reshape(-1)
@@ -316,9 +324,12 @@ def rove_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_fun
         found = _match(blocks(), q_offset, kv_offset, Lk, key_valid, _candidates(local_size))
     info = MaskInfo(Lq, Lk, q_offset, kv_offset, key_valid=key_valid)
     if found is None and Lq == Lk and q_offset == kv_offset and key_valid is None:
-        info.cu = _match_packed(blocks, B, Lq, int(local_size or 0))
-        if info.cu is not None:
-            found = (True, int(local_size or 0))
+        W = int(local_size or 0)  # bidirectional windows tried as < W and <= W (_candidates)
+        for causal, window in [(True, W)] + ([(False, W), (False, W + 1)] if W else [(False, 0)]):
+            info.cu = _match_packed(blocks, B, Lq, window, causal)
+            if info.cu is not None:
+                found = (causal, window)
+                break
     chunk = getattr(kwargs.get("config"), "attention_chunk_size", None)
     if found is None and local_size is not None and chunk is not None and int(local_size) == chunk:
         info.error = (f"Llama-4 chunked attention (chunks of {chunk} tokens) over a cache, or "
@@ -376,6 +387,42 @@ def _info_from_tensor(mask: torch.Tensor, Lq, Lk, causal, window, batch) -> Mask
     else:
         info.causal, info.window = found
     return info
+
+
+def _packed_from_kwargs(info: MaskInfo, B: int, kwargs) -> Optional[np.ndarray]:
+    """flash-attention's padding-free packing where transformers' mask does not show it
+    (models that build their mask without position_ids, e.g. gpt-oss in transformers 5.x,
+    whose eager and sdpa then attend across the packed sequences): for a plain causal mask
+    of one row (no padding, no cache), transformers' flash-attention path splits the row
+    at ``cu_seq_lens_q`` when given (DataCollatorWithFlattening(
+    return_flash_attn_kwargs=True)), else where ``position_ids`` take their minimum when
+    they are not one increasing run (its _is_packed_sequence and
+    prepare_fa_kwargs_from_position_ids). The same cu_seqlens, or None."""
+    L = info.q_len
+    if (B != 1 or L <= 1 or not info.causal or info.key_valid is not None or
+            info.kv_len != L or info.q_offset or info.kv_offset):
+        return None
+    cu_q, cu_k = kwargs.get("cu_seq_lens_q"), kwargs.get("cu_seq_lens_k")
+    if cu_q is not None:
+        cu = torch.as_tensor(cu_q).reshape(-1).to(torch.int64)
+        if cu_k is not None and not torch.equal(cu, torch.as_tensor(cu_k).reshape(-1).to(torch.int64)):
+            raise ValueError("rove attention: cu_seq_lens_q and cu_seq_lens_k differ (packed "
+                             "queries and keys must be the same sequences without a cache)")
+    else:
+        pos = kwargs.get("position_ids")
+        if not isinstance(pos, torch.Tensor) or pos.numel() != L:
+            return None
+        pos = pos.reshape(-1).to(torch.int64)
+        if torch.equal(pos, torch.arange(L, dtype=torch.int64) + pos.min()):
+            return None  # one increasing run: not packed
+        starts = (pos == pos.min()).nonzero().reshape(-1)
+        cu = torch.cat([starts, torch.tensor([L])])
+    if cu.numel() < 2 or int(cu[0]) != 0 or int(cu[-1]) != L or bool((cu.diff() <= 0).any()):
+        raise ValueError(f"rove attention: packed sequences read off "
+                         f"{'cu_seq_lens_q' if cu_q is not None else 'position_ids'} give "
+                         f"boundaries {cu.tolist()[:8]}... that do not split the {L} tokens "
+                         "(they must start at 0, increase and end at the row's length)")
+    return cu.numpy().astype(np.int32) if cu.numel() > 2 else None
 
 
 def _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window, batch) -> MaskInfo:
@@ -491,14 +538,15 @@ def _run_attention(query, key, value, *, rotate, causal, window, softcap, scalin
 def _run_packed(query, key, value, info: MaskInfo, *, rotate, softcap, scaling, pos, rope,
                 sinks=None):
     """Packed sequences (info.cu over the B * L tokens of HF's [b, h, L, d] tensors) as one
-    rove.attention_varlen call, causal within each sequence; returns [b, L, h, d]. pos:
+    rove.attention_varlen call, causal (or, info.causal False, bidirectional) within each
+    sequence; returns [b, L, h, d]. pos:
     None (each sequence's default positions: its token indices) or [B * L] int32."""
     B, H, L, D = query.shape
     flat = lambda x: x.transpose(1, 2).reshape(B * L, x.shape[1], x.shape[3])  # noqa: E731
     stats["attention_calls"] += 1
     stats["packed_calls"] += 1
     out = _attention_varlen(flat(query), flat(key), flat(value), info.cu, info.cu,
-                            rotate=rotate, causal=True, window=int(info.window),
+                            rotate=rotate, causal=bool(info.causal), window=int(info.window),
                             softcap=float(softcap or 0.0), scale=scaling, rope=rope,
                             threads=_threads, q_pos=pos, kv_pos=pos, sinks=sinks)
     return out.view(B, L, H, D)
@@ -533,10 +581,10 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
         # a backward through this output raises `why`: a gradient is never silently cut
         return _NoGradient.apply(
             why, lambda: _attend(module, state, query, key, value, attention_mask, softcap,
-                                 scaling, is_causal, sliding_window, False, sinks),
+                                 scaling, is_causal, sliding_window, False, sinks, kwargs),
             *grads), None
     return _attend(module, state, query, key, value, attention_mask, softcap, scaling,
-                   is_causal, sliding_window, train, sinks), None
+                   is_causal, sliding_window, train, sinks, kwargs), None
 
 
 class _NoGradient(torch.autograd.Function):
@@ -554,11 +602,15 @@ class _NoGradient(torch.autograd.Function):
 
 
 def _attend(module, state, query, key, value, attention_mask, softcap, scaling, is_causal,
-            sliding_window, train, sinks=None):
+            sliding_window, train, sinks=None, kwargs=None):
     """rove_attention_forward's work after its checks: the output [b, q, h, d]."""
     B, H, Lq, D = query.shape
     Lk = key.shape[2]
     info = _mask_info(module, attention_mask, Lq, Lk, is_causal, sliding_window, B)
+    if info.cu is None and kwargs:
+        cu = _packed_from_kwargs(info, B, kwargs)
+        if cu is not None:  # a copy: the mask's own description is shared by every layer
+            info = replace(info, cu=cu, cache={})
     with torch.enable_grad() if train else torch.no_grad():
         if state is None:
             if info.cu is None:

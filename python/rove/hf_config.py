@@ -383,15 +383,16 @@ def _module_pairing(module_name: str) -> Optional[str]:
                      "x[2k+1]) turned by +angle)")
 
 
-def _default_rotary_dim(config) -> Optional[int]:
+def _default_rotary_dim(config, layer_type: Optional[str] = None) -> Optional[int]:
     """The rotary dim of rope_type "default" as the family's own text rotary embedding
-    computes it (2 x the length of its compute_default_rope_parameters(config)); None
-    when it cannot be run (remote code, per-layer-type parameters, ...) or its classes
-    disagree. Families copied from Llama ignore partial_rotary_factor there, GPT-NeoX's
-    and Phi's honour it."""
+    computes it (2 x the length of its compute_default_rope_parameters(config), given
+    layer_type where the parameters are per layer type, as Gemma-3's); None when it
+    cannot be run or its classes disagree; 0 when there is no modeling module (remote
+    code). Families copied from Llama ignore partial_rotary_factor there, GPT-NeoX's and
+    Phi's honour it."""
     mod = _import(_modeling_module_name(config))
     if mod is None:
-        return None
+        return 0
     dims = set()
     for name, cls in vars(mod).items():
         f = getattr(cls, "compute_default_rope_parameters", None)
@@ -399,7 +400,8 @@ def _default_rotary_dim(config) -> Optional[int]:
                 "Vision" in name or cls.__module__ != mod.__name__:
             continue
         try:
-            dims.add(2 * int(f(config)[0].numel()))
+            got = f(config) if layer_type is None else f(config, layer_type=layer_type)
+            dims.add(2 * int(got[0].numel()))
         except Exception:
             continue
     return dims.pop() if len(dims) == 1 else None
@@ -526,8 +528,13 @@ def rope_config_from_hf(config, head_dim: Optional[int] = None, *, seq_len: Opti
                          f"{hd}): transformers rounds its pair count up with exponents over "
                          "the odd dim, which librove does not reproduce")
     if rtype == "default" and prf != 1.0:  # the family's own default, probed
-        hf_dim = _default_rotary_dim(config)
-        if hf_dim is not None and hf_dim != dim:
+        hf_dim = _default_rotary_dim(config, layer_type)
+        if hf_dim is None:
+            raise ValueError(f"rope_parameters['partial_rotary_factor']={prf} with rope_type "
+                             f"'default': transformers' {mt} default rotary embedding could "
+                             "not be run on this config to learn whether it honours the "
+                             "factor (most families ignore it); refusing to guess")
+        if hf_dim and hf_dim != dim:
             why = ("its default ignores the factor, its scaled types honour it"
                    if hf_dim == rope_hd else "it computes the rotary dim otherwise")
             raise ValueError(f"rope_parameters['partial_rotary_factor']={prf} with rope_type "

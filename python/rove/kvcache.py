@@ -139,6 +139,13 @@ class KVCache(_lib.OwnedHandle):
                     "a cache filled by append_angles() takes only append_angles()")
         return _UNREPRESENTABLE.get(self.dtype, "")
 
+    def _empty_append(self, kind: str, fn: str) -> None:
+        """An append of 0 tokens stores nothing, but refuses what librove refuses for any
+        append of this kind: a kind mix (positions into an angle cache or back)."""
+        with self._lock:
+            if len(self) and self._kind not in (None, kind):
+                _lib.check(fn, _lib.ERR_INVALID_ARGUMENT, self._invalid(kind))
+
     def _overflow(self, n: int) -> str:
         """Detail of a ROVE_ERR_SIZE_OVERFLOW from an append of n tokens per row."""
         if len(self) + n > self.capacity:
@@ -187,7 +194,8 @@ class KVCache(_lib.OwnedHandle):
         n = 0 stores nothing (as transformers' caches take an empty update)."""
         lk, ks, lv, vs, n, _ = self._kv(k, v, layout)
         p, pp = _tensor.positions(pos, "pos", self.batch, n)
-        if n == 0:
+        if n == 0:  # nothing stored; a kind mix is still refused, as librove refuses it
+            self._empty_append("positions", "rove_kv_cache_append")
             return
         with self._lock:
             if lk.dtype == _tensor.F32:
@@ -221,6 +229,7 @@ class KVCache(_lib.OwnedHandle):
         a, ap = _tensor.contiguous(angles, "angles", np.float64, shape)
         p, pp = _tensor.positions(pos, "pos", self.batch, n)
         if n == 0:  # nothing stored; the cache's kind stays open
+            self._empty_append("angles", "rove_kv_cache_append_angles")
             return
         with self._lock:
             st = _lib.lib.rove_kv_cache_append_angles(self._ptr, n, lk.ptr, ks, lv.ptr, vs,

@@ -373,7 +373,11 @@ class PagedKVCache(_lib.OwnedHandle):
             if angles is not None:
                 _angles(angles, "angles", (0, p.n_kv_heads, p.rotary_dim // 2))
             with self._lock:
-                self._live(seq, "rove_paged_append")
+                seq, length = self._live(seq, "rove_paged_append")
+                if length and self._angles.get(seq) != (angles is not None):  # as librove
+                    _lib.check("rove_paged_append", _lib.ERR_INVALID_ARGUMENT,
+                               "a sequence filled with angles takes only angles, one filled "
+                               "by positions none")
             return
         (lk, ks), (lv, vs) = _token_rows(vk), _token_rows(vv)
         pp_obj, pp = _tensor.positions(pos, "pos", 1, n)

@@ -173,7 +173,9 @@ def _op_backward(bwd_op, n_args: int):
         if dout is None:
             dout = torch.zeros_like(out)
         given = [t is not None for t in ctx.args[-3:]]
-        need = [g and n for g, n in zip(given, ctx.needs_input_grad[-3:])]
+        # by position: torch leaves trailing defaulted inputs out of needs_input_grad
+        flags = tuple(ctx.needs_input_grad) + (False,) * (3 + n_args)
+        need = [g and n for g, n in zip(given, flags[n_args:n_args + 3])]
         dq, dk, dv, dsk, dqa, dka = bwd_op(dout, q, k, v, out, lse, *ctx.args, dlse,
                                            need[1], need[2])
         return (dq, dk, dv) + (None,) * (n_args - 3) + tuple(
@@ -311,7 +313,9 @@ def _check_positions(name, pos, pname, shapes):
 
 
 def _check_angles(name, *angles):
-    """Fake kernels: angles are float64 (their shapes: the real op)."""
+    """Fake kernels: angles go together and are float64 (their shapes: the real op)."""
+    torch._check_value(len({a is None for a in angles}) == 1, lambda: (
+        f"{name}: q_angles and kv_angles go together: give both or neither"))
     for a in angles:
         if a is not None:
             torch._check_type(a.dtype == torch.float64, lambda: (

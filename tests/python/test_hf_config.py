@@ -529,7 +529,7 @@ def test_partial_rotary_with_default_type_follows_each_family():
     import importlib
     import inspect
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-    checked = {"refused": 0, "matched": 0}
+    checked = {"refused": 0, "matched": 0, "nested": 0}
     for mt, cls in sorted(CONFIG_MAPPING.items()):
         try:
             mod = importlib.import_module(f"transformers.models.{mt}.modeling_{mt}")
@@ -539,24 +539,33 @@ def test_partial_rotary_with_default_type_follows_each_family():
                       num_hidden_layers=2, intermediate_size=64, vocab_size=64,
                       max_position_embeddings=4096).get_text_config(decoder=True)
             rp = cfg.rope_parameters
-            if not rots or not isinstance(rp, dict) or rp.get("rope_type") != "default":
+            # flat parameters, or one dict per layer type (Gemma-3, OLMo-3, ModernBERT, ...)
+            subs = [(None, rp)] if isinstance(rp, dict) and "rope_type" in rp else \
+                [(lt, d) for lt, d in (rp or {}).items() if isinstance(d, dict)]
+            if not rots or not subs or any(d.get("rope_type") != "default" for _, d in subs):
                 continue
-            rp["partial_rotary_factor"] = 0.5
-            hf_inv = rots[0](config=cfg).inv_freq.double().numpy()
+            for _, d in subs:
+                d["partial_rotary_factor"] = 0.5
+            rot = rots[0](config=cfg)
+            hf = {lt: getattr(rot, f"{lt}_inv_freq" if lt else "inv_freq").double().numpy()
+                  for lt, _ in subs}
             hd = hf_head_dim(cfg)
         except Exception:  # no module, a config these sizes do not build, ...: not ours
             continue
-        try:
-            rc = rope_config_from_hf(cfg, seq_len=16)
-        except ValueError as e:  # any refusal is fine (MLA layouts, ...)
-            checked["refused"] += "partial_rotary_factor" in str(e)
-            continue
-        w, _ = rove.inv_freq(rc, hd)
-        assert w.shape == hf_inv.shape, (mt, rc.rotary_dim, hd, hf_inv.shape)
-        np.testing.assert_allclose(w, hf_inv, rtol=RTOL, atol=0, err_msg=mt)
-        checked["matched"] += 1
+        for lt, hf_inv in hf.items():
+            try:
+                rc = rope_config_from_hf(cfg, seq_len=16, layer_type=lt)
+            except ValueError as e:  # any refusal is fine (MLA layouts, ...)
+                checked["refused"] += "partial_rotary_factor" in str(e)
+                continue
+            w, _ = rove.inv_freq(rc, hd)
+            assert w.shape == hf_inv.shape, (mt, lt, rc.rotary_dim, hd, hf_inv.shape)
+            np.testing.assert_allclose(w, hf_inv, rtol=RTOL, atol=0, err_msg=f"{mt} {lt}")
+            checked["matched"] += 1
+        checked["nested"] += subs[0][0] is not None
     # both kinds exist in every transformers 5 release this was written against
-    assert checked["refused"] >= 20 and checked["matched"] >= 10, checked
+    assert checked["refused"] >= 20 and checked["matched"] >= 10 and checked["nested"] >= 2, \
+        checked
 
 
 @pytest.mark.parametrize("config", [

@@ -327,12 +327,15 @@ def test_packed_sequences_equal_each_sequence_alone(family, mode):
 def test_other_masks_are_refused():
     mod = _build("llama3", "rove")
     ids = torch.randint(3, H.VOCAB, (1, 12))
-    # packed sequences with a cache: transformers masks the whole row causally (no
-    # packing then), and librove follows it
+    # packed sequences with a cache: transformers' eager and sdpa mask the whole row
+    # causally (no packing then); its flash-attention path splits the row where
+    # position_ids restart, and librove does as flash-attention does
     packed = torch.tensor([[0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5]])
-    ref = _build("llama3", "eager", mod.state_dict())
     with torch.no_grad():
-        assert _rel(mod(ids, position_ids=packed).logits, ref(ids, position_ids=packed).logits) <= RTOL
+        got = mod(ids, position_ids=packed).logits[0]
+        for o in (0, 6):
+            alone = mod(ids[:, o:o + 6], use_cache=False).logits[0]
+            assert _rel(got[o:o + 6], alone) <= RTOL
     # a 4-D float mask carrying biases
     bias = torch.zeros(1, 1, 12, 12)
     bias[..., 3] = -0.5
@@ -920,3 +923,32 @@ def test_output_attentions_where_the_model_does_not_pass_it():
         assert none["rove"] == none["sdpa"]
         assert _rel(got["rove"].logits, got["sdpa"].logits) <= RTOL
         assert any(a is not None for a in got["eager"].attentions)
+
+
+def test_bidirectional_packed_sequences_equal_each_alone():
+    """Gemma-3 with use_bidirectional_attention (EmbeddingGemma): packed sequences get a
+    bidirectional-within-sequence mask from transformers; librove runs it as one
+    non-causal rove.attention_varlen call (it was refused as "not packed sequences")."""
+    cfg = T.Gemma3TextConfig(vocab_size=H.VOCAB, hidden_size=64, intermediate_size=64,
+                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                             head_dim=16, use_bidirectional_attention=True, sliding_window=4,
+                             max_position_embeddings=256)
+    torch.manual_seed(0)
+    eager = T.AutoModel.from_config(cfg, attn_implementation="eager").eval()
+    RH.register()
+    mod = T.AutoModel.from_config(cfg, attn_implementation="rove").eval()
+    mod.load_state_dict(eager.state_dict())
+    lens = (6, 11, 4)
+    ids = torch.randint(3, H.VOCAB, (1, sum(lens)), generator=torch.Generator().manual_seed(3))
+    pos = torch.cat([torch.arange(n) for n in lens])[None]
+    calls = RH.stats["packed_calls"]
+    with torch.no_grad():
+        got = mod(ids, position_ids=pos, use_cache=False).last_hidden_state[0]
+        assert RH.stats["packed_calls"] > calls
+        ref = eager(ids, position_ids=pos, use_cache=False).last_hidden_state[0]
+        assert _rel(got, ref) <= RTOL
+        o = 0
+        for n in lens:
+            alone = mod(ids[:, o:o + n], use_cache=False).last_hidden_state[0]
+            assert _rel(got[o:o + n], alone) <= RTOL, n
+            o += n

@@ -175,3 +175,9 @@ def test_an_empty_append_stores_nothing():
     cache.append(e, e)
     assert len(cache) == 5
     assert torch.equal(cache.attention(q), want)
+    with pytest.raises(rove.RoveInvalidArgument, match="takes no angles"):  # a kind mix
+        cache.append_angles(e, e, np.zeros((2, 0, 2, 8)))
+    angled = rove.KVCache(plan, 1, 8)
+    angled.append_angles(k[:1], v[:1], np.zeros((1, 5, 2, 8)))
+    with pytest.raises(rove.RoveInvalidArgument, match="only append_angles"):
+        angled.append(e[:1], e[:1])

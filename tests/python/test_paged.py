@@ -750,6 +750,8 @@ def test_an_empty_append_stores_nothing():
         c.append(s, e, np.zeros((0, 1, 16), np.float32))
     with pytest.raises(ValueError, match="pos has shape"):
         c.append(s, e, e, pos=np.zeros(2, np.int64))
+    with pytest.raises(rove.RoveInvalidArgument, match="filled by positions"):  # kind mix
+        c.append(s, e, e, angles=np.zeros((0, 2, 8)))
     c.free(s)
     with pytest.raises(Exception):
         c.append(s, e, e)  # not a live sequence

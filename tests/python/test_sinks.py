@@ -344,3 +344,33 @@ def test_gpt_oss_gradients_match_eager(torch, frozen):
         grads[impl] = [p.grad.clone() for p in params]
     for a, b in zip(grads["rove"], grads["eager"]):
         assert (a - b).abs().max() < 1e-5 * max(1.0, b.abs().max().item())
+
+
+@pytest.mark.parametrize("fa_kwargs", [False, True], ids=["position_ids", "cu_seq_lens"])
+def test_gpt_oss_packed_sequences_run_each_alone(torch, fa_kwargs):
+    """gpt-oss builds its mask without position_ids (transformers 5.x), so for a batch
+    of DataCollatorWithFlattening its eager and sdpa attend across the packed sequences;
+    flash-attention splits the row where position_ids restart (or at cu_seq_lens_q).
+    librove follows flash-attention: every sequence, sinks and sliding layers included,
+    gives its logits alone, as one rove.attention_varlen call."""
+    transformers = pytest.importorskip("transformers")
+    import rove.hf
+    rove.hf.register()
+    m = _gpt_oss(torch, transformers)
+    m.set_attn_implementation("rove")
+    lens = (7, 3, 9)
+    ids = torch.randint(0, 128, (1, sum(lens)), generator=torch.Generator().manual_seed(2))
+    pos = torch.cat([torch.arange(n) for n in lens])[None]
+    kw = dict(position_ids=pos)
+    if fa_kwargs:
+        cu = torch.tensor([0, 7, 10, 19], dtype=torch.int32)
+        kw.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=9, max_length_k=9)
+    calls = rove.hf.stats["packed_calls"]
+    with torch.no_grad():
+        packed = m(ids, use_cache=False, **kw).logits[0]
+        assert rove.hf.stats["packed_calls"] > calls
+        o = 0
+        for n in lens:
+            alone = m(ids[:, o:o + n], use_cache=False).logits[0]
+            assert (packed[o:o + n] - alone).abs().max() < 1e-5, n
+            o += n

@@ -293,6 +293,8 @@ def _bad_arguments():
         ("gla float32 angles", lambda d: gla(*(e(1, 4, 2, 4)(d),) * 4,
                                              angles=e(1, 4, 2, 2)(d))),
         ("gla empty time axis", lambda d: gla(*(e(1, 0, 2, 4)(d),) * 4)),
+        ("q_angles alone", lambda d: att(e(1, 3, 2, 8)(d), e(1, 3, 2, 8)(d), e(1, 3, 2, 8)(d),
+                                         q_angles=e(1, 3, 2, 4, dt=torch.float64)(d))),
     ]
 
 
