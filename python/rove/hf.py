@@ -392,8 +392,9 @@ def _info_from_tensor(mask: torch.Tensor, Lq, Lk, causal, window, batch) -> Mask
 def _packed_from_kwargs(info: MaskInfo, B: int, kwargs) -> Optional[np.ndarray]:
     """flash-attention's padding-free packing where transformers' mask does not show it
     (models that build their mask without position_ids, e.g. gpt-oss in transformers 5.x,
-    whose eager and sdpa then attend across the packed sequences): for a plain causal mask
-    of one row (no padding, no cache), transformers' flash-attention path splits the row
+    whose eager and sdpa then attend across the packed sequences; and any model run with
+    a cache): for a plain causal mask of one row (no padding, queries and keys the same
+    tokens: no cached ones), transformers' flash-attention path splits the row
     at ``cu_seq_lens_q`` when given (DataCollatorWithFlattening(
     return_flash_attn_kwargs=True)), else where ``position_ids`` take their minimum when
     they are not one increasing run (its _is_packed_sequence and
