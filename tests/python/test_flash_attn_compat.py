@@ -14,8 +14,9 @@ import rove
 from rove.flash_attn import flash_attn_func, flash_attn_varlen_func
 
 
-def fa_ref(q, k, v, scale, causal, window, softcap):
-    """One sequence, float64: q [sq, h, d], k / v [sk, hk, d] -> (out, lse [h, sq])."""
+def fa_ref(q, k, v, scale, causal, window, softcap, clamp_k=None):
+    """One sequence, float64: q [sq, h, d], k / v [sk, hk, d] -> (out, lse [h, sq]); window
+    bounds >= clamp_k (default sk; varlen: max_seqlen_k) are no bounds, as in flash-attn."""
     sq, h, d = q.shape
     sk, hk = k.shape[:2]
     q, k, v = (x.double().transpose(0, 1) for x in (q, k, v))
@@ -23,7 +24,7 @@ def fa_ref(q, k, v, scale, causal, window, softcap):
     s = q @ k.transpose(1, 2) * scale
     if softcap:
         s = softcap * torch.tanh(s / softcap)
-    left, right = window
+    left, right = (-1 if w >= (clamp_k or sk) else w for w in window)  # flash_api.cpp
     if causal:
         right = 0
     P = torch.arange(sq)[:, None] + sk - sq
@@ -41,7 +42,9 @@ def fa_ref(q, k, v, scale, causal, window, softcap):
 
 CASES = [  # (causal, window_size, softcap, softmax_scale)
     (False, (-1, -1), 0.0, None), (True, (-1, -1), 0.0, None), (True, (3, 0), 0.0, 0.3),
-    (True, (2, -1), 5.0, None), (False, (2, 2), 0.0, None), (False, (0, 0), 2.0, 0.5)]
+    (True, (2, -1), 5.0, None), (False, (2, 2), 0.0, None), (False, (0, 0), 2.0, 0.5),
+    (False, (3, 0), 0.0, None), (False, (-1, 0), 0.0, None),  # right 0: causal
+    (False, (5, 5), 0.0, None), (False, (30, 12), 0.0, None)]  # bounds >= seqlen_k: none
 
 
 @pytest.mark.parametrize("causal, window, softcap, scale", CASES)
@@ -64,9 +67,11 @@ def test_flash_attn_func_matches_flash_attn_semantics(causal, window, softcap, s
                                        window_size=window, softcap=softcap), out)
 
 
-@pytest.mark.parametrize("causal, window, softcap, scale", CASES)
-def test_flash_attn_varlen_func_matches_flash_attn_semantics(causal, window, softcap, scale):
-    lq, lk = [5, 1, 8, 0], [5, 3, 6, 2]
+@pytest.mark.parametrize("causal, window, softcap, scale", CASES + [(False, (8, 8), 0.0, None),
+                                                                   (False, (12, 12), 0.0, None)])
+@pytest.mark.parametrize("lq, lk", [([5, 1, 8, 0], [5, 3, 6, 2]), ([20, 4], [3, 10])])
+def test_flash_attn_varlen_func_matches_flash_attn_semantics(causal, window, softcap, scale,
+                                                             lq, lk):
     cq = torch.tensor(np.cumsum([0] + lq), dtype=torch.int32)
     ck = torch.tensor(np.cumsum([0] + lk), dtype=torch.int32)
     g = torch.Generator().manual_seed(8)
@@ -82,7 +87,7 @@ def test_flash_attn_varlen_func_matches_flash_attn_semantics(causal, window, sof
         if b == a:
             continue
         want, _ = fa_ref(q[a:b].detach(), k[c:d].detach(), v[c:d].detach(),
-                         scale or 16 ** -0.5, causal, window, softcap)
+                         scale or 16 ** -0.5, causal, window, softcap, clamp_k=max(lk))
         assert (out[a:b].double() - want).abs().max() < 2e-6, i
     out.sum().backward()  # differentiable as rove.attention_varlen
     assert q.grad is not None and k.grad is not None and torch.isfinite(v.grad).all()
@@ -101,7 +106,7 @@ def test_flash_attn_func_gradients_are_rove_attentions():
 @pytest.mark.parametrize("kw, match", [
     (dict(dropout_p=0.1), "dropout"), (dict(alibi_slopes=torch.ones(4)), "ALiBi"),
     (dict(window_size=(2, 1), causal=False), "symmetric"),
-    (dict(window_size=(-1, 3), causal=False), "symmetric"),
+    (dict(window_size=(-1, 2), causal=False), "symmetric"),
     (dict(window_size=(-2, -1)), ">= -1")])
 def test_what_librove_cannot_honour_is_refused(kw, match):
     q = torch.zeros(1, 4, 4, 8)
