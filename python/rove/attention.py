@@ -172,7 +172,9 @@ class Plan(_lib.SharedHandle):
         del keep
         _lib.check("rove_plan_create", st,
                    f"head_dim {d} is above librove's ROVE_MAX_HEAD_DIM ({_lib.MAX_HEAD_DIM})"
-                   if d > _lib.MAX_HEAD_DIM else "")
+                   if d > _lib.MAX_HEAD_DIM else
+                   rope._refusal(d) if st == _lib.ERR_INVALID_ARGUMENT and d >= 2 and d % 2 == 0
+                   else "")
         self._ptr = ptr.value
         self._finalizer = _lib.finalizer(self, _lib.lib.rove_plan_destroy, ptr.value)
         r = _lib.AttentionConfig()

@@ -44,7 +44,7 @@ import math
 import numpy as np
 
 from .attention import attention
-from .varlen import attention_varlen
+from .varlen import _cu, attention_varlen
 
 __all__ = ["flash_attn_func", "flash_attn_varlen_func"]
 
@@ -84,14 +84,6 @@ def _refuse(dropout_p, alibi_slopes, block_table=None):
                          "paged caches")
 
 
-def _longest(cu):
-    try:
-        c = np.asarray(cu.detach().cpu() if hasattr(cu, "detach") else cu, dtype=np.int64)
-    except (TypeError, ValueError):
-        return None
-    return int(np.diff(c).max()) if c.ndim == 1 and c.size >= 2 else None
-
-
 def _scale(softmax_scale, headdim):
     return 1.0 / math.sqrt(headdim) if softmax_scale is None else softmax_scale
 
@@ -115,8 +107,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     """flash-attn's ``flash_attn_varlen_func`` on librove (see the module docstring)."""
     _refuse(dropout_p, alibi_slopes, block_table)
     for name, cu, mx in (("q", cu_seqlens_q, max_seqlen_q), ("k", cu_seqlens_k, max_seqlen_k)):
-        longest = _longest(cu)  # None: a malformed cu_seqlens, which attention_varlen names
-        if longest is not None and int(mx) < longest:
+        longest = int(np.diff(_cu(cu, f"cu_seqlens_{name}", None)).max())  # checked as varlen's
+        if int(mx) < longest:
             raise ValueError(f"max_seqlen_{name}={int(mx)} is below the longest sequence "
                              f"({longest} tokens) of cu_seqlens_{name}")
     causal, window = _window(window_size, bool(causal), int(max_seqlen_k))

@@ -324,8 +324,7 @@ def rove_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_fun
         found = _match(blocks(), q_offset, kv_offset, Lk, key_valid, _candidates(local_size))
     info = MaskInfo(Lq, Lk, q_offset, kv_offset, key_valid=key_valid)
     if found is None and Lq == Lk and q_offset == kv_offset and key_valid is None:
-        W = int(local_size or 0)  # bidirectional windows tried as < W and <= W (_candidates)
-        for causal, window in [(True, W)] + ([(False, W), (False, W + 1)] if W else [(False, 0)]):
+        for causal, window in _candidates(local_size):  # as for the unpacked masks
             info.cu = _match_packed(blocks, B, Lq, window, causal)
             if info.cu is not None:
                 found = (causal, window)

@@ -41,6 +41,8 @@ from . import _lib, _params, _tensor
 from .attention import Plan, _angles, get_plan
 from .kvcache import _UNREPRESENTABLE, _dtype_str, parse_dtype
 
+_KIND_MIX = "a sequence filled with angles takes only angles, one filled by positions none"
+
 _F32, _BF16, _F16, _Q8 = _lib.DTYPE_F32, _lib.DTYPE_BF16, _lib.DTYPE_F16, _lib.DTYPE_Q8
 _NP_POOL = {np.dtype(np.float32): _F32, np.dtype(np.uint16): _BF16,
             np.dtype(np.float16): _F16, np.dtype(np.int8): _Q8}  # native byte order only
@@ -368,23 +370,18 @@ class PagedKVCache(_lib.OwnedHandle):
             raise ValueError(f"k {tuple(vk.shape)} / v {tuple(vv.shape)}: expected [n, "
                              f"n_kv_heads={want[0]}, head_dim={want[1]}]")
         n = _int32("the tokens appended", vk.shape[0])
-        if n == 0:  # nothing to store (as transformers' caches take an empty update)
-            _tensor.positions(pos, "pos", 1, 0)
-            if angles is not None:
-                _angles(angles, "angles", (0, p.n_kv_heads, p.rotary_dim // 2))
-            with self._lock:
-                seq, length = self._live(seq, "rove_paged_append")
-                if length and self._angles.get(seq) != (angles is not None):  # as librove
-                    _lib.check("rove_paged_append", _lib.ERR_INVALID_ARGUMENT,
-                               "a sequence filled with angles takes only angles, one filled "
-                               "by positions none")
-            return
-        (lk, ks), (lv, vs) = _token_rows(vk), _token_rows(vv)
         pp_obj, pp = _tensor.positions(pos, "pos", 1, n)
         a_obj, ap = (None, None) if angles is None else _angles(
             angles, "angles", (n, p.n_kv_heads, p.rotary_dim // 2))
+        if n:  # outside the lock: a copy of non-dense rows takes its time
+            (lk, ks), (lv, vs) = _token_rows(vk), _token_rows(vv)
         with self._lock:
             seq, length = self._live(seq, "rove_paged_append")
+            kind_mix = bool(length) and self._angles.get(seq) != (angles is not None)
+            if n == 0:  # nothing to store (as transformers' caches take an empty update);
+                if kind_mix:  # a kind mix is refused all the same, as librove refuses it
+                    _lib.check("rove_paged_append", _lib.ERR_INVALID_ARGUMENT, _KIND_MIX)
+                return
             st = _lib.lib.rove_paged_append(self._ptr, seq, n, lk.ptr, ks, lv.ptr, vs, lk.dtype,
                                             pp, ap)
             detail = ""
@@ -392,9 +389,7 @@ class PagedKVCache(_lib.OwnedHandle):
                 detail = (f"{n} tokens after the {length} of sequence {seq} need more blocks "
                           f"(of {self.block_size} tokens) than the {self.free_blocks} free")
             elif st == _lib.ERR_INVALID_ARGUMENT:
-                detail = (("a sequence filled with angles takes only angles, one filled by "
-                           "positions none") if length and self._angles.get(seq) != (ap is not None)
-                          else _UNREPRESENTABLE.get(self.dtype, ""))
+                detail = _KIND_MIX if kind_mix else _UNREPRESENTABLE.get(self.dtype, "")
             elif st == _lib.ERR_SIZE_OVERFLOW:
                 detail = "the sequence's length or its last position would pass INT32_MAX"
             _lib.check("rove_paged_append", st, detail)

@@ -243,40 +243,37 @@ class RopeConfig:
             buf = np.array(values, dtype=np.float64)
             keep.append(buf)
             setattr(c, name, buf.__array_interface__["data"][0])
-        self._check_derived(c, head_dim)
         return c, keep
 
-    def _check_derived(self, c, head_dim: int) -> None:
-        """Raise RoveInvalidArgument naming the field when librove refuses what this config
-        derives for head_dim (rove_rope_inv_freq's rules, src/rope_freq.c: NTK's base
-        theta * factor^(r/(r-2)) finite with r > 2; attention_factor <= 1000; every
-        frequency finite times 2^31; the derived attention factor in (0, 1000]). Head
-        dims the caller validates itself (odd, > ROVE_MAX_HEAD_DIM, below rotary_dim)
-        are left to it."""
-        r = self.rotary_dim or head_dim
-        if not (isinstance(head_dim, (int, np.integer)) and 2 <= head_dim <= _lib.MAX_HEAD_DIM
-                and head_dim % 2 == 0 and r <= head_dim):
-            return
+    def _refusal(self, head_dim: int) -> str:
+        """Why librove refuses what this config derives for a head of head_dim (""
+        when it takes it): rove_rope_inv_freq's rules (src/rope_freq.c) -- NTK's base
+        theta * factor^(r/(r-2)) finite with r > 2, attention_factor <= 1000, every
+        frequency finite times 2^31, the derived attention factor in (0, 1000]. For the
+        detail of a ROVE_ERR_INVALID_ARGUMENT (rove.inv_freq, Plan); head_dim is valid."""
+        c, keep = self.to_c(head_dim)
         w = np.empty(_lib.MAX_HEAD_DIM // 2, dtype=np.float64)
         st = _lib.lib.rove_rope_inv_freq(c, int(head_dim), w.__array_interface__["data"][0], None)
-        if st != _lib.ERR_INVALID_ARGUMENT:
-            return
+        del keep
+        return self._why(head_dim) if st == _lib.ERR_INVALID_ARGUMENT else ""
+
+    def _why(self, head_dim: int) -> str:
+        """_refusal's text, for a config rove_rope_inv_freq refused for head_dim."""
+        r = self.rotary_dim or head_dim
         if self.attention_factor > 1000:
-            why = f"RopeConfig.attention_factor={self.attention_factor} exceeds librove's bound 1000"
-        elif self.scaling == "ntk" and r <= 2:
-            why = (f"scaling='ntk' needs a rotary dim > 2 (its base is theta * "
-                   f"factor^(r/(r-2))); the rotary dim is {r}")
-        elif self.scaling == "ntk":
-            why = (f"scaling='ntk': the base theta * factor^(r/(r-2)) overflows for "
-                   f"theta={self.theta}, factor={self.factor}, rotary dim {r}")
-        else:
-            why = (f"the frequencies or the attention factor this RopeConfig derives for "
-                   f"head_dim {head_dim} are out of librove's range (every frequency times "
-                   "2^31 finite, an attention factor in (0, 1000]; e.g. longrope's derived "
-                   "sqrt(1 + ln factor / ln original_max_position) is infinite for "
-                   f"original_max_position 1): scaling={self.scaling!r}, "
-                   f"factor={self.factor}, original_max_position={self.original_max_position}")
-        _lib.check("rove_rope_inv_freq", st, why)
+            return f"RopeConfig.attention_factor={self.attention_factor} exceeds librove's bound 1000"
+        if self.scaling == "ntk" and r <= 2:
+            return (f"scaling='ntk' needs a rotary dim > 2 (its base is theta * "
+                    f"factor^(r/(r-2))); the rotary dim is {r}")
+        if self.scaling == "ntk":
+            return (f"scaling='ntk': the base theta * factor^(r/(r-2)) overflows for "
+                    f"theta={self.theta}, factor={self.factor}, rotary dim {r}")
+        return (f"the frequencies or the attention factor this RopeConfig derives for "
+                f"head_dim {head_dim} are out of librove's range (every frequency times "
+                "2^31 finite, an attention factor in (0, 1000]; e.g. longrope's derived "
+                "sqrt(1 + ln factor / ln original_max_position) is infinite for "
+                f"original_max_position 1): scaling={self.scaling!r}, "
+                f"factor={self.factor}, original_max_position={self.original_max_position}")
 
 
 def _as_numpy(x):
@@ -312,5 +309,6 @@ def inv_freq(rope: Optional[RopeConfig], head_dim: int):
     st = _lib.lib.rove_rope_inv_freq(c, head_dim, w.__array_interface__["data"][0],
                                      ctypes.addressof(m))
     del keep
-    _lib.check("rove_rope_inv_freq", st)
+    _lib.check("rove_rope_inv_freq", st,
+               rope._why(head_dim) if st == _lib.ERR_INVALID_ARGUMENT else "")
     return w, float(m.value)
