@@ -854,7 +854,7 @@ typedef struct rove_paged_args {
    *  entries are read (block_tables may be NULL when max_blocks is 0: every sequence
    *  has 0 keys). rove_paged_cache_attention: NULL (the cache has them). */
   const int32_t *seq_lens, *block_tables;
-  int32_t max_blocks;              /**< row stride of block_tables */
+  int32_t max_blocks; /**< row stride of block_tables (rove_paged_cache_attention: 0) */
   const float *q;                  /**< [total_q][n_heads][head_dim] */
   float *out;                      /**< [total_q][n_heads][head_dim] */
   int64_t q_stride, out_stride;    /**< token strides in elements; 0 = dense */
@@ -1014,8 +1014,8 @@ ROVE_API rove_status rove_paged_shift(rove_paged_cache *c, int32_t seq, int32_t 
                                       int32_t end, int32_t delta);
 /**
  * rove_paged_attention over the sequences @p seqs ([a->n_seqs] ids, repeats allowed):
- * a->seq_lens and a->block_tables must be NULL (the cache supplies them); the rest of
- * @p a as there. The sequences need not be in any order.
+ * a->seq_lens and a->block_tables must be NULL and a->max_blocks 0 (the cache supplies
+ * them); the rest of @p a as there. The sequences need not be in any order.
  * @return as rove_paged_attention; ROVE_ERR_INVALID_ARGUMENT also for an unknown id.
  */
 ROVE_API rove_status rove_paged_cache_attention(const rove_paged_cache *c, const int32_t *seqs,

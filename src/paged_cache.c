@@ -404,7 +404,8 @@ rove_status rove_paged_shift(rove_paged_cache *c, int32_t seq, int32_t start, in
 rove_status rove_paged_cache_attention_typed(const rove_paged_cache *c, const int32_t *seqs,
                                              const rove_paged_args *a,
                                              const rove_tensor_types *types) {
-  if (!c || !seqs || !a || a->n_seqs <= 0 || a->seq_lens || a->block_tables)
+  /* the cache supplies seq_lens, block_tables and their stride: set ones are refused */
+  if (!c || !seqs || !a || a->n_seqs <= 0 || a->seq_lens || a->block_tables || a->max_blocks)
     return ROVE_ERR_INVALID_ARGUMENT;
   const int32_t n = a->n_seqs;
   const int rotates_q = (c->p->cfg.rotate & (ROVE_ROTATE_Q | ROVE_ROTATE_O)) != 0;

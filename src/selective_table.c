@@ -10,7 +10,7 @@
 #include "selective.h"
 
 void rove_selective_temp_default(int32_t n_pairs, double *temp) {
-  const int32_t r = 2 * n_pairs;
+  const double r = 2.0 * n_pairs; /* (an int32 2 * n_pairs overflows past 2^30 pairs) */
   /* the formula of rope_freq.c (base_freqs) for theta 500000: w_k = theta^(-2k/r) */
   for (int32_t k = 0; k < n_pairs; k++) temp[k] = pow(500000.0, -(2.0 * k) / r);
 }

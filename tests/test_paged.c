@@ -860,6 +860,13 @@ static void test_bad_tables(void **state) {
   assert_int_equal(rove_paged_cache_attention(pc, ids, &a), ROVE_ERR_INVALID_ARGUMENT);
   a.seq_lens = NULL, a.block_tables = NULL;
   assert_int_equal(rove_paged_cache_attention(pc, ids, &a), ROVE_ERR_INVALID_ARGUMENT); /* id 1 */
+  a.n_seqs = 1; /* a valid call on sequence 0 (no keys yet, one query row) ... */
+  for (int32_t mb = -1; mb <= 4; mb += 5) { /* ... with a table stride and no table */
+    a.max_blocks = mb;
+    assert_int_equal(rove_paged_cache_attention(pc, ids, &a), ROVE_ERR_INVALID_ARGUMENT);
+  }
+  a.max_blocks = 0;
+  assert_int_equal(rove_paged_cache_attention(pc, ids, &a), ROVE_OK);
   assert_true(rove_guarded_intact(&g));
   rove_paged_cache_destroy(pc);
   rove_guarded_free(&g);
