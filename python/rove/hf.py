@@ -87,7 +87,8 @@ Design of ``apply`` (no re-rotation of the past)
       Gemma-3's local / global bases; LongRoPE's short / long factors by
       ``max(position_ids) + 1`` each forward, as transformers chooses them; dynamic NTK
       only while positions stay below ``max_position_embeddings``, where it is exactly
-      plain RoPE). ``apply`` compares them with the model's own rotary embedding
+      plain RoPE, and refused where the model's rotary embedding still holds the grown
+      frequencies of a longer forward). ``apply`` compares them with the model's own rotary embedding
       (inv_freq and attention scaling) and refuses a model whose frequencies differ.
 
 float32, bfloat16 and float16 models: librove reads half-precision q / k / v as they are
@@ -661,6 +662,9 @@ class _ApplyState:
         self.rope_type = rp.get("rope_type", rp.get("type", "default"))
         self._ropes = {}
         self._local = threading.local()
+        # dynamic NTK: (the model's rotary module, its buffers' prefix), set by
+        # _model_rotary_check; read by rope() to see whether its frequencies have grown
+        self._rotary = None
 
     # The current forward's positions and RoPE (_Call), set by _pre_hook and cleared by
     # _post_hook. Per thread: one model may run forwards in several threads at once, each
@@ -682,6 +686,20 @@ class _ApplyState:
         self.__dict__.update(d)
         self._local = threading.local()
 
+    def _grown_to(self):
+        """Dynamic NTK: the length the model's rotary embedding has grown its frequencies
+        to (its max_seq_len_cached past original_max_seq_len), else None. transformers
+        grows them on a forward past max_position_embeddings and resets them only on one
+        shorter than it, so at exactly max_position_embeddings they may be either."""
+        if self._rotary is None:
+            return None
+        rot, prefix = self._rotary
+        cached = getattr(rot, f"{prefix}max_seq_len_cached", None)
+        original = getattr(rot, "original_max_seq_len", None)
+        if cached is None or original is None or int(cached) <= int(original):
+            return None
+        return int(cached)
+
     def rope(self, seq_len: int):
         """(RopeConfig, attention factor m, rotary dim) for a forward whose longest
         position is seq_len - 1."""
@@ -692,6 +710,13 @@ class _ApplyState:
                     f"rove.hf.apply: dynamic NTK RoPE at position {seq_len - 1} >= "
                     f"max_position_embeddings={mpe}: transformers then rescales its frequencies "
                     "per call without re-rotating cached keys, which librove does not reproduce")
+            grown = self._grown_to()
+            if grown is not None and seq_len >= mpe:
+                raise ValueError(
+                    f"rove.hf.apply: dynamic NTK RoPE: the model's rotary embedding still holds "
+                    f"the frequencies of a {grown}-token forward (transformers keeps them until a "
+                    f"forward shorter than max_position_embeddings={mpe}), not plain RoPE, "
+                    "which librove does not reproduce; run a shorter forward first")
             key = "short"
         elif self.rope_type == "longrope":
             L0 = hf_rope_parameters(self.config, self.layer_type)["original_max_position_embeddings"]
@@ -962,6 +987,8 @@ def _model_rotary_check(model, states):
     seen = set()
     for st in states:
         lt = st.layer_type
+        if st.rope_type == "dynamic":
+            st._rotary = (rot, f"{lt}_" if hasattr(rot, f"{lt}_inv_freq") else "")
         if (lt, st.rope_type) in seen:
             continue
         seen.add((lt, st.rope_type))

@@ -54,7 +54,9 @@ What is read, per ``rope_type``:
   two truthy transformers ignores both, and so neither is passed.
 * ``dynamic`` (dynamic NTK): transformers recomputes the base at run time from the
   longest sequence seen, ``L = max(position_ids) + 1``. For ``L <= max_position_embeddings``
-  its frequencies are exactly the default ones; beyond, exactly static NTK with
+  its frequencies are exactly the default ones (in a model that has not run a longer
+  forward: one that has keeps them at ``L = max_position_embeddings`` until a forward
+  shorter than it resets them); beyond, exactly static NTK with
   ``s = factor * L / max_position_embeddings - (factor - 1)``. So a RopeConfig is only
   exact for a given ``L``: pass ``seq_len=L`` (ValueError without it). Note that
   transformers keeps the frequencies of the longest sequence seen so far and does not

@@ -647,6 +647,34 @@ def test_apply_refuses_unknown_families_and_dynamic_beyond_max():
             model(torch.randint(3, H.VOCAB, (1, 33)))
 
 
+def test_apply_dynamic_at_max_after_growth():
+    """transformers' dynamic NTK keeps the frequencies of its longest forward until one
+    shorter than max_position_embeddings resets them, so a forward of exactly
+    max_position_embeddings tokens after a longer one (before apply, or one apply refused:
+    the rotary module runs before the attention) is not plain RoPE: refused; after a
+    shorter forward it is again, and matches the unmodified model."""
+    cfg = H.llama3()
+    cfg.rope_parameters = {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0}
+    cfg.max_position_embeddings = 16
+    torch.manual_seed(0)
+    base = T.AutoModelForCausalLM.from_config(cfg).eval()
+    ref = T.AutoModelForCausalLM.from_config(cfg).eval()
+    ref.load_state_dict(base.state_dict())
+    ids = torch.randint(3, H.VOCAB, (1, 40), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        base(ids)  # grown to 40 positions before apply
+        model = RH.apply(base, "rope")
+        with pytest.raises(ValueError, match="40"):
+            model(ids[:, :16])
+        model(ids[:, :15])  # resets the model's frequencies
+        got, want = model(ids[:, :16]).logits, ref(ids[:, :16]).logits
+        assert _rel(got, want) < 1e-5
+        with pytest.raises(ValueError, match="dynamic"):
+            model(ids[:, :17])  # refused, but its rotary module grew to 17
+        with pytest.raises(ValueError, match="17"):
+            model(ids[:, :16])
+
+
 # ---- (f): decode does not re-rotate the past ----------------------------------------------
 @pytest.mark.parametrize("family", ["llama3", "gemma3", "gptj", "phi3"])
 @pytest.mark.parametrize("mode", ["rope", "rove"])
