@@ -47,9 +47,11 @@
  * - Positions are always explicit (global int32 positions, any order): contiguous,
  *   zig-zag or any other assignment of tokens to ranks is just a position array
  *   (rove_mpi_split_positions makes the two usual ones).
- * - Selective RoPE (explicit angles) and attention sinks are not supported here
- *   (::ROVE_ERR_UNSUPPORTED). Query, key, value and output tensors are float32 (these
- *   entry points take no rove_tensor_types); typed KV caches (bf16, f16, q8) are read.
+ * - Selective RoPE (explicit angles) is not supported here (::ROVE_ERR_UNSUPPORTED).
+ *   Attention sinks are: merged once into the exact merge of the ranks' parts, as one
+ *   more part of LSE sinks[h] and output 0. Query, key, value and output tensors are
+ *   float32 (these entry points take no rove_tensor_types); typed KV caches (bf16, f16,
+ *   q8) are read.
  * - Nothing is printed; the library links librove.so and MPI, and librove.so itself does
  *   not depend on MPI.
  */
@@ -132,8 +134,11 @@ ROVE_API rove_status rove_mpi_split_positions(rove_mpi_split kind, int32_t seq_l
  *   and the causal mask follow them exactly as in rove_attention_forward.
  * - a->lse: NULL or out [batch][n_heads][q_len]: ln sum_j e^{s_ij} over every visible key
  *   of every rank (-inf when none is visible; the output is then 0).
- * - a->q_angles, a->kv_angles and a->sinks must be NULL and the K/V head and batch strides
- *   0 (ROVE_ERR_UNSUPPORTED otherwise).
+ * - a->sinks: NULL or [n_heads] finite logits, as in rove_attention_forward, applied to
+ *   this rank's query rows (once, after the merge of every block's part; a row that sees
+ *   no key gets output 0 and LSE sinks[h]); pass the same sinks on every rank.
+ * - a->q_angles and a->kv_angles must be NULL and the K/V head and batch strides 0
+ *   (ROVE_ERR_UNSUPPORTED otherwise).
  * Pointers of an empty tensor (q, q_pos, out, lse with q_len = 0; k, v, kv_pos with
  * kv_len = 0) may be NULL. Outputs must not overlap any input (checked).
  *
@@ -158,9 +163,10 @@ ROVE_API rove_status rove_mpi_split_positions(rove_mpi_split kind, int32_t seq_l
  * the P - 1 ring steps.
  * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL plan or args, a NULL tensor or
  *         position array of a non-empty shard, batch <= 0, q_len or kv_len < 0, a stride
- *         below the dense width, overlapping outputs, a bad communicator; on any rank, or
- *         batch or the plan's configuration differing between ranks);
- *         ROVE_ERR_UNSUPPORTED (explicit angles, sinks); ROVE_ERR_SIZE_OVERFLOW (a size that
+ *         below the dense width, overlapping outputs, a non-finite sink or an output over
+ *         the sinks, a bad communicator; on any rank, or batch or the plan's configuration
+ *         differing between ranks);
+ *         ROVE_ERR_UNSUPPORTED (explicit angles); ROVE_ERR_SIZE_OVERFLOW (a size that
  *         does not fit int64, size_t or an MPI count); ROVE_ERR_OUT_OF_MEMORY;
  *         ROVE_ERR_INTERNAL (an MPI call failed). The same status on every rank; outputs
  *         untouched on failure.
@@ -194,8 +200,11 @@ ROVE_API rove_status rove_mpi_ring_attention(const rove_plan *p, const rove_atte
  *
  * @p a, as in rove_kv_cache_attention: a->batch (> 0, equal to the caches' batch) and
  * a->q_len (> 0) must be the same on every rank; a->k, a->v, a->kv_pos must be NULL and
- * a->kv_len and the K/V strides 0; a->q_angles / a->kv_angles / a->sinks NULL (ROVE_ERR_UNSUPPORTED otherwise: an angle
- * cache cannot be used).
+ * a->kv_len and the K/V strides 0; a->q_angles / a->kv_angles NULL (ROVE_ERR_UNSUPPORTED
+ * otherwise: an angle cache cannot be used).
+ * - a->sinks: NULL or [n_heads] finite logits, read on @p root only (like q): merged once
+ *   into the result, as one more part of LSE sinks[h] and output 0 (every slice empty:
+ *   output 0, LSE sinks[h]).
  * - a->q [batch][q_len][n_heads][head_dim] (token stride a->q_stride, 0 = dense) and
  *   a->q_pos [batch][q_len] (**required**: the queries' global positions; a cache's
  *   default, its last tokens, means nothing for a slice) are read on @p root only; other
@@ -215,7 +224,8 @@ ROVE_API rove_status rove_mpi_ring_attention(const rove_plan *p, const rove_atte
  *         communicator, a stride below the dense width, overlapping outputs; on any rank,
  *         or a size, the root or the plan differing between ranks, a cache from a plan
  *         of another configuration; a slice's attention
- *         rejecting the call); ROVE_ERR_UNSUPPORTED (explicit angles, sinks);
+ *         rejecting the call; on root, a non-finite sink or an output over the sinks);
+ *         ROVE_ERR_UNSUPPORTED (explicit angles);
  *         ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY; ROVE_ERR_INTERNAL (an MPI call
  *         failed). The same status on every rank; outputs untouched on failure.
  */

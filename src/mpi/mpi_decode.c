@@ -12,7 +12,8 @@
  *      ((b q_len + i) n_heads + h);
  *   4. MPI_Reduce of the records to root with a non-commutative MPI_Op (rmpi_record_merge):
  *      the merges follow the rank order, so the bits depend on the rank count only;
- *   5. root rounds once to float and MPI_Bcasts [status int32][lse [batch][n_heads][q_len]]
+ *   5. root merges in its attention sinks (if any: one more record [sinks[h], 0, 0 ..]),
+ *      rounds once to float and MPI_Bcasts [status int32][lse [batch][n_heads][q_len]]
  *      [out [batch][q_len][n_heads][head_dim]] (4-byte words), so every rank returns the
  *      same status and, where it asked for them, the same outputs. */
 #include <limits.h>
@@ -63,7 +64,7 @@ static rove_status check_local(dec *x, const rove_plan *p, const rove_kv_cache *
       a->k_stride || a->v_stride || a->kv_head_stride || a->k_batch_stride || a->v_batch_stride)
     return ROVE_ERR_INVALID_ARGUMENT;
   if (x->root < 0 || x->root >= x->size) return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->q_angles || a->kv_angles || a->sinks) return ROVE_ERR_UNSUPPORTED;
+  if (a->q_angles || a->kv_angles) return ROVE_ERR_UNSUPPORTED;
   const int is_root = x->rank == x->root;
   if (is_root && (!a->q || !a->q_pos || !a->out)) return ROVE_ERR_INVALID_ARGUMENT;
   x->row = (int64_t)x->H * x->d;
@@ -85,7 +86,8 @@ static rove_status check_local(dec *x, const rove_plan *p, const rove_kv_cache *
       rmpi_overlap(a->lse, bl, q, bq) || rmpi_overlap(a->lse, bl, qp, x->tokens * 4) ||
       rmpi_overlap(a->out, bo, a->lse, bl))
     return ROVE_ERR_INVALID_ARGUMENT;
-  return ROVE_OK;
+  /* sinks are read on root only, like q (there: finite, no output over them) */
+  return is_root ? rmpi_check_sinks(a->sinks, x->H, a->out, bo, a->lse, bl) : ROVE_OK;
 }
 
 static rove_status alloc_buffers(dec *x) {
@@ -134,14 +136,16 @@ static void local_records(dec *x, const rove_kv_cache *c, const rove_attention_a
     }
 }
 
-/* Step 5 on root: the merged records rounded once, behind the agreed status. */
-static void root_result(dec *x, int32_t q_len) {
+/* Step 5 on root: the merged records, with root's attention sinks merged in last (one
+ * more part: LSE sinks[h], output 0), rounded once, behind the agreed status. */
+static void root_result(dec *x, int32_t q_len, const float *sinks) {
   const int64_t d = x->d, H = x->H, L = q_len;
   int32_t st = ROVE_OK;
   float *lse = x->res + 1, *out = lse + x->rows;
   for (int64_t t = 0; t < x->tokens; t++)
     for (int64_t h = 0; h < H; h++) {
-      const double *r = x->rec + (t * H + h) * (d + 2);
+      double *r = x->rec + (t * H + h) * (d + 2);
+      if (sinks) rmpi_record_sink(sinks[h], r, x->d);
       if (r[1] > st) st = (int32_t)r[1];
       const int64_t b = t / L, i = t % L;
       float *o = out + (t * H + h) * d;
@@ -173,7 +177,7 @@ static rove_status run(dec *x, const rove_kv_cache *c, const rove_attention_args
   const void *send = x->rank == x->root ? MPI_IN_PLACE : (const void *)x->rec;
   if (MPI_Reduce(send, x->rec, (int)x->rows, x->rec_t, x->op, x->root, x->comm_dup) != MPI_SUCCESS)
     return ROVE_ERR_INTERNAL;
-  if (x->rank == x->root) root_result(x, a->q_len);
+  if (x->rank == x->root) root_result(x, a->q_len, a->sinks);
   const int words = (int)(1 + x->rows + x->tokens * x->row);
   if (MPI_Bcast(x->res, words, x->word, x->root, x->comm_dup) != MPI_SUCCESS)
     return ROVE_ERR_INTERNAL;

@@ -89,12 +89,21 @@ void rmpi_acc_free(rmpi_acc *acc);
  * out [n][heads][dim] and LSE lse [heads][n] of one rove_attention_forward (batch 1). */
 void rmpi_acc_add(rmpi_acc *acc, int32_t b, int32_t i0, int32_t n, const float *out,
                   const float *lse);
+/* Attention sinks (NULL: none): merge into every row of head h, once, after the pieces,
+ * the part of a key with logit sinks[h] and value zero: LSE sinks[h], output 0. */
+void rmpi_acc_sinks(rmpi_acc *acc, const float *sinks);
 /* Write the merged result, rounded once: out [batch][q_len][heads][dim] (token stride
  * out_stride, > 0) and lse (NULL or [batch][heads][q_len]). Rows no part saw: 0, -inf. */
 void rmpi_acc_write(const rmpi_acc *acc, float *out, int64_t out_stride, float *lse);
+/* NULL sinks, or sinks [heads] all finite and not overlapping out (out_bytes) or lse
+ * (lse_bytes): ROVE_OK, else ROVE_ERR_INVALID_ARGUMENT. */
+rove_status rmpi_check_sinks(const float *sinks, int32_t heads, const void *out,
+                             int64_t out_bytes, const void *lse, int64_t lse_bytes);
 
 /* One record of the decode reduction: [L, status, O[0 .. dim)] in double. Merge record
  * a into b (b = a (+) b): the LSE merge, status = max. Bitwise symmetric in a and b. */
 void rmpi_record_merge(const double *a, double *b, int32_t dim);
+/* Merge an attention sink, the record [sink, 0, 0 ..] (LSE sink, output 0), into b. */
+void rmpi_record_sink(double sink, double *b, int32_t dim);
 
 #endif

@@ -14,7 +14,9 @@
  * The decode reduction merges normalised records [L, status, O] pairwise
  * (rmpi_record_merge). Special rows follow rove_merge_partials: a part with LSE -inf (no
  * visible key) adds nothing, a row every part leaves at -inf is O = 0, L = -inf, and a
- * NaN or +inf LSE makes the row NaN. */
+ * NaN or +inf LSE makes the row NaN. An attention sink s_h (rove_merge_partials_sinks)
+ * is one more part, merged once after all the others: LSE s_h, output 0 (a key every
+ * query sees, of value zero), so a row no key reaches gets O = 0, L = s_h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,34 +46,59 @@ void rmpi_acc_free(rmpi_acc *acc) {
   acc->o = acc->m = acc->s = NULL;
 }
 
+/* One part (LSE x, output op; op NULL: a sink's zero output) into one row (m, s, o). */
+static void acc_row(double *m, double *s, double *o, int64_t d, double x, const float *op) {
+  if (isnan(*m) || x == -INFINITY) return; /* NaN for good / adds nothing */
+  if (isnan(x) || x == INFINITY) {
+    *m = NAN;
+    return;
+  }
+  if (*s == 0.0) { /* the first part this row sees */
+    *m = x, *s = 1.0;
+    for (int64_t c = 0; c < d; c++) o[c] = op ? op[c] : 0.0;
+  } else if (x > *m) { /* rescale what is there to the new maximum */
+    const double f = exp(*m - x);
+    *m = x, *s = *s * f + 1.0;
+    for (int64_t c = 0; c < d; c++) o[c] = o[c] * f + (op ? op[c] : 0.0);
+  } else {
+    const double w = exp(x - *m);
+    *s += w;
+    if (op)
+      for (int64_t c = 0; c < d; c++) o[c] += w * op[c];
+  }
+}
+
 void rmpi_acc_add(rmpi_acc *acc, int32_t b, int32_t i0, int32_t n, const float *out,
                   const float *lse) {
   const int64_t H = acc->heads, d = acc->dim, L = acc->q_len;
   for (int64_t i = 0; i < n; i++)
     for (int64_t h = 0; h < H; h++) {
-      const double x = lse[h * n + i];
       const int64_t r = ((int64_t)b * H + h) * L + i0 + i;
-      double *o = acc->o + (((int64_t)b * L + i0 + i) * H + h) * d;
-      const float *op = out + (i * H + h) * d;
-      double *m = acc->m + r, *s = acc->s + r;
-      if (isnan(*m) || x == -INFINITY) continue; /* NaN for good / adds nothing */
-      if (isnan(x) || x == INFINITY) {
-        *m = NAN;
-        continue;
-      }
-      if (*s == 0.0) { /* the first part this row sees */
-        *m = x, *s = 1.0;
-        for (int64_t c = 0; c < d; c++) o[c] = op[c];
-      } else if (x > *m) { /* rescale what is there to the new maximum */
-        const double f = exp(*m - x);
-        *m = x, *s = *s * f + 1.0;
-        for (int64_t c = 0; c < d; c++) o[c] = o[c] * f + op[c];
-      } else {
-        const double w = exp(x - *m);
-        *s += w;
-        for (int64_t c = 0; c < d; c++) o[c] += w * op[c];
-      }
+      acc_row(acc->m + r, acc->s + r, acc->o + (((int64_t)b * L + i0 + i) * H + h) * d, d,
+              lse[h * n + i], out + (i * H + h) * d);
     }
+}
+
+void rmpi_acc_sinks(rmpi_acc *acc, const float *sinks) {
+  if (!sinks) return;
+  const int64_t H = acc->heads, d = acc->dim, L = acc->q_len;
+  for (int64_t b = 0; b < acc->batch; b++)
+    for (int64_t i = 0; i < L; i++)
+      for (int64_t h = 0; h < H; h++) {
+        const int64_t r = (b * H + h) * L + i;
+        acc_row(acc->m + r, acc->s + r, acc->o + ((b * L + i) * H + h) * d, d, sinks[h], NULL);
+      }
+}
+
+rove_status rmpi_check_sinks(const float *sinks, int32_t heads, const void *out,
+                             int64_t out_bytes, const void *lse, int64_t lse_bytes) {
+  if (!sinks) return ROVE_OK;
+  for (int32_t h = 0; h < heads; h++)
+    if (!isfinite(sinks[h])) return ROVE_ERR_INVALID_ARGUMENT;
+  const int64_t sb = (int64_t)heads * 4;
+  if (rmpi_overlap(out, out_bytes, sinks, sb) || rmpi_overlap(lse, lse_bytes, sinks, sb))
+    return ROVE_ERR_INVALID_ARGUMENT;
+  return ROVE_OK;
 }
 
 void rmpi_acc_write(const rmpi_acc *acc, float *out, int64_t out_stride, float *lse) {
@@ -115,5 +142,24 @@ void rmpi_record_merge(const double *a, double *b, int32_t dim) {
   const double m = la > lb ? la : lb;
   const double wa = exp(la - m), wb = exp(lb - m), s = wa + wb;
   for (int32_t c = 0; c < dim; c++) b[2 + c] = (wa * a[2 + c] + wb * b[2 + c]) / s;
+  b[0] = m + log(s);
+}
+
+void rmpi_record_sink(double sink, double *b, int32_t dim) {
+  /* rmpi_record_merge with a = [sink, OK, 0, 0 ..] (sink finite), its zero terms dropped */
+  const double lb = b[0];
+  if (isnan(lb) || lb == INFINITY) {
+    b[0] = NAN;
+    for (int32_t c = 0; c < dim; c++) b[2 + c] = NAN;
+    return;
+  }
+  if (lb == -INFINITY) {
+    b[0] = sink;
+    for (int32_t c = 0; c < dim; c++) b[2 + c] = 0.0;
+    return;
+  }
+  const double m = sink > lb ? sink : lb;
+  const double wa = exp(sink - m), wb = exp(lb - m), s = wa + wb;
+  for (int32_t c = 0; c < dim; c++) b[2 + c] = wb * b[2 + c] / s;
   b[0] = m + log(s);
 }

@@ -7,7 +7,9 @@
  *   3. buffers (two K/V blocks, the double accumulator, one piece), agreement 2 on their
  *      allocation;
  *   4. the P ring steps (mpi_ring_steps.c), agreement 3 on the local attention calls;
- *   5. the merged result written to out / lse, only when every rank succeeded. */
+ *   5. the merged result, with the attention sinks merged in as one more part (LSE
+ *      sinks[h], output 0), written to out / lse, only when every rank succeeded. The
+ *      local calls run without sinks: each would add e^{sinks[h]} once per block. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +25,7 @@ static rove_status check_local(rmpi_ring *r, int64_t *key) {
   *key = rmpi_plan_key(r->p, &r->H, &r->Hkv, &r->d, &r->causal, &r->window);
   if (*key < 0) return ROVE_ERR_INVALID_ARGUMENT;
   if (a->batch <= 0 || a->q_len < 0 || a->kv_len < 0) return ROVE_ERR_INVALID_ARGUMENT;
-  if (a->q_angles || a->kv_angles || a->sinks || a->kv_head_stride || a->k_batch_stride ||
-      a->v_batch_stride)
+  if (a->q_angles || a->kv_angles || a->kv_head_stride || a->k_batch_stride || a->v_batch_stride)
     return ROVE_ERR_UNSUPPORTED;
   const int has_q = a->q_len > 0, has_kv = a->kv_len > 0;
   if (has_q && (!a->q || !a->q_pos || !a->out)) return ROVE_ERR_INVALID_ARGUMENT;
@@ -51,7 +52,7 @@ static rove_status check_local(rmpi_ring *r, int64_t *key) {
     if (rmpi_overlap(a->out, bo, in[i], in_b[i]) || rmpi_overlap(a->lse, bl, in[i], in_b[i]))
       return ROVE_ERR_INVALID_ARGUMENT;
   if (rmpi_overlap(a->out, bo, a->lse, bl)) return ROVE_ERR_INVALID_ARGUMENT;
-  return ROVE_OK;
+  return rmpi_check_sinks(a->sinks, r->H, a->out, bo, a->lse, bl);
 }
 
 /* Step 3: the buffers, sized by the largest shard of any rank. */
@@ -106,7 +107,10 @@ rove_status rove_mpi_ring_attention(const rove_plan *p, const rove_attention_arg
     st = rmpi_ring_steps(&r, &mpi_err);
     if (!mpi_err) st = rmpi_agree_status(r.comm, st);
   }
-  if (st == ROVE_OK && a->q_len > 0) rmpi_acc_write(&r.acc, a->out, r.os, a->lse);
+  if (st == ROVE_OK && a->q_len > 0) { /* sinks: once, after every block's part */
+    rmpi_acc_sinks(&r.acc, a->sinks);
+    rmpi_acc_write(&r.acc, a->out, r.os, a->lse);
+  }
   free_buffers(&r);
   rmpi_close(&r.comm);
   return st;

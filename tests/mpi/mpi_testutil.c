@@ -78,14 +78,15 @@ void mt_seq_make(mt_seq *s, int B, int N, int H, int Hkv, int d, int32_t pos0, i
 
 void mt_seq_free(mt_seq *s) { free(s->q), free(s->k), free(s->v), free(s->pos); }
 
-void mt_full_forward(const rove_plan *p, const mt_seq *s, float **out, float **lse) {
+void mt_full_forward(const rove_plan *p, const mt_seq *s, const float *sinks, float **out,
+                     float **lse) {
   *out = xmalloc(sizeof(float) * (size_t)s->B * s->N * s->H * s->d);
   *lse = xmalloc(sizeof(float) * (size_t)s->B * s->H * s->N);
   rove_attention_args a;
   memset(&a, 0, sizeof a);
   a.batch = s->B, a.q_len = s->N, a.kv_len = s->N;
   a.q = s->q, a.k = s->k, a.v = s->v, a.q_pos = s->pos, a.kv_pos = s->pos;
-  a.out = *out, a.lse = *lse;
+  a.out = *out, a.lse = *lse, a.sinks = sinks;
   assert_int_equal(rove_attention_forward(p, &a), ROVE_OK);
 }
 

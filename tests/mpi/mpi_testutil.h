@@ -38,8 +38,9 @@ void mt_seq_make(mt_seq *s, int B, int N, int H, int Hkv, int d, int32_t pos0, i
 void mt_seq_free(mt_seq *s);
 
 /* rove_attention_forward over the whole sequence (all queries, all keys, explicit
- * positions): out [B][N][H][d], lse [B][H][N] (allocated). */
-void mt_full_forward(const rove_plan *p, const mt_seq *s, float **out, float **lse);
+ * positions; sinks NULL or [H]): out [B][N][H][d], lse [B][H][N] (allocated). */
+void mt_full_forward(const rove_plan *p, const mt_seq *s, const float *sinks, float **out,
+                     float **lse);
 
 /* A shard: n tokens (indices idx[0..n) into the sequence, the same for every batch row),
  * gathered dense: rows [B][n][heads][d] and positions [B][n]. NULL for n == 0. */

@@ -7,7 +7,7 @@
  * every token. Covers
  * 1 and several query rows, batch 2, GQA 8:2 and MQA, contiguous, random and uneven slices,
  * an empty slice, another root, windows, bidirectional attention, RoPE, positions near
- * 2^20, bf16 and q8 caches, strided queries and outputs. */
+ * 2^20, bf16 and q8 caches, strided queries and outputs, attention sinks. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +67,9 @@ static double lse_err(const float *a, const float *b, int64_t n) {
   return e;
 }
 
+/* Attention sinks of the cases run by test_sinks (NULL otherwise): [H <= 8], on root. */
+static const float *case_sinks;
+
 static void run_case(const dec_case *c) {
   const int P = mt_size, r = mt_rank, root = c->root_last ? P - 1 : 0;
   rove_attention_config cfg;
@@ -100,6 +103,7 @@ static void run_case(const dec_case *c) {
   rove_attention_args a;
   memset(&a, 0, sizeof a);
   a.batch = c->B, a.q_len = L, a.q = q, a.q_pos = qp, a.out = ref, a.lse = ref_lse;
+  a.sinks = case_sinks;
   assert_int_equal(rove_kv_cache_attention(whole, &a), ROVE_OK);
 
   /* the sharded call: q (strided copy on request) on root only */
@@ -119,6 +123,7 @@ static void run_case(const dec_case *c) {
   a.batch = c->B, a.q_len = L, a.q_stride = qs, a.out_stride = os;
   const int is_root = r == root, wants = is_root || c->all_out;
   a.q = is_root ? qv : NULL, a.q_pos = is_root ? qp : NULL;
+  a.sinks = is_root ? case_sinks : NULL;
   a.out = wants ? out : NULL, a.lse = wants ? lse : NULL;
   rove_status st = rove_mpi_cache_attention(p, slice, &a, root, MPI_COMM_WORLD);
   mt_check(st == ROVE_OK, "%s: status %s", c->name, rove_status_string(st));
@@ -133,7 +138,7 @@ static void run_case(const dec_case *c) {
   if (st == ROVE_OK && wants) {
     const double eo = max_rel(dense, ref, no), el = lse_err(lse, ref_lse, nl);
     mt_check(eo <= 1e-6 && el <= 1e-6, "%s: out error %.3g, lse error %.3g", c->name, eo, el);
-    if (c->split == ALL_ON_0)
+    if (c->split == ALL_ON_0 && !case_sinks) /* (sinks: merged in double, not bitwise) */
       mt_check(memcmp(dense, ref, sizeof(float) * (size_t)no) == 0 &&
                    memcmp(lse, ref_lse, sizeof(float) * (size_t)nl) == 0,
                "%s: one non-empty slice is not bitwise the whole cache", c->name);
@@ -196,8 +201,28 @@ static void test_typed_caches(void **state) {
   mt_end();
 }
 
+/* Attention sinks, read on root and merged once into the result (to 1e-6 of one cache's
+ * attention with the same sinks); with a bf16 cache and with every key on one rank. */
+static void test_sinks(void **state) {
+  (void)state;
+  static const float sinks[8] = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f, 6.0f, 0.0f, -8.0f};
+  const dec_case cs[] = {
+      {"sinks, GQA 8:2, batch 2, 3 rows", 2, 220, 8, 2, 32, 3, ROVE_ROTATE_ROVE, 1, 0,
+       ROVE_DTYPE_F32, RANDOM, 1, 1, 0, 0},
+      {"sinks, window 40, bf16", 1, 200, 4, 2, 64, 1, ROVE_ROTATE_ROVE, 1, 40, ROVE_DTYPE_BF16,
+       CONTIG, 0, 1, 0, 0},
+      {"sinks, every key on rank 0", 1, 150, 8, 2, 32, 2, ROVE_ROTATE_ROVE, 1, 0, ROVE_DTYPE_F32,
+       ALL_ON_0, 0, 1, 0, 0},
+  };
+  case_sinks = sinks;
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i]);
+  case_sinks = NULL;
+  mt_end();
+}
+
 /* Every rank's slice empty: no key is visible, so the call succeeds with output 0 and LSE
- * -inf on every rank that asks (one empty cache alone is INVALID_ARGUMENT). */
+ * -inf on every rank that asks (one empty cache alone is INVALID_ARGUMENT); with sinks on
+ * root, output 0 and LSE the head's sink, as rove_attention_forward gives a keyless row. */
 static void test_all_slices_empty(void **state) {
   (void)state;
   enum { H = 4, HKV = 2, D = 32 };
@@ -219,6 +244,14 @@ static void test_all_slices_empty(void **state) {
   mt_check(st == ROVE_OK, "all empty: status %s", rove_status_string(st));
   for (int i = 0; i < H * D; i++) mt_check(out[i] == 0.0f, "all empty: out[%d] = %g", i, out[i]);
   for (int h = 0; h < H; h++) mt_check(lse[h] == -INFINITY, "all empty: lse[%d] = %g", h, lse[h]);
+  const float sinks[H] = {0.5f, -3.0f, 2.0f, 0.0f};
+  a.sinks = mt_rank == 0 ? sinks : NULL;
+  for (int i = 0; i < H * D; i++) out[i] = 7.0f;
+  const rove_status st2 = rove_mpi_cache_attention(p, kc, &a, 0, MPI_COMM_WORLD);
+  mt_check(st2 == ROVE_OK, "all empty, sinks: status %s", rove_status_string(st2));
+  for (int i = 0; i < H * D; i++) mt_check(out[i] == 0.0f, "all empty, sinks: out[%d]", i);
+  for (int h = 0; h < H; h++)
+    mt_check(lse[h] == sinks[h], "all empty, sinks: lse[%d] = %g", h, lse[h]);
   rove_kv_cache_destroy(kc);
   rove_plan_destroy(p);
   mt_end();
@@ -228,6 +261,7 @@ int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_decode),
                                      cmocka_unit_test(test_typed_caches),
+                                     cmocka_unit_test(test_sinks),
                                      cmocka_unit_test(test_all_slices_empty)};
   return mt_finish(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -6,6 +6,7 @@
  * MPI_COMM_NULL fails without communicating; and after all that a good call still works
  * (no stray message of a failed call is left behind). */
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,10 +132,15 @@ static void test_ring_errors(void **state) {
   if (mt_rank == 0) a.q_angles = a.kv_angles = angles;
   expect_all("angles on rank 0", rove_mpi_ring_attention(f.p, &a, MPI_COMM_WORLD),
              ROVE_ERR_UNSUPPORTED);
-  static const float sinks[64] = {0.5f};
+  static const float sinks[64] = {0.5f, NAN};
   a = f.a;
   if (mt_rank == victim) a.sinks = sinks;
-  expect_all("sinks", rove_mpi_ring_attention(f.p, &a, MPI_COMM_WORLD), ROVE_ERR_UNSUPPORTED);
+  expect_all("NaN sink", rove_mpi_ring_attention(f.p, &a, MPI_COMM_WORLD),
+             ROVE_ERR_INVALID_ARGUMENT);
+  a = f.a;
+  if (mt_rank == victim) a.sinks = a.out + 3;
+  expect_all("sinks inside out", rove_mpi_ring_attention(f.p, &a, MPI_COMM_WORLD),
+             ROVE_ERR_INVALID_ARGUMENT);
   /* different failures: the largest code wins everywhere */
   a = f.a;
   if (mt_rank == 0) a.q_angles = a.kv_angles = angles;
@@ -243,11 +249,11 @@ static void test_decode_errors(void **state) {
   if (mt_rank == victim) a.q_angles = angles;
   expect_all("decode: angles", rove_mpi_cache_attention(f.p, c, &a, 0, MPI_COMM_WORLD),
              ROVE_ERR_UNSUPPORTED);
-  static const float sinks[64] = {0.5f};
+  static const float sinks[64] = {0.5f, INFINITY};
   a = a0;
-  if (mt_rank == victim) a.sinks = sinks;
-  expect_all("decode: sinks", rove_mpi_cache_attention(f.p, c, &a, 0, MPI_COMM_WORLD),
-             ROVE_ERR_UNSUPPORTED);
+  if (mt_rank == 0) a.sinks = sinks; /* read on root (0) only */
+  expect_all("decode: infinite sink", rove_mpi_cache_attention(f.p, c, &a, 0, MPI_COMM_WORLD),
+             ROVE_ERR_INVALID_ARGUMENT);
   a = a0;
   if (mt_rank == 0) a.lse = out + 1;
   expect_all("decode: lse overlaps out", rove_mpi_cache_attention(f.p, c, &a, 0, MPI_COMM_WORLD),

@@ -7,8 +7,8 @@
  * shards, a rank with nothing, keys on one rank only, GQA 8:2, all 16 rotation
  * combinations, windows, softcap, bidirectional attention, shuffled positions and positions
  * near 2^20, token strides (a fused QKV buffer), query shards longer than one piece (2048
- * rows), rings of other sizes (sub-communicators), bitwise repeatability, and that
- * messages of the caller on the same communicator are never taken by the library. */
+ * rows), rings of other sizes (sub-communicators), attention sinks, bitwise repeatability,
+ * and that messages of the caller on the same communicator are never taken by the library. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +82,9 @@ static void owners(const ring_case *c, int P, int *qo, int *ko) {
   free(tmp);
 }
 
+/* Attention sinks of the cases run by test_sinks (NULL otherwise): [H <= 8]. */
+static const float *case_sinks;
+
 /* Run one case on comm (a ring of its size); checks recorded with mt_check. */
 static void run_case(const ring_case *c, MPI_Comm comm) {
   int r, P;
@@ -92,7 +95,7 @@ static void run_case(const ring_case *c, MPI_Comm comm) {
   mt_seq s;
   mt_seq_make(&s, c->B, c->N, c->H, c->Hkv, c->d, c->pos0, c->shuffle, 4242 + (uint64_t)c->N);
   float *ref, *ref_lse;
-  mt_full_forward(p, &s, &ref, &ref_lse);
+  mt_full_forward(p, &s, case_sinks, &ref, &ref_lse);
 
   int *qo = malloc(sizeof(int) * (size_t)c->N), *ko = malloc(sizeof(int) * (size_t)c->N);
   int *qi = malloc(sizeof(int) * (size_t)c->N), *ki = malloc(sizeof(int) * (size_t)c->N);
@@ -112,6 +115,7 @@ static void run_case(const ring_case *c, MPI_Comm comm) {
   memset(&a, 0, sizeof a);
   a.batch = c->B, a.q_len = nq, a.kv_len = nk, a.q = q, a.k = k, a.v = v;
   a.q_pos = qp, a.kv_pos = kp, a.out = nq ? out : NULL, a.lse = nq ? lse : NULL;
+  a.sinks = case_sinks;
   rove_status st = rove_mpi_ring_attention(p, &a, comm);
   mt_check(st == ROVE_OK, "%s: status %s", c->name, rove_status_string(st));
   if (st == ROVE_OK && nq > 0) mt_compare(c->name, &s, qi, nq, out, lse, ref, ref_lse, 1e-6, 1e-6);
@@ -204,6 +208,25 @@ static void test_masks_and_positions(void **state) {
   mt_end();
 }
 
+/* Attention sinks (gpt-oss): merged once into the ring's result, as the single-process
+ * forward applies them (output 1e-6, LSE 1e-6 against it). Sinks from -8 to 6, so that
+ * some rows' sums are dominated by the sink and some by the keys. */
+static void test_sinks(void **state) {
+  (void)state;
+  static const float sinks[8] = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f, 6.0f, 0.0f, -8.0f};
+  const ring_case cs[] = {
+      {"sinks, GQA 8:2, zig-zag", 2, 150, 8, 2, 32, ROVE_ROTATE_ROVE, 1, 0, 0, 0, 0, ZIGZAG, 0},
+      {"sinks, window 9, softcap, random", 1, 140, 4, 2, 32, ROVE_ROTATE_ROVE, 1, 9, 4.0f, 0, 0,
+       RANDOM, 0},
+      {"sinks, bidirectional RoPE, a rank with nothing", 1, 120, 4, 1, 64, ROVE_ROTATE_ROPE, 0, 0,
+       0, 0, 0, EMPTY1, 0},
+  };
+  case_sinks = sinks;
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i], MPI_COMM_WORLD);
+  case_sinks = NULL;
+  mt_end();
+}
+
 /* More query rows than one piece (2048) per batch row: the ring's MPI_Testall path. */
 static void test_long_query_shard(void **state) {
   (void)state;
@@ -250,7 +273,7 @@ static void test_strides(void **state) {
   mt_seq s;
   mt_seq_make(&s, B, N, H, HKV, D, 0, 0, 99);
   float *ref, *ref_lse;
-  mt_full_forward(p, &s, &ref, &ref_lse);
+  mt_full_forward(p, &s, NULL, &ref, &ref_lse);
   int32_t idx32[N];
   int idx[N], n = 0;
   assert_int_equal(
@@ -379,7 +402,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_rotation_flags),         cmocka_unit_test(test_uneven_shards),
       cmocka_unit_test(test_masks_and_positions),    cmocka_unit_test(test_long_query_shard),
       cmocka_unit_test(test_sub_communicators),      cmocka_unit_test(test_strides),
-      cmocka_unit_test(test_user_messages_isolated),
+      cmocka_unit_test(test_user_messages_isolated), cmocka_unit_test(test_sinks),
   };
   return mt_finish(cmocka_run_group_tests(tests, NULL, NULL));
 }
