@@ -28,10 +28,12 @@ those are, and mean what flash-attn means:
   float32, [batch, nheads, seqlen_q] (varlen: [nheads, total_q]). One difference: a row
   that sees no key (causal with seqlen_q > seqlen_k) has LSE -inf here (librove's
   definition, which rove.merge_partials expects), +inf in flash-attn; its output is 0 in
-  both.
+  both. (rove.merge_partials takes a +inf LSE for an infinite logit and makes the row
+  NaN: map flash-attn's +inf LSEs to -inf before merging them.)
 
 Refused with ValueError (never ignored): ``dropout_p`` > 0, ``alibi_slopes``, a paged
-``block_table`` (librove's paged caches: rove.PagedKVCache / rove.paged_attention),
+``block_table`` (librove's paged caches: rove.PagedKVCache / rove.paged_attention), an
+odd headdim (librove's head_dim is even, DESIGN.md; flash-attn pads any up to 256),
 ``max_seqlen`` below a sequence's length, ``softmax_scale=0`` and, in
 ``flash_attn_func``, seqlen_k = 0 (rove.attention's rules; the varlen call takes
 sequences without keys: output 0, LSE -inf). ``deterministic`` is accepted: librove's

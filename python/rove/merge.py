@@ -17,7 +17,9 @@ def merge_partials(outs, lses, *, sinks=None):
     outs: a sequence of float32 [batch, q_len, heads, head_dim] (or 3-D without batch)
     arrays or tensors, as rove.attention returns them; lses: their LSEs [batch, heads,
     q_len] (or [heads, q_len]) from return_lse=True. Returns (out, lse) of the kind given.
-    A part whose LSE is -inf adds nothing; a row -inf in every part gives 0 and -inf.
+    A part whose LSE is -inf adds nothing; a row -inf in every part gives 0 and -inf; a
+    NaN or +inf LSE (an infinite logit) makes the row NaN. (flash-attn marks a row
+    without keys by LSE +inf: map it to -inf before merging its parts.)
     outs and lses may also be one array or tensor each with the parts stacked on a first
     axis ([parts, batch, q_len, heads, head_dim] and [parts, batch, heads, q_len]): the
     same result, without a check per part (the fast way for many parts).

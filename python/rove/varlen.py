@@ -11,6 +11,9 @@ from . import _autograd, _lib, _tensor
 
 
 def _cu(x, name, n):
+    if _tensor.is_torch(x) and (x.dtype.is_floating_point or x.dtype.is_complex):
+        # (before to_numpy, whose requires-grad refusal would hide the real problem)
+        raise TypeError(f"{name} must be an integer array, not {x.dtype}")
     a = np.ascontiguousarray(_tensor.to_numpy(x, name))
     if not np.issubdtype(a.dtype, np.integer):
         raise TypeError(f"{name} must be an integer array, not {a.dtype}")
@@ -100,8 +103,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
     if cq[-1] != Tq or ck[-1] != Tk:
         raise ValueError(f"cu_seqlens end at {cq[-1]} / {ck[-1]}, but q / k hold {Tq} / {Tk} tokens")
     if Dk != D or Hk <= 0 or H % Hk:
-        raise ValueError(f"q {sq} and k {sk}: head_dim must match and n_heads be a "
-                         "multiple of n_kv_heads")
+        raise ValueError(f"q {sq} and k {sk}: head_dim must match, n_kv_heads be positive "
+                         "and n_heads a multiple of it")
     q_pos = _flat_positions(q_pos, "q_pos", Tq)
     kv_pos = _flat_positions(kv_pos, "kv_pos", Tk)
     if (q_angles is None) != (kv_angles is None):

@@ -122,3 +122,13 @@ def test_varlen_refusals():
         flash_attn_varlen_func(q, k, k, cu, cu, 3, 4)
     with pytest.raises(ValueError, match="block_table"):
         flash_attn_varlen_func(q, k, k, cu, cu, 4, 4, block_table=torch.zeros(2, 1))
+
+
+def test_odd_head_dim_is_refused():
+    """flash-attn pads any head dim; librove's is even (its rotations pair dims)."""
+    q, k = torch.zeros(6, 4, 7), torch.zeros(6, 2, 7)
+    cu = torch.tensor([0, 2, 6], dtype=torch.int32)
+    with pytest.raises(ValueError, match="head_dim must be even"):
+        flash_attn_varlen_func(q, k, k, cu, cu, 4, 4)
+    with pytest.raises(ValueError, match="head_dim must be even"):
+        flash_attn_func(q[None], k[None], k[None])

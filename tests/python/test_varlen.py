@@ -79,6 +79,13 @@ def test_bad_cu():
         rove.attention_varlen(q, k, v, cq + 1, ck + 1)
     with pytest.raises(TypeError, match="integer array, not float64"):  # a dtype: TypeError
         rove.attention_varlen(q, k, v, cq.astype(np.float64), ck)
+    # a float tensor that requires grad: the dtype is named, not the missing backward
+    cq_grad = torch.tensor(cq, dtype=torch.float32, requires_grad=True)
+    with pytest.raises(TypeError, match="integer array, not torch.float32"):
+        rove.attention_varlen(q, k, v, cq_grad, ck)
+    # no KV heads: said so (not only "a multiple of n_kv_heads")
+    with pytest.raises(ValueError, match="n_kv_heads be positive"):
+        rove.attention_varlen(q, k[:, :0], v[:, :0], cq, ck)
 
 
 def test_bad_cu_unsigned_and_clear_messages():
