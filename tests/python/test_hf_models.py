@@ -113,6 +113,41 @@ def test_from_pretrained_with_rove(tmp_path):
         assert _rel(mod(ids).logits, ref(ids).logits) <= RTOL
 
 
+# ---- generation features: beam search, assisted generation, prefix reuse ------------------
+@pytest.mark.parametrize("family", ["llama3", "mistral"])  # mistral: a sliding window of 16
+@pytest.mark.parametrize("how", ["register", "apply"])
+def test_beams_assistant_and_prefix_reuse(family, how, monkeypatch):
+    """Beam search (transformers reorders the cache between steps), assisted generation
+    (it crops the cache after rejected drafts) and a prompt continued from a returned
+    cache give transformers' tokens and logits."""
+    ref = _build(family, _ref_impl(family))
+    state = ref.state_dict()
+    mod = _build(family, "rove", state) if how == "register" else \
+        RH.apply(_build(family, "eager", state), "rope")
+    ids, out_ref = _prompt(ref)
+    kw = dict(max_new_tokens=12, min_new_tokens=12, pad_token_id=0, do_sample=False)
+    with torch.no_grad():
+        a = ref.generate(ids, num_beams=3, return_dict_in_generate=True, output_scores=True, **kw)
+        b = mod.generate(ids, num_beams=3, return_dict_in_generate=True, output_scores=True, **kw)
+    assert torch.equal(a.sequences, b.sequences)
+    assert torch.allclose(a.sequences_scores, b.sequences_scores, rtol=1e-5, atol=1e-6)
+    crops = []
+    crop = T.DynamicCache.crop
+    monkeypatch.setattr(T.DynamicCache, "crop", lambda self, n: (crops.append(n), crop(self, n))[1])
+    with torch.no_grad():
+        assisted = mod.generate(ids, assistant_model=_build(family, "eager", seed=1),
+                                max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False,
+                                pad_token_id=0)
+    assert crops, "the assistant's drafts were never rejected: the crop went untested"
+    assert torch.equal(assisted, out_ref)  # assisted greedy decoding is greedy decoding
+    with torch.no_grad():  # prefix reuse: 25 tokens, then the other 15 on the returned cache
+        first = mod(ids[:, :25], use_cache=True)
+        name = "cache" if "cache" in first else "past_key_values"  # (transformers >= 5.25)
+        got = mod(ids[:, 25:], **{name: first[name]}).logits
+        want = ref(ids).logits[:, 25:]
+    assert _rel(got, want) <= RTOL
+
+
 # ---- (c): apply(mode="rope") reproduces the model --------------------------------------
 @pytest.mark.parametrize("family", FAMILIES)
 def test_apply_rope_reproduces_the_model(family):
