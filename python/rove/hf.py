@@ -20,9 +20,10 @@ Two entry points:
 
 ``rove.hf.apply(model, mode="rope" | "rove")``
     librove takes over the rotation of a supported model (Llama, Mistral, Qwen2, Qwen3,
-    Gemma-2, Gemma-3, GPT-NeoX, GPT-J, Phi-3): ``"rope"`` reproduces the unmodified model,
-    ``"rove"`` makes it the model's RoVE variant (values rotated by their key positions,
-    the output rotated back by the query position: ``y_i = sum_j a_ij R_{p_j - P_i} v_j``).
+    Gemma-2, Gemma-3, GPT-NeoX, GPT-J, Phi-3, gpt-oss with its attention sinks): ``"rope"``
+    reproduces the unmodified model, ``"rove"`` makes it the model's RoVE variant (values
+    rotated by their key positions, the output rotated back by the query position:
+    ``y_i = sum_j a_ij R_{p_j - P_i} v_j``).
 
 Masks (both entry points)
     transformers builds one mask per forward through the mask function registered for the
@@ -568,9 +569,6 @@ def rove_attention_forward(module, query, key, value, attention_mask, dropout=0.
     state = getattr(module, "_rove_apply", None)
     # attention sinks (gpt-oss passes its per-head logits as s_aux)
     sinks = kwargs.get("s_aux") if kwargs.get("s_aux") is not None else kwargs.get("sinks")
-    if sinks is not None and state is not None:
-        raise ValueError("rove.hf.apply: attention sinks are not supported with librove's "
-                         "rotations (use rove.hf.register() alone)")
     grads = (query, key, value) + ((sinks,) if isinstance(sinks, torch.Tensor) else ())
     train = torch.is_grad_enabled() and any(t.requires_grad for t in grads)
     why = None  # inputs that require grad, but no gradient librove can give
@@ -631,9 +629,10 @@ def _attend(module, state, query, key, value, attention_mask, softcap, scaling, 
             if Dv < D:
                 out = out[..., :Dv]
         elif train:
-            out = _applied_training(state, query, key, value, info, softcap, scaling)
+            out = _applied_training(state, query, key, value, info, softcap, scaling, sinks)
         else:
-            out = _applied_attention(module, state, query, key, value, info, softcap, scaling)
+            out = _applied_attention(module, state, query, key, value, info, softcap, scaling,
+                                     sinks)
     return out
 
 
@@ -649,6 +648,7 @@ SUPPORTED = {  # model_type -> (attention class name, order of position_embeddin
     "gpt_neox": ("GPTNeoXAttention", "cos_sin"),
     "gptj": ("GPTJAttention", "sin_cos"),
     "phi3": ("Phi3Attention", "cos_sin"),
+    "gpt_oss": ("GptOssAttention", "cos_sin"),
 }
 _CACHE_KWARGS = ("cache", "layer_past", "past_key_values", "past_key_value")
 
@@ -904,7 +904,7 @@ def _fused_positions(info: MaskInfo, pos: np.ndarray, B: int, Lq: int):
     return True, q_pos.astype(np.int32), kv_pos.astype(np.int32), window, causal
 
 
-def _applied_training(state, query, key, value, info, softcap, scaling):
+def _applied_training(state, query, key, value, info, softcap, scaling, sinks=None):
     """apply() with q / k / v that require grad (training, no cache): librove rotates q and
     k (RoVE: v and the output too) itself, by the tokens' position_ids, inside
     rove.attention's (or rove.attention_varlen's) autograd; m scales the rotated dims of
@@ -924,17 +924,18 @@ def _applied_training(state, query, key, value, info, softcap, scaling):
         flags |= _lib.ROTATE_V | _lib.ROTATE_O
     if info.cu is not None:
         return _run_packed(query, key, value, info, rotate=flags, softcap=softcap,
-                           scaling=scaling, pos=pos.reshape(-1).astype(np.int32), rope=call.rope)
+                           scaling=scaling, pos=pos.reshape(-1).astype(np.int32), rope=call.rope,
+                           sinks=sinks)
     fused, q_pos, kv_pos, window, causal = _fused_positions(info, pos, B, Lq)
     if not fused:
         raise RuntimeError("rove.hf.apply: training needs position_ids equal to the token "
                            "index plus a constant per row (or packed sequences)")
     return _run_attention(query, key, value, rotate=flags, causal=causal, window=window,
                           softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos,
-                          rope=call.rope)
+                          rope=call.rope, sinks=sinks)
 
 
-def _applied_attention(module, state, query, key, value, info, softcap, scaling):
+def _applied_attention(module, state, query, key, value, info, softcap, scaling, sinks=None):
     call = state.call
     if call is None:
         raise RuntimeError("rove.hf.apply: attention ran outside the patched module forward")
@@ -953,7 +954,8 @@ def _applied_attention(module, state, query, key, value, info, softcap, scaling)
             raise ValueError("rove.hf.apply: position_ids outside [-2^30, 2^30)")
         flags = _lib.ROTATE_Q | (_lib.ROTATE_O if rot_o else 0)
         return _run_packed(query, key, value, info, rotate=flags, softcap=softcap,
-                           scaling=scaling, pos=pos.reshape(-1).astype(np.int32), rope=call.rope)
+                           scaling=scaling, pos=pos.reshape(-1).astype(np.int32), rope=call.rope,
+                           sinks=sinks)
     key_ = ("fused", B, call.pos.data_ptr(), tuple(call.pos.shape), tuple(call.pos.stride()))
     cached = info.cache.get(key_)  # every layer of a forward shares the mask and positions
     if cached is None or not np.array_equal(cached[0], pos):
@@ -963,7 +965,7 @@ def _applied_attention(module, state, query, key, value, info, softcap, scaling)
         flags = _lib.ROTATE_Q | (_lib.ROTATE_O if rot_o else 0)
         return _run_attention(query, key, value, rotate=flags, causal=causal, window=window,
                               softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos,
-                              rope=call.rope)
+                              rope=call.rope, sinks=sinks)
     # General path: rotate q here (with m), index positions for the mask, rotate back here.
     stats["fallback_calls"] += 1
     q = _rotate(query.detach().to(torch.float32), pos, rope=call.rope, layout="bhsd",
@@ -972,7 +974,8 @@ def _applied_attention(module, state, query, key, value, info, softcap, scaling)
         q[..., _rotary_dims(call.rope, q.shape[-1], call.rdim)] *= call.m
     q_pos, kv_pos, window, causal = _cached_index_positions(info, B)
     out = _run_attention(q, key, value, rotate="none", causal=causal, window=window,
-                         softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos, rope=None)
+                         softcap=softcap, scaling=scaling, q_pos=q_pos, kv_pos=kv_pos, rope=None,
+                         sinks=sinks)
     if rot_o:
         out = _rotate(out, pos, rope=call.rope, inverse=True, layout="bshd", threads=_threads)
     return out.to(query.dtype)

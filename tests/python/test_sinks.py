@@ -374,3 +374,47 @@ def test_gpt_oss_packed_sequences_run_each_alone(torch, fa_kwargs):
             alone = m(ids[:, o:o + n], use_cache=False).logits[0]
             assert (packed[o:o + n] - alone).abs().max() < 1e-5, n
             o += n
+
+
+@pytest.mark.parametrize("mode", ["rope", "rove"])
+def test_gpt_oss_apply(torch, mode):
+    """rove.hf.apply on gpt-oss (YaRN with truncate=False, half-split pairs, sinks as
+    s_aux, sliding and full layers): mode "rope" reproduces the eager model (padding,
+    generation over the cache); mode "rove" changes it, and its decode over the cache
+    equals its own forward without a cache; training either gives the sinks a gradient."""
+    transformers = pytest.importorskip("transformers")
+    import copy
+    import rove.hf
+    m = _gpt_oss(torch, transformers)
+    ids = torch.randint(0, 128, (2, 11), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    with torch.no_grad():
+        ref = m(ids, attention_mask=mask).logits
+        g_ref = m.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False,
+                           output_logits=True, return_dict_in_generate=True)
+    a = rove.hf.apply(copy.deepcopy(m), mode)
+    with torch.no_grad():
+        got = a(ids, attention_mask=mask).logits
+        g = a.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False,
+                       output_logits=True, return_dict_in_generate=True)
+        full = a(g.sequences, attention_mask=torch.cat(
+            [mask, torch.ones(2, 8, dtype=mask.dtype)], 1), use_cache=False).logits
+    if mode == "rope":
+        assert (got - ref)[mask.bool()].abs().max() < 1e-5
+        assert torch.equal(g.sequences, g_ref.sequences)
+        for x, y in zip(g.logits, g_ref.logits):
+            assert (x - y).abs().max() < 1e-5
+    else:  # RoVE changes the model: its cached decode equals its own full forward
+        assert (got - ref).abs().max() > 1e-3  # (the value path really rotates)
+        for s, x in enumerate(g.logits):
+            assert (x - full[:, 10 + s]).abs().max() < 1e-5
+    grads = []
+    for model in (a, m):
+        model.zero_grad()
+        model(ids, labels=ids, use_cache=False).loss.backward()
+        grads.append([layer.self_attn.sinks.grad for layer in model.model.layers])
+    for x, y in zip(*grads):
+        assert x is not None and x.abs().max() > 0
+        if mode == "rope":  # the eager model's gradients
+            assert (x - y).abs().max() < 1e-5 * max(1.0, y.abs().max().item())
