@@ -6,7 +6,8 @@
 #   install-test.sh <build-dir> <examples-dir> <cmake> <c-compiler> <cross-compiling 0|1>
 #
 # 1. cmake --install <build-dir> --prefix <tmp>/prefix; the expected files are there
-#    (librove.so -> .so.0 -> .so.0.x.y, rove.h, rove.pc, roveConfig*.cmake, bin/rove).
+#    (librove.so -> .so.MAJOR.MINOR -> .so.MAJOR.MINOR.PATCH, rove.h, rove.pc,
+#    roveConfig*.cmake, bin/rove).
 # 2. pkg-config --cflags --libs rove works and the example builds with it.
 # 3. The example builds with CMake: find_package(rove) + rove::rove (CMAKE_PREFIX_PATH).
 #    The C example of ../README.md (first ```c block) builds and runs too.

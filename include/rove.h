@@ -1068,9 +1068,10 @@ typedef struct rove_layer_weights {
   const float *sinks;
 } rove_layer_weights;
 
-/** Build a layer (copies the weights). @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL
- *  plan/weights/matrix, d_model <= 0, a non-finite sink); ROVE_ERR_SIZE_OVERFLOW;
- *  ROVE_ERR_OUT_OF_MEMORY. */
+/** Build a layer (copies the weights; their values are not checked: a NaN or Inf weight
+ *  or bias propagates through the products as in PyTorch). @return ROVE_OK;
+ *  ROVE_ERR_INVALID_ARGUMENT (NULL plan/weights/matrix, d_model <= 0, a non-finite sink);
+ *  ROVE_ERR_SIZE_OVERFLOW; ROVE_ERR_OUT_OF_MEMORY. */
 ROVE_API rove_status rove_layer_create(const rove_plan *p, const rove_layer_weights *w,
                                        rove_layer **out);
 /** rove_layer_create with weights and biases of type @p weight_type (F32, BF16 or F16: the
@@ -1100,8 +1101,10 @@ ROVE_API rove_status rove_layer_forward(const rove_layer *l, int32_t batch, int3
  * Prefill is one call with the prompt; each decode step is a call with n = 1.
  * x holds rove_kv_cache's batch of rows. The cache may come from another plan with the
  * same n_heads, n_kv_heads and head_dim; its plan then decides the attention options.
- * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, n <= 0, cache of another shape,
- *         overlapping x/y); ROVE_ERR_SIZE_OVERFLOW (capacity); ROVE_ERR_OUT_OF_MEMORY.
+ * @return ROVE_OK; ROVE_ERR_INVALID_ARGUMENT (NULL, n <= 0, cache of another shape, an
+ *         angle cache, overlapping x/y); ROVE_ERR_SIZE_OVERFLOW (capacity); otherwise
+ *         rove_kv_cache_append's statuses for the projected K and V (a value the cache's
+ *         type cannot hold, a default position past INT32_MAX); ROVE_ERR_OUT_OF_MEMORY.
  *         On failure the cache is unchanged.
  */
 ROVE_API rove_status rove_layer_forward_cached(const rove_layer *l, rove_kv_cache *cache,
