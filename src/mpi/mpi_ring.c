@@ -45,14 +45,18 @@ static rove_status check_local(rmpi_ring *r, int64_t *key) {
   int64_t bl;
   if (bq < 0 || bo < 0 || bk < 0 || bv < 0 || !rmpi_mul(nq, r->H, &bl) || !rmpi_mul(bl, 4, &bl))
     return ROVE_ERR_SIZE_OVERFLOW;
-  if (!has_q) return ROVE_OK; /* no outputs: nothing can overlap */
+  /* sinks: checked on every rank, a rank without queries (which does not read them
+   * further) too */
+  const rove_status sk = rmpi_check_sinks(a->sinks, r->H, has_q ? a->out : NULL, bo,
+                                          has_q ? a->lse : NULL, bl);
+  if (sk != ROVE_OK || !has_q) return sk; /* no outputs: nothing can overlap */
   const void *in[5] = {a->q, a->k, a->v, a->q_pos, a->kv_pos};
   const int64_t in_b[5] = {bq, bk, bv, nq * 4, nk * 4};
   for (int i = 0; i < 5; i++)
     if (rmpi_overlap(a->out, bo, in[i], in_b[i]) || rmpi_overlap(a->lse, bl, in[i], in_b[i]))
       return ROVE_ERR_INVALID_ARGUMENT;
   if (rmpi_overlap(a->out, bo, a->lse, bl)) return ROVE_ERR_INVALID_ARGUMENT;
-  return rmpi_check_sinks(a->sinks, r->H, a->out, bo, a->lse, bl);
+  return ROVE_OK;
 }
 
 /* Step 3: the buffers, sized by the largest shard of any rank. */

@@ -137,6 +137,10 @@ static void test_ring_errors(void **state) {
   if (mt_rank == victim) a.sinks = sinks;
   expect_all("NaN sink", rove_mpi_ring_attention(f.p, &a, MPI_COMM_WORLD),
              ROVE_ERR_INVALID_ARGUMENT);
+  a = f.a; /* a rank without queries checks its sinks too */
+  if (mt_rank == victim) a.q_len = 0, a.q = a.out = a.lse = NULL, a.q_pos = NULL, a.sinks = sinks;
+  expect_all("NaN sink, no queries", rove_mpi_ring_attention(f.p, &a, MPI_COMM_WORLD),
+             ROVE_ERR_INVALID_ARGUMENT);
   a = f.a;
   if (mt_rank == victim) a.sinks = a.out + 3;
   expect_all("sinks inside out", rove_mpi_ring_attention(f.p, &a, MPI_COMM_WORLD),
