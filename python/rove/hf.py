@@ -89,8 +89,9 @@ Design of ``apply`` (no re-rotation of the past)
       ``max(position_ids) + 1`` each forward, as transformers chooses them; dynamic NTK
       only while positions stay below ``max_position_embeddings``, where it is exactly
       plain RoPE, and refused where the model's rotary embedding still holds the grown
-      frequencies of a longer forward). ``apply`` compares them with the model's own rotary embedding
-      (inv_freq and attention scaling) and refuses a model whose frequencies differ.
+      frequencies of a longer forward). ``apply`` compares them with the model's own
+      rotary embedding (inv_freq and attention scaling) and refuses a model whose
+      frequencies differ.
 
 float32, bfloat16 and float16 models: librove reads half-precision q / k / v as they are
 (widened to fp32 in its kernels, fp32 accumulation) and returns the output in q's dtype;
