@@ -258,6 +258,17 @@ def _prepare_out(out, torch_kind, bhsd, ndim, shape4, name="out", dtype=_tensor.
     return out, v, h * d, _user_view(buf, torch_kind, bhsd, ndim)
 
 
+def _refuse_aside_overlap(fn, out, tmp, **inputs):
+    """An out= computed aside (strides librove cannot take: tmp) is copied in after the
+    call, so librove's own check, which refuses an output over an input it reads, never
+    sees it: the same rule here, before the call, so that whether such an out= is refused
+    does not depend on its strides."""
+    if out is not None and tmp is not None:
+        why = _tensor.overlap_detail(out, **inputs)
+        if why:
+            _lib.check(fn, _lib.ERR_INVALID_ARGUMENT, why)
+
+
 def _copy_back(out, tmp, torch_kind):
     _tensor.copies += 1
     if torch_kind:
@@ -379,26 +390,25 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
     lse = None
     if return_lse:
         lse, a.lse = _tensor.empty(vq.torch, (B, H, Lq))
+    fn = ("rove_attention_forward" if cache is None else "rove_kv_cache_attention") + (
+        "" if types is None else "_typed")
+    # (the overlap C refuses is with what it was given -- the positions, angles and sinks
+    # as converted)
+    reads = dict(q=q, k=k, v=v, q_pos=qp, kv_pos=kp, q_angles=qa, kv_angles=ka, sinks=sk)
+    _refuse_aside_overlap(fn, out, tmp, **reads)
     if cache is None and types is None:
         st = _lib.lib.rove_attention_forward(plan._ptr, a)
-        fn = "rove_attention_forward"
     elif cache is None:
         st = _lib.lib.rove_attention_forward_typed(plan._ptr, a, types)
-        fn = "rove_attention_forward_typed"
     elif types is None:
         st = _lib.lib.rove_kv_cache_attention(cache._ptr, a)
-        fn = "rove_kv_cache_attention"
     else:
         st = _lib.lib.rove_kv_cache_attention_typed(cache._ptr, a, types)
-        fn = "rove_kv_cache_attention_typed"
-    # (the overlap C refuses is with what it was given -- the positions, angles and sinks
-    # as converted -- and with out itself only when it was not computed aside)
     why = ""
     if st == _lib.ERR_INVALID_ARGUMENT:
-        why = ((out is not None and tmp is None and _tensor.overlap_detail(
-                   out, q=q, k=k, v=v, q_pos=qp, kv_pos=kp, q_angles=qa, kv_angles=ka, sinks=sk))
+        why = ((out is not None and tmp is None and _tensor.overlap_detail(out, **reads))
                or (cache._attention_detail(Lq, q_pos, q_angles) if cache is not None else ""))
-    del lk, lv, qp, kp, qa, ka, sk  # kept alive until here: C read them
+    del lk, lv, qp, kp, qa, ka, sk, reads  # kept alive until here: C read them
     _lib.check(fn, st, why)
     if tmp is not None:
         _copy_back(result, tmp, vq.torch)

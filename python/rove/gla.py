@@ -80,7 +80,9 @@ class GLAPlan(_lib.SharedHandle):
         also be bfloat16 / float16 (torch; numpy float16): they are widened to float32 (a
         copy), the call runs in float32, and the output is rounded once to q's dtype (the
         final state stays float32, as flash-linear-attention returns it); out= is then
-        refused.
+        refused. out= (float32 inputs): a C-contiguous float32 array or tensor of out's
+        shape, written in place (unlike rove.attention's out=, no strided or lazily
+        negated views: those are refused, not computed aside).
 
         cu_seqlens (flash-linear-attention's): None, or packed sequences of one row, an
         integer array [N + 1] of cumulative lengths from 0 to seq (q [1, seq, H, key_dim]

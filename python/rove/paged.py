@@ -170,9 +170,9 @@ def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail, out
     kind and dtype) or the caller's [total_q, n_heads, head_dim] (float32, bfloat16 or
     float16: its dtype is the output's type), written in place when its heads and dims are
     dense, else computed aside and copied in; reads(): the arrays the call reads in place
-    (by name; called only after a refusal), to say which one an overlapping out= shares
-    memory with. sinks: attention sinks [n_heads] (rove.attention's), or None."""
-    from .attention import _copy_back, _prepare_out, _sinks
+    (by name; called after a refusal, or before the call for an out= computed aside), to
+    say which one an overlapping out= shares memory with. sinks: attention sinks [n_heads] (rove.attention's), or None."""
+    from .attention import _copy_back, _prepare_out, _refuse_aside_overlap, _sinks
     T, H, D = vq.shape
     a = _lib.PagedArgs()
     a.n_seqs, a.cu_seqlens_q = len(cu) - 1, cu.ctypes.data
@@ -191,13 +191,16 @@ def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail, out
     types = None  # float32 q and out: the untyped calls; else the pool's K/V stay F32 here
     if vq.dtype != _F32 or ov.dtype != _F32:
         types = _lib.TensorTypes(vq.dtype, _F32, _F32, ov.dtype)
+    # what C is given: q as read (a copy when its heads and dims were not dense), the
+    # positions and angles, the sinks, the pool's arrays
+    def seen():
+        return dict(q=vq.obj, q_pos=qp, q_angles=qa, sinks=sk, **(reads() if reads else {}))
+    if out is not None and tmp is not None:  # (reads() only then: a decode step skips it)
+        _refuse_aside_overlap(fn, out, tmp, **seen())
     st = call(a, types)
     why = ""
-    if st == _lib.ERR_INVALID_ARGUMENT:
-        # what C was given: q as read (a copy when its heads and dims were not dense), the
-        # positions and angles; out itself only when it was not computed aside
-        seen = dict(q=vq.obj, q_pos=qp, q_angles=qa, **(reads() if reads else {}))
-        why = (out is not None and tmp is None and _tensor.overlap_detail(out, **seen)) or detail()
+    if st == _lib.ERR_INVALID_ARGUMENT:  # (out itself: only when it was not computed aside)
+        why = (out is not None and tmp is None and _tensor.overlap_detail(out, **seen())) or detail()
     del qp, qa, sk
     _lib.check(fn, st, why)
     if tmp is not None:
@@ -442,10 +445,10 @@ class PagedKVCache(_lib.OwnedHandle):
         head ([n_heads], any float dtype), as in rove.attention (no gradient here).
         ``out=`` [total_q, n_heads, head_dim] (float32, bfloat16 or float16, of q's kind;
         its dtype is the output's type) is written and returned instead of a fresh output
-        (in place when its heads and dims are dense). C refuses an out= whose address range
-        meets q's (or the pool's, the positions' or the angles'), even when interleaved
-        without a common element; one computed aside (heads and dims not dense) is not
-        checked that way."""
+        (in place when its heads and dims are dense). An out= whose address range meets
+        q's (or the pool's, the positions', the angles' or the sinks') is refused, even when
+        interleaved without a common element: by C, or, for one computed aside (heads and
+        dims not dense), by the same rule before the call."""
         p = self.plan
         ids = _ints(seqs, "seqs", (None,), ("n_seqs",))
         vq, ts = _queries(q, p.n_heads, p.head_dim)

@@ -124,7 +124,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, rotate="rove", caus
 def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse, out=None,
             sinks=None):
     """One rove_attention_varlen(_typed) call (checked shapes); returns (out, lse or None)."""
-    from .attention import _angles, _copy_back, _logical, _prepare_out, _sinks, _strided
+    from .attention import (_angles, _copy_back, _logical, _prepare_out, _refuse_aside_overlap,
+                            _sinks, _strided)
     vq = _tensor.view_float(q, "q")
     Tq, H, D = vq.shape
     Tk, Hk = int(ck[-1]), plan.n_kv_heads
@@ -167,6 +168,7 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
     lse = None
     if want_lse:
         lse, a.lse = _tensor.empty(vq.torch, (H, Tq))
+    _refuse_aside_overlap("rove_attention_varlen", out, tmp, q=q, k=k, v=v, **seen)
     if (dt["q"], dt["k"], dt["v"], ov.dtype) == (_tensor.F32,) * 4:
         st, fn = _lib.lib.rove_attention_varlen(plan._handle, ctypes.byref(a)), "rove_attention_varlen"
     else:

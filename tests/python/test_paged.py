@@ -415,6 +415,12 @@ def test_out_buffers(rng, torch):
     with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps q"):
         rove.paged_attention(qq, pool.k, pool.v, tables, LENS, cu, out=qq, **kw)
     assert np.array_equal(qq, q)
+    # computed aside (dims reversed: not librove's strides): refused by the same rule
+    with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps q"):
+        c.attention(ids, qq, cu_seqlens_q=cu, out=qq[..., ::-1])
+    with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps q"):
+        rove.paged_attention(qq, pool.k, pool.v, tables, LENS, cu, out=qq[..., ::-1], **kw)
+    assert np.array_equal(qq, q)
     # the cause named is what C was given: a non-dense q and out (both copied) with a bad
     # block table blame the table, not an overlap of the caller's arrays
     wide = np.zeros((T, H, 2 * D), np.float32)
