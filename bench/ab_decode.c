@@ -5,8 +5,9 @@
  * change being measured. This loads two builds of librove.so (dlopen, each with its own
  * symbols), gives each its own plan and KV cache of the same shape and contents, and
  * times one decode step of A, then of B, round after round, next to a pure read of the
- * same number of bytes (the bandwidth reference, also in the same rounds; on 2 MB pages
- * for a cache, as the cache's K and V are: bench_pages.h). It prints the
+ * same number of bytes (the bandwidth reference, also in the same rounds, on as many
+ * threads as the plans; on 2 MB pages for a cache, as the cache's K and V are:
+ * bench_pages.h). It prints the
  * median per build, ns per key and KV head, and the read reference as a fraction.
  *
  *   ab_decode LIB_A LIB_B [heads kv_heads head_dim keys type threads rounds]
@@ -20,6 +21,7 @@
  * Between steps it walks 64 MB of other memory, so a cache larger than the L3 is read from
  * DRAM as in a model with other layers; AB_NOFLUSH=1 leaves that out. */
 #define _DEFAULT_SOURCE /* madvise (bench_pages.h) */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,44 @@ static float read_all(const float *x, size_t n) {
 }
 
 static volatile float sink;
+
+/* read_all of n floats on `threads` threads (the calling one included), each over its own
+ * contiguous part: the read reference of a decode step on as many threads. (Before
+ * session 44 the reference was read on one thread whatever the plans' count, so the
+ * two-thread "% of read" figures of earlier sessions were against a one-thread read.) */
+typedef struct {
+  const float *x;
+  size_t n;
+  float sum;
+} read_part;
+
+static void *read_part_run(void *v) {
+  read_part *r = v;
+  r->sum = read_all(r->x, r->n);
+  return NULL;
+}
+
+static float read_threads(const float *x, size_t n, int threads) {
+  enum { MAX_READERS = 64 };
+  pthread_t t[MAX_READERS];
+  read_part part[MAX_READERS];
+  int started[MAX_READERS] = {0};
+  threads = threads < 1 ? 1 : threads > MAX_READERS ? MAX_READERS : threads;
+  const size_t per = n / (size_t)threads / 32 * 32; /* whole 32-float pieces each */
+  for (int i = 0; i < threads; i++) {
+    part[i] = (read_part){x + per * (size_t)i, i == threads - 1 ? n - per * (size_t)i : per, 0};
+    if (i) started[i] = pthread_create(&t[i], NULL, read_part_run, &part[i]) == 0;
+  }
+  float s = read_all(part[0].x, part[0].n);
+  for (int i = 1; i < threads; i++) {
+    if (started[i])
+      pthread_join(t[i], NULL);
+    else
+      read_part_run(&part[i]); /* (no thread: read here, so the whole buffer is read) */
+    s += part[i].sum;
+  }
+  return s;
+}
 
 int main(int argc, char **argv) {
   if (argc < 3) {
@@ -159,7 +199,7 @@ int main(int argc, char **argv) {
       if (i < 2) {
         if (plain ? L[i].forward(L[i].plan, &pa) : L[i].attend(L[i].cache, &a)) return 1;
       } else {
-        sink = read_all(ref, rf);
+        sink = read_threads(ref, rf, thr);
       }
       if (r >= 0) t[i][r] = bench_now() - t0;
     }

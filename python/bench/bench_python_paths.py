@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The roads from PyTorch to the kernels that a user hits, one thread each side
-(threads=1, torch.set_num_threads(1)), medians of --runs calls, interleaved round by
-round:
+(threads=1, torch.set_num_threads(1)), medians of --runs calls, each case's calls back to
+back (not interleaved between cases):
 
     python python/bench/bench_python_paths.py [--runs 9]
 
@@ -21,7 +21,8 @@ round:
                 and rove.attention's on the same data as a [256, 8, h, d] batch
   gla strong    GLAPlan.forward (and forward + backward) of 1 x 1024 x 4 x 64 with log
                 decays g = -4 u, u uniform in [0, 1) (subnormal chunk products)
-  cache append  KVCache.append of 4096 tokens x 4 KV heads x 64 (a 16:4 plan)
+  cache append  a KVCache created and 4096 tokens x 4 KV heads x 64 appended (a 16:4
+                plan): creation and the first touch of its pages included
   sel angles    rove.selective_angles of one token, 4 heads x 32 pairs, with a carry
   sel phase     rove.selective_phase of 512 and 2048 tokens (and a 1-token decode step),
                 32 heads x 128 inputs, 32 pairs, rank 16, conv width 4, GLA gate (rank
@@ -125,7 +126,7 @@ def cases():
              lambda: gplan.forward(*leaves).sum().backward())]
     cplan = rove.Plan(16, 4, 64, threads=1)
     ck = r(1, 4096, 4, 64).numpy()
-    out.append(("cache append 4096 x 4 x 64", "KVCache.append",
+    out.append(("cache append 4096 x 4 x 64", "KVCache() + append",
                 lambda: rove.KVCache(cplan, 1, 4096).append(ck, ck)))
     phi, carry = r(1, 1, 4, 32), torch.zeros(1, 4, 32, dtype=torch.float64)
     out.append(("selective_angles 1 x 4 x 32", "decode step",
