@@ -261,8 +261,9 @@ def _prepare_out(out, torch_kind, bhsd, ndim, shape4, name="out", dtype=_tensor.
 def _refuse_aside_overlap(fn, out, tmp, **inputs):
     """An out= computed aside (strides librove cannot take: tmp) is copied in after the
     call, so librove's own check, which refuses an output over an input it reads, never
-    sees it: the same rule here, before the call, so that whether such an out= is refused
-    does not depend on its strides."""
+    sees it: the same rule here, before the call, against the same inputs (those the call
+    reads: a private copy of an input is no overlap), so that whether such an out= is
+    refused does not depend on its strides."""
     if out is not None and tmp is not None:
         why = _tensor.overlap_detail(out, **inputs)
         if why:
@@ -392,9 +393,10 @@ def _forward(plan, q, k, v, q_pos, kv_pos, layout, return_lse, out, q_angles, kv
         lse, a.lse = _tensor.empty(vq.torch, (B, H, Lq))
     fn = ("rove_attention_forward" if cache is None else "rove_kv_cache_attention") + (
         "" if types is None else "_typed")
-    # (the overlap C refuses is with what it was given -- the positions, angles and sinks
-    # as converted)
-    reads = dict(q=q, k=k, v=v, q_pos=qp, kv_pos=kp, q_angles=qa, kv_angles=ka, sinks=sk)
+    # (the overlap C refuses is with what it is given: q, k and v as read -- a private copy
+    # where their layout needed one -- and the positions, angles and sinks as converted)
+    reads = dict(q=lq.obj, k=None if lk is None else lk.obj, v=None if lv is None else lv.obj,
+                 q_pos=qp, kv_pos=kp, q_angles=qa, kv_angles=ka, sinks=sk)
     _refuse_aside_overlap(fn, out, tmp, **reads)
     if cache is None and types is None:
         st = _lib.lib.rove_attention_forward(plan._ptr, a)

@@ -134,7 +134,7 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
     a = _lib.VarlenArgs()
     a.n_seqs = cq.shape[0] - 1
     a.cu_seqlens_q, a.cu_seqlens_k = cq.ctypes.data, ck.ctypes.data
-    dt = {}
+    dt, qkv = {}, {}
     for name, x, shape in (("q", q, (Tq, H, D)), ("k", k, (Tk, Hk, D)), ("v", v, (Tk, Hk, D))):
         vx = _tensor.view_float(x, name)
         if vx.torch != vq.torch:
@@ -143,6 +143,7 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
             raise ValueError(f"{name} has shape {tuple(vx.shape)}, expected {shape}")
         lx, stride = _strided(_logical(vx, name, False, 3), name, False, 3)  # [1, T, h, d]
         keep.append(lx)
+        qkv[name] = lx.obj  # as read: a private copy where the layout needed one
         setattr(a, name, lx.ptr)
         setattr(a, name + "_stride", stride)
         dt[name] = lx.dtype
@@ -168,16 +169,17 @@ def _varlen(plan, q, k, v, cq, ck, q_pos, kv_pos, q_angles, kv_angles, want_lse,
     lse = None
     if want_lse:
         lse, a.lse = _tensor.empty(vq.torch, (H, Tq))
-    _refuse_aside_overlap("rove_attention_varlen", out, tmp, q=q, k=k, v=v, **seen)
-    if (dt["q"], dt["k"], dt["v"], ov.dtype) == (_tensor.F32,) * 4:
-        st, fn = _lib.lib.rove_attention_varlen(plan._handle, ctypes.byref(a)), "rove_attention_varlen"
+    typed = (dt["q"], dt["k"], dt["v"], ov.dtype) != (_tensor.F32,) * 4
+    fn = "rove_attention_varlen_typed" if typed else "rove_attention_varlen"
+    _refuse_aside_overlap(fn, out, tmp, **qkv, **seen)
+    if not typed:
+        st = _lib.lib.rove_attention_varlen(plan._handle, ctypes.byref(a))
     else:
         types = _lib.TensorTypes(dt["q"], dt["k"], dt["v"], ov.dtype)
         st = _lib.lib.rove_attention_varlen_typed(plan._handle, ctypes.byref(a), ctypes.byref(types))
-        fn = "rove_attention_varlen_typed"
-    why = (_tensor.overlap_detail(out, q=q, k=k, v=v, **seen)
+    why = (_tensor.overlap_detail(out, **qkv, **seen)
            if st == _lib.ERR_INVALID_ARGUMENT and out is not None and tmp is None else "")
-    del keep, seen
+    del keep, seen, qkv
     _lib.check(fn, st, why)
     if tmp is not None:
         _copy_back(result, tmp, vq.torch)

@@ -558,3 +558,78 @@ def test_opcheck_with_angles(rng):
                                       "test_autograd_registration"))
     with pytest.raises(TypeError, match="float64"):
         rove.torch_ops.attention(q, k, v, q_angles=qa.float(), kv_angles=ka.float())
+
+
+ALL_OPCHECKS = ("test_schema", "test_faketensor", "test_autograd_registration",
+                "test_aot_dispatch_dynamic")
+
+
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+def test_attention_and_its_backward_opcheck_in_full(layout):
+    """Every opcheck on rove::attention (bf16, GQA, window, softcap, sinks, inputs that
+    require grad) and on rove::attention_backward (with an LSE gradient); the other ops'
+    tests run them too."""
+    g = torch.Generator().manual_seed(5)
+    qs, ks = ((2, 7, 4, 16), (2, 9, 2, 16)) if layout == "bshd" else ((2, 4, 7, 16), (2, 2, 9, 16))
+    q, k, v = (torch.randn(*s, generator=g).to(torch.bfloat16).requires_grad_()
+               for s in (qs, ks, ks))
+    sinks = torch.randn(4, generator=g).requires_grad_()
+    args = (q, k, v, None, None, "rove", True, 3, 5.0, None, "", layout, sinks)
+    torch.library.opcheck(torch.ops.rove.attention.default, args, test_utils=ALL_OPCHECKS)
+    out, lse = torch.ops.rove.attention.default(*args)
+    bargs = (torch.ones_like(out), *(x.detach() for x in (q, k, v, out, lse)), None, None,
+             "rove", True, 3, 5.0, None, "", layout, sinks.detach(), None, None,
+             torch.ones_like(lse), False, False)
+    torch.library.opcheck(torch.ops.rove.attention_backward.default, bargs,
+                          test_utils=ALL_OPCHECKS)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_gla_backward_opcheck(rng, packed):
+    (q, k, v, g, ang, s0), cu = _gla_inputs(rng, packed)
+    out, fs = torch.ops.rove.gla.default(q, k, v, g, ang, s0, cu, None, "rove", 0, "half", 16,
+                                         False)
+    gargs = (torch.ones_like(out), torch.ones_like(fs), *(x.detach() for x in (q, k, v, g, out)),
+             ang.detach(), s0.detach(), cu, None, "rove", 0, "half", 16, True, True)
+    torch.library.opcheck(torch.ops.rove.gla_backward.default, gargs, test_utils=ALL_OPCHECKS)
+
+
+def test_inductor_training_and_export():
+    """The default backend (inductor), fullgraph, forward and backward of a small
+    projection -> rove::attention (sinks, LSE in the loss) -> projection against eager;
+    and torch.export of the same module, whose program gives eager's output."""
+    import torch._inductor.config as icfg
+    icfg.compile_threads = 1
+    torch.manual_seed(0)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(32, 64)
+            self.o = torch.nn.Linear(32, 32)
+            self.sinks = torch.nn.Parameter(torch.randn(2))
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).split([32, 16, 16], dim=-1)
+            b, t = x.shape[:2]
+            out, lse = rove.torch_ops.attention(
+                q.reshape(b, t, 2, 16), k.reshape(b, t, 1, 16), v.reshape(b, t, 1, 16),
+                window=5, softcap=20.0, sinks=self.sinks, return_lse=True)
+            return self.o(out.reshape(b, t, 32)), lse
+
+    m, x = Block(), torch.randn(2, 9, 32)
+
+    def loss(mod):
+        y, lse = mod(x)
+        return (y ** 2).sum() + lse.sum()
+
+    want = loss(m)
+    grads = torch.autograd.grad(want, list(m.parameters()))
+    got = loss(torch.compile(m, fullgraph=True))
+    cgrads = torch.autograd.grad(got, list(m.parameters()))
+    assert torch.allclose(got, want, rtol=1e-5)
+    for a, b in zip(cgrads, grads):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)
+    ep = torch.export.export(m, (x,))
+    y, lse = ep.module()(x)
+    assert torch.allclose(y, m(x)[0], rtol=1e-5, atol=1e-6)

@@ -118,6 +118,18 @@ def test_bad_cu_unsigned_and_clear_messages():
         with pytest.raises(rove.RoveInvalidArgument, match="out= overlaps q"):
             fn(*args[:0], qc, *args[1:], out=qc[..., ::-1])
         assert np.array_equal(qc, q)
+    # q read through a private copy (its heads are not dense) and an out= computed aside in
+    # the same buffer: no memory librove reads is written, so it is taken, as in place
+    T, H, D = q.shape
+    w = np.zeros((T, H, 2 * D), np.float32)
+    w[..., :D] = q
+    want = rove.attention_varlen(q, k, v, cq, ck)
+    got = rove.attention_varlen(w[..., :D], k, v, cq, ck, out=w[..., D:])
+    assert np.array_equal(got, want) and np.array_equal(w[..., D:], want)
+    w[..., :D] = q
+    want = rove.attention(q[None], k[None], v[None])
+    rove.attention(w[None, ..., :D], k[None], v[None], out=w[None, ..., D:])
+    assert np.array_equal(w[None, ..., D:], want)
 
 
 def test_out_overlapping_sinks_or_positions_is_named():
