@@ -171,7 +171,8 @@ def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail, out
     float16: its dtype is the output's type), written in place when its heads and dims are
     dense, else computed aside and copied in; reads(): the arrays the call reads in place
     (by name; called after a refusal, or before the call for an out= computed aside), to
-    say which one an overlapping out= shares memory with. sinks: attention sinks [n_heads] (rove.attention's), or None."""
+    say which one an overlapping out= shares memory with. sinks: attention sinks
+    [n_heads] (rove.attention's), or None."""
     from .attention import _copy_back, _prepare_out, _refuse_aside_overlap, _sinks
     T, H, D = vq.shape
     a = _lib.PagedArgs()
@@ -200,7 +201,8 @@ def _attend(plan, fn, call, vq, ts, cu, q_pos, q_angles, return_lse, detail, out
     st = call(a, types)
     why = ""
     if st == _lib.ERR_INVALID_ARGUMENT:  # (out itself: only when it was not computed aside)
-        why = (out is not None and tmp is None and _tensor.overlap_detail(out, **seen())) or detail()
+        why = ((out is not None and tmp is None and _tensor.overlap_detail(out, **seen()))
+               or detail())
     del qp, qa, sk
     _lib.check(fn, st, why)
     if tmp is not None:
